@@ -1,0 +1,84 @@
+// Command demo-api serves the idempotent create API and runs its chores:
+//
+//	demo-api serve            run the HTTP API (migrates first) and the sweeper
+//	demo-api migrate up|down  apply or roll back the schema
+//	demo-api purge-expired    delete expired idempotency records once
+//	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
+//
+// Configuration comes from environment variables; each has a flag of the
+// same meaning (see config.go).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/demo-api/demo-api/internal/auth"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "demo-api:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: demo-api <command> [flags]
+
+commands:
+  serve               run the HTTP API and the sweeper (applies migrations first)
+  migrate up|down     apply all migrations, or roll back the last one
+  purge-expired       delete expired idempotency records, then exit
+  hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
+
+run "demo-api <command> -h" for the flags and environment variables.`
+
+// run is the whole program; main only wires it to the process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("no command")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		cfg, err := loadConfig(cmd, args, getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stdout, stderr)
+	case "migrate":
+		if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
+			return fmt.Errorf("usage: demo-api migrate up|down")
+		}
+		cfg, err := loadConfig(cmd, args[1:], getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return migrateCmd(ctx, cfg, args[0], stdout)
+	case "purge-expired":
+		cfg, err := loadConfig(cmd, args, getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return purgeCmd(ctx, cfg, stdout)
+	case "hash-token":
+		if len(args) != 1 {
+			return fmt.Errorf("usage: demo-api hash-token TOKEN")
+		}
+		fmt.Fprintln(stdout, auth.Hash(args[0]))
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/postgres"
+)
+
+// serve runs the API until ctx ends, then shuts down gracefully: it stops
+// accepting, lets in-flight requests finish (their finish runs on a context of
+// its own), stops the sweeper and returns nil.
+func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	logger := cfg.logger(stderr)
+	db, err := postgres.Open(ctx, cfg.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := postgres.Migrate(db, 0); err != nil {
+		return err
+	}
+	store := postgres.New(db)
+	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
+
+	handler := httpapi.NewServer(httpapi.Deps{
+		Logger:   logger,
+		Keys:     store,
+		Demo:     &demo.Service{Store: store, RefusedTopics: cfg.refused()},
+		Tokens:   tokens,
+		Ready:    store.Ping,
+		TTL:      cfg.ttl,
+		Lease:    cfg.lease,
+		Workshop: cfg.workshop,
+	})
+	ln, err := net.Listen("tcp", cfg.listenAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { sweep(sweepCtx, logger, store, cfg.sweepInterval, cfg.sweepBatch) })
+	defer func() { stopSweep(); wg.Wait() }()
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
+		"ttl", cfg.ttl, "lease", cfg.lease)
+	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
+
+// operations are the operations that take an idempotency key.
+var operations = map[string]bool{demo.OperationCreate: true}
+
+// keyOutcome is the body of the outcome route.
+type keyOutcome struct {
+	Key                   string     `json:"key"`
+	Operation             string     `json:"operation"`
+	State                 string     `json:"state"`
+	LeaseRemainingSeconds *int       `json:"leaseRemainingSeconds,omitempty"`
+	Status                int        `json:"status,omitempty"`
+	ResultID              string     `json:"resultId,omitempty"`
+	CreatedAt             time.Time  `json:"createdAt"`
+	CompletedAt           *time.Time `json:"completedAt,omitempty"`
+	ExpiresAt             time.Time  `json:"expiresAt"`
+}
+
+// handleKeyOutcome is GET /v1/idempotency-keys/{key}?operation=…: what became
+// of the caller's key, for a client whose retries ran out. It never runs
+// anything. An unknown or expired key is 404.
+func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := r.URL.Query().Get("operation")
+		if op == "" {
+			op = demo.OperationCreate
+		}
+		if !operations[op] {
+			writeError(logger, w, r, apperr.Errorf(apperr.InvalidQuery, "operation must be %s", demo.OperationCreate))
+			return
+		}
+		raw, err := url.PathUnescape(chi.URLParam(r, "key"))
+		if err != nil {
+			writeError(logger, w, r, apperr.Errorf(apperr.KeyInvalid, "the key in the path is not valid percent-encoding"))
+			return
+		}
+		key, err := idempotency.ParseKey([]string{raw})
+		if err != nil {
+			writeError(logger, w, r, err)
+			return
+		}
+		scope := idempotency.Scope{Actor: actorOf(r), Operation: op, Key: key}
+		noteKey(r, scope)
+		rec, now, err := keys.Lookup(r.Context(), scope)
+		if err != nil {
+			writeError(logger, w, r, err)
+			return
+		}
+		if rec == nil || rec.Expired(now) {
+			writeError(logger, w, r, apperr.Errorf(apperr.NotFound, "this key was never seen, or its record expired"))
+			return
+		}
+		out := keyOutcome{Key: key, Operation: op, State: string(rec.State), CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt}
+		if rec.State == idempotency.InProgress {
+			left := int(math.Ceil(max(rec.LockedUntil.Sub(now), 0).Seconds()))
+			out.LeaseRemainingSeconds = &left
+		} else {
+			out.Status, out.ResultID, out.CompletedAt = rec.Response.Status, rec.Response.ResultID, &rec.CompletedAt
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+}

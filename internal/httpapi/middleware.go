@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
+
+// ctxKey is the type of this package's context keys.
+type ctxKey int
+
+const (
+	actorKey ctxKey = iota
+	logInfoKey
+)
+
+// logInfo collects what the request line logs; handlers fill it in.
+type logInfo struct {
+	actor   string
+	keyHash string
+	outcome idempotency.Outcome
+	code    string
+}
+
+func info(r *http.Request) *logInfo {
+	if li, ok := r.Context().Value(logInfoKey).(*logInfo); ok {
+		return li
+	}
+	return &logInfo{}
+}
+
+func noteCode(r *http.Request, code string) { info(r).code = code }
+
+// noteKey records a hash of the scope for the log: the raw key never is.
+func noteKey(r *http.Request, s idempotency.Scope) {
+	sum := sha256.Sum256([]byte(s.Actor + "\x00" + s.Operation + "\x00" + s.Key))
+	info(r).keyHash = hex.EncodeToString(sum[:8])
+}
+
+func requestID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
+
+// logRequests logs one line per request, and reports it to the metrics.
+func (s *server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		li := &logInfo{}
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logInfoKey, li)))
+
+		d := time.Since(start)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK // nothing written, or the connection was hijacked
+		}
+		attrs := []slog.Attr{
+			slog.String("request_id", requestID(r)),
+			slog.String("method", r.Method),
+			slog.String("route", route),
+			slog.Int("status", status),
+			slog.Duration("duration", d),
+		}
+		if li.actor != "" {
+			attrs = append(attrs, slog.String("actor", li.actor))
+		}
+		if li.keyHash != "" {
+			attrs = append(attrs, slog.String("key_hash", li.keyHash))
+		}
+		if li.outcome != "" {
+			attrs = append(attrs, slog.String("outcome", string(li.outcome)))
+		}
+		if li.code != "" {
+			attrs = append(attrs, slog.String("code", li.code))
+		}
+		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+		if s.Metrics != nil {
+			s.Metrics.Request(route, status, d)
+		}
+	})
+}
+
+// recoverPanics turns a panic into a 500, logged once with its stack.
+func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					logger.ErrorContext(r.Context(), "panic", "panic", v, "stack", string(debug.Stack()), "request_id", requestID(r))
+					noteCode(r, apperr.Internal)
+					writeResponse(w, render(nil), false)
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// authenticate resolves "Authorization: Bearer <token>" to an actor, or
+// answers 401. The token is hashed, never logged.
+func authenticate(logger *slog.Logger, tokens auth.Tokens) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			actor, ok := tokens.Actor(strings.TrimSpace(token))
+			if !strings.EqualFold(scheme, "Bearer") || !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="demo-api"`)
+				writeError(logger, w, r, apperr.Errorf(apperr.Unauthorized, "send Authorization: Bearer <token> with a known token"))
+				return
+			}
+			info(r).actor = actor
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey, actor)))
+		})
+	}
+}
+
+func actorOf(r *http.Request) string {
+	actor, _ := r.Context().Value(actorKey).(string)
+	return actor
+}

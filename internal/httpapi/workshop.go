@@ -1,0 +1,107 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+)
+
+// Workshop headers reproduce each branch on demand. They are refused unless
+// the server runs with the workshop enabled.
+const (
+	// HeaderDelay holds the work after the claim, e.g. "10s": meanwhile a
+	// retry with the same key gets 409 operation_in_progress.
+	HeaderDelay = "Workshop-Delay"
+	// HeaderFail, "after-claim", fails the work after the claim: the claim is
+	// released and the answer is 503, so the same key can run again.
+	HeaderFail = "Workshop-Fail"
+	// HeaderDropResponse, "true", closes the connection after the finish
+	// committed, without a response: the lost response a retry recovers.
+	HeaderDropResponse = "Workshop-Drop-Response"
+)
+
+// workshop is the server's switch, and its test seam.
+type workshop struct {
+	enabled    bool
+	maxDelay   time.Duration
+	afterClaim func(context.Context) error
+}
+
+func (s *server) workshop() workshop {
+	return workshop{enabled: s.Workshop, maxDelay: s.Lease / 2, afterClaim: s.AfterClaim}
+}
+
+// knobs are one request's workshop settings.
+type knobs struct {
+	delay        time.Duration
+	fail         bool
+	dropResponse bool
+	hook         func(context.Context) error
+}
+
+// knobs reads the workshop headers of r. Errors: workshop_disabled,
+// invalid_field.
+func (ws workshop) knobs(r *http.Request) (knobs, error) {
+	k := knobs{hook: ws.afterClaim}
+	delay, fail, drop := r.Header.Get(HeaderDelay), r.Header.Get(HeaderFail), r.Header.Get(HeaderDropResponse)
+	if delay == "" && fail == "" && drop == "" {
+		return k, nil
+	}
+	if !ws.enabled {
+		return k, apperr.Errorf(apperr.WorkshopDisabled, "start the server with WORKSHOP=true to use the Workshop-* headers")
+	}
+	var err error
+	if delay != "" {
+		if k.delay, err = time.ParseDuration(delay); err != nil || k.delay < 0 || k.delay >= ws.maxDelay {
+			return k, apperr.Errorf(apperr.InvalidField, "%s must be a duration below %s, such as 10s", HeaderDelay, ws.maxDelay)
+		}
+	}
+	switch fail {
+	case "":
+	case "after-claim":
+		k.fail = true
+	default:
+		return k, apperr.Errorf(apperr.InvalidField, "%s must be after-claim", HeaderFail)
+	}
+	if drop != "" {
+		if k.dropResponse, err = strconv.ParseBool(drop); err != nil {
+			return k, apperr.Errorf(apperr.InvalidField, "%s must be true or false", HeaderDropResponse)
+		}
+	}
+	return k, nil
+}
+
+// afterClaim runs inside the work, after the claim and before the effect.
+func (k knobs) afterClaim(ctx context.Context) error {
+	if k.hook != nil {
+		if err := k.hook(ctx); err != nil {
+			return err
+		}
+	}
+	if k.delay > 0 {
+		select {
+		case <-time.After(k.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if k.fail {
+		return &apperr.Error{Code: apperr.Unavailable, Message: "the work failed after the claim (Workshop-Fail); the key was released, retry it", RetryAfter: time.Second}
+	}
+	return nil
+}
+
+// dropConnection closes the client's connection without a response.
+func dropConnection(logger *slog.Logger, w http.ResponseWriter, r *http.Request) {
+	noteCode(r, "response_dropped")
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		logger.ErrorContext(r.Context(), "drop response", "err", err, "request_id", requestID(r))
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}

@@ -1,0 +1,71 @@
+package idempotency
+
+import (
+	"strings"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+)
+
+// MaxKeyLen is the longest key accepted, in bytes.
+const MaxKeyLen = 255
+
+// ParseKey returns the key carried by the Idempotency-Key header values.
+//
+// The header holds a structured-field string ("abc", RFC 8941) as the IETF
+// draft asks, or the same characters bare (abc) as most clients send them;
+// both name the same key. The key itself is 1 to 255 visible ASCII
+// characters (0x21 to 0x7E).
+//
+// Errors: idempotency_key_missing when there is no header;
+// idempotency_key_invalid when it is sent more than once or is malformed.
+func ParseKey(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", apperr.Errorf(apperr.KeyMissing, "the Idempotency-Key header is required")
+	case 1:
+	default:
+		return "", apperr.Errorf(apperr.KeyInvalid, "send the Idempotency-Key header once")
+	}
+	v := strings.Trim(values[0], " \t")
+	if v == "" {
+		return "", apperr.Errorf(apperr.KeyMissing, "the Idempotency-Key header is empty")
+	}
+	key := v
+	if v[0] == '"' {
+		var ok bool
+		if key, ok = unquote(v); !ok {
+			return "", apperr.Errorf(apperr.KeyInvalid, "the Idempotency-Key header is not a valid quoted string")
+		}
+	}
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return "", apperr.Errorf(apperr.KeyInvalid, "the idempotency key must be 1 to %d characters", MaxKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return "", apperr.Errorf(apperr.KeyInvalid, "the idempotency key must be visible ASCII characters only")
+		}
+	}
+	return key, nil
+}
+
+// unquote decodes a structured-field string: a quoted run in which only \"
+// and \\ are escapes. Anything after the closing quote (such as parameters)
+// makes it invalid.
+func unquote(v string) (string, bool) {
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			i++
+			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", false
+			}
+			b.WriteByte(v[i])
+		case '"':
+			return b.String(), i == len(v)-1
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", false // no closing quote
+}

@@ -1,0 +1,236 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
+
+// claimSQL is the claim: one statement, committed on its own, so a concurrent
+// request sees the in-progress row at once. The unique scope decides the race:
+// INSERT … ON CONFLICT either inserts a new row, takes over a row that expired
+// or whose owner's lease passed with the same fingerprint (the WHERE below, the
+// same cases as idempotency.Decide), or leaves the row alone. The statement
+// also returns the row as it was before (prev), so a request that did not
+// claim learns in the same round trip whether to replay, wait or refuse.
+const claimSQL = `
+WITH clock AS (
+    SELECT coalesce($7::timestamptz, now()) AS now
+), prev AS (
+    SELECT payload_hash, state, locked_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $1 AND operation = $2 AND idem_key = $3
+), claimed AS (
+    INSERT INTO idempotency_keys AS k
+        (actor_id, operation, idem_key, payload_hash, state, claim_token,
+         locked_until, created_at, expires_at)
+    SELECT $1, $2, $3, $4, 'in_progress', $5::uuid,
+           clock.now + $6::bigint * interval '1 microsecond', clock.now,
+           clock.now + $8::bigint * interval '1 microsecond'
+    FROM clock
+    ON CONFLICT (actor_id, operation, idem_key) DO UPDATE SET
+        payload_hash = excluded.payload_hash, state = 'in_progress',
+        claim_token = excluded.claim_token, locked_until = excluded.locked_until,
+        status_code = NULL, response_body = NULL, response_headers = NULL,
+        result_id = NULL, created_at = excluded.created_at, completed_at = NULL,
+        expires_at = excluded.expires_at
+    -- excluded.created_at is this statement's now.
+    WHERE (k.expires_at <= excluded.created_at
+           AND (k.state = 'completed' OR k.locked_until <= excluded.created_at))
+       OR (k.state = 'in_progress' AND k.locked_until <= excluded.created_at
+           AND k.payload_hash = excluded.payload_hash)
+    RETURNING 1
+)
+SELECT clock.now, EXISTS (SELECT 1 FROM claimed) AS claimed, prev.*
+FROM clock LEFT JOIN prev ON true`
+
+// recordRow is a row of idempotency_keys as scanned.
+type recordRow struct {
+	PayloadHash     sql.NullString `db:"payload_hash"`
+	State           sql.NullString `db:"state"`
+	LockedUntil     sql.NullTime   `db:"locked_until"`
+	StatusCode      sql.NullInt64  `db:"status_code"`
+	ResponseBody    []byte         `db:"response_body"`
+	ResponseHeaders []byte         `db:"response_headers"`
+	ResultID        sql.NullString `db:"result_id"`
+	CreatedAt       sql.NullTime   `db:"created_at"`
+	CompletedAt     sql.NullTime   `db:"completed_at"`
+	ExpiresAt       sql.NullTime   `db:"expires_at"`
+}
+
+// record converts the row, nil when the LEFT JOIN found none.
+func (r recordRow) record() (*idempotency.Record, error) {
+	if !r.State.Valid {
+		return nil, nil
+	}
+	rec := &idempotency.Record{
+		Fingerprint: r.PayloadHash.String,
+		State:       idempotency.State(r.State.String),
+		LockedUntil: r.LockedUntil.Time,
+		CreatedAt:   r.CreatedAt.Time,
+		CompletedAt: r.CompletedAt.Time,
+		ExpiresAt:   r.ExpiresAt.Time,
+		Response: idempotency.Response{
+			Status:   int(r.StatusCode.Int64),
+			Body:     r.ResponseBody,
+			ResultID: r.ResultID.String,
+		},
+	}
+	if len(r.ResponseHeaders) > 0 {
+		if err := json.Unmarshal(r.ResponseHeaders, &rec.Response.Header); err != nil {
+			return nil, fmt.Errorf("decode stored headers: %w", err)
+		}
+	}
+	return rec, nil
+}
+
+// Claim implements idempotency.Store.
+func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	token := uuid.NewString()
+	var row struct {
+		Now     time.Time `db:"now"`
+		Claimed bool      `db:"claimed"`
+		recordRow
+	}
+	err := s.db.QueryRowxContext(ctx, claimSQL, sc.Actor, sc.Operation, sc.Key, fp, token,
+		lease.Microseconds(), s.now(), ttl.Microseconds()).StructScan(&row)
+	if err != nil {
+		return idempotency.ClaimResult{}, dbErr(err)
+	}
+	prev, err := row.record()
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	res := idempotency.ClaimResult{Claimed: row.Claimed, Prev: prev, Now: row.Now}
+	if row.Claimed {
+		res.Claim = idempotency.Claim{Scope: sc, Token: token, Now: row.Now}
+	}
+	return res, nil
+}
+
+// effect is a business write that commits with the finish: SQL that reads
+// the CTE "fenced" (one row only while the claim still holds the key), with
+// placeholders $1…$len(args). For example:
+//
+//	INSERT INTO t (a, b) SELECT $1, $2 FROM fenced
+type effect struct {
+	sql  string
+	args []any
+}
+
+// finish completes claim c with resp and runs e (if any) in ONE statement,
+// hence one transaction: the key becomes completed only if its claim token is
+// still c's, and the business row exists only if the key was completed. A
+// finish that lost its lease changes nothing and returns ErrLeaseLost.
+//
+// One statement instead of BEGIN … COMMIT keeps a create at two round trips
+// (claim, finish) and leaves no commit error to lose.
+func (s *Store) finish(ctx context.Context, c idempotency.Claim, resp idempotency.Response, e *effect) error {
+	headers, err := json.Marshal(resp.Header)
+	if err != nil {
+		return fmt.Errorf("encode headers: %w", err)
+	}
+	var args []any
+	var q strings.Builder
+	n := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if e != nil {
+		args = append(args, e.args...)
+	}
+	fmt.Fprintf(&q, `WITH fenced AS (
+    UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,
+        status_code = %s, response_body = %s, response_headers = %s::jsonb,
+        result_id = nullif(%s, ''), completed_at = coalesce(%s::timestamptz, now())
+    WHERE actor_id = %s AND operation = %s AND idem_key = %s
+      AND claim_token = %s::uuid AND state = 'in_progress'
+    RETURNING 1
+)`, n(resp.Status), n(resp.Body), n(string(headers)), n(resp.ResultID), n(s.now()),
+		n(c.Scope.Actor), n(c.Scope.Operation), n(c.Scope.Key), n(c.Token))
+	if e != nil {
+		fmt.Fprintf(&q, `, effect AS (%s RETURNING 1)
+SELECT (SELECT count(*) FROM fenced) AS fenced, (SELECT count(*) FROM effect) AS effect`, e.sql)
+	} else {
+		q.WriteString(`
+SELECT (SELECT count(*) FROM fenced) AS fenced, 1 AS effect`)
+	}
+	var got struct {
+		Fenced int `db:"fenced"`
+		Effect int `db:"effect"`
+	}
+	if err := s.db.QueryRowxContext(ctx, q.String(), args...).StructScan(&got); err != nil {
+		return dbErr(err)
+	}
+	switch {
+	case got.Fenced == 0:
+		return idempotency.ErrLeaseLost
+	case got.Effect == 0:
+		// Impossible unless the effect ignores "fenced"; nothing was
+		// committed for the business, yet the key is completed: say so loudly.
+		return fmt.Errorf("finish: the business write of %s inserted nothing", c.Scope.Operation)
+	}
+	return nil
+}
+
+// Finish implements idempotency.Store.
+func (s *Store) Finish(ctx context.Context, c idempotency.Claim, resp idempotency.Response) error {
+	return s.finish(ctx, c, resp, nil)
+}
+
+// Release implements idempotency.Store: it deletes the claim while it is
+// still c's, so the next request with the key runs as a first one.
+func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
+	_, err := s.db.ExecContext(ctx, `
+DELETE FROM idempotency_keys
+WHERE actor_id = $1 AND operation = $2 AND idem_key = $3
+  AND claim_token = $4::uuid AND state = 'in_progress'`,
+		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
+	return dbErr(err)
+}
+
+// Lookup implements idempotency.Store.
+func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.Record, time.Time, error) {
+	var row struct {
+		Now time.Time `db:"now"`
+		recordRow
+	}
+	err := s.db.QueryRowxContext(ctx, `
+WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
+SELECT clock.now, k.payload_hash, k.state, k.locked_until, k.status_code, k.response_body,
+       k.response_headers, k.result_id, k.created_at, k.completed_at, k.expires_at
+FROM clock LEFT JOIN idempotency_keys k
+  ON k.actor_id = $1 AND k.operation = $2 AND k.idem_key = $3`,
+		sc.Actor, sc.Operation, sc.Key, s.now()).StructScan(&row)
+	if err != nil {
+		return nil, time.Time{}, dbErr(err)
+	}
+	rec, err := row.record()
+	return rec, row.Now, err
+}
+
+// PurgeExpired deletes up to batch expired records: completed ones past their
+// TTL, and abandoned claims past both their TTL and their lease. A claim
+// whose lease is alive is never deleted. It returns how many it deleted.
+func (s *Store) PurgeExpired(ctx context.Context, batch int) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `
+DELETE FROM idempotency_keys
+WHERE (actor_id, operation, idem_key) IN (
+    SELECT actor_id, operation, idem_key
+    FROM idempotency_keys, (SELECT coalesce($2::timestamptz, now()) AS now) clock
+    WHERE expires_at <= clock.now
+      AND (state = 'completed' OR locked_until <= clock.now)
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE OF idempotency_keys SKIP LOCKED
+)`, batch, s.now())
+	if err != nil {
+		return 0, fmt.Errorf("purge expired keys: %w", dbErr(err))
+	}
+	return res.RowsAffected()
+}

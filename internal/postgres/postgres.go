@@ -1,0 +1,107 @@
+// Package postgres keeps the idempotency records and the business rows in
+// PostgreSQL. It is the only package that speaks SQL or reads SQLSTATE codes.
+// Every time it stores or compares comes from the database clock, unless a
+// test sets Store.Clock.
+package postgres
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepg "github.com/golang-migrate/migrate/v4/database/postgres"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/migrations"
+)
+
+// Open connects to the database at url and checks that it answers.
+func Open(ctx context.Context, url string) (*sqlx.DB, error) {
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("reach database: %w", err)
+	}
+	return db, nil
+}
+
+// Migrate applies the embedded migrations up (steps 0: all) or down (steps
+// < 0: that many). It is a no-op when there is nothing to apply.
+func Migrate(db *sqlx.DB, steps int) error {
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return fmt.Errorf("read migrations: %w", err)
+	}
+	drv, err := migratepg.WithInstance(db.DB, &migratepg.Config{})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "postgres", drv)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if steps == 0 {
+		err = m.Up()
+	} else {
+		err = m.Steps(steps)
+	}
+	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// Store implements the idempotency store and the business store.
+type Store struct {
+	db *sqlx.DB
+	// Clock, if set, replaces the database clock (tests move time with it).
+	Clock func() time.Time
+}
+
+// New returns a Store on db.
+func New(db *sqlx.DB) *Store { return &Store{db: db} }
+
+// now is the time argument of every statement: NULL means the database
+// clock, through coalesce($n::timestamptz, now()).
+func (s *Store) now() any {
+	if s.Clock == nil {
+		return nil
+	}
+	return s.Clock()
+}
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// dbErr turns an error worth retrying as is into apperr unavailable: the
+// database was unreachable, shutting down, out of resources, cancelled a
+// statement or could not serialize. Other errors pass unchanged.
+func dbErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn)
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
+		switch pqErr.Code.Class() {
+		case "08", "40", "53", "57": // connection, rollback, resources, operator intervention
+			retry = true
+		}
+	}
+	if !retry {
+		return err
+	}
+	return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unavailable, try again",
+		RetryAfter: time.Second, Err: err}
+}

@@ -1,0 +1,2 @@
+DROP TABLE demo_requests;
+DROP TABLE idempotency_keys;

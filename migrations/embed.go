@@ -1,0 +1,10 @@
+// Package migrations holds the schema as golang-migrate files, embedded so the
+// binary and the tests apply exactly the same SQL.
+package migrations
+
+import "embed"
+
+// FS holds every *.sql migration of this folder.
+//
+//go:embed *.sql
+var FS embed.FS
