@@ -30,8 +30,9 @@ type Deps struct {
 	// Metrics, if set, records outcomes and latencies; it also serves /metrics.
 	Metrics Metrics
 	// AfterClaim, if set, runs inside the work after the claim, before the
-	// business effect: tests hold or fail a request there.
-	AfterClaim func(ctx context.Context) error
+	// business effect, with the work's context and the client's request:
+	// tests hold or fail a request there.
+	AfterClaim func(ctx context.Context, r *http.Request) error
 }
 
 // Metrics is what the server reports to.

@@ -28,7 +28,7 @@ const (
 type workshop struct {
 	enabled    bool
 	maxDelay   time.Duration
-	afterClaim func(context.Context) error
+	afterClaim func(context.Context, *http.Request) error
 }
 
 func (s *server) workshop() workshop {
@@ -40,13 +40,16 @@ type knobs struct {
 	delay        time.Duration
 	fail         bool
 	dropResponse bool
-	hook         func(context.Context) error
+	hook         func(context.Context) error // the test seam, bound to the request
 }
 
 // knobs reads the workshop headers of r. Errors: workshop_disabled,
 // invalid_field.
 func (ws workshop) knobs(r *http.Request) (knobs, error) {
-	k := knobs{hook: ws.afterClaim}
+	var k knobs
+	if ws.afterClaim != nil {
+		k.hook = func(ctx context.Context) error { return ws.afterClaim(ctx, r) }
+	}
 	delay, fail, drop := r.Header.Get(HeaderDelay), r.Header.Get(HeaderFail), r.Header.Get(HeaderDropResponse)
 	if delay == "" && fail == "" && drop == "" {
 		return k, nil

@@ -1,0 +1,303 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+)
+
+const body1 = `{"topic":"topic-billing","note":"note-call me"}`
+
+func TestCreateBranches(t *testing.T) {
+	t.Run("first request claims: 201, Location, the request", func(t *testing.T) {
+		e := newEnv(t)
+		r := e.create("key-first", body1)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		dr := r.request(t)
+		if dr.State != "accepted" || dr.Topic != "topic-billing" || dr.Note != "note-call me" || dr.CreatedAt.IsZero() {
+			t.Fatalf("created %+v", dr)
+		}
+		if loc := r.Header.Get("Location"); loc != "/v1/demo-requests/"+dr.ID {
+			t.Fatalf("Location %q", loc)
+		}
+		if r.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatal("a first response says it is replayed")
+		}
+		got := e.must(req{method: http.MethodGet, path: r.Header.Get("Location"), token: tokenAlice})
+		if got.Status != http.StatusOK || got.request(t) != dr {
+			t.Fatalf("GET Location = %d %s, want the created request", got.Status, got.Body)
+		}
+	})
+
+	t.Run("retry after completion replays byte for byte", func(t *testing.T) {
+		e := newEnv(t)
+		first := e.create("key-replay", body1)
+		retries := []reply{
+			e.create("key-replay", body1),
+			e.create(`"key-replay"`, body1), // the structured-field form names the same key
+			e.create("key-replay", "{\n  \"note\": \"note-call me\",\n  \"topic\": \"topic-billing\",\n  \"clientLabel\": \"retry 3\"\n}"),
+		}
+		for i, r := range retries {
+			if r.Status != first.Status || !bytes.Equal(r.Body, first.Body) {
+				t.Fatalf("retry %d: %d %s, want %d %s", i, r.Status, r.Body, first.Status, first.Body)
+			}
+			if r.Header.Get("Idempotent-Replayed") != "true" || r.Header.Get("Location") != first.Header.Get("Location") ||
+				r.Header.Get("Content-Type") != first.Header.Get("Content-Type") {
+				t.Fatalf("retry %d headers %v", i, r.Header)
+			}
+		}
+		if n := e.works.Load(); n != 1 {
+			t.Fatalf("the work ran %d times, want 1", n)
+		}
+		if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+			t.Fatalf("%d business rows, want 1", n)
+		}
+	})
+
+	t.Run("same key, different payload: 422 and nothing runs or changes", func(t *testing.T) {
+		e := newEnv(t)
+		first := e.create("key-mismatch", body1)
+		r := e.create("key-mismatch", `{"topic":"topic-other","note":"note-call me"}`)
+		if r.Status != http.StatusUnprocessableEntity || r.problem(t) != apperr.KeyPayloadMismatch {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		if n := e.works.Load(); n != 1 {
+			t.Fatalf("the work ran %d times in total, want 1", n)
+		}
+		if again := e.create("key-mismatch", body1); !bytes.Equal(again.Body, first.Body) {
+			t.Fatalf("the mismatch changed the stored response: %s", again.Body)
+		}
+	})
+
+	t.Run("a refusal after the claim is stored and replayed", func(t *testing.T) {
+		e := newEnv(t)
+		r := e.create("key-refused", `{"topic":"blocked"}`)
+		if r.Status != http.StatusUnprocessableEntity || r.problem(t) != apperr.TopicRefused {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		again := e.create("key-refused", `{"topic":"blocked"}`)
+		if again.Status != r.Status || !bytes.Equal(again.Body, r.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retry of a refusal: %d %s %v", again.Status, again.Body, again.Header)
+		}
+		if n := e.works.Load(); n != 1 {
+			t.Fatalf("the work ran %d times, want 1", n)
+		}
+		if n := e.count(`SELECT count(*) FROM demo_requests`); n != 0 {
+			t.Fatalf("%d business rows for a refusal", n)
+		}
+	})
+
+	t.Run("a transient failure after the claim releases the key", func(t *testing.T) {
+		e := newEnv(t)
+		e.setHook(func(context.Context, *http.Request) error { return errors.New("database went away") })
+		r := e.create("key-transient", body1)
+		if r.Status != http.StatusInternalServerError || r.problem(t) != apperr.Internal {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		if strings.Contains(string(r.Body), "database went away") {
+			t.Fatal("an internal error reached the client")
+		}
+		if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+			t.Fatalf("%d keys stored after a transient failure, want 0", n)
+		}
+		e.setHook(nil)
+		if again := e.create("key-transient", body1); again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("retry after release: %d %s", again.Status, again.Body)
+		}
+		if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+			t.Fatalf("%d business rows, want 1", n)
+		}
+	})
+
+	t.Run("workshop failure after the claim: 503 with Retry-After, then the retry runs", func(t *testing.T) {
+		e := newEnv(t, withWorkshop())
+		r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-ws-fail"}, body: body1,
+			header: map[string]string{"Workshop-Fail": "after-claim"}})
+		if r.Status != http.StatusServiceUnavailable || r.problem(t) != apperr.Unavailable || r.Header.Get("Retry-After") != "1" {
+			t.Fatalf("status %d %v: %s", r.Status, r.Header, r.Body)
+		}
+		if again := e.create("key-ws-fail", body1); again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("retry: %d %s", again.Status, again.Body)
+		}
+	})
+
+	t.Run("workshop headers are refused unless enabled", func(t *testing.T) {
+		e := newEnv(t)
+		r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-ws"}, body: body1,
+			header: map[string]string{"Workshop-Delay": "1s"}})
+		if r.Status != http.StatusBadRequest || r.problem(t) != apperr.WorkshopDisabled {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+			t.Fatal("a refused workshop request stored its key")
+		}
+	})
+}
+
+// TestRejectedBeforeClaim: every bad request is answered with a problem
+// before the key is claimed, and stores nothing.
+func TestRejectedBeforeClaim(t *testing.T) {
+	e := newEnv(t)
+	big := `{"topic":"topic-x","note":"` + strings.Repeat("n", 70<<10) + `"}`
+	tests := []struct {
+		name   string
+		rq     req
+		status int
+		code   string
+	}{
+		{"no token", req{token: "", keys: []string{"key-a"}, body: body1}, 401, apperr.Unauthorized},
+		{"unknown token", req{token: "tok-nobody", keys: []string{"key-a"}, body: body1}, 401, apperr.Unauthorized},
+		{"no key", req{body: body1}, 400, apperr.KeyMissing},
+		{"key twice", req{keys: []string{"key-a", "key-a"}, body: body1}, 400, apperr.KeyInvalid},
+		{"key too long", req{keys: []string{strings.Repeat("k", 256)}, body: body1}, 400, apperr.KeyInvalid},
+		{"key with a space", req{keys: []string{`"key a"`}, body: body1}, 400, apperr.KeyInvalid},
+		{"bad JSON", req{keys: []string{"key-a"}, body: `{"topic":`}, 400, apperr.MalformedJSON},
+		{"two JSON values", req{keys: []string{"key-a"}, body: body1 + body1}, 400, apperr.MalformedJSON},
+		{"not an object", req{keys: []string{"key-a"}, body: `["topic"]`}, 400, apperr.MalformedJSON},
+		{"unknown field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","priority":1}`}, 400, apperr.UnknownField},
+		{"wrong type", req{keys: []string{"key-a"}, body: `{"topic":42}`}, 400, apperr.InvalidField},
+		{"empty topic", req{keys: []string{"key-a"}, body: `{"topic":"  ","note":"note-x"}`}, 400, apperr.InvalidField},
+		{"missing topic", req{keys: []string{"key-a"}, body: `{"note":"note-x"}`}, 400, apperr.InvalidField},
+		{"too large", req{keys: []string{"key-a"}, body: big}, 413, apperr.BodyTooLarge},
+		{"wrong content type", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Content-Type": "text/plain"}}, 415, apperr.UnsupportedMediaType},
+		{"workshop header, workshop off", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Workshop-Fail": "after-claim"}}, 400, apperr.WorkshopDisabled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rq := tt.rq
+			rq.path = "/v1/demo-requests"
+			if tt.code != apperr.Unauthorized {
+				rq.token = tokenAlice
+			}
+			r := e.must(rq)
+			if r.Status != tt.status || r.problem(t) != tt.code {
+				t.Fatalf("status %d: %s; want %d %s", r.Status, r.Body, tt.status, tt.code)
+			}
+			if tt.status == 401 && r.Header.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without WWW-Authenticate")
+			}
+		})
+	}
+	if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+		t.Fatalf("%d keys stored by rejected requests, want 0", n)
+	}
+	if n := e.works.Load(); n != 0 {
+		t.Fatalf("the work ran %d times for rejected requests", n)
+	}
+}
+
+func TestActorsAreScoped(t *testing.T) {
+	e := newEnv(t)
+	alice := e.create("key-shared", body1).request(t)
+	bobReply := e.must(req{path: "/v1/demo-requests", token: tokenBob, keys: []string{"key-shared"}, body: `{"topic":"topic-other"}`})
+	if bobReply.Status != http.StatusCreated || bobReply.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("bob's first use of a key alice used: %d %s", bobReply.Status, bobReply.Body)
+	}
+	bob := bobReply.request(t)
+	if bob.ID == alice.ID {
+		t.Fatal("bob got alice's request")
+	}
+	for _, path := range []string{"/v1/demo-requests/" + alice.ID, "/v1/demo-requests/not-a-uuid", "/v1/demo-requests/6c3d6e3e-2b52-4f79-9a4c-0f0d3c3f7a10"} {
+		r := e.must(req{method: http.MethodGet, path: path, token: tokenBob})
+		if r.Status != http.StatusNotFound || r.problem(t) != apperr.NotFound {
+			t.Fatalf("bob GET %s: %d %s", path, r.Status, r.Body)
+		}
+	}
+}
+
+func TestOutcomeRoute(t *testing.T) {
+	e := newEnv(t)
+	get := func(token, key, query string) reply {
+		return e.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/" + key + query, token: token})
+	}
+	if r := get(tokenAlice, "key-never", ""); r.Status != http.StatusNotFound || r.problem(t) != apperr.NotFound {
+		t.Fatalf("unknown key: %d %s", r.Status, r.Body)
+	}
+	dr := e.create("key-outcome", body1).request(t)
+	r := get(tokenAlice, "key-outcome", "?operation=demo-requests.create")
+	if r.Status != http.StatusOK {
+		t.Fatalf("completed key: %d %s", r.Status, r.Body)
+	}
+	for _, want := range []string{`"state":"completed"`, `"status":201`, `"resultId":"` + dr.ID + `"`, `"expiresAt":`} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Fatalf("outcome %s lacks %s", r.Body, want)
+		}
+	}
+	if r := get(tokenBob, "key-outcome", ""); r.Status != http.StatusNotFound {
+		t.Fatalf("bob sees alice's key: %d %s", r.Status, r.Body)
+	}
+	if r := get(tokenAlice, "key-outcome", "?operation=nope"); r.Status != http.StatusBadRequest || r.problem(t) != apperr.InvalidQuery {
+		t.Fatalf("unknown operation: %d %s", r.Status, r.Body)
+	}
+	if n := e.works.Load(); n != 1 {
+		t.Fatalf("the outcome route ran work: %d works", n)
+	}
+}
+
+// TestConcurrentSameKey releases N requests with one key together: exactly
+// one business row, and every answer is the creation, its replay, or 409.
+func TestConcurrentSameKey(t *testing.T) {
+	for _, n := range []int{2, 50} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			e := newEnv(t)
+			start := make(chan struct{})
+			replies := make([]reply, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					replies[i], errs[i] = e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-storm"}, body: body1})
+				})
+			}
+			close(start)
+			wg.Wait()
+			var created, replayed, busy int
+			var id string
+			for i, r := range replies {
+				if errs[i] != nil {
+					t.Fatal(errs[i])
+				}
+				switch {
+				case r.Status == http.StatusCreated:
+					if got := r.request(t).ID; id != "" && got != id {
+						t.Fatalf("two different requests created: %s and %s", id, got)
+					} else {
+						id = got
+					}
+					if r.Header.Get("Idempotent-Replayed") == "true" {
+						replayed++
+					} else {
+						created++
+					}
+				case r.Status == http.StatusConflict && r.problem(t) == apperr.OperationInProgress:
+					if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 {
+						t.Fatalf("409 with Retry-After %q", r.Header.Get("Retry-After"))
+					}
+					busy++
+				default:
+					t.Fatalf("unexpected answer %d %s", r.Status, r.Body)
+				}
+			}
+			if created != 1 {
+				t.Fatalf("%d first responses, want 1 (replayed %d, busy %d)", created, replayed, busy)
+			}
+			if rows := e.count(`SELECT count(*) FROM demo_requests WHERE actor_id = 'alice'`); rows != 1 {
+				t.Fatalf("%d business rows, want 1", rows)
+			}
+			if w := e.works.Load(); w != 1 {
+				t.Fatalf("the work ran %d times, want 1", w)
+			}
+			t.Logf("%d requests: 1 created, %d replayed, %d in progress", n, replayed, busy)
+		})
+	}
+}

@@ -1,0 +1,285 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/postgres"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	tokenAlice = "tok-alice-3f9a"
+	tokenBob   = "tok-bob-77c1"
+	testLease  = 30 * time.Second
+	testTTL    = 24 * time.Hour
+)
+
+// exchangeCheckers run on every request and response the suite exchanges
+// with the server (the OpenAPI check adds itself here).
+var exchangeCheckers []func(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte)
+
+// env is one server on its own fresh database, reached over loopback.
+type env struct {
+	t      *testing.T
+	db     *sqlx.DB
+	store  *postgres.Store
+	srv    *httptest.Server
+	client *http.Client
+	logs   *syncBuffer
+
+	// works counts the works that ran past the claim.
+	works atomic.Int64
+	mu    sync.Mutex
+	hook  func(ctx context.Context, r *http.Request) error
+}
+
+type envOption func(*httpapi.Deps, *postgres.Store)
+
+// withClock makes the store read c instead of the database clock.
+func withClock(c *clock) envOption {
+	return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now }
+}
+
+func withWorkshop() envOption { return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop = true } }
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	e := &env{t: t, db: pgtest.NewDB(t), logs: &syncBuffer{}}
+	e.store = postgres.New(e.db)
+	tokens, err := auth.Parse("alice:" + auth.Hash(tokenAlice) + ",bob:" + auth.Hash(tokenBob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := httpapi.Deps{
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
+		Keys:   e.store,
+		Demo:   &demo.Service{Store: e.store, RefusedTopics: map[string]bool{"blocked": true}},
+		Tokens: tokens,
+		Ready:  e.store.Ping,
+		TTL:    testTTL,
+		Lease:  testLease,
+		AfterClaim: func(ctx context.Context, r *http.Request) error {
+			e.works.Add(1)
+			e.mu.Lock()
+			hook := e.hook
+			e.mu.Unlock()
+			if hook != nil {
+				return hook(ctx, r)
+			}
+			return nil
+		},
+	}
+	for _, o := range opts {
+		o(&deps, e.store)
+	}
+	e.srv = httptest.NewServer(httpapi.NewServer(deps))
+	t.Cleanup(e.srv.Close)
+	e.client = &http.Client{Transport: &checkingTransport{t: t, next: http.DefaultTransport}, Timeout: 30 * time.Second}
+	t.Cleanup(func() { e.checkLogs(t) })
+	return e
+}
+
+// setHook runs h inside every work after the claim.
+func (e *env) setHook(h func(ctx context.Context, r *http.Request) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hook = h
+}
+
+// reply is a response as read.
+type reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// problem decodes a problem body.
+func (r reply) problem(t testing.TB) (code string) {
+	t.Helper()
+	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("status %d with Content-Type %q, want a problem: %s", r.Status, ct, r.Body)
+	}
+	var p struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+		Code   string `json:"code"`
+	}
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("problem body %s: %v", r.Body, err)
+	}
+	if p.Status != r.Status || p.Type == "" || p.Code == "" {
+		t.Fatalf("problem %s does not match status %d", r.Body, r.Status)
+	}
+	return p.Code
+}
+
+// created decodes a demo request.
+func (r reply) request(t testing.TB) demo.Request {
+	t.Helper()
+	var dr demo.Request
+	if err := json.Unmarshal(r.Body, &dr); err != nil || dr.ID == "" {
+		t.Fatalf("body %s is not a demo request: %v", r.Body, err)
+	}
+	return dr
+}
+
+// req is one request to send.
+type req struct {
+	method, path, token, body string
+	header                    map[string]string
+	keys                      []string // Idempotency-Key values, each a header line
+}
+
+func (e *env) do(ctx context.Context, rq req) (reply, error) {
+	if rq.method == "" {
+		rq.method = http.MethodPost
+	}
+	r, err := http.NewRequestWithContext(ctx, rq.method, e.srv.URL+rq.path, strings.NewReader(rq.body))
+	if err != nil {
+		return reply{}, err
+	}
+	if rq.token != "" {
+		r.Header.Set("Authorization", "Bearer "+rq.token)
+	}
+	if rq.body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	for _, k := range rq.keys {
+		r.Header.Add("Idempotency-Key", k)
+	}
+	for k, v := range rq.header {
+		r.Header.Set(k, v)
+	}
+	resp, err := e.client.Do(r)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: body}, err
+}
+
+func (e *env) must(rq req) reply {
+	e.t.Helper()
+	r, err := e.do(context.Background(), rq)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// create posts a demo request as alice with key.
+func (e *env) create(key, body string) reply {
+	e.t.Helper()
+	return e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{key}, body: body})
+}
+
+func (e *env) count(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db.Get(&n, query, args...); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// checkLogs fails the test if the server logged a token, a raw key, or a
+// request body.
+func (e *env) checkLogs(t *testing.T) {
+	logs := e.logs.String()
+	if !strings.Contains(logs, `"msg":"request"`) {
+		t.Errorf("no request was logged")
+	}
+	for _, secret := range append([]string{tokenAlice, tokenBob, auth.Hash(tokenAlice)}, sensitive...) {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the server logged %q", secret)
+		}
+	}
+}
+
+// sensitive are strings the tests put in keys and bodies; none may reach a
+// log line.
+var sensitive = []string{"key-", "topic-", "note-"}
+
+// checkingTransport hands every exchange to the exchangeCheckers.
+type checkingTransport struct {
+	t    testing.TB
+	next http.RoundTripper
+}
+
+func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var reqBody []byte
+	if r.Body != nil {
+		var err error
+		if reqBody, err = io.ReadAll(r.Body); err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
+	resp, err := c.next.RoundTrip(r)
+	if err != nil || len(exchangeCheckers) == 0 {
+		return resp, err
+	}
+	respBody, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(respBody))
+	for _, check := range exchangeCheckers {
+		r.Body = io.NopCloser(bytes.NewReader(reqBody))
+		check(c.t, r, reqBody, resp, respBody)
+	}
+	return resp, nil
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// clock is a test clock the store reads instead of the database's.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Second)} }
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

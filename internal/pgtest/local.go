@@ -1,0 +1,304 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/peterldowns/pgtestdb"
+)
+
+// pgUser is the OS user the cluster runs as when the process is root.
+const pgUser = "postgres"
+
+// local is a throw-away cluster from local PostgreSQL binaries.
+type local struct {
+	bindir string
+	prefix []string // "runuser -u postgres --" when root, else empty
+	dir    string   // temporary folder: data dir, log, socket
+	data   string
+	log    string
+
+	watchdog  *exec.Cmd
+	watchdogW *os.File // closing it (or dying) tells the watchdog to clean up
+}
+
+func startLocal(ctx context.Context, opts Options) (*Server, error) {
+	bindir, err := findBinDir()
+	if err != nil {
+		return nil, err
+	}
+	l := &local{bindir: bindir}
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		if uid, gid, err = lookupPGUser(); err != nil {
+			return nil, err
+		}
+		runuser, err := exec.LookPath("runuser")
+		if err != nil {
+			return nil, fmt.Errorf("running as root, which PostgreSQL refuses, and no runuser (util-linux) to run it as %q: %w", pgUser, err)
+		}
+		l.prefix = []string{runuser, "-u", pgUser, "--"}
+	}
+
+	base := os.TempDir()
+	if uid >= 0 && !traversable(base) {
+		base = "/tmp"
+	}
+	if l.dir, err = os.MkdirTemp(base, "pgtest-"); err != nil {
+		return nil, err
+	}
+	l.data = filepath.Join(l.dir, "data")
+	l.log = filepath.Join(l.dir, "postgres.log")
+	fail := func(err error) (*Server, error) {
+		l.stop()
+		return nil, err
+	}
+	if err := os.Chmod(l.dir, 0o700); err != nil {
+		return fail(err)
+	}
+	if uid >= 0 {
+		if err := os.Chown(l.dir, uid, gid); err != nil {
+			return fail(fmt.Errorf("chown %s to %s: %w", l.dir, pgUser, err))
+		}
+	}
+
+	out, err := l.command(ctx, "initdb", "-D", l.data, "-U", "postgres", "--auth=trust",
+		"-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput()
+	if err != nil {
+		return fail(fmt.Errorf("initdb (%s): %w\n%s", bindir, err, out))
+	}
+	l.startWatchdog()
+
+	settings := []string{
+		"listen_addresses=127.0.0.1",
+		"unix_socket_directories=" + l.dir,
+		"max_connections=300",
+		"shared_buffers=128MB",
+	}
+	if !opts.Durable {
+		settings = append(settings, "fsync=off", "synchronous_commit=off", "full_page_writes=off")
+	}
+	var port int
+	// The port is free when picked but may be taken before PostgreSQL binds
+	// it (other test binaries start clusters at the same time): try again.
+	for attempt := 1; ; attempt++ {
+		if port, err = freePort(); err != nil {
+			return fail(err)
+		}
+		var o []string
+		for _, s := range append(settings, "port="+strconv.Itoa(port)) {
+			o = append(o, "-c", shellQuote(s))
+		}
+		out, err = l.command(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", l.data, "-l", l.log,
+			"-o", strings.Join(o, " ")).CombinedOutput()
+		if err == nil {
+			break
+		}
+		log := tail(l.log, 30)
+		if attempt < 3 && strings.Contains(log, "could not bind") {
+			continue
+		}
+		return fail(fmt.Errorf("pg_ctl start (%s): %w\n%s\nserver log %s:\n%s", bindir, err, out, l.log, log))
+	}
+
+	s := &Server{
+		Config: pgtestdb.Config{
+			DriverName: "postgres",
+			Host:       "127.0.0.1",
+			Port:       strconv.Itoa(port),
+			User:       "postgres",
+			Password:   "", // trust
+			Database:   "postgres",
+			Options:    "sslmode=disable",
+		},
+		Source: fmt.Sprintf("local binaries (%s)", bindir),
+		stop:   l.stop,
+	}
+	if err := ping(ctx, s.Config.URL(), 10*time.Second); err != nil {
+		return fail(fmt.Errorf("started PostgreSQL (%s) does not answer: %w\nserver log %s:\n%s", bindir, err, l.log, tail(l.log, 30)))
+	}
+	return s, nil
+}
+
+// command runs one of the PostgreSQL binaries, as pgUser when root.
+func (l *local) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	argv := append(append([]string{}, l.prefix...), filepath.Join(l.bindir, name))
+	argv = append(argv, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = l.dir // pgUser may not be able to enter the current directory
+	// English server messages (the log is searched for "could not bind").
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	return cmd
+}
+
+// startWatchdog starts a shell that stops the cluster and removes its folder
+// once our end of its stdin closes: at Stop, or when this process dies
+// without running Stop (test timeout panic, os.Exit, SIGKILL), so no cluster
+// outlives its test binary. It ignores the terminal's signals so that Ctrl-C
+// kills the test binary first. It is best effort: without it Stop still works.
+func (l *local) startWatchdog() {
+	const script = `trap '' HUP INT QUIT TERM
+dir=$1; shift
+read -r _ || :
+if [ -f "$dir/data/postmaster.pid" ]; then "$@" >/dev/null 2>&1; fi
+rm -rf "$dir"`
+	r, w, err := os.Pipe()
+	if err != nil {
+		return
+	}
+	defer r.Close()
+	args := append([]string{"-c", script, "pgtest-watchdog", l.dir}, l.prefix...)
+	args = append(args, filepath.Join(l.bindir, "pg_ctl"), "stop", "-m", "immediate", "-D", l.data)
+	cmd := exec.Command("/bin/sh", args...)
+	cmd.Stdin = r
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return
+	}
+	l.watchdog, l.watchdogW = cmd, w
+}
+
+// stop stops the cluster if it runs and removes its folder.
+func (l *local) stop() error {
+	var errs []error
+	if _, err := os.Stat(filepath.Join(l.data, "postmaster.pid")); err == nil {
+		out, err := l.command(context.Background(), "pg_ctl", "stop", "-m", "immediate", "-w", "-D", l.data).CombinedOutput()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pg_ctl stop: %w\n%s", err, out))
+		}
+	}
+	if err := os.RemoveAll(l.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if l.watchdogW != nil {
+		l.watchdogW.Close()
+		_ = l.watchdog.Wait() // it finds nothing left to do
+		l.watchdogW = nil
+	}
+	return errors.Join(errs...)
+}
+
+// findBinDir returns the first folder holding initdb, pg_ctl and postgres:
+// the one of initdb on PATH (symbolic links resolved, so that all three come
+// from the same installation), then /usr/lib/postgresql/*/bin, newest first.
+func findBinDir() (string, error) {
+	var candidates []string
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		candidates = append(candidates, filepath.Dir(p))
+	}
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		candidates = append(candidates, filepath.Dir(p))
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.SliceStable(dirs, func(i, j int) bool {
+		return versionLess(filepath.Base(filepath.Dir(dirs[j])), filepath.Base(filepath.Dir(dirs[i])))
+	})
+	candidates = append(candidates, dirs...)
+	for _, dir := range candidates {
+		if isExec(filepath.Join(dir, "initdb")) && isExec(filepath.Join(dir, "pg_ctl")) && isExec(filepath.Join(dir, "postgres")) {
+			return dir, nil
+		}
+	}
+	return "", errors.New("no initdb, pg_ctl and postgres found on PATH or in /usr/lib/postgresql/*/bin")
+}
+
+// versionLess compares "9.6" < "15" numerically, part by part.
+func versionLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		na, ea := strconv.Atoi(pa[i])
+		nb, eb := strconv.Atoi(pb[i])
+		if ea != nil || eb != nil {
+			if pa[i] != pb[i] {
+				return pa[i] < pb[i]
+			}
+			continue
+		}
+		if na != nb {
+			return na < nb
+		}
+	}
+	return len(pa) < len(pb)
+}
+
+func isExec(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+func lookupPGUser() (uid, gid int, err error) {
+	u, err := user.Lookup(pgUser)
+	if err != nil {
+		return -1, -1, fmt.Errorf("running as root, which PostgreSQL refuses, and no %q OS user to run it as (e.g. `useradd --system %s`, which `apt-get install postgresql` does): %w", pgUser, pgUser, err)
+	}
+	if uid, err = strconv.Atoi(u.Uid); err != nil {
+		return -1, -1, err
+	}
+	if gid, err = strconv.Atoi(u.Gid); err != nil {
+		return -1, -1, err
+	}
+	return uid, gid, nil
+}
+
+// traversable reports whether others may enter dir and all its parents.
+func traversable(dir string) bool {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for {
+		fi, err := os.Stat(dir)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return true
+		}
+		dir = parent
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// shellQuote quotes s for sh: pg_ctl pastes -o into a shell command line.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

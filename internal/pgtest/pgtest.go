@@ -1,0 +1,282 @@
+// Package pgtest starts a PostgreSQL for tests and benchmarks and hands out
+// fresh migrated databases.
+//
+// A package whose tests need a database calls [Main] from its TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// and each test then asks for its own database with [NewDB] (or [NewURL]):
+// a clone of a template that pgtestdb migrates once with [migrations.FS], so a
+// new database costs a CREATE DATABASE ... TEMPLATE, not a migration run.
+//
+// The server comes from, in this order: TEST_DATABASE_URL; a throw-away
+// cluster from local PostgreSQL binaries (initdb, pg_ctl); a postgres:15
+// container through dockertest. If none works, Main fails the run: tests that
+// need PostgreSQL never skip silently.
+package pgtest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // driver "postgres"
+	"github.com/peterldowns/pgtestdb"
+	"github.com/peterldowns/pgtestdb/migrators/golangmigrator"
+
+	"github.com/demo-api/demo-api/migrations"
+)
+
+// envURL names the environment variable that points the tests at an existing
+// server instead of starting one.
+const envURL = "TEST_DATABASE_URL"
+
+// Server is a PostgreSQL reachable for tests.
+type Server struct {
+	// Config is the admin connection (DriverName "postgres", i.e. lib/pq). Its
+	// User and Password are URL-escaped, because pgtestdb.Config.URL pastes
+	// them into the URL verbatim.
+	Config pgtestdb.Config
+	// Source says where the server comes from: "TEST_DATABASE_URL",
+	// "local binaries (/usr/lib/postgresql/15/bin)" or "dockertest (postgres:15)".
+	Source string
+
+	stopOnce sync.Once
+	stopErr  error
+	stop     func() error // nil when there is nothing to stop
+}
+
+// Options tune the server that Start starts. They do not apply to
+// TEST_DATABASE_URL.
+type Options struct {
+	// Durable keeps PostgreSQL's defaults for fsync, synchronous_commit and
+	// full_page_writes. When false (tests), all three are off: a crash can
+	// lose the cluster, which is fine for a throw-away one, and commits are
+	// much cheaper.
+	Durable bool
+}
+
+// Start finds or starts a PostgreSQL, in this order:
+//
+//  1. TEST_DATABASE_URL if set (a postgres:// URL, parsed into Config). Its
+//     user needs CREATEDB and CREATEROLE (pgtestdb creates a role and
+//     databases).
+//  2. A throw-away cluster from local PostgreSQL binaries: initdb and pg_ctl
+//     looked up on PATH, then in /usr/lib/postgresql/*/bin, newest version
+//     first. When the process is root, the cluster runs as the `postgres` OS
+//     user (through runuser), since PostgreSQL refuses to run as root.
+//  3. dockertest with the postgres:15 image, if a Docker engine answers.
+//
+// Otherwise the error says what to install and what each attempt said.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if raw := os.Getenv(envURL); raw != "" {
+		conf, err := parseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("pgtest: %s: %w", envURL, err)
+		}
+		s := &Server{Config: conf, Source: envURL}
+		if err := ping(ctx, s.Config.URL(), 10*time.Second); err != nil {
+			return nil, fmt.Errorf("pgtest: %s=%s: %w", envURL, redact(raw), err)
+		}
+		return s, nil
+	}
+
+	s, localErr := startLocal(ctx, opts)
+	if localErr == nil {
+		return s, nil
+	}
+	s, dockerErr := startDocker(ctx, opts)
+	if dockerErr == nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("pgtest: no PostgreSQL for the tests. Install the PostgreSQL server binaries "+
+		"(initdb, pg_ctl; e.g. `apt-get install postgresql`), or run a Docker engine, "+
+		"or set %s to a server whose user may create roles and databases "+
+		"(e.g. `docker compose up -d --wait postgres-test` and "+
+		"%s=postgres://postgres@127.0.0.1:55433/postgres?sslmode=disable).\n"+
+		"  local binaries: %v\n  dockertest: %v", envURL, envURL, localErr, dockerErr)
+}
+
+// Stop stops what Start started: nothing for TEST_DATABASE_URL; pg_ctl stop
+// -m immediate and removal of the temporary folder for local binaries; a
+// purge of the container for dockertest. It may be called more than once.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		if s.stop != nil {
+			s.stopErr = s.stop()
+		}
+	})
+	return s.stopErr
+}
+
+// URL is a lib/pq URL for a database on this server, connecting as the admin
+// user.
+func (s *Server) URL(database string) string {
+	c := s.Config
+	c.Database = url.PathEscape(database)
+	return c.URL()
+}
+
+// addr is host:port of the server.
+func (s *Server) addr() string {
+	return net.JoinHostPort(strings.Trim(s.Config.Host, "[]"), s.Config.Port)
+}
+
+// server is the one Main started, for NewDB and NewURL. It is written before
+// m.Run starts any test and never again.
+var server *Server
+
+// Main is for TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// It starts a server (Options{}), prints one line to stderr naming where it
+// comes from, runs the tests, stops the server and exits with the tests' code.
+// If no server can be had it prints why and exits 1: tests never skip silently.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	s, err := Start(context.Background(), Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "pgtest: PostgreSQL from %s on %s\n", s.Source, s.addr())
+	server = s
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: stopping PostgreSQL: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// migrator migrates the template database that every test database is
+// cloned from. pgtestdb names the template after a hash of the migrations, so
+// it is migrated once per server (or again when the migrations change).
+var migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
+
+func testConfig(t testing.TB) pgtestdb.Config {
+	t.Helper()
+	if server == nil {
+		t.Fatal("pgtest: no PostgreSQL server: call pgtest.Main(m) from TestMain in this package")
+	}
+	conf := server.Config
+	// A test that leaks a connection (or a service it started that still
+	// holds some) must not keep its database from being dropped.
+	conf.ForceTerminateConnections = true
+	return conf
+}
+
+// NewDB returns a connection to a fresh database, migrated with
+// migrations.FS, that is dropped when the test ends (kept if the test failed,
+// for a look; its URL is in the test log). It connects as pgtestdb's role
+// (pgtdbuser: no superuser, no CREATEDB), which owns the database. NewDB may
+// only be called once Main has started the server; it fails the test
+// otherwise.
+func NewDB(t testing.TB) *sqlx.DB {
+	t.Helper()
+	return sqlx.NewDb(pgtestdb.New(t, testConfig(t), migrator), "postgres")
+}
+
+// NewURL is like NewDB but returns the (lib/pq) URL of the fresh database and
+// keeps no connection open, for tests that start the service binary or run()
+// with DATABASE_URL.
+func NewURL(t testing.TB) string {
+	t.Helper()
+	return pgtestdb.Custom(t, testConfig(t), migrator).URL()
+}
+
+// parseURL turns a postgres:// URL into an admin Config.
+func parseURL(raw string) (pgtestdb.Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return pgtestdb.Config{}, err
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return pgtestdb.Config{}, fmt.Errorf("want a postgres:// URL, not %q", redact(raw))
+	}
+	conf := pgtestdb.Config{
+		DriverName: "postgres",
+		Host:       u.Hostname(),
+		Port:       u.Port(),
+		User:       "postgres",
+		Database:   strings.TrimPrefix(u.EscapedPath(), "/"),
+		Options:    u.RawQuery,
+	}
+	if conf.Host == "" {
+		conf.Host = "localhost"
+	}
+	if strings.Contains(conf.Host, ":") { // IPv6 literal
+		conf.Host = "[" + conf.Host + "]"
+	}
+	if conf.Port == "" {
+		conf.Port = "5432"
+	}
+	if conf.Database == "" {
+		conf.Database = "postgres"
+	}
+	if u.User != nil {
+		if name := u.User.Username(); name != "" {
+			conf.User = escapeUserinfo(name)
+		}
+		if pw, ok := u.User.Password(); ok {
+			conf.Password = escapeUserinfo(pw)
+		}
+	}
+	return conf, nil
+}
+
+// escapeUserinfo escapes s for the user or password part of a URL.
+func escapeUserinfo(s string) string {
+	return url.User(s).String()
+}
+
+// redact hides the password of a URL for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// ping connects to dsn until it answers or timeout passes.
+func ping(ctx context.Context, dsn string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var last error
+	for {
+		err = db.PingContext(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("cannot connect within %v: %w", timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
