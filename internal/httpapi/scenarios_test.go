@@ -1,0 +1,277 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
+
+// TestLostResponse: the finish commits, but the connection drops before the
+// client reads the answer. The retry with the same key gets the same request.
+func TestLostResponse(t *testing.T) {
+	e := newEnv(t)
+	proxy := dropResponses(t, e.srv.Listener.Addr().String())
+
+	r, _ := http.NewRequest(http.MethodPost, "http://"+proxy+"/v1/demo-requests", strings.NewReader(body1))
+	r.Header.Set("Authorization", "Bearer "+tokenAlice)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "key-lost")
+	if resp, err := http.DefaultClient.Do(r); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the proxy let a response through: %d", resp.StatusCode)
+	}
+	// The client saw nothing; the server committed the intent.
+	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+		t.Fatalf("%d business rows after the lost response, want 1", n)
+	}
+	var id string
+	if err := e.db.Get(&id, `SELECT id FROM demo_requests`); err != nil {
+		t.Fatal(err)
+	}
+	retry := e.create("key-lost", body1)
+	if retry.Status != http.StatusCreated || retry.Header.Get("Idempotent-Replayed") != "true" || retry.request(t).ID != id {
+		t.Fatalf("retry: %d %v %s, want the replay of %s", retry.Status, retry.Header, retry.Body, id)
+	}
+	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+		t.Fatalf("%d business rows after the retry, want 1", n)
+	}
+}
+
+// dropResponses is a TCP proxy to upstream that forwards requests and closes
+// the client's connection as soon as the first byte of a response arrives.
+func dropResponses(t *testing.T, upstream string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer client.Close()
+				server, err := net.Dial("tcp", upstream)
+				if err != nil {
+					return
+				}
+				defer server.Close()
+				go io.Copy(server, client)
+				server.Read(make([]byte, 1)) // the response has begun: the finish committed
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestInProgress: while the first request is held inside the work, a retry
+// gets 409 with Retry-After and no work runs; once the first finishes, the
+// retry gets the replay.
+func TestInProgress(t *testing.T) {
+	e := newEnv(t)
+	claimed, release := make(chan struct{}), make(chan struct{})
+	e.setHook(func(ctx context.Context, _ *http.Request) error {
+		close(claimed)
+		<-release
+		return nil
+	})
+	first := make(chan reply, 1)
+	go func() {
+		r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-held"}, body: body1})
+		if err != nil {
+			t.Error(err)
+		}
+		first <- r
+	}()
+	<-claimed
+
+	busy := e.create("key-held", body1)
+	if busy.Status != http.StatusConflict || busy.problem(t) != apperr.OperationInProgress {
+		t.Fatalf("retry while held: %d %s", busy.Status, busy.Body)
+	}
+	if s, err := strconv.Atoi(busy.Header.Get("Retry-After")); err != nil || s < 1 || s > int(testLease.Seconds()) {
+		t.Fatalf("Retry-After %q, want 1..%d seconds", busy.Header.Get("Retry-After"), int(testLease.Seconds()))
+	}
+	outcome := e.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/key-held", token: tokenAlice})
+	if outcome.Status != http.StatusOK || !strings.Contains(string(outcome.Body), `"state":"in_progress"`) ||
+		!strings.Contains(string(outcome.Body), `"leaseRemainingSeconds":`) {
+		t.Fatalf("outcome while held: %d %s", outcome.Status, outcome.Body)
+	}
+	if n := e.works.Load(); n != 1 {
+		t.Fatalf("%d works ran while the first was held, want 1", n)
+	}
+
+	close(release)
+	done := <-first
+	if done.Status != http.StatusCreated {
+		t.Fatalf("first request: %d %s", done.Status, done.Body)
+	}
+	replay := e.create("key-held", body1)
+	if replay.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(replay.Body, done.Body) {
+		t.Fatalf("retry after the first finished: %d %s", replay.Status, replay.Body)
+	}
+}
+
+// TestExpiredKeyIsANewIntent: after the TTL the same key creates a new
+// request, exactly once even when two late retries race.
+func TestExpiredKeyIsANewIntent(t *testing.T) {
+	clk := newClock()
+	e := newEnv(t, withClock(clk))
+	old := e.create("key-ttl", body1).request(t)
+	clk.Advance(testTTL - time.Second)
+	if r := e.create("key-ttl", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != old.ID {
+		t.Fatalf("one second before expiry: %d %s, want the replay", r.Status, r.Body)
+	}
+	clk.Advance(time.Second)
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	replies := make([]reply, 2)
+	for i := range replies {
+		wg.Go(func() {
+			<-start
+			r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-ttl"}, body: body1})
+			if err != nil {
+				t.Error(err)
+			}
+			replies[i] = r
+		})
+	}
+	close(start)
+	wg.Wait()
+	fresh := 0
+	for _, r := range replies {
+		switch {
+		case r.Status == http.StatusCreated && r.Header.Get("Idempotent-Replayed") == "":
+			fresh++
+			if r.request(t).ID == old.ID {
+				t.Fatal("the new intent answered with the expired request")
+			}
+		case r.Status == http.StatusCreated, r.Status == http.StatusConflict:
+		default:
+			t.Fatalf("late retry: %d %s", r.Status, r.Body)
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d fresh creations among two racing late retries, want 1", fresh)
+	}
+	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 2 {
+		t.Fatalf("%d business rows, want 2: one per intent", n)
+	}
+	if !strings.Contains(e.logs.String(), `"outcome":"expired_taken_over"`) {
+		t.Fatal("the takeover was not logged as expired_taken_over")
+	}
+}
+
+// TestLeaseTakeover: a claim was left in progress by an owner that died
+// (claimed, then nothing). Once its lease passed, the retry takes it over and
+// creates the request once.
+func TestLeaseTakeover(t *testing.T) {
+	clk := newClock()
+	e := newEnv(t, withClock(clk))
+	fp, err := idempotency.Fingerprint(demo.CreateInput{Topic: "topic-billing", Note: "note-call me"}.Significant())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := idempotency.Scope{Actor: "alice", Operation: demo.OperationCreate, Key: "key-crashed"}
+	dead, err := e.store.Claim(context.Background(), scope, fp, testLease, testTTL)
+	if err != nil || !dead.Claimed {
+		t.Fatalf("claim of the owner that dies: %+v, %v", dead, err)
+	}
+
+	if r := e.create("key-crashed", body1); r.Status != http.StatusConflict {
+		t.Fatalf("retry within the lease: %d %s, want 409", r.Status, r.Body)
+	}
+	clk.Advance(testLease)
+	r := e.create("key-crashed", body1)
+	if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry after the lease: %d %s, want a fresh 201", r.Status, r.Body)
+	}
+	if !strings.Contains(e.logs.String(), `"outcome":"lease_taken_over"`) {
+		t.Fatal("the takeover was not logged as lease_taken_over")
+	}
+	// The dead owner wakes up and tries to finish: fenced out.
+	err = e.store.CreateDemoRequest(context.Background(), dead.Claim, demo.Request{ID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Actor: "alice", State: "accepted", Topic: "zombie", CreatedAt: clk.Now()},
+		idempotency.Response{Status: 201, Body: []byte("{}")})
+	if !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Fatalf("finish of the dead owner: %v, want ErrLeaseLost", err)
+	}
+	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+		t.Fatalf("%d business rows, want 1", n)
+	}
+}
+
+// TestClientDisconnectAfterClaim: the client hangs up right after the claim;
+// the work does not die with it, and the retry replays.
+func TestClientDisconnectAfterClaim(t *testing.T) {
+	e := newEnv(t)
+	claimed, clientGone := make(chan struct{}), make(chan error, 1)
+	e.setHook(func(ctx context.Context, r *http.Request) error {
+		close(claimed)
+		<-r.Context().Done() // the server saw the client leave
+		clientGone <- ctx.Err()
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.do(ctx, req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-hangup"}, body: body1})
+		errc <- err
+	}()
+	<-claimed
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client error %v, want cancelled", err)
+	}
+	if err := <-clientGone; err != nil {
+		t.Fatalf("the work's context ended with the client's: %v", err)
+	}
+	// The work goes on to finish on its own; the retry sees it in progress or done.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.create("key-hangup", body1)
+		if r.Status == http.StatusCreated {
+			if r.Header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("retry ran the work again: %s", r.Body)
+			}
+			break
+		}
+		if r.Status != http.StatusConflict || time.Now().After(deadline) {
+			t.Fatalf("retry: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+		t.Fatalf("%d business rows, want 1", n)
+	}
+	if n := e.works.Load(); n != 1 {
+		t.Fatalf("the work ran %d times, want 1", n)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	e := newEnv(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := e.must(req{method: http.MethodGet, path: path}); r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	if r := e.must(req{method: http.MethodDelete, path: "/v1/demo-requests"}); r.Status != http.StatusMethodNotAllowed || r.problem(t) != apperr.MethodNotAllowed {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+}
