@@ -22,6 +22,9 @@ CREATE TABLE idempotency_keys (
 -- The sweeper deletes expired rows in small batches, oldest first.
 CREATE INDEX idempotency_keys_expires_at ON idempotency_keys (expires_at);
 
+-- The metrics count in-progress claims and find the oldest.
+CREATE INDEX idempotency_keys_in_progress ON idempotency_keys (created_at) WHERE state = 'in_progress';
+
 -- The business rows.
 CREATE TABLE demo_requests (
     id         uuid        PRIMARY KEY,

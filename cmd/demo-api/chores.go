@@ -28,8 +28,9 @@ func purgeAll(ctx context.Context, p purger, batch int) (int64, error) {
 	}
 }
 
-// sweep runs purgeAll every interval until ctx ends.
-func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Duration, batch int) {
+// sweep runs purgeAll every interval until ctx ends, and tells swept how
+// many records it deleted.
+func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Duration, batch int, swept func(int64)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -39,6 +40,7 @@ func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Dur
 		case <-t.C:
 		}
 		n, err := purgeAll(ctx, p, batch)
+		swept(n)
 		if err != nil && ctx.Err() == nil {
 			logger.Error("sweep expired keys", "err", err, "deleted", n)
 		} else if n > 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
@@ -32,6 +33,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	store := postgres.New(db)
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
+	m := metrics.New(store, logger)
 
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:   logger,
@@ -42,6 +44,8 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		TTL:      cfg.ttl,
 		Lease:    cfg.lease,
 		Workshop: cfg.workshop,
+		Baseline: httpapi.BaselineIf(cfg.benchBaseline, store),
+		Metrics:  m,
 	})
 	ln, err := net.Listen("tcp", cfg.listenAddr)
 	if err != nil {
@@ -58,7 +62,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { sweep(sweepCtx, logger, store, cfg.sweepInterval, cfg.sweepBatch) })
+	wg.Go(func() { sweep(sweepCtx, logger, store, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
 	defer func() { stopSweep(); wg.Wait() }()
 
 	served := make(chan error, 1)

@@ -19,6 +19,7 @@ import (
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
 )
@@ -68,8 +69,10 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
 	deps := httpapi.Deps{
-		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
+		Logger:  logger,
+		Metrics: metrics.New(e.store, logger),
 		Keys:   e.store,
 		Demo:   &demo.Service{Store: e.store, RefusedTopics: map[string]bool{"blocked": true}},
 		Tokens: tokens,

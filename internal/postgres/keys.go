@@ -234,3 +234,20 @@ WHERE (actor_id, operation, idem_key) IN (
 	}
 	return res.RowsAffected()
 }
+
+// InProgress returns how many claims are in progress and the claim time of
+// the oldest (zero when there is none), and the store's time.
+func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, err error) {
+	var row struct {
+		N      int          `db:"n"`
+		Oldest sql.NullTime `db:"oldest"`
+		Now    time.Time    `db:"now"`
+	}
+	err = s.db.GetContext(ctx, &row, `
+SELECT count(*) AS n, min(created_at) AS oldest, coalesce($1::timestamptz, now()) AS now
+FROM idempotency_keys WHERE state = 'in_progress'`, s.now())
+	if err != nil {
+		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
+	}
+	return row.N, row.Oldest.Time, row.Now, nil
+}

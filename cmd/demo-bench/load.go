@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/httpapi"
+)
+
+// Scenario names.
+const (
+	scBaseline = "baseline"
+	scCreate   = "create"
+	scReplay   = "replay"
+)
+
+// The bodies: the same size for the create and the baseline; the topic tells
+// their rows apart.
+var (
+	createBody   = []byte(`{"topic":"bench-create","note":"a demo request filed by the load generator"}`)
+	baselineBody = []byte(`{"topic":"bench-insert","note":"a demo request filed by the load generator"}`)
+)
+
+// client sends the benchmark's requests to one server.
+type client struct {
+	srv *serverProc
+	hc  *http.Client
+	seq atomic.Int64 // for unique keys
+	tag string       // unique per run, in every key
+
+	mu   sync.Mutex
+	pool []string // completed create keys, replayed by the replay scenario
+}
+
+func newClient(srv *serverProc, maxConns int) *client {
+	tr := &http.Transport{
+		MaxIdleConns:        maxConns,
+		MaxIdleConnsPerHost: maxConns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &client{srv: srv, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, tag: randHex(4)}
+}
+
+// reply is what the benchmark keeps of a response.
+type reply struct {
+	status   int
+	replayed bool
+	err      error
+	latency  time.Duration
+}
+
+func (c *client) post(ctx context.Context, path, key string, body []byte) reply {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.srv.base+path, bytes.NewReader(body))
+	if err != nil {
+		return reply{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+c.srv.token)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return reply{err: err, latency: time.Since(start)}
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return reply{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", err: err, latency: time.Since(start)}
+}
+
+func (c *client) newKey() string {
+	return fmt.Sprintf("bench-%s-%d", c.tag, c.seq.Add(1))
+}
+
+// request is one request of a scenario for worker w, its i-th; ok says
+// whether its reply is the expected one.
+type request func(ctx context.Context, w, i int) (reply, bool)
+
+// scenario returns the request function of a scenario, and a function to
+// call once the phase is over (it publishes created keys to the pool).
+func (c *client) scenario(name string, workers int) (request, func()) {
+	switch name {
+	case scBaseline:
+		return func(ctx context.Context, w, i int) (reply, bool) {
+			r := c.post(ctx, httpapi.BaselinePath, "", baselineBody)
+			return r, r.err == nil && r.status == http.StatusCreated
+		}, func() {}
+	case scCreate:
+		made := make([][]string, workers)
+		return func(ctx context.Context, w, i int) (reply, bool) {
+				key := c.newKey()
+				r := c.post(ctx, "/v1/demo-requests", key, createBody)
+				ok := r.err == nil && r.status == http.StatusCreated && !r.replayed
+				if ok {
+					made[w] = append(made[w], key)
+				}
+				return r, ok
+			}, func() {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				for _, m := range made {
+					c.pool = append(c.pool, m...)
+				}
+			}
+	case scReplay:
+		c.mu.Lock()
+		pool := slices.Clone(c.pool)
+		c.mu.Unlock()
+		return func(ctx context.Context, w, i int) (reply, bool) {
+			// Worker w replays keys w, w+workers, … of the pool, cycling.
+			key := pool[(w+i*workers)%len(pool)]
+			r := c.post(ctx, "/v1/demo-requests", key, createBody)
+			return r, r.err == nil && r.status == http.StatusCreated && r.replayed
+		}, func() {}
+	}
+	panic("unknown scenario " + name)
+}
+
+// loadResult is one closed-loop run.
+type loadResult struct {
+	n, errors int
+	statuses  map[int]int
+	elapsed   time.Duration
+	latencies []time.Duration // sorted
+	firstErr  string
+}
+
+func (r loadResult) rps() float64 { return float64(r.n) / r.elapsed.Seconds() }
+
+func (r loadResult) quantile(q float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(r.latencies))+0.5) - 1
+	return r.latencies[min(max(i, 0), len(r.latencies)-1)]
+}
+
+// closedLoop runs workers that each send one request after the other, until
+// d has passed (if d > 0) or each sent count requests (if count > 0).
+func closedLoop(ctx context.Context, workers int, d time.Duration, count int, req request) loadResult {
+	type workerResult struct {
+		lat      []time.Duration
+		errors   int
+		statuses map[int]int
+		firstErr string
+	}
+	results := make([]workerResult, workers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := range workers {
+		wg.Go(func() {
+			res := workerResult{statuses: map[int]int{}}
+			for i := 0; ctx.Err() == nil; i++ {
+				if (d > 0 && !time.Now().Before(deadline)) || (count > 0 && i >= count) {
+					break
+				}
+				r, ok := req(ctx, w, i)
+				res.lat = append(res.lat, r.latency)
+				res.statuses[r.status]++ // 0: transport error
+				if !ok {
+					res.errors++
+					if res.firstErr == "" {
+						res.firstErr = describe(r)
+					}
+				}
+			}
+			results[w] = res
+		})
+	}
+	wg.Wait()
+	out := loadResult{elapsed: time.Since(start), statuses: map[int]int{}}
+	for _, res := range results {
+		out.latencies = append(out.latencies, res.lat...)
+		out.errors += res.errors
+		for s, n := range res.statuses {
+			out.statuses[s] += n
+		}
+		if out.firstErr == "" {
+			out.firstErr = res.firstErr
+		}
+	}
+	out.n = len(out.latencies)
+	slices.Sort(out.latencies)
+	return out
+}
+
+func describe(r reply) string {
+	if r.err != nil {
+		return r.err.Error()
+	}
+	return fmt.Sprintf("status %d (replayed %v)", r.status, r.replayed)
+}
+
+// stormResult is one same-key storm.
+type stormResult struct {
+	key, note                          string
+	first, replayed, conflict, s5xx, other int
+	rows                               int // business rows of the key
+	elapsed                            time.Duration
+	p50, p99                           time.Duration
+	firstOther                         string
+}
+
+// storm sends n requests with one fresh key and one body at once: n
+// goroutines, each with its request built and (as far as the pool allows) a
+// connection open, released together.
+func (c *client) storm(ctx context.Context, n int) stormResult {
+	c.warmConnections(ctx, n)
+	res := stormResult{key: c.newKey(), note: "storm " + randHex(8)}
+	body := []byte(fmt.Sprintf(`{"topic":"bench-storm","note":%q}`, res.note))
+	replies := make([]reply, n)
+	release := make(chan struct{})
+	var ready, done sync.WaitGroup
+	for i := range n {
+		ready.Add(1)
+		done.Go(func() {
+			ready.Done()
+			<-release
+			replies[i] = c.post(ctx, "/v1/demo-requests", res.key, body)
+		})
+	}
+	ready.Wait()
+	start := time.Now()
+	close(release)
+	done.Wait()
+	res.elapsed = time.Since(start)
+	lat := make([]time.Duration, 0, n)
+	for _, r := range replies {
+		lat = append(lat, r.latency)
+		switch {
+		case r.err == nil && r.status == http.StatusCreated && !r.replayed:
+			res.first++
+		case r.err == nil && r.status == http.StatusCreated:
+			res.replayed++
+		case r.err == nil && r.status == http.StatusConflict:
+			res.conflict++
+		case r.err == nil && r.status >= 500:
+			res.s5xx++
+			if res.firstOther == "" {
+				res.firstOther = describe(r)
+			}
+		default:
+			res.other++
+			if res.firstOther == "" {
+				res.firstOther = describe(r)
+			}
+		}
+	}
+	slices.Sort(lat)
+	lr := loadResult{latencies: lat}
+	res.p50, res.p99 = lr.quantile(0.50), lr.quantile(0.99)
+	return res
+}
+
+// warmConnections opens up to n keep-alive connections (concurrent GET
+// /healthz), so a storm measures requests rather than TCP handshakes.
+func (c *client) warmConnections(ctx context.Context, n int) {
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-release
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.srv.base+"/healthz", nil)
+			if resp, err := c.hc.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	close(release)
+	wg.Wait()
+}
+
+func statusMix(m map[int]int) string {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		name := fmt.Sprint(k)
+		if k == 0 {
+			name = "transport error"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d", name, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}

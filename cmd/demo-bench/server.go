@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/auth"
+)
+
+// moduleRoot is the folder of go.mod, found upwards from the working
+// directory (make bench runs from the repository root).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory: run make bench from the repository")
+		}
+		dir = parent
+	}
+}
+
+// goTool is the go command: the one on PATH, else the one of this toolchain.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// buildServer builds ./cmd/demo-api into dir and returns the binary's path.
+func buildServer(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "demo-api")
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/demo-api")
+	cmd.Dir = root
+	cmd.Env = os.Environ()
+	if !strings.Contains(os.Getenv("GOFLAGS"), "-mod=") {
+		cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod "+os.Getenv("GOFLAGS"))
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/demo-api: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// serverProc is a running demo-api serve.
+type serverProc struct {
+	name  string
+	cmd   *exec.Cmd
+	base  string // http://127.0.0.1:port
+	token string // the bearer token of actor "bench"
+	log   string // its stdout and stderr
+	done  chan error
+}
+
+// startServer runs bin serve on a free loopback port against databaseURL,
+// with the baseline route enabled and the sweeper idle (so that every
+// statement during a phase is a request's), and waits for /readyz.
+func startServer(ctx context.Context, name, bin, dir, databaseURL string) (*serverProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	token := "bench-" + randHex(16)
+	s := &serverProc{
+		name:  name,
+		base:  "http://127.0.0.1:" + strconv.Itoa(port),
+		token: token,
+		log:   filepath.Join(dir, name+".log"),
+		done:  make(chan error, 1),
+	}
+	logf, err := os.Create(s.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child has its own descriptor
+	s.cmd = exec.Command(bin, "serve")
+	s.cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"DATABASE_URL=" + databaseURL,
+		"LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
+		"API_TOKENS=bench:" + auth.Hash(token),
+		"LOG_FORMAT=json",
+		"BENCH_BASELINE=true",
+		"SWEEP_INTERVAL=1h",
+	}
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() { s.done <- s.cmd.Wait() }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := hc.Get(s.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		select {
+		case err := <-s.done:
+			s.done <- err
+			return nil, fmt.Errorf("server %s exited before it was ready (%v); its log:\n%s", name, err, tailFile(s.log, 20))
+		case <-ctx.Done():
+			s.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("server %s not ready within 30s; its log:\n%s", name, tailFile(s.log, 20))
+		}
+	}
+}
+
+// memory returns the server's peak (VmHWM) and current (VmRSS) resident set
+// in bytes.
+func (s *serverProc) memory() (peak, current int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "VmHWM:":
+			peak = kb << 10
+		case "VmRSS:":
+			current = kb << 10
+		}
+	}
+	if peak == 0 {
+		return 0, 0, errors.New("no VmHWM in /proc/<pid>/status")
+	}
+	return peak, current, sc.Err()
+}
+
+// stop sends SIGTERM and waits up to 10s, then kills.
+func (s *serverProc) stop() {
+	if s == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,102 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+)
+
+// TestMetricsCountOutcomes drives every outcome through HTTP and checks the
+// scrape counts each exactly as often as it happened.
+func TestMetricsCountOutcomes(t *testing.T) {
+	clk := newClock()
+	e := newEnv(t, withClock(clk))
+
+	e.create("key-m1", body1)                               // claimed
+	e.create("key-m1", body1)                               // replayed
+	e.create("key-m1", `{"topic":"topic-other"}`)           // mismatch
+	e.setHook(func(context.Context, *http.Request) error { // claimed, then released
+		return errors.New("transient")
+	})
+	e.create("key-m2", body1)
+	e.setHook(nil)
+
+	// Held past its lease: a retry takes it over (lease_taken_over) and
+	// finishes; the held one then finds its lease lost.
+	claimed, release := make(chan struct{}), make(chan struct{})
+	var holdFirst sync.Once
+	e.setHook(func(context.Context, *http.Request) error {
+		holdFirst.Do(func() { close(claimed); <-release })
+		return nil
+	})
+	held := make(chan reply, 1)
+	go func() { held <- e.create("key-m3", body1) }() // claimed
+	<-claimed
+	if r := e.create("key-m3", body1); r.Status != http.StatusConflict { // in_progress
+		t.Fatalf("retry within the lease: %d", r.Status)
+	}
+	clk.Advance(testLease)
+	if r := e.create("key-m3", body1); r.Status != http.StatusCreated { // lease_taken_over
+		t.Fatalf("retry after the lease: %d %s", r.Status, r.Body)
+	}
+	close(release)
+	if r := <-held; r.Status != http.StatusConflict || r.problem(t) != apperr.OperationInProgress { // lease_lost
+		t.Fatalf("the held owner after losing its lease: %d %s", r.Status, r.Body)
+	}
+	e.setHook(nil)
+
+	clk.Advance(testTTL)
+	e.create("key-m1", body1) // expired_taken_over
+
+	scrape := string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+	want := map[string]int{
+		"claimed": 3, "replayed": 1, "mismatch": 1, "released": 1, "in_progress": 1,
+		"lease_taken_over": 1, "lease_lost": 1, "expired_taken_over": 1,
+	}
+	for outcome, n := range want {
+		line := `demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="` + outcome + `"} `
+		if !strings.Contains(scrape, line+strconv.Itoa(n)+"\n") {
+			t.Errorf("scrape lacks %s%d", line, n)
+		}
+	}
+	for _, line := range []string{
+		"demo_api_idempotency_in_progress_claims 0\n",
+		"demo_api_idempotency_oldest_in_progress_seconds 0\n",
+		`demo_api_http_request_duration_seconds_count{route="/v1/demo-requests",status="201"} `,
+		`demo_api_http_request_duration_seconds_count{route="/v1/demo-requests",status="409"} 2`,
+		"demo_api_sweeper_deleted_total 0\n",
+	} {
+		if !strings.Contains(scrape, line) {
+			t.Errorf("scrape lacks %q", line)
+		}
+	}
+	if t.Failed() {
+		t.Log(scrape)
+	}
+}
+
+func TestMetricsInProgressClaims(t *testing.T) {
+	clk := newClock()
+	e := newEnv(t, withClock(clk))
+	claimed, release := make(chan struct{}), make(chan struct{})
+	e.setHook(func(context.Context, *http.Request) error { close(claimed); <-release; return nil })
+	done := make(chan reply, 1)
+	go func() { done <- e.create("key-held", body1) }()
+	<-claimed
+	clk.Advance(7 * time.Second)
+	scrape := string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+	for _, line := range []string{"demo_api_idempotency_in_progress_claims 1\n", "demo_api_idempotency_oldest_in_progress_seconds 7\n"} {
+		if !strings.Contains(scrape, line) {
+			t.Errorf("scrape lacks %q", line)
+		}
+	}
+	close(release)
+	<-done
+}
