@@ -73,12 +73,12 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	deps := httpapi.Deps{
 		Logger:  logger,
 		Metrics: metrics.New(e.store, logger),
-		Keys:   e.store,
-		Demo:   &demo.Service{Store: e.store, RefusedTopics: map[string]bool{"blocked": true}},
-		Tokens: tokens,
-		Ready:  e.store.Ping,
-		TTL:    testTTL,
-		Lease:  testLease,
+		Keys:    e.store,
+		Demo:    &demo.Service{Store: e.store, RefusedTopics: map[string]bool{"blocked": true}},
+		Tokens:  tokens,
+		Ready:   e.store.Ping,
+		TTL:     testTTL,
+		Lease:   testLease,
 		AfterClaim: func(ctx context.Context, r *http.Request) error {
 			e.works.Add(1)
 			e.mu.Lock()

@@ -19,9 +19,9 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	clk := newClock()
 	e := newEnv(t, withClock(clk))
 
-	e.create("key-m1", body1)                               // claimed
-	e.create("key-m1", body1)                               // replayed
-	e.create("key-m1", `{"topic":"topic-other"}`)           // mismatch
+	e.create("key-m1", body1)                              // claimed
+	e.create("key-m1", body1)                              // replayed
+	e.create("key-m1", `{"topic":"topic-other"}`)          // mismatch
 	e.setHook(func(context.Context, *http.Request) error { // claimed, then released
 		return errors.New("transient")
 	})
