@@ -62,6 +62,10 @@ type Options struct {
 	// lose the cluster, which is fine for a throw-away one, and commits are
 	// much cheaper.
 	Durable bool
+	// Settings are extra server settings, name to value, passed as -c
+	// name=value after the defaults (so they may override them), e.g.
+	// {"shared_preload_libraries": "pg_stat_statements"}.
+	Settings map[string]string
 }
 
 // Start finds or starts a PostgreSQL, in this order:
@@ -142,10 +146,12 @@ var server *Server
 // comes from, runs the tests, stops the server and exits with the tests' code.
 // If no server can be had it prints why and exits 1: tests never skip silently.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
 
-func run(m *testing.M) int {
+// Run is Main without the exit, for a TestMain with set-up of its own: it
+// returns the code to exit with.
+func Run(m *testing.M) int {
 	s, err := Start(context.Background(), Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

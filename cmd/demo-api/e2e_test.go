@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/pgtest"
+)
+
+// binary is the demo-api built once for the tests that cross the process
+// boundary: crashes and signals need a real process.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "demo-api-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "demo-api")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build demo-api: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := pgtest.Run(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const e2eToken = "tok-e2e-5d2c"
+
+// proc is a running demo-api serve.
+type proc struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *lockedBuffer
+	exited chan error
+}
+
+// start runs demo-api serve on databaseURL with extra environment.
+func start(t *testing.T, databaseURL string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, "serve")
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"DATABASE_URL=" + databaseURL,
+		"LISTEN_ADDR=127.0.0.1:0",
+		"API_TOKENS=alice:" + auth.Hash(e2eToken),
+		"WORKSHOP=true",
+	}, env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.stderr.String())
+		}
+		checkNoSecrets(t, p.stderr.String())
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("demo-api serve printed no address: %v\n%s", err, p.stderr.String())
+	}
+	p.url = strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
+	go io.Copy(io.Discard, stdout)
+	return p
+}
+
+// post sends a create as alice.
+func (p *proc) post(key string, header ...string) (*http.Response, string, error) {
+	r, _ := http.NewRequest(http.MethodPost, p.url+"/v1/demo-requests", strings.NewReader(`{"topic":"topic-e2e","note":"note-e2e"}`))
+	r.Header.Set("Authorization", "Bearer "+e2eToken)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", key)
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// waitInProgress polls the outcome route until key is claimed.
+func (p *proc) waitInProgress(t *testing.T, key string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r, _ := http.NewRequest(http.MethodGet, p.url+"/v1/idempotency-keys/"+key, nil)
+		r.Header.Set("Authorization", "Bearer "+e2eToken)
+		if resp, err := http.DefaultClient.Do(r); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), `"state":"in_progress"`) {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("key %s never showed in progress", key)
+}
+
+func countRows(t *testing.T, url string) int {
+	t.Helper()
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM demo_requests`); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCrashMidRequest kills the server (SIGKILL) after the claim committed and
+// before the finish. The restarted server answers 409 while the dead claim's
+// lease lives, then takes it over and creates the request exactly once.
+func TestCrashMidRequest(t *testing.T) {
+	url := pgtest.NewURL(t)
+	const lease = 3 * time.Second
+	p := start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := p.post("key-crash", "Workshop-Delay", "1400ms")
+		errc <- err
+	}()
+	p.waitInProgress(t, "key-crash")
+	killedAt := time.Now()
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	if err := <-errc; err == nil {
+		t.Fatal("the client got an answer from a killed server")
+	}
+	if n := countRows(t, url); n != 0 {
+		t.Fatalf("%d business rows after the crash, want 0", n)
+	}
+
+	p2 := start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
+	resp, body, err := p2.post("key-crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(killedAt) < lease-500*time.Millisecond && resp.StatusCode != http.StatusConflict {
+		t.Fatalf("retry within the dead claim's lease: %d %s, want 409", resp.StatusCode, body)
+	}
+	deadline := time.Now().Add(3 * lease)
+	for resp.StatusCode == http.StatusConflict && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		if resp, body, err = p2.post("key-crash"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry after the lease: %d %s, want a fresh 201", resp.StatusCode, body)
+	}
+	if !strings.Contains(p2.stderr.String(), `"outcome":"lease_taken_over"`) {
+		t.Fatal("the restarted server did not log a lease takeover")
+	}
+	if n := countRows(t, url); n != 1 {
+		t.Fatalf("%d business rows, want 1", n)
+	}
+}
+
+// TestGracefulShutdown sends SIGTERM while a request is inside its work: the
+// server stops accepting, lets the request finish, and exits 0.
+func TestGracefulShutdown(t *testing.T) {
+	url := pgtest.NewURL(t)
+	p := start(t, url)
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	inflight := make(chan answer, 1)
+	go func() {
+		resp, body, err := p.post("key-term", "Workshop-Delay", "1500ms")
+		if err != nil {
+			inflight <- answer{err: err}
+			return
+		}
+		inflight <- answer{status: resp.StatusCode, body: body}
+	}()
+	p.waitInProgress(t, "key-term")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+
+	a := <-inflight
+	if a.err != nil || a.status != http.StatusCreated {
+		t.Fatalf("in-flight request across SIGTERM: %d %s %v, want 201", a.status, a.body, a.err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("demo-api exited with %v after SIGTERM, want 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("demo-api did not exit after SIGTERM")
+	}
+	if n := countRows(t, url); n != 1 {
+		t.Fatalf("%d business rows, want 1", n)
+	}
+	for _, msg := range []string{`"msg":"shutting down"`, `"msg":"stopped"`} {
+		if !strings.Contains(p.stderr.String(), msg) {
+			t.Fatalf("log lacks %s", msg)
+		}
+	}
+}
+
+// TestCommands runs the chores through run().
+func TestCommands(t *testing.T) {
+	url := pgtest.NewURL(t)
+	env := func(k string) string {
+		return map[string]string{"DATABASE_URL": url}[k]
+	}
+	var out strings.Builder
+	ctx := context.Background()
+	for _, args := range [][]string{{"migrate", "down"}, {"migrate", "up"}, {"migrate", "up"}, {"purge-expired"}} {
+		out.Reset()
+		if err := run(ctx, args, env, &out, io.Discard); err != nil {
+			t.Fatalf("demo-api %v: %v", args, err)
+		}
+	}
+	if got := out.String(); got != "deleted 0 expired idempotency records\n" {
+		t.Fatalf("purge-expired printed %q", got)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"hash-token", "dev-alice"}, env, &out, io.Discard); err != nil || strings.TrimSpace(out.String()) != auth.Hash("dev-alice") {
+		t.Fatalf("hash-token: %q, %v", out.String(), err)
+	}
+	for _, args := range [][]string{nil, {"nope"}, {"migrate"}, {"serve"}} {
+		if err := run(ctx, args, env, io.Discard, io.Discard); err == nil {
+			t.Fatalf("demo-api %v succeeded", args) // serve: no API_TOKENS
+		}
+	}
+}
+
+func checkNoSecrets(t *testing.T, logs string) {
+	for _, s := range []string{e2eToken, "key-crash", "key-term", "topic-e2e", "note-e2e"} {
+		if strings.Contains(logs, s) {
+			t.Errorf("the server logged %q", s)
+		}
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
