@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,7 +53,11 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stderr io
 	dur(&c.lease, "IDEMPOTENCY_LEASE", "lease", "30s", "how long a claim is owned before a retry may take it over")
 	dur(&c.sweepInterval, "SWEEP_INTERVAL", "sweep-interval", "1m", "how often the sweeper deletes expired keys")
 	dur(&c.shutdownTimeout, "SHUTDOWN_TIMEOUT", "shutdown-timeout", "25s", "how long in-flight requests get to finish on SIGTERM")
-	fs.IntVar(&c.sweepBatch, "sweep-batch", 500, "rows the sweeper deletes per statement")
+	batch, err := strconv.Atoi(env("SWEEP_BATCH", "500"))
+	if err != nil || batch < 1 {
+		errs = append(errs, fmt.Errorf("SWEEP_BATCH must be a positive number"))
+	}
+	fs.IntVar(&c.sweepBatch, "sweep-batch", batch, "rows the sweeper deletes per statement ($SWEEP_BATCH)")
 	fs.StringVar(&c.tokens, "tokens", env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
 	fs.BoolVar(&c.workshop, "workshop", env("WORKSHOP", "false") == "true", "accept the Workshop-* headers ($WORKSHOP)")
 	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
