@@ -14,12 +14,19 @@ import (
 )
 
 // claimSQL is the claim: one statement, committed on its own, so a concurrent
-// request sees the in-progress row at once. The unique scope decides the race:
-// INSERT … ON CONFLICT either inserts a new row, takes over a row that expired
-// or whose owner's lease passed with the same fingerprint (the WHERE below, the
-// same cases as idempotency.Decide), or leaves the row alone. The statement
-// also returns the row as it was before (prev), so a request that did not
-// claim learns in the same round trip whether to replay, wait or refuse.
+// request sees the in-progress row at once. The unique scope decides the race.
+// Its parts run on one snapshot:
+//
+//   - prev reads the row as it was, so a request that does not claim learns
+//     in the same round trip whether to replay, wait or refuse;
+//   - fresh inserts a new row; ON CONFLICT DO NOTHING skips it, without a
+//     lock or a write, when the scope is taken;
+//   - takeover replaces a row that expired, or whose owner's lease passed
+//     with the same fingerprint (the same cases as idempotency.Decide). It
+//     locks only a row it takes over and rechecks that row once it holds the
+//     lock, so of two racing takeovers one wins.
+//
+// A replay or a 409 therefore writes nothing: it costs a read, not a commit.
 const claimSQL = `
 WITH clock AS (
     SELECT coalesce($7::timestamptz, now()) AS now
@@ -28,28 +35,30 @@ WITH clock AS (
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys
     WHERE actor_id = $1 AND operation = $2 AND idem_key = $3
-), claimed AS (
-    INSERT INTO idempotency_keys AS k
+), fresh AS (
+    INSERT INTO idempotency_keys
         (actor_id, operation, idem_key, payload_hash, state, claim_token,
          locked_until, created_at, expires_at)
     SELECT $1, $2, $3, $4, 'in_progress', $5::uuid,
            clock.now + $6::bigint * interval '1 microsecond', clock.now,
            clock.now + $8::bigint * interval '1 microsecond'
-    FROM clock
-    ON CONFLICT (actor_id, operation, idem_key) DO UPDATE SET
-        payload_hash = excluded.payload_hash, state = 'in_progress',
-        claim_token = excluded.claim_token, locked_until = excluded.locked_until,
+    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
+    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
+    RETURNING 1
+), takeover AS (
+    UPDATE idempotency_keys k SET
+        payload_hash = $4, state = 'in_progress', claim_token = $5::uuid,
+        locked_until = clock.now + $6::bigint * interval '1 microsecond',
         status_code = NULL, response_body = NULL, response_headers = NULL,
-        result_id = NULL, created_at = excluded.created_at, completed_at = NULL,
-        expires_at = excluded.expires_at
-    -- excluded.created_at is this statement's now.
-    WHERE (k.expires_at <= excluded.created_at
-           AND (k.state = 'completed' OR k.locked_until <= excluded.created_at))
-       OR (k.state = 'in_progress' AND k.locked_until <= excluded.created_at
-           AND k.payload_hash = excluded.payload_hash)
+        result_id = NULL, created_at = clock.now, completed_at = NULL,
+        expires_at = clock.now + $8::bigint * interval '1 microsecond'
+    FROM clock
+    WHERE k.actor_id = $1 AND k.operation = $2 AND k.idem_key = $3
+      AND ((k.expires_at <= clock.now AND (k.state = 'completed' OR k.locked_until <= clock.now))
+           OR (k.state = 'in_progress' AND k.locked_until <= clock.now AND k.payload_hash = $4))
     RETURNING 1
 )
-SELECT clock.now, EXISTS (SELECT 1 FROM claimed) AS claimed, prev.*
+SELECT clock.now, EXISTS (SELECT 1 FROM fresh UNION ALL SELECT 1 FROM takeover) AS claimed, prev.*
 FROM clock LEFT JOIN prev ON true`
 
 // recordRow is a row of idempotency_keys as scanned.
