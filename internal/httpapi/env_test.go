@@ -286,3 +286,13 @@ func (c *clock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// closeOnce closes a channel that a test may already have closed: held
+// requests are released in a t.Cleanup too, so a failed test cannot hang.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}

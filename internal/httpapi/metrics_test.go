@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,13 +31,17 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	// Held past its lease: a retry takes it over (lease_taken_over) and
 	// finishes; the held one then finds its lease lost.
 	claimed, release := make(chan struct{}), make(chan struct{})
-	var holdFirst sync.Once
+	t.Cleanup(func() { closeOnce(release) })
+	var held atomic.Bool
 	e.setHook(func(context.Context, *http.Request) error {
-		holdFirst.Do(func() { close(claimed); <-release })
+		if held.CompareAndSwap(false, true) { // only the first request is held
+			close(claimed)
+			<-release
+		}
 		return nil
 	})
-	held := make(chan reply, 1)
-	go func() { held <- e.create("key-m3", body1) }() // claimed
+	heldReply := make(chan reply, 1)
+	go func() { heldReply <- e.create("key-m3", body1) }() // claimed
 	<-claimed
 	if r := e.create("key-m3", body1); r.Status != http.StatusConflict { // in_progress
 		t.Fatalf("retry within the lease: %d", r.Status)
@@ -46,8 +50,8 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	if r := e.create("key-m3", body1); r.Status != http.StatusCreated { // lease_taken_over
 		t.Fatalf("retry after the lease: %d %s", r.Status, r.Body)
 	}
-	close(release)
-	if r := <-held; r.Status != http.StatusConflict || r.problem(t) != apperr.OperationInProgress { // lease_lost
+	closeOnce(release)
+	if r := <-heldReply; r.Status != http.StatusConflict || r.problem(t) != apperr.OperationInProgress { // lease_lost
 		t.Fatalf("the held owner after losing its lease: %d %s", r.Status, r.Body)
 	}
 	e.setHook(nil)
@@ -86,6 +90,7 @@ func TestMetricsInProgressClaims(t *testing.T) {
 	clk := newClock()
 	e := newEnv(t, withClock(clk))
 	claimed, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { closeOnce(release) })
 	e.setHook(func(context.Context, *http.Request) error { close(claimed); <-release; return nil })
 	done := make(chan reply, 1)
 	go func() { done <- e.create("key-held", body1) }()
@@ -97,6 +102,6 @@ func TestMetricsInProgressClaims(t *testing.T) {
 			t.Errorf("scrape lacks %q", line)
 		}
 	}
-	close(release)
+	closeOnce(release)
 	<-done
 }

@@ -85,6 +85,7 @@ func dropResponses(t *testing.T, upstream string) string {
 func TestInProgress(t *testing.T) {
 	e := newEnv(t)
 	claimed, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { closeOnce(release) })
 	e.setHook(func(ctx context.Context, _ *http.Request) error {
 		close(claimed)
 		<-release
@@ -116,7 +117,7 @@ func TestInProgress(t *testing.T) {
 		t.Fatalf("%d works ran while the first was held, want 1", n)
 	}
 
-	close(release)
+	closeOnce(release)
 	done := <-first
 	if done.Status != http.StatusCreated {
 		t.Fatalf("first request: %d %s", done.Status, done.Body)
