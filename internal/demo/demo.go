@@ -117,7 +117,7 @@ func (s *Service) Create(ctx context.Context, c idempotency.Claim, in CreateInpu
 
 // Get returns the actor's request id. Errors: not_found.
 func (s *Service) Get(ctx context.Context, actor, id string) (Request, error) {
-	if uuid.Validate(id) != nil {
+	if u, err := uuid.Parse(id); err != nil || u.String() != id { // only the canonical form is an id
 		return Request{}, apperr.Errorf(apperr.NotFound, "no demo request %q", id)
 	}
 	return s.Store.DemoRequest(ctx, actor, id)

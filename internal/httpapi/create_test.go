@@ -164,6 +164,10 @@ func TestRejectedBeforeClaim(t *testing.T) {
 		{"two JSON values", req{keys: []string{"key-a"}, body: body1 + body1}, 400, apperr.MalformedJSON},
 		{"not an object", req{keys: []string{"key-a"}, body: `["topic"]`}, 400, apperr.MalformedJSON},
 		{"unknown field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","priority":1}`}, 400, apperr.UnknownField},
+		{"field name in another case", req{keys: []string{"key-a"}, body: `{"TOPIC":"topic-x"}`}, 400, apperr.UnknownField},
+		{"field twice", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","topic":"topic-y"}`}, 400, apperr.InvalidField},
+		{"null field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","note":null}`}, 400, apperr.InvalidField},
+		{"empty body", req{keys: []string{"key-a"}, header: map[string]string{"Content-Type": "application/json"}}, 400, apperr.MalformedJSON},
 		{"wrong type", req{keys: []string{"key-a"}, body: `{"topic":42}`}, 400, apperr.InvalidField},
 		{"empty topic", req{keys: []string{"key-a"}, body: `{"topic":"  ","note":"note-x"}`}, 400, apperr.InvalidField},
 		{"missing topic", req{keys: []string{"key-a"}, body: `{"note":"note-x"}`}, 400, apperr.InvalidField},
@@ -206,7 +210,8 @@ func TestActorsAreScoped(t *testing.T) {
 	if bob.ID == alice.ID {
 		t.Fatal("bob got alice's request")
 	}
-	for _, path := range []string{"/v1/demo-requests/" + alice.ID, "/v1/demo-requests/not-a-uuid", "/v1/demo-requests/6c3d6e3e-2b52-4f79-9a4c-0f0d3c3f7a10"} {
+	for _, path := range []string{"/v1/demo-requests/" + alice.ID, "/v1/demo-requests/not-a-uuid", "/v1/demo-requests/urn:uuid:" + alice.ID,
+		"/v1/demo-requests/6c3d6e3e-2b52-4f79-9a4c-0f0d3c3f7a10"} {
 		r := e.must(req{method: http.MethodGet, path: path, token: tokenBob})
 		if r.Status != http.StatusNotFound || r.problem(t) != apperr.NotFound {
 			t.Fatalf("bob GET %s: %d %s", path, r.Status, r.Body)
@@ -235,11 +240,16 @@ func TestOutcomeRoute(t *testing.T) {
 	if r := get(tokenBob, "key-outcome", ""); r.Status != http.StatusNotFound {
 		t.Fatalf("bob sees alice's key: %d %s", r.Status, r.Body)
 	}
+	// A key with a percent sign, percent-encoded in the path, is found once decoded.
+	e.create("key-100%41", body1)
+	if r := get(tokenAlice, "key-100%2541", ""); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"key":"key-100%41"`) {
+		t.Fatalf("key with a percent sign: %d %s", r.Status, r.Body)
+	}
 	if r := get(tokenAlice, "key-outcome", "?operation=nope"); r.Status != http.StatusBadRequest || r.problem(t) != apperr.InvalidQuery {
 		t.Fatalf("unknown operation: %d %s", r.Status, r.Body)
 	}
-	if n := e.works.Load(); n != 1 {
-		t.Fatalf("the outcome route ran work: %d works", n)
+	if n := e.works.Load(); n != 2 {
+		t.Fatalf("the outcome route ran work: %d works for 2 creates", n)
 	}
 }
 

@@ -1,12 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/demo-api/demo-api/internal/apperr"
@@ -15,8 +16,11 @@ import (
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 64 << 10
 
-// decodeJSON decodes the JSON body of r into v: exactly one JSON object of
-// known fields, of media type application/json, at most MaxBodyBytes long.
+// decodeJSON decodes the body of r into v, a pointer to a struct: exactly
+// one JSON object, of media type application/json, at most MaxBodyBytes long,
+// whose members are fields of v spelled exactly, each once, none null.
+// (encoding/json alone would match names case-insensitively, let the last of
+// two duplicates win, and read null as the zero value.)
 //
 // Errors: unsupported_media_type, body_too_large, malformed_json,
 // unknown_field, invalid_field.
@@ -25,54 +29,91 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil || mt != "application/json" {
 		return apperr.Errorf(apperr.UnsupportedMediaType, "send the body as Content-Type: application/json")
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err = dec.Decode(v)
-	if err == nil {
-		switch err = dec.Decode(&json.RawMessage{}); err {
-		case io.EOF:
-			return nil
-		case nil:
-			err = errors.New("more than one JSON value")
-		}
-	}
-	var (
-		tooLarge *http.MaxBytesError
-		typeErr  *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &tooLarge):
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 		return apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", MaxBodyBytes)
-	case errors.As(err, &typeErr):
-		if typeErr.Field == "" {
-			return apperr.Errorf(apperr.MalformedJSON, "the body must be a JSON object")
-		}
-		return apperr.Errorf(apperr.InvalidField, "%s must be a %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no error type for this one.
-		return apperr.Errorf(apperr.UnknownField, "%s is not a field of this request", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	case err == io.EOF:
-		return apperr.Errorf(apperr.MalformedJSON, "the body is empty")
-	default:
-		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid JSON: %s", trimJSONPrefix(err))
+	} else if err != nil {
+		return apperr.Errorf(apperr.MalformedJSON, "the body could not be read")
 	}
+	if err := checkMembers(body, jsonFields(v)); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && typeErr.Field != "" {
+			return apperr.Errorf(apperr.InvalidField, "%s must be a %s", typeErr.Field, jsonKind(typeErr.Type.Kind()))
+		}
+		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
 }
 
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
+// checkMembers checks the members of the JSON object in body against fields.
+func checkMembers(body []byte, fields map[string]bool) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	malformed := func(err error) error {
+		if err == io.EOF {
+			return apperr.Errorf(apperr.MalformedJSON, "the body is empty")
+		}
+		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if tok, err := dec.Token(); err != nil {
+		return malformed(err)
+	} else if tok != json.Delim('{') {
+		return apperr.Errorf(apperr.MalformedJSON, "the body must be a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return malformed(err)
+		}
+		name, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return malformed(err)
+		}
+		switch {
+		case !fields[name]:
+			return apperr.Errorf(apperr.UnknownField, "%q is not a field of this request", name)
+		case seen[name]:
+			return apperr.Errorf(apperr.InvalidField, "%s appears twice", name)
+		case string(value) == "null":
+			return apperr.Errorf(apperr.InvalidField, "%s must not be null; leave it out instead", name)
+		}
+		seen[name] = true
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return malformed(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return apperr.Errorf(apperr.MalformedJSON, "the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// jsonFields returns the JSON member names of the struct v points to.
+func jsonFields(v any) map[string]bool {
+	fields := map[string]bool{}
+	t := reflect.TypeOf(v).Elem()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			fields[name] = true
+		}
+	}
+	return fields
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
 		return "string"
-	case "struct", "map":
+	case reflect.Struct, reflect.Map:
 		return "object"
-	case "slice", "array":
+	case reflect.Slice, reflect.Array:
 		return "array"
-	case "bool":
+	case reflect.Bool:
 		return "boolean"
 	default:
 		return "number"
 	}
-}
-
-func trimJSONPrefix(err error) string {
-	return strings.TrimPrefix(fmt.Sprint(err), "json: ")
 }

@@ -43,10 +43,13 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store) http.Handler 
 			writeError(logger, w, r, apperr.Errorf(apperr.InvalidQuery, "operation must be %s", demo.OperationCreate))
 			return
 		}
-		raw, err := url.PathUnescape(chi.URLParam(r, "key"))
-		if err != nil {
-			writeError(logger, w, r, apperr.Errorf(apperr.KeyInvalid, "the key in the path is not valid percent-encoding"))
-			return
+		raw := chi.URLParam(r, "key")
+		if r.URL.RawPath != "" { // chi routed the escaped path: decode the key once
+			var err error
+			if raw, err = url.PathUnescape(raw); err != nil {
+				writeError(logger, w, r, apperr.Errorf(apperr.KeyInvalid, "the key in the path is not valid percent-encoding"))
+				return
+			}
 		}
 		key, err := idempotency.ParseKey([]string{raw})
 		if err != nil {

@@ -7,6 +7,9 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
@@ -103,6 +106,21 @@ func writeResponse(w http.ResponseWriter, resp idempotency.Response, replayed bo
 	}
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body)
+}
+
+// handleMethodNotAllowed answers 405 with the Allow header chi's own
+// handler would send.
+func handleMethodNotAllowed(logger *slog.Logger, routes chi.Routes) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(logger, w, r, errMethod)
+	}
 }
 
 func handleProblem(logger *slog.Logger, err error) http.HandlerFunc {

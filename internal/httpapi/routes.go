@@ -12,7 +12,7 @@ func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, s.logRequests, recoverPanics(s.Logger))
 	r.NotFound(handleProblem(s.Logger, errNoRoute))
-	r.MethodNotAllowed(handleProblem(s.Logger, errMethod))
+	r.MethodNotAllowed(handleMethodNotAllowed(s.Logger, r))
 
 	r.Method(http.MethodGet, "/healthz", handleHealthz())
 	r.Method(http.MethodGet, "/readyz", handleReadyz(s.Logger, s.Ready))
@@ -24,6 +24,9 @@ func (s *server) routes() http.Handler {
 		r.Method(http.MethodPost, "/v1/demo-requests", handleCreateDemoRequest(s.Logger, s.idem, s.Demo, s.workshop()))
 		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
 		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys))
+		if s.Baseline != nil {
+			r.Method(http.MethodPost, BaselinePath, handleBaselineCreate(s.Logger, s.Baseline))
+		}
 	})
 	return r
 }

@@ -272,7 +272,8 @@ func TestHealth(t *testing.T) {
 			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
 		}
 	}
-	if r := e.must(req{method: http.MethodDelete, path: "/v1/demo-requests"}); r.Status != http.StatusMethodNotAllowed || r.problem(t) != apperr.MethodNotAllowed {
-		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	if r := e.must(req{method: http.MethodDelete, path: "/v1/demo-requests"}); r.Status != http.StatusMethodNotAllowed ||
+		r.problem(t) != apperr.MethodNotAllowed || r.Header.Get("Allow") != "POST" {
+		t.Fatalf("DELETE: %d %v %s", r.Status, r.Header, r.Body)
 	}
 }
