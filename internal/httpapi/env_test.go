@@ -63,7 +63,12 @@ func withWorkshop() envOption { return func(d *httpapi.Deps, _ *postgres.Store) 
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, db: pgtest.NewDB(t), logs: &syncBuffer{}}
+	db, err := postgres.Open(context.Background(), pgtest.NewURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := &env{t: t, db: db, logs: &syncBuffer{}}
 	e.store = postgres.New(e.db)
 	tokens, err := auth.Parse("alice:" + auth.Hash(tokenAlice) + ",bob:" + auth.Hash(tokenBob))
 	if err != nil {

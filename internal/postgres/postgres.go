@@ -6,6 +6,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -22,11 +23,21 @@ import (
 )
 
 // Open connects to the database at url and checks that it answers.
+//
+// It sets lib/pq's binary_parameters: a statement with arguments then costs one
+// network round trip (Parse, Bind, Execute in one go) instead of two, and
+// []byte arguments travel as raw bytes, which suits the bytea response body.
 func Open(ctx context.Context, url string) (*sqlx.DB, error) {
-	db, err := sqlx.Open("postgres", url)
+	cfg, err := pq.NewConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	cfg.BinaryParameters = true
+	connector, err := pq.NewConnectorConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	db := sqlx.NewDb(sql.OpenDB(connector), "postgres")
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
 	db.SetConnMaxIdleTime(5 * time.Minute)

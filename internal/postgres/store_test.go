@@ -36,8 +36,18 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// openDB opens a fresh migrated database the way the service does.
+func openDB(t *testing.T) *sqlx.DB {
+	db, err := postgres.Open(context.Background(), pgtest.NewURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *clock) {
-	db := pgtest.NewDB(t)
+	db := openDB(t)
 	s := postgres.New(db)
 	c := &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
 	s.Clock = c.Now
