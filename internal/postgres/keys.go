@@ -27,9 +27,17 @@ import (
 //     lock, so of two racing takeovers one wins.
 //
 // A replay or a 409 therefore writes nothing: it costs a read, not a commit.
+//
+// A claim must be visible at once, not durable, so it commits without waiting
+// for its WAL flush (synchronous_commit off for this transaction alone). A
+// crash may lose a claim, never a creation: the finish commits durably, and
+// flushing its commit flushes the claim before it; a finish whose claim was
+// lost finds no row, creates nothing, and the retry claims again.
 const claimSQL = `
 WITH clock AS (
     SELECT coalesce($7::timestamptz, now()) AS now
+), async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true)
 ), prev AS (
     SELECT payload_hash, state, locked_until, status_code, response_body,
            response_headers, result_id, created_at, completed_at, expires_at
@@ -59,7 +67,7 @@ WITH clock AS (
     RETURNING 1
 )
 SELECT clock.now, EXISTS (SELECT 1 FROM fresh UNION ALL SELECT 1 FROM takeover) AS claimed, prev.*
-FROM clock LEFT JOIN prev ON true`
+FROM clock CROSS JOIN async_commit LEFT JOIN prev ON true`
 
 // recordRow is a row of idempotency_keys as scanned.
 type recordRow struct {
@@ -109,7 +117,11 @@ func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp string, leas
 		Claimed bool      `db:"claimed"`
 		recordRow
 	}
-	err := s.db.QueryRowxContext(ctx, claimSQL, sc.Actor, sc.Operation, sc.Key, fp, token,
+	st, err := s.prepared(ctx, claimSQL)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	err = st.QueryRowxContext(ctx, sc.Actor, sc.Operation, sc.Key, fp, token,
 		lease.Microseconds(), s.now(), ttl.Microseconds()).StructScan(&row)
 	if err != nil {
 		return idempotency.ClaimResult{}, dbErr(err)
@@ -173,7 +185,11 @@ SELECT (SELECT count(*) FROM fenced) AS fenced, 1 AS effect`)
 		Fenced int `db:"fenced"`
 		Effect int `db:"effect"`
 	}
-	if err := s.db.QueryRowxContext(ctx, q.String(), args...).StructScan(&got); err != nil {
+	st, err := s.prepared(ctx, q.String())
+	if err != nil {
+		return err
+	}
+	if err := st.QueryRowxContext(ctx, args...).StructScan(&got); err != nil {
 		return dbErr(err)
 	}
 	switch {

@@ -10,6 +10,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -79,6 +80,25 @@ type Store struct {
 	db *sqlx.DB
 	// Clock, if set, replaces the database clock (tests move time with it).
 	Clock func() time.Time
+	stmts sync.Map // query text → *sqlx.Stmt
+}
+
+// prepared returns query prepared, preparing it once per Store (and, through
+// database/sql, once per connection). The claim and finish statements cost
+// several times more to plan than to run.
+func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	if st, ok := s.stmts.Load(query); ok {
+		return st.(*sqlx.Stmt), nil
+	}
+	st, err := s.db.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sqlx.Stmt), nil
+	}
+	return st, nil
 }
 
 // New returns a Store on db.
