@@ -27,10 +27,13 @@ run: build
 # The whole suite, with the race detector. The integration tests use
 # TEST_DATABASE_URL if set, else start a throw-away PostgreSQL from the local
 # binaries, else dockertest; they never skip.
+# The output lists every top-level test that ran and where its PostgreSQL
+# came from; subtest and per-test database lines are left out.
 test:
 	gofmt -l . | tee /dev/stderr | (! read)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	set -o pipefail; $(GO) test -race -count=1 -v ./... 2>&1 \
+	  | grep -vE '^\s*(=== (RUN|PAUSE|CONT)|--- PASS: \S+/|\S+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
 
 bench:
 	$(GO) run ./cmd/demo-bench

@@ -181,7 +181,7 @@ func TestCrashMidRequest(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the lease: %d %s, want a fresh 201", resp.StatusCode, body)
 	}
-	if !strings.Contains(p2.stderr.String(), `"outcome":"lease_taken_over"`) {
+	if !eventually(func() bool { return strings.Contains(p2.stderr.String(), `"outcome":"lease_taken_over"`) }) {
 		t.Fatal("the restarted server did not log a lease takeover")
 	}
 	if n := countRows(t, url); n != 1 {
@@ -284,4 +284,17 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// eventually reports whether cond becomes true within two seconds: the
+// server logs a request after it answered it.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }

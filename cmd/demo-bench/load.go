@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,6 +36,8 @@ type client struct {
 	hc  *http.Client
 	seq atomic.Int64 // for unique keys
 	tag string       // unique per run, in every key
+
+	created, inserted atomic.Int64 // 201s of creates (first ones) and of the baseline
 
 	mu   sync.Mutex
 	pool []string // completed create keys, replayed by the replay scenario
@@ -94,7 +97,11 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 	case scBaseline:
 		return func(ctx context.Context, w, i int) (reply, bool) {
 			r := c.post(ctx, httpapi.BaselinePath, "", baselineBody)
-			return r, r.err == nil && r.status == http.StatusCreated
+			ok := r.err == nil && r.status == http.StatusCreated
+			if ok {
+				c.inserted.Add(1)
+			}
+			return r, ok
 		}, func() {}
 	case scCreate:
 		made := make([][]string, workers)
@@ -103,6 +110,7 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 				r := c.post(ctx, "/v1/demo-requests", key, createBody)
 				ok := r.err == nil && r.status == http.StatusCreated && !r.replayed
 				if ok {
+					c.created.Add(1)
 					made[w] = append(made[w], key)
 				}
 				return r, ok
@@ -205,12 +213,12 @@ func describe(r reply) string {
 
 // stormResult is one same-key storm.
 type stormResult struct {
-	key, note                          string
+	key, note                              string
 	first, replayed, conflict, s5xx, other int
-	rows                               int // business rows of the key
-	elapsed                            time.Duration
-	p50, p99                           time.Duration
-	firstOther                         string
+	rows                                   int // business rows of the key
+	elapsed                                time.Duration
+	p50, p99                               time.Duration
+	firstOther                             string
 }
 
 // storm sends n requests with one fresh key and one body at once: n
@@ -284,13 +292,8 @@ func (c *client) warmConnections(ctx context.Context, n int) {
 }
 
 func statusMix(m map[int]int) string {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		name := fmt.Sprint(k)
 		if k == 0 {
 			name = "transport error"

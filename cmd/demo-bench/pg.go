@@ -48,6 +48,8 @@ type statement struct {
 	Query     string  `db:"query"`
 	Calls     int64   `db:"calls"`
 	TotalExec float64 `db:"total_exec_time"` // ms
+	TotalPlan float64 `db:"total_plan_time"` // ms; 0 unless pg_stat_statements.track_planning
+	MaxExec   float64 `db:"max_exec_time"`   // ms
 }
 
 // statements returns the app's statements since the last reset.
@@ -57,7 +59,7 @@ func (s *statsDB) statements(ctx context.Context) ([]statement, error) {
 	}
 	var out []statement
 	err := s.admin.SelectContext(ctx, &out, `
-SELECT queryid, query, calls, total_exec_time FROM pg_stat_statements
+SELECT queryid, query, calls, total_exec_time, total_plan_time, max_exec_time FROM pg_stat_statements
 WHERE dbid = $1 AND calls > 0 ORDER BY calls DESC, queryid`, s.dbid)
 	return out, err
 }

@@ -26,12 +26,8 @@ func handleCreateDemoRequest(logger *slog.Logger, idem *idempotency.Runner, svc 
 		}
 		scope := idempotency.Scope{Actor: actorOf(r), Operation: demo.OperationCreate, Key: key}
 		noteKey(r, scope)
-		var in demo.CreateInput
-		if err := decodeJSON(w, r, &in); err != nil {
-			writeError(logger, w, r, err)
-			return
-		}
-		if err := in.Validate(); err != nil {
+		in, err := decodeCreateInput(w, r)
+		if err != nil {
 			writeError(logger, w, r, err)
 			return
 		}
@@ -63,6 +59,15 @@ func handleCreateDemoRequest(logger *slog.Logger, idem *idempotency.Runner, svc 
 		}
 		writeResponse(w, res.Response, res.Replayed)
 	})
+}
+
+// decodeCreateInput decodes and validates the body of a create.
+func decodeCreateInput(w http.ResponseWriter, r *http.Request) (demo.CreateInput, error) {
+	var in demo.CreateInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return in, err
+	}
+	return in, in.Validate()
 }
 
 // created renders the stored response of a created demo request.

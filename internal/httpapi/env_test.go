@@ -99,9 +99,11 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		o(&deps, e.store)
 	}
 	e.srv = httptest.NewServer(httpapi.NewServer(deps))
-	t.Cleanup(e.srv.Close)
 	e.client = &http.Client{Transport: &checkingTransport{t: t, next: http.DefaultTransport}, Timeout: 30 * time.Second}
-	t.Cleanup(func() { e.checkLogs(t) })
+	t.Cleanup(func() {
+		e.srv.Close() // waits for in-flight requests, and so for their log lines
+		e.checkLogs(t)
+	})
 	return e
 }
 
@@ -299,5 +301,19 @@ func closeOnce(ch chan struct{}) {
 	case <-ch:
 	default:
 		close(ch)
+	}
+}
+
+// eventually reports whether cond becomes true within two seconds. The
+// request line is logged after the response is written, so a test that has
+// its answer may still have to wait for the log.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
 }

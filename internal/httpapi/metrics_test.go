@@ -59,31 +59,43 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	clk.Advance(testTTL)
 	e.create("key-m1", body1) // expired_taken_over
 
-	scrape := string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
 	want := map[string]int{
 		"claimed": 3, "replayed": 1, "mismatch": 1, "released": 1, "in_progress": 1,
 		"lease_taken_over": 1, "lease_lost": 1, "expired_taken_over": 1,
 	}
+	var lines []string
 	for outcome, n := range want {
-		line := `demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="` + outcome + `"} `
-		if !strings.Contains(scrape, line+strconv.Itoa(n)+"\n") {
-			t.Errorf("scrape lacks %s%d", line, n)
-		}
+		lines = append(lines, `demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="`+outcome+`"} `+strconv.Itoa(n)+"\n")
 	}
-	for _, line := range []string{
+	lines = append(lines,
 		"demo_api_idempotency_in_progress_claims 0\n",
 		"demo_api_idempotency_oldest_in_progress_seconds 0\n",
 		`demo_api_http_request_duration_seconds_count{route="/v1/demo-requests",status="201"} `,
 		`demo_api_http_request_duration_seconds_count{route="/v1/demo-requests",status="409"} 2`,
 		"demo_api_sweeper_deleted_total 0\n",
-	} {
-		if !strings.Contains(scrape, line) {
-			t.Errorf("scrape lacks %q", line)
+	)
+	// A request's latency is observed just after its response is sent.
+	var scrape string
+	if !eventually(func() bool {
+		scrape = string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+		return containsAll(scrape, lines)
+	}) {
+		for _, line := range lines {
+			if !strings.Contains(scrape, line) {
+				t.Errorf("scrape lacks %q", line)
+			}
 		}
-	}
-	if t.Failed() {
 		t.Log(scrape)
 	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 func TestMetricsInProgressClaims(t *testing.T) {

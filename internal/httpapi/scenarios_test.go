@@ -174,7 +174,7 @@ func TestExpiredKeyIsANewIntent(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 2 {
 		t.Fatalf("%d business rows, want 2: one per intent", n)
 	}
-	if !strings.Contains(e.logs.String(), `"outcome":"expired_taken_over"`) {
+	if !eventually(func() bool { return strings.Contains(e.logs.String(), `"outcome":"expired_taken_over"`) }) {
 		t.Fatal("the takeover was not logged as expired_taken_over")
 	}
 }
@@ -203,7 +203,7 @@ func TestLeaseTakeover(t *testing.T) {
 	if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the lease: %d %s, want a fresh 201", r.Status, r.Body)
 	}
-	if !strings.Contains(e.logs.String(), `"outcome":"lease_taken_over"`) {
+	if !eventually(func() bool { return strings.Contains(e.logs.String(), `"outcome":"lease_taken_over"`) }) {
 		t.Fatal("the takeover was not logged as lease_taken_over")
 	}
 	// The dead owner wakes up and tries to finish: fenced out.

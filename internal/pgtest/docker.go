@@ -33,6 +33,9 @@ func startDocker(ctx context.Context, opts Options) (*Server, error) {
 	if !opts.Durable {
 		cmd = append(cmd, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
+	for _, kv := range opts.settings() {
+		cmd = append(cmd, "-c", kv)
+	}
 	res, err := pool.RunWithOptions(&dockertest.RunOptions{
 		Repository: dockerImage,
 		Tag:        dockerTag,

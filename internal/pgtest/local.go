@@ -88,6 +88,7 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	if !opts.Durable {
 		settings = append(settings, "fsync=off", "synchronous_commit=off", "full_page_writes=off")
 	}
+	settings = append(settings, opts.settings()...)
 	var port int
 	// The port is free when picked but may be taken before PostgreSQL binds
 	// it (other test binaries start clusters at the same time): try again.
@@ -301,4 +302,14 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// settings returns Options.Settings as name=value, sorted by name.
+func (o Options) settings() []string {
+	var out []string
+	for name, value := range o.Settings {
+		out = append(out, name+"="+value)
+	}
+	sort.Strings(out)
+	return out
 }

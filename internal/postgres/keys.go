@@ -270,7 +270,8 @@ func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, e
 	}
 	err = s.db.GetContext(ctx, &row, `
 SELECT count(*) AS n, min(created_at) AS oldest, coalesce($1::timestamptz, now()) AS now
-FROM idempotency_keys WHERE state = 'in_progress'`, s.now())
+FROM idempotency_keys WHERE locked_until IS NOT NULL -- in progress, by the table's CHECK
+`, s.now())
 	if err != nil {
 		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
 	}

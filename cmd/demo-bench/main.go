@@ -1,0 +1,421 @@
+// Command demo-bench is make bench: it starts a durable throw-away PostgreSQL
+// (pg_stat_statements preloaded) and the real demo-api binary with the
+// baseline route, then measures, in one run and alternating so that drift of
+// the machine hits every scenario alike:
+//
+//   - baseline: the business insert through the same HTTP stack without the
+//     idempotency layer (POST /v1/bench/demo-requests);
+//   - create: POST /v1/demo-requests with a fresh Idempotency-Key;
+//   - replay: the same request again with a completed key;
+//
+// each at 1, 8 and 32 closed-loop clients, then same-key storms (500
+// requests released together on one fresh key). It also measures the SQL
+// floor (the store's statements straight from Go), counts network round
+// trips through a counting proxy.
+//
+// It prints a markdown report and writes it between the markers of
+// docs/bench.md. It exits 1 when a correctness check fails (a storm that made
+// other than one business row, any 5xx or transport error, rows that do not
+// match the 201s), and 0 otherwise: a missed performance target is printed as
+// MISSED (exit 2 with -strict).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/postgres"
+)
+
+type options struct {
+	rounds        int
+	duration      time.Duration
+	warmup        time.Duration
+	storms        int
+	stormSize     int
+	floorDuration time.Duration
+	countRequests int
+	out           string
+	strict        bool
+}
+
+var concurrencies = []int{1, 8, 32}
+
+func main() {
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds; every figure is the median across rounds")
+	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each phase")
+	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each phase")
+	flag.IntVar(&o.storms, "storms", 5, "same-key storms per round")
+	flag.IntVar(&o.stormSize, "storm-size", 500, "concurrent requests of a storm")
+	flag.DurationVar(&o.floorDuration, "floor-duration", 1500*time.Millisecond, "time of each SQL floor loop")
+	flag.IntVar(&o.countRequests, "count-requests", 200, "requests per scenario when counting network round trips")
+	flag.StringVar(&o.out, "out", "docs/bench.md", "markdown file to write the results into, relative to the repository (empty: none)")
+	flag.BoolVar(&o.strict, "strict", false, "exit 2 when a performance target is missed")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	code, err := run(ctx, o, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo-bench:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	stop()
+	os.Exit(code)
+}
+
+// bench is one run.
+type bench struct {
+	o        options
+	progress io.Writer
+	stats    *statsDB
+	cpu      *cpuMeter
+	benchDB  *sqlx.DB
+	rep      report
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.progress, "demo-bench: "+format+"\n", args...)
+}
+
+func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) {
+	began := time.Now()
+	b := &bench{o: o, progress: stderr}
+	b.rep.opts = o
+	b.rep.started = began
+	b.rep.command = "`make bench` (that is `go run ./cmd/demo-bench`, no arguments)"
+	if len(os.Args) > 1 {
+		b.rep.command = "`go run ./cmd/demo-bench " + strings.Join(os.Args[1:], " ") + "`"
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return 1, err
+	}
+	tmp, err := os.MkdirTemp("", "demo-bench-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(tmp)
+
+	b.logf("building ./cmd/demo-api")
+	bin, err := buildServer(ctx, root, tmp)
+	if err != nil {
+		return 1, err
+	}
+
+	b.logf("starting a durable PostgreSQL with pg_stat_statements")
+	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: true, Settings: map[string]string{
+		"shared_preload_libraries":         "pg_stat_statements",
+		"pg_stat_statements.track_utility": "off",
+	}})
+	if err != nil {
+		return 1, err
+	}
+	defer pg.Stop()
+	admin, err := sqlx.Open("postgres", pg.URL("postgres"))
+	if err != nil {
+		return 1, err
+	}
+	defer admin.Close()
+	admin.SetMaxOpenConns(2)
+	dbName := fmt.Sprintf("demo_bench_%d", os.Getpid())
+	dbid, pgss, err := setupDatabase(ctx, admin, dbName)
+	if err != nil {
+		return 1, err
+	}
+	defer func() { // only matters for TEST_DATABASE_URL: a started server is thrown away
+		_, _ = admin.ExecContext(context.WithoutCancel(ctx), `DROP DATABASE IF EXISTS `+dbName+` WITH (FORCE)`)
+	}()
+	b.stats = &statsDB{admin: admin, dbid: dbid, pgss: pgss}
+	if !pgss {
+		b.logf("pg_stat_statements is not loaded on this server (TEST_DATABASE_URL?): statements are not counted")
+	}
+	dbURL := pg.URL(dbName)
+	b.rep.env = describeEnv(ctx, admin, pg.Source)
+	b.rep.env.code = describeCode(ctx, root)
+
+	srv, err := startServer(ctx, "server", bin, tmp, dbURL)
+	if err != nil {
+		return 1, err
+	}
+	defer srv.stop()
+	b.cpu = &cpuMeter{serverPid: srv.cmd.Process.Pid}
+	if b.cpu.postmasterPid, err = postmasterPid(ctx, b.stats); err != nil {
+		b.logf("CPU of PostgreSQL not measured: %v", err)
+	}
+	if b.benchDB, err = sqlx.Open("postgres", dbURL); err != nil {
+		return 1, err
+	}
+	defer b.benchDB.Close()
+	b.benchDB.SetMaxOpenConns(8)
+
+	cl := newClient(srv, o.stormSize+64)
+	if err := b.mainRounds(ctx, cl); err != nil {
+		return 1, err
+	}
+	peak, cur, err := srv.memory()
+	if err != nil {
+		return 1, err
+	}
+	b.rep.peakRSS, b.rep.rssAfter = peak, cur
+	if err := b.checkRows(ctx, cl); err != nil {
+		return 1, err
+	}
+
+	if err := b.floor(ctx, dbURL); err != nil {
+		return 1, err
+	}
+	if err := b.countRoundTrips(ctx, bin, tmp, pg.Config.Host, pg.Config.Port, dbURL); err != nil {
+		return 1, err
+	}
+	if ctx.Err() != nil {
+		return 1, ctx.Err()
+	}
+	b.rep.elapsed = time.Since(began)
+
+	md := b.rep.markdown()
+	fmt.Fprint(stdout, md)
+	if o.out != "" {
+		path := o.out
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(root, path)
+		}
+		if err := writeSection(path, md); err != nil {
+			return 1, err
+		}
+		b.logf("wrote %s", path)
+	}
+	failures, misses := b.rep.verdict()
+	for _, f := range failures {
+		fmt.Fprintln(stderr, "demo-bench: FAILED:", f)
+	}
+	for _, m := range misses {
+		fmt.Fprintln(stderr, "demo-bench: MISSED:", m)
+	}
+	switch {
+	case len(failures) > 0:
+		return 1, nil
+	case len(misses) > 0 && o.strict:
+		return 2, nil
+	}
+	return 0, nil
+}
+
+// mainRounds runs the alternating rounds and the storms on srv.
+func (b *bench) mainRounds(ctx context.Context, cl *client) error {
+	scenarios := []string{scBaseline, scCreate, scReplay}
+	b.logf("warm-up")
+	for _, sc := range scenarios {
+		req, after := cl.scenario(sc, 8)
+		closedLoop(ctx, 8, time.Second, 0, req)
+		after()
+	}
+	for round := 1; round <= b.o.rounds; round++ {
+		// Rotate the order each round, so no scenario always runs first.
+		order := append(append([]string{}, scenarios[(round-1)%3:]...), scenarios[:(round-1)%3]...)
+		for _, c := range concurrencies {
+			for _, sc := range order {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				req, after := cl.scenario(sc, c)
+				closedLoop(ctx, c, b.o.warmup, 0, req)
+				after()
+				req, after = cl.scenario(sc, c)
+				var lr loadResult
+				var cpu cpuTimes
+				pc, err := b.stats.measure(ctx, func() {
+					before := b.cpu.sample()
+					lr = closedLoop(ctx, c, b.o.duration, 0, req)
+					cpu = b.cpu.sample().sub(before)
+				})
+				after()
+				if err != nil {
+					return err
+				}
+				ph := phase{round: round, scenario: sc, conc: c, load: lr, db: pc, cpu: cpu}
+				b.rep.phases = append(b.rep.phases, ph)
+				b.logf("round %d/%d %-8s @%-2d %7.0f req/s  p50 %6s  p99 %6s  errors %d  stmts/req %.2f",
+					round, b.o.rounds, sc, c, lr.rps(), ms(lr.quantile(.5)), ms(lr.quantile(.99)), lr.errors, ph.perReq(pc.calls))
+			}
+		}
+		for i := 1; i <= b.o.storms; i++ {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			st := cl.storm(ctx, b.o.stormSize)
+			if err := b.benchDB.GetContext(ctx, &st.rows, `SELECT count(*) FROM demo_requests WHERE note = $1`, st.note); err != nil {
+				return err
+			}
+			b.rep.storms = append(b.rep.storms, stormRun{round: round, stormResult: st})
+			b.logf("round %d/%d storm %d: %d requests: 201 first %d, 201 replayed %d, 409 %d, 5xx %d, other %d; rows %d; %s",
+				round, b.o.rounds, i, b.o.stormSize, st.first, st.replayed, st.conflict, st.s5xx, st.other, st.rows, ms(st.elapsed))
+		}
+	}
+	return nil
+}
+
+// checkRows compares the business rows with the 201s the server sent.
+func (b *bench) checkRows(ctx context.Context, cl *client) error {
+	var creates, inserts int
+	if err := b.benchDB.GetContext(ctx, &creates, `SELECT count(*) FROM demo_requests WHERE topic = 'bench-create'`); err != nil {
+		return err
+	}
+	if err := b.benchDB.GetContext(ctx, &inserts, `SELECT count(*) FROM demo_requests WHERE topic = 'bench-insert'`); err != nil {
+		return err
+	}
+	b.rep.rowsCreate, b.rep.rowsBaseline = creates, inserts
+	b.rep.sentCreate, b.rep.sentBaseline = int(cl.created.Load()), int(cl.inserted.Load())
+	return nil
+}
+
+// floor times the store's statements straight from Go.
+func (b *bench) floor(ctx context.Context, dbURL string) error {
+	b.logf("SQL floor")
+	var seq atomic.Int64
+	for _, syncOff := range []bool{false, true} {
+		url := dbURL
+		if syncOff {
+			url += "&synchronous_commit=off"
+		}
+		db, err := postgres.Open(ctx, url)
+		if err != nil {
+			return err
+		}
+		s := postgres.New(db)
+		concs := []int{1, 8}
+		if syncOff {
+			concs = []int{1}
+		}
+		for _, w := range floorWorks() {
+			if syncOff && w.name == "replay claim" {
+				continue
+			}
+			for _, c := range concs {
+				if ctx.Err() != nil {
+					db.Close()
+					return ctx.Err()
+				}
+				r := runFloor(ctx, s, w, c, b.o.floorDuration, &seq)
+				r.syncOff = syncOff
+				// Claims never finished would pile up and change the plans of
+				// what follows (the finish can pick the in-progress index).
+				if _, err := b.benchDB.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE actor_id = 'floor' AND state = 'in_progress'`); err != nil {
+					db.Close()
+					return err
+				}
+				b.rep.floor = append(b.rep.floor, r)
+				b.logf("floor %-16s @%d%s: %6.0f ops/s p50 %s errors %d %s", w.name, c,
+					map[bool]string{true: " (synchronous_commit=off)"}[syncOff], r.rps, ms(r.p50), r.errors, r.firstErr)
+			}
+		}
+		db.Close()
+	}
+	return nil
+}
+
+// countRoundTrips runs each scenario, one request after the other, on a
+// second server whose database connections go through a counting proxy.
+func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL string) error {
+	proxy, err := startProxy(host + ":" + port)
+	if err != nil {
+		return err
+	}
+	defer proxy.close()
+	// Planning time too, for these sequential requests only.
+	url := strings.Replace(dbURL, host+":"+port, proxy.addr(), 1) + "&pg_stat_statements.track_planning=on"
+	srv, err := startServer(ctx, "server-counted", bin, tmp, url)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	cl := newClient(srv, 16)
+	req, after := cl.scenario(scCreate, 1)
+	closedLoop(ctx, 1, 0, 50, req) // keys to replay, and warm connections
+	after()
+	for _, sc := range []string{scBaseline, scCreate, scReplay} {
+		req, after := cl.scenario(sc, 1)
+		proxy.reset()
+		var lr loadResult
+		pc, err := b.stats.measure(ctx, func() { lr = closedLoop(ctx, 1, 0, b.o.countRequests, req) })
+		after()
+		if err != nil {
+			return err
+		}
+		rc := roundTripCount{scenario: sc, requests: lr.n, errors: lr.errors,
+			roundTrips: proxy.roundTrips(), statements: pc.calls, firstErr: lr.firstErr, db: pc}
+		b.rep.counts = append(b.rep.counts, rc)
+		b.logf("round trips %-8s: %.2f network, %.2f statements per request (errors %d %s)",
+			sc, rc.perReq(rc.roundTrips), rc.perReq(rc.statements), lr.errors, lr.firstErr)
+	}
+	return nil
+}
+
+// describeCode names the commit measured, and how many files differ from it.
+func describeCode(ctx context.Context, root string) string {
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	head, err := git("rev-parse", "--short", "HEAD")
+	if err != nil {
+		return "unknown (no git)"
+	}
+	status, _ := git("status", "--porcelain", "--untracked-files=no")
+	if status == "" {
+		return "commit " + head
+	}
+	return fmt.Sprintf("commit %s with uncommitted changes to %d tracked files", head, len(strings.Split(status, "\n")))
+}
+
+// describeEnv names the machine and the server settings that matter.
+func describeEnv(ctx context.Context, admin *sqlx.DB, source string) environment {
+	e := environment{goVersion: runtime.Version(), cpus: runtime.NumCPU(), pgSource: source}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				e.cpuModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+		e.memBytes = kb << 10
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		e.kernel = strings.TrimSpace(string(b))
+	}
+	_ = admin.GetContext(ctx, &e.pgVersion, `SELECT split_part(version(), ' on ', 1)`)
+	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "shared_buffers", "max_connections"} {
+		var v string
+		if err := admin.GetContext(ctx, &v, `SELECT current_setting($1)`, name); err == nil {
+			e.settings = append(e.settings, name+"="+v)
+		}
+	}
+	return e
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
