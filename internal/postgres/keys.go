@@ -159,6 +159,10 @@ func (s *Store) finish(ctx context.Context, c idempotency.Claim, resp idempotenc
 	if err != nil {
 		return fmt.Errorf("encode headers: %w", err)
 	}
+	if e != nil && !strings.Contains(e.sql, "FROM fenced") {
+		// An effect that does not read fenced would commit without the claim.
+		return fmt.Errorf("finish %s: the business write must select FROM fenced", c.Scope.Operation)
+	}
 	var args []any
 	var q strings.Builder
 	n := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -196,8 +200,8 @@ SELECT (SELECT count(*) FROM fenced) AS fenced, 1 AS effect`)
 	case got.Fenced == 0:
 		return idempotency.ErrLeaseLost
 	case got.Effect == 0:
-		// Impossible unless the effect ignores "fenced"; nothing was
-		// committed for the business, yet the key is completed: say so loudly.
+		// The effect filtered out the fenced row: the key is completed
+		// without its business row. A bug in the effect; say so loudly.
 		return fmt.Errorf("finish: the business write of %s inserted nothing", c.Scope.Operation)
 	}
 	return nil
@@ -209,7 +213,9 @@ func (s *Store) Finish(ctx context.Context, c idempotency.Claim, resp idempotenc
 }
 
 // Release implements idempotency.Store: it deletes the claim while it is
-// still c's, so the next request with the key runs as a first one.
+// still c's and still in progress, so the next request with the key runs as a
+// first one. A finish whose commit went through unseen (the connection broke
+// after it) left the key completed, and the release leaves it alone.
 func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
 	_, err := s.db.ExecContext(ctx, `
 DELETE FROM idempotency_keys
