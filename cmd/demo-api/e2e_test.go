@@ -250,6 +250,33 @@ func TestCommands(t *testing.T) {
 	if got := out.String(); got != "deleted 0 expired idempotency records\n" {
 		t.Fatalf("purge-expired printed %q", got)
 	}
+	// Five expired records and one live claim; batches of two.
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`
+INSERT INTO idempotency_keys (actor_id, operation, idem_key, payload_hash, state, claim_token, locked_until,
+                              status_code, response_body, created_at, expires_at)
+SELECT 'alice', 'demo-requests.create', 'old-' || i, 'fp', 'completed', gen_random_uuid(), NULL,
+       201, '{}'::bytea, now() - interval '2 days', now() - interval '1 day'
+FROM generate_series(1, 5) i
+UNION ALL
+SELECT 'alice', 'demo-requests.create', 'live', 'fp', 'in_progress', gen_random_uuid(), now() + interval '1 minute',
+       NULL, NULL::bytea, now(), now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	batchEnv := func(k string) string {
+		return map[string]string{"DATABASE_URL": url, "SWEEP_BATCH": "2"}[k]
+	}
+	if err := run(ctx, []string{"purge-expired"}, batchEnv, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "deleted 5 expired idempotency records\n" {
+		t.Fatalf("purge-expired printed %q, want 5 deleted (the live claim kept)", got)
+	}
 	out.Reset()
 	if err := run(ctx, []string{"hash-token", "dev-alice"}, env, &out, io.Discard); err != nil || strings.TrimSpace(out.String()) != auth.Hash("dev-alice") {
 		t.Fatalf("hash-token: %q, %v", out.String(), err)
