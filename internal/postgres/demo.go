@@ -10,14 +10,14 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
+// createDemoRequestSQL inserts the business row of a create with its finish.
+var createDemoRequestSQL = finishSQL(`INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
+    SELECT $1::uuid, $2, $3, $4, $5, $6::timestamptz FROM fenced`, 6)
+
 // CreateDemoRequest implements demo.Store: the business row and the finish of
 // the key commit in one statement, fenced by the claim token.
 func (s *Store) CreateDemoRequest(ctx context.Context, c idempotency.Claim, r demo.Request, resp idempotency.Response) error {
-	return s.finish(ctx, c, resp, &effect{
-		sql: `INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
-    SELECT $1::uuid, $2, $3, $4, $5, $6::timestamptz FROM fenced`,
-		args: []any{r.ID, r.Actor, r.State, r.Topic, r.Note, r.CreatedAt},
-	})
+	return s.finish(ctx, createDemoRequestSQL, c, resp, r.ID, r.Actor, r.State, r.Topic, r.Note, r.CreatedAt)
 }
 
 // DemoRequest implements demo.Store.

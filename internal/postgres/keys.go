@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,61 +138,62 @@ func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp string, leas
 	return res, nil
 }
 
-// effect is a business write that commits with the finish: SQL that reads
-// the CTE "fenced" (one row only while the claim still holds the key), with
-// placeholders $1…$len(args). For example:
+// finishSQL returns the finish statement of an operation. It completes the
+// key and runs effect (if any) in ONE statement, hence one transaction: the
+// key becomes completed only if its claim token is still the caller's, and the
+// business row exists only if the key was completed.
+//
+// effect is the operation's business write: SQL that selects FROM the CTE
+// "fenced" (one row only while the claim still holds the key), with
+// placeholders $1…$nArgs. For example:
 //
 //	INSERT INTO t (a, b) SELECT $1, $2 FROM fenced
-type effect struct {
-	sql  string
-	args []any
-}
-
-// finish completes claim c with resp and runs e (if any) in ONE statement,
-// hence one transaction: the key becomes completed only if its claim token is
-// still c's, and the business row exists only if the key was completed. A
-// finish that lost its lease changes nothing and returns ErrLeaseLost.
 //
 // One statement instead of BEGIN … COMMIT keeps a create at two round trips
-// (claim, finish) and leaves no commit error to lose.
-func (s *Store) finish(ctx context.Context, c idempotency.Claim, resp idempotency.Response, e *effect) error {
+// (claim, finish) and leaves no commit error to lose. The text is built once,
+// when the package loads; an effect that does not read fenced would commit
+// without the claim, so it panics then.
+func finishSQL(effect string, nArgs int) string {
+	if effect != "" && !strings.Contains(effect, "FROM fenced") {
+		panic("postgres: a business write must select FROM fenced: " + effect)
+	}
+	p := func(i int) string { return "$" + strconv.Itoa(nArgs+i) }
+	q := `WITH fenced AS (
+    UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,
+        status_code = ` + p(1) + `, response_body = ` + p(2) + `, response_headers = ` + p(3) + `::jsonb,
+        result_id = nullif(` + p(4) + `, ''), completed_at = coalesce(` + p(5) + `::timestamptz, now())
+    WHERE actor_id = ` + p(6) + ` AND operation = ` + p(7) + ` AND idem_key = ` + p(8) + `
+      AND claim_token = ` + p(9) + `::uuid AND state = 'in_progress'
+    RETURNING 1
+)`
+	if effect == "" {
+		return q + `
+SELECT (SELECT count(*) FROM fenced) AS fenced, 1 AS effect`
+	}
+	return q + `, effect AS (` + effect + ` RETURNING 1)
+SELECT (SELECT count(*) FROM fenced) AS fenced, (SELECT count(*) FROM effect) AS effect`
+}
+
+// finishOnlySQL completes a key with no business write (a refusal).
+var finishOnlySQL = finishSQL("", 0)
+
+// finish runs query, a statement of finishSQL, for claim c and response resp;
+// effectArgs fill the business write's placeholders. A finish that lost its
+// lease changes nothing and returns ErrLeaseLost.
+func (s *Store) finish(ctx context.Context, query string, c idempotency.Claim, resp idempotency.Response, effectArgs ...any) error {
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
 		return fmt.Errorf("encode headers: %w", err)
 	}
-	if e != nil && !strings.Contains(e.sql, "FROM fenced") {
-		// An effect that does not read fenced would commit without the claim.
-		return fmt.Errorf("finish %s: the business write must select FROM fenced", c.Scope.Operation)
-	}
-	var args []any
-	var q strings.Builder
-	n := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	if e != nil {
-		args = append(args, e.args...)
-	}
-	fmt.Fprintf(&q, `WITH fenced AS (
-    UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,
-        status_code = %s, response_body = %s, response_headers = %s::jsonb,
-        result_id = nullif(%s, ''), completed_at = coalesce(%s::timestamptz, now())
-    WHERE actor_id = %s AND operation = %s AND idem_key = %s
-      AND claim_token = %s::uuid AND state = 'in_progress'
-    RETURNING 1
-)`, n(resp.Status), n(resp.Body), n(string(headers)), n(resp.ResultID), n(s.now()),
-		n(c.Scope.Actor), n(c.Scope.Operation), n(c.Scope.Key), n(c.Token))
-	if e != nil {
-		fmt.Fprintf(&q, `, effect AS (%s RETURNING 1)
-SELECT (SELECT count(*) FROM fenced) AS fenced, (SELECT count(*) FROM effect) AS effect`, e.sql)
-	} else {
-		q.WriteString(`
-SELECT (SELECT count(*) FROM fenced) AS fenced, 1 AS effect`)
+	args := append(effectArgs, resp.Status, resp.Body, string(headers), resp.ResultID, s.now(),
+		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return err
 	}
 	var got struct {
 		Fenced int `db:"fenced"`
 		Effect int `db:"effect"`
-	}
-	st, err := s.prepared(ctx, q.String())
-	if err != nil {
-		return err
 	}
 	if err := st.QueryRowxContext(ctx, args...).StructScan(&got); err != nil {
 		return dbErr(err)
@@ -209,7 +211,7 @@ SELECT (SELECT count(*) FROM fenced) AS fenced, 1 AS effect`)
 
 // Finish implements idempotency.Store.
 func (s *Store) Finish(ctx context.Context, c idempotency.Claim, resp idempotency.Response) error {
-	return s.finish(ctx, c, resp, nil)
+	return s.finish(ctx, finishOnlySQL, c, resp)
 }
 
 // Release implements idempotency.Store: it deletes the claim while it is
