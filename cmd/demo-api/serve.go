@@ -35,7 +35,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
 	m := metrics.New(store, logger)
 
-	handler := httpapi.NewServer(httpapi.Deps{
+	deps := httpapi.Deps{
 		Logger:   logger,
 		Keys:     store,
 		Demo:     &demo.Service{Store: store, RefusedTopics: cfg.refused()},
@@ -44,9 +44,12 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		TTL:      cfg.ttl,
 		Lease:    cfg.lease,
 		Workshop: cfg.workshop,
-		Baseline: httpapi.BaselineIf(cfg.benchBaseline, store),
 		Metrics:  m,
-	})
+	}
+	if cfg.benchBaseline {
+		deps.Baseline = store
+	}
+	handler := httpapi.NewServer(deps)
 	ln, err := net.Listen("tcp", cfg.listenAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -22,14 +22,6 @@ type BaselineStore interface {
 	InsertDemoRequest(ctx context.Context, r demo.Request) (demo.Request, error)
 }
 
-// BaselineIf returns s when enabled and nil otherwise, for Deps.Baseline.
-func BaselineIf(enabled bool, s BaselineStore) BaselineStore {
-	if !enabled {
-		return nil
-	}
-	return s
-}
-
 // handleBaselineCreate is POST /v1/bench/demo-requests: the same decoding,
 // validation, business row and 201 response as POST /v1/demo-requests,
 // without the idempotency layer (no key, no fingerprint, no claim, no
