@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -73,18 +73,13 @@ type serverProc struct {
 	done  chan error
 }
 
-// startServer runs bin serve on a free loopback port against databaseURL,
-// with the baseline route enabled and the sweeper idle (so that every
-// statement during a phase is a request's), and waits for /readyz.
+// startServer runs bin serve on a loopback port of its choosing against
+// databaseURL, with the baseline route enabled and the sweeper idle (so that
+// every statement during a phase is a request's), and waits for /readyz.
 func startServer(ctx context.Context, name, bin, dir, databaseURL string) (*serverProc, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	token := "bench-" + randHex(16)
 	s := &serverProc{
 		name:  name,
-		base:  "http://127.0.0.1:" + strconv.Itoa(port),
 		token: token,
 		log:   filepath.Join(dir, name+".log"),
 		done:  make(chan error, 1),
@@ -98,17 +93,31 @@ func startServer(ctx context.Context, name, bin, dir, databaseURL string) (*serv
 	s.cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"DATABASE_URL=" + databaseURL,
-		"LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
+		"LISTEN_ADDR=127.0.0.1:0",
 		"API_TOKENS=bench:" + auth.Hash(token),
 		"LOG_FORMAT=json",
 		"BENCH_BASELINE=true",
 		"SWEEP_INTERVAL=1h",
 	}
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	s.cmd.Stderr = logf
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
+	// serve prints "demo-api listening on http://ADDR" once it listens.
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
+	if !strings.HasPrefix(line, "demo-api listening on ") {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		return nil, fmt.Errorf("server %s printed no address (%v); its log:\n%s", name, err, tailFile(s.log, 20))
+	}
+	s.base = strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
+	go io.Copy(io.Discard, out) // the pipe must not fill up
 	go func() { s.done <- s.cmd.Wait() }()
 
 	deadline := time.Now().Add(30 * time.Second)
@@ -177,15 +186,6 @@ func (s *serverProc) stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func randHex(n int) string {
