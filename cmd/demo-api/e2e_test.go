@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,10 +45,10 @@ const e2eToken = "tok-e2e-5d2c"
 
 // proc is a running demo-api serve.
 type proc struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *lockedBuffer
-	exited chan error
+	cmd     *exec.Cmd
+	url     string
+	logPath string // the server's stderr
+	exited  chan error
 }
 
 // start runs demo-api serve on databaseURL with extra environment.
@@ -67,8 +66,13 @@ func start(t *testing.T, databaseURL string, env ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	cmd.Stderr = p.stderr
+	p := &proc{cmd: cmd, logPath: filepath.Join(t.TempDir(), "serve.log"), exited: make(chan error, 1)}
+	logFile, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +80,13 @@ func start(t *testing.T, databaseURL string, env ...string) *proc {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("server log:\n%s", p.stderr.String())
+			t.Logf("server log:\n%s", p.log())
 		}
-		checkNoSecrets(t, p.stderr.String())
+		checkNoSecrets(t, p.log())
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		t.Fatalf("demo-api serve printed no address: %v\n%s", err, p.stderr.String())
+		t.Fatalf("demo-api serve printed no address: %v\n%s", err, p.log())
 	}
 	p.url = strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
 	go io.Copy(io.Discard, stdout)
@@ -181,7 +185,7 @@ func TestCrashMidRequest(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the lease: %d %s, want a fresh 201", resp.StatusCode, body)
 	}
-	if !eventually(func() bool { return strings.Contains(p2.stderr.String(), `"outcome":"lease_taken_over"`) }) {
+	if !eventually(func() bool { return strings.Contains(p2.log(), `"outcome":"lease_taken_over"`) }) {
 		t.Fatal("the restarted server did not log a lease takeover")
 	}
 	if n := countRows(t, url); n != 1 {
@@ -227,7 +231,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("%d business rows, want 1", n)
 	}
 	for _, msg := range []string{`"msg":"shutting down"`, `"msg":"stopped"`} {
-		if !strings.Contains(p.stderr.String(), msg) {
+		if !strings.Contains(p.log(), msg) {
 			t.Fatalf("log lacks %s", msg)
 		}
 	}
@@ -296,21 +300,10 @@ func checkNoSecrets(t *testing.T, logs string) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// log is what the server has written to stderr so far.
+func (p *proc) log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
 }
 
 // eventually reports whether cond becomes true within two seconds: the
