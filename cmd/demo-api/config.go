@@ -26,7 +26,6 @@ type config struct {
 	refusedTopics   string
 	logFormat       string
 	shutdownTimeout time.Duration
-	benchBaseline   bool
 }
 
 func loadConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -62,7 +61,6 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stderr io
 	fs.BoolVar(&c.workshop, "workshop", env("WORKSHOP", "false") == "true", "accept the Workshop-* headers ($WORKSHOP)")
 	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
 	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "json"), "json or text ($LOG_FORMAT)")
-	fs.BoolVar(&c.benchBaseline, "bench-baseline", env("BENCH_BASELINE", "false") == "true", "serve POST /v1/bench/demo-requests, a create without idempotency, for make bench ($BENCH_BASELINE)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -39,6 +39,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Logger:   logger,
 		Keys:     store,
 		Demo:     &demo.Service{Store: store, RefusedTopics: cfg.refused()},
+		Writes:   store,
 		Tokens:   tokens,
 		Ready:    store.Ping,
 		TTL:      cfg.ttl,
@@ -46,10 +47,10 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Workshop: cfg.workshop,
 		Metrics:  m,
 	}
-	if cfg.benchBaseline {
-		deps.Baseline = store
+	handler, err := httpapi.NewServer(deps)
+	if err != nil {
+		return err
 	}
-	handler := httpapi.NewServer(deps)
 	ln, err := net.Listen("tcp", cfg.listenAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

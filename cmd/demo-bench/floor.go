@@ -45,17 +45,18 @@ func floorWorks() []floorWork {
 	fp, _ := idempotency.Fingerprint(in.Significant())
 	tag := randHex(4)
 	scope := func(seq int64) idempotency.Scope {
-		return idempotency.Scope{Actor: "floor", Operation: demo.OperationCreate, Key: fmt.Sprintf("floor-%s-%d", tag, seq)}
+		return idempotency.Scope{Actor: "floor", Operation: "demo-requests.create", Key: fmt.Sprintf("floor-%s-%d", tag, seq)}
 	}
 	var mu sync.Mutex
 	var completed []int64 // the keys "claim + finish" completed
 	return []floorWork{
 		{"claim (new key)", "the claim statement alone: one durable commit", func(ctx context.Context, s *postgres.Store, seq int64) error {
-			_, err := s.Claim(ctx, scope(-seq), fp, lease, ttl)
+			_, err := s.Claim(ctx, scope(-seq), fp, uuid.NewString(), lease, ttl)
 			return err
 		}},
 		{"claim + finish", "a create's SQL: the claim, then the finish with the business row (two durable commits)", func(ctx context.Context, s *postgres.Store, seq int64) error {
-			cr, err := s.Claim(ctx, scope(seq), fp, lease, ttl)
+			c := idempotency.Claim{Scope: scope(seq), Token: uuid.NewString()}
+			cr, err := s.Claim(ctx, c.Scope, fp, c.Token, lease, ttl)
 			if err != nil {
 				return err
 			}
@@ -66,7 +67,7 @@ func floorWorks() []floorWork {
 			body, _ := json.Marshal(r)
 			resp := idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: r.ID,
 				Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + r.ID}}
-			if err := s.CreateDemoRequest(ctx, cr.Claim, r, resp); err != nil {
+			if err := s.CreateResultAndFinishAtomically(ctx, c, idempotency.Decided{Response: resp, Effect: s.InsertDemoRequest(r)}); err != nil {
 				return err
 			}
 			mu.Lock()
@@ -85,14 +86,21 @@ func floorWorks() []floorWork {
 			if n == 0 {
 				return fmt.Errorf("no completed key to replay")
 			}
-			cr, err := s.Claim(ctx, scope(key), fp, lease, ttl)
+			cr, err := s.Claim(ctx, scope(key), fp, uuid.NewString(), lease, ttl)
 			if err == nil && (cr.Claimed || cr.Prev == nil || cr.Prev.State != idempotency.Completed) {
 				err = fmt.Errorf("replay claim of key %d: not a completed record", key)
 			}
 			return err
 		}},
-		{"plain insert", "the baseline's SQL: one INSERT, one durable commit", func(ctx context.Context, s *postgres.Store, seq int64) error {
-			_, err := s.InsertDemoRequest(ctx, demo.Request{ID: uuid.NewString(), Actor: "floor", State: demo.StateAccepted, Topic: "bench-floor", Note: in.Note})
+		{"one-phase create", "a create's SQL on the one-phase path: the key born completed and the business row, one statement, one durable commit", func(ctx context.Context, s *postgres.Store, seq int64) error {
+			r := demo.Request{ID: uuid.NewString(), Actor: "floor", State: demo.StateAccepted, Topic: in.Topic, Note: in.Note, CreatedAt: time.Now().UTC()}
+			body, _ := json.Marshal(r)
+			resp := idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: r.ID,
+				Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + r.ID}}
+			cr, err := s.ClaimAndFinishAtomically(ctx, scope(1<<40+seq), fp, uuid.NewString(), ttl, idempotency.Decided{Response: resp, Effect: s.InsertDemoRequest(r)})
+			if err == nil && !cr.Claimed {
+				err = fmt.Errorf("one-phase key %d not written", seq)
+			}
 			return err
 		}},
 	}

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/demo-api/demo-api/internal/httpapi"
 )
 
 // Scenario names.
@@ -96,7 +94,7 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 	switch name {
 	case scBaseline:
 		return func(ctx context.Context, w, i int) (reply, bool) {
-			r := c.post(ctx, httpapi.BaselinePath, "", baselineBody)
+			r := c.post(ctx, baselinePath, "", baselineBody)
 			ok := r.err == nil && r.status == http.StatusCreated
 			if ok {
 				c.inserted.Add(1)
@@ -302,3 +300,6 @@ func statusMix(m map[int]int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// baselinePath is the baseline server's create route.
+const baselinePath = "/v1/bench/demo-requests"

@@ -24,6 +24,8 @@ const (
 	OperationInProgress  = "operation_in_progress"
 	KeyPayloadMismatch   = "key_payload_mismatch"
 	TopicRefused         = "topic_refused"
+	NotCancellable       = "request_not_cancellable"
+	InvalidHeader        = "invalid_header"
 	WorkshopDisabled     = "workshop_disabled"
 	InvalidQuery         = "invalid_query"
 	Unavailable          = "unavailable"

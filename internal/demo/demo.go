@@ -1,7 +1,9 @@
 // Package demo is the business of the service: an actor files a demo request
-// on a topic. It decides what a valid request is, which requests are refused,
-// and what a created request looks like; it is made safe to retry by the
-// idempotency package around it.
+// on a topic, and may cancel it. It decides what a valid request is, which
+// requests are refused, and what a created or cancelled request looks like.
+// It writes nothing and knows nothing of idempotency keys: its decisions go
+// to the transport, which renders them, and to the store, which commits them
+// with the key that made them safe to retry.
 package demo
 
 import (
@@ -13,11 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/demo-api/demo-api/internal/apperr"
-	"github.com/demo-api/demo-api/internal/idempotency"
 )
-
-// OperationCreate names the create operation in idempotency scopes.
-const OperationCreate = "demo-requests.create"
 
 // Limits of the fields, in characters.
 const (
@@ -25,18 +23,22 @@ const (
 	MaxNoteLen  = 4000
 )
 
+// States of a demo request.
+const (
+	StateAccepted  = "accepted"  // the service took it on
+	StateCancelled = "cancelled" // its owner cancelled it
+)
+
 // Request is a demo request: the business row, and its representation.
 type Request struct {
-	ID        string    `json:"requestId" db:"id"`
-	Actor     string    `json:"-" db:"actor_id"`
-	State     string    `json:"state" db:"state"`
-	Topic     string    `json:"topic" db:"topic"`
-	Note      string    `json:"note" db:"note"`
-	CreatedAt time.Time `json:"createdAt" db:"created_at"`
+	ID          string     `json:"requestId" db:"id"`
+	Actor       string     `json:"-" db:"actor_id"`
+	State       string     `json:"state" db:"state"`
+	Topic       string     `json:"topic" db:"topic"`
+	Note        string     `json:"note" db:"note"`
+	CreatedAt   time.Time  `json:"createdAt" db:"created_at"`
+	CancelledAt *time.Time `json:"cancelledAt,omitempty" db:"cancelled_at"`
 }
-
-// StateAccepted is the state of a request the service took on.
-const StateAccepted = "accepted"
 
 // CreateInput is the body of a create.
 type CreateInput struct {
@@ -70,17 +72,13 @@ func (in CreateInput) Significant() map[string]any {
 	return map[string]any{"topic": in.Topic, "note": in.Note}
 }
 
-// Store keeps demo requests.
+// Store reads demo requests.
 type Store interface {
-	// CreateDemoRequest inserts r and completes claim c with resp, atomically.
-	// It returns idempotency.ErrLeaseLost, having changed nothing, when the
-	// claim was taken over.
-	CreateDemoRequest(ctx context.Context, c idempotency.Claim, r Request, resp idempotency.Response) error
 	// DemoRequest returns the actor's request id. Errors: not_found.
 	DemoRequest(ctx context.Context, actor, id string) (Request, error)
 }
 
-// Service creates and reads demo requests.
+// Service decides creates and cancels, and reads requests.
 type Service struct {
 	Store Store
 	// RefusedTopics are topics the review desk does not take. A refusal is
@@ -88,37 +86,52 @@ type Service struct {
 	RefusedTopics map[string]bool
 }
 
-// Create creates the request of claim c. respond renders the stored
-// response of the created request.
+// Create decides the request that actor files with in at now: a new id, or
+// a refusal.
 //
-// Errors: topic_refused; idempotency.ErrLeaseLost; store errors.
-func (s *Service) Create(ctx context.Context, c idempotency.Claim, in CreateInput,
-	respond func(Request) (idempotency.Response, error)) (idempotency.Response, error) {
+// Errors: topic_refused.
+func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, error) {
 	if s.RefusedTopics[strings.ToLower(strings.TrimSpace(in.Topic))] {
-		return idempotency.Response{}, apperr.Errorf(apperr.TopicRefused, "the review desk does not take requests on topic %q", in.Topic)
+		return Request{}, apperr.Errorf(apperr.TopicRefused, "the review desk does not take requests on topic %q", in.Topic)
 	}
-	r := Request{
+	return Request{
 		ID:        uuid.NewString(),
-		Actor:     c.Scope.Actor,
+		Actor:     actor,
 		State:     StateAccepted,
 		Topic:     in.Topic,
 		Note:      in.Note,
-		CreatedAt: c.Now,
-	}
-	resp, err := respond(r)
+		CreatedAt: now.UTC().Truncate(time.Microsecond), // as PostgreSQL stores it
+	}, nil
+}
+
+// Cancel decides the cancellation of the actor's request id at now: the
+// request as it will be once cancelled. It reads the request; the store's
+// write checks that it is still accepted when it commits.
+//
+// Errors: not_found; request_not_cancellable (already cancelled).
+func (s *Service) Cancel(ctx context.Context, actor, id string, now time.Time) (Request, error) {
+	r, err := s.Get(ctx, actor, id)
 	if err != nil {
-		return idempotency.Response{}, err
+		return Request{}, err
 	}
-	if err := s.Store.CreateDemoRequest(ctx, c, r, resp); err != nil {
-		return idempotency.Response{}, err
+	if r.State != StateAccepted {
+		return Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is %s and cannot be cancelled", id, r.State)
 	}
-	return resp, nil
+	at := now.UTC().Truncate(time.Microsecond)
+	r.State, r.CancelledAt = StateCancelled, &at
+	return r, nil
 }
 
 // Get returns the actor's request id. Errors: not_found.
 func (s *Service) Get(ctx context.Context, actor, id string) (Request, error) {
-	if u, err := uuid.Parse(id); err != nil || u.String() != id { // only the canonical form is an id
+	if !IsID(id) {
 		return Request{}, apperr.Errorf(apperr.NotFound, "no demo request %q", id)
 	}
 	return s.Store.DemoRequest(ctx, actor, id)
+}
+
+// IsID reports whether id is a request id: a UUID in its canonical form.
+func IsID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
 }

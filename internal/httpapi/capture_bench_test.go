@@ -32,7 +32,7 @@ func BenchmarkCaptureCreated(b *testing.B) {
 	dr := benchRequest()
 	b.ReportAllocs()
 	for b.Loop() {
-		resp, err := created(dr)
+		resp, err := renderRequest(http.StatusCreated, dr, map[string]string{"Location": requestURL(dr.ID)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -45,17 +45,13 @@ func BenchmarkCaptureRefusal(b *testing.B) {
 	err := apperr.Errorf(apperr.TopicRefused, "the review desk does not take requests on topic %q", "blocked")
 	b.ReportAllocs()
 	for b.Loop() {
-		resp, ok := refusal(err)
-		if !ok {
-			b.Fatal("not definite")
-		}
-		sinkResponse = resp
+		sinkResponse = render(err)
 	}
 }
 
 // BenchmarkWriteReplay writes a stored response as a replay.
 func BenchmarkWriteReplay(b *testing.B) {
-	resp, err := created(benchRequest())
+	resp, err := renderRequest(http.StatusCreated, benchRequest(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,7 +82,7 @@ func BenchmarkDecodeCreate(b *testing.B) {
 // BenchmarkNoteKey is the key hash the request log carries.
 func BenchmarkNoteKey(b *testing.B) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/demo-requests", strings.NewReader(""))
-	s := idempotency.Scope{Actor: "bench", Operation: demo.OperationCreate, Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"}
+	s := idempotency.Scope{Actor: "bench", Operation: "demo-requests.create", Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"}
 	b.ReportAllocs()
 	for b.Loop() {
 		noteKey(r, s)

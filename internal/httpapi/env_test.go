@@ -19,9 +19,11 @@ import (
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -46,7 +48,10 @@ type env struct {
 	client *http.Client
 	logs   *syncBuffer
 
-	// works counts the works that ran past the claim.
+	path idempotency.Path
+	// works counts the works that ran: past the claim on the two-phase
+	// path; on the one-phase path a work decides on every attempt, and only
+	// the rows tell how often its change happened.
 	works atomic.Int64
 	mu    sync.Mutex
 	hook  func(ctx context.Context, r *http.Request) error
@@ -55,11 +60,30 @@ type env struct {
 type envOption func(*httpapi.Deps, *postgres.Store)
 
 // withClock makes the store read c instead of the database clock.
-func withClock(c *clock) envOption {
+func withClock(c *testkit.Clock) envOption {
 	return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now }
 }
 
 func withWorkshop() envOption { return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop = true } }
+
+// withPath makes every operation take path p.
+func withPath(p idempotency.Path) envOption {
+	return func(d *httpapi.Deps, _ *postgres.Store) { d.Path = p }
+}
+
+// paths are the two ways an operation commits; every branch test runs on
+// both.
+var paths = []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase}
+
+// forEachPath runs test once per path, each as its own parallel subtest.
+func forEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
+	for _, p := range paths {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			test(t, p)
+		})
+	}
+}
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
@@ -80,11 +104,12 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		Metrics: metrics.New(e.store, logger),
 		Keys:    e.store,
 		Demo:    &demo.Service{Store: e.store, RefusedTopics: map[string]bool{"blocked": true}},
+		Writes:  e.store,
 		Tokens:  tokens,
 		Ready:   e.store.Ping,
 		TTL:     testTTL,
 		Lease:   testLease,
-		AfterClaim: func(ctx context.Context, r *http.Request) error {
+		InWork: func(ctx context.Context, r *http.Request) error {
 			e.works.Add(1)
 			e.mu.Lock()
 			hook := e.hook
@@ -98,7 +123,12 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	for _, o := range opts {
 		o(&deps, e.store)
 	}
-	e.srv = httptest.NewServer(httpapi.NewServer(deps))
+	e.path = deps.Path
+	h, err := httpapi.NewServer(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(h)
 	e.client = &http.Client{Transport: &checkingTransport{t: t, next: http.DefaultTransport}, Timeout: 30 * time.Second}
 	t.Cleanup(func() {
 		e.srv.Close() // waits for in-flight requests, and so for their log lines
@@ -204,11 +234,37 @@ func (e *env) create(key, body string) reply {
 
 func (e *env) count(query string, args ...any) int {
 	e.t.Helper()
-	var n int
-	if err := e.db.Get(&n, query, args...); err != nil {
-		e.t.Fatal(err)
+	return testkit.Count(e.t, e.db, query, args...)
+}
+
+// checkWorks fails the test if a claimed work ran other than n times. Only
+// the two-phase path runs its work once per claim.
+func (e *env) checkWorks(n int64) {
+	e.t.Helper()
+	if got := e.works.Load(); e.path == idempotency.TwoPhase && got != n {
+		e.t.Fatalf("the work ran %d times, want %d", got, n)
 	}
-	return n
+}
+
+// holdHeader marks a request that a test holds inside its work; it carries
+// Workshop-Delay too, which takes it on the two-phase path, so it holds a
+// claim.
+var holdHeader = map[string]string{"Workshop-Delay": "1ms", "X-Test-Hold": "1"}
+
+// hold holds every request with holdHeader after its claim until release is
+// closed; claimed receives once per held request.
+func (e *env) hold() (claimed chan struct{}, release chan struct{}) {
+	claimed, release = make(chan struct{}, 16), make(chan struct{})
+	e.t.Cleanup(func() { closeOnce(release) })
+	e.setHook(func(ctx context.Context, r *http.Request) error {
+		if r.Header.Get("X-Test-Hold") == "" {
+			return nil
+		}
+		claimed <- struct{}{}
+		<-release
+		return nil
+	})
+	return claimed, release
 }
 
 // checkLogs fails the test if the server logged a token, a raw key, or a
@@ -278,22 +334,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// clock is a test clock the store reads instead of the database's.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // closeOnce closes a channel that a test may already have closed: held
 // requests are released in a t.Cleanup too, so a failed test cannot hang.
 func closeOnce(ch chan struct{}) {
@@ -304,16 +344,5 @@ func closeOnce(ch chan struct{}) {
 	}
 }
 
-// eventually reports whether cond becomes true within two seconds. The
-// request line is logged after the response is written, so a test that has
-// its answer may still have to wait for the log.
-func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-}
+// eventually reports whether cond becomes true within two seconds.
+func eventually(cond func() bool) bool { return testkit.Eventually(2*time.Second, cond) }

@@ -5,17 +5,15 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/demo-api/demo-api/internal/apperr"
-	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
-
-// operations are the operations that take an idempotency key.
-var operations = map[string]bool{demo.OperationCreate: true}
 
 // keyOutcome is the body of the outcome route.
 type keyOutcome struct {
@@ -32,15 +30,20 @@ type keyOutcome struct {
 
 // handleKeyOutcome is GET /v1/idempotency-keys/{key}?operation=…: what became
 // of the caller's key, for a client whose retries ran out. It never runs
-// anything. An unknown or expired key is 404.
-func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store) http.Handler {
+// anything. An unknown or expired key is 404. The operation defaults to the
+// first of the table (the create).
+func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ops []route) http.Handler {
+	var names []string
+	for _, o := range ops {
+		names = append(names, o.operation)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.URL.Query().Get("operation")
 		if op == "" {
-			op = demo.OperationCreate
+			op = names[0]
 		}
-		if !operations[op] {
-			writeError(logger, w, r, apperr.Errorf(apperr.InvalidQuery, "operation must be %s", demo.OperationCreate))
+		if !slices.Contains(names, op) {
+			writeError(logger, w, r, apperr.Errorf(apperr.InvalidQuery, "operation must be one of %s", strings.Join(names, ", ")))
 			return
 		}
 		raw := chi.URLParam(r, "key")
@@ -69,7 +72,7 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store) http.Handler 
 		}
 		out := keyOutcome{Key: key, Operation: op, State: string(rec.State), CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt}
 		if rec.State == idempotency.InProgress {
-			left := int(math.Ceil(max(rec.LockedUntil.Sub(now), 0).Seconds()))
+			left := int(math.Ceil(max(rec.LeaseUntil.Sub(now), 0).Seconds()))
 			out.LeaseRemainingSeconds = &left
 		} else {
 			out.Status, out.ResultID, out.CompletedAt = rec.Response.Status, rec.Response.ResultID, &rec.CompletedAt

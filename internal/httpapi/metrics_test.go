@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/testkit"
 )
 
 // TestMetricsCountOutcomes drives every outcome through HTTP and checks the
 // scrape counts each exactly as often as it happened.
 func TestMetricsCountOutcomes(t *testing.T) {
-	clk := newClock()
-	e := newEnv(t, withClock(clk))
+	clk := testkit.NewClock()
+	e := newEnv(t, withClock(clk), withPath(idempotency.TwoPhase))
 
 	e.create("key-m1", body1)                              // claimed
 	e.create("key-m1", body1)                              // replayed
@@ -65,7 +67,7 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	}
 	var lines []string
 	for outcome, n := range want {
-		lines = append(lines, `demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="`+outcome+`"} `+strconv.Itoa(n)+"\n")
+		lines = append(lines, `demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="`+outcome+`",path="two_phase"} `+strconv.Itoa(n)+"\n")
 	}
 	lines = append(lines,
 		"demo_api_idempotency_in_progress_claims 0\n",
@@ -99,8 +101,8 @@ func containsAll(s string, subs []string) bool {
 }
 
 func TestMetricsInProgressClaims(t *testing.T) {
-	clk := newClock()
-	e := newEnv(t, withClock(clk))
+	clk := testkit.NewClock()
+	e := newEnv(t, withClock(clk), withPath(idempotency.TwoPhase))
 	claimed, release := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { closeOnce(release) })
 	e.setHook(func(context.Context, *http.Request) error { close(claimed); <-release; return nil })
@@ -116,4 +118,24 @@ func TestMetricsInProgressClaims(t *testing.T) {
 	}
 	closeOnce(release)
 	<-done
+}
+
+// TestMetricsOnePhase: the one-phase path counts its outcomes under its own
+// label, and X-Client-Attempt is counted when the intent got its answer.
+func TestMetricsOnePhase(t *testing.T) {
+	e := newEnv(t, withPath(idempotency.OnePhase))
+	e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-p1"}, body: body1, header: map[string]string{"X-Client-Attempt": "1"}})
+	e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-p1"}, body: body1, header: map[string]string{"X-Client-Attempt": "3"}})
+	lines := []string{
+		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="claimed",path="one_phase"} 1` + "\n",
+		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="replayed",path="one_phase"} 1` + "\n",
+		`demo_api_client_attempt_answered_count{operation="demo-requests.create"} 2` + "\n",
+		`demo_api_client_attempt_answered_sum{operation="demo-requests.create"} 4` + "\n",
+	}
+	scrape := string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+	for _, line := range lines {
+		if !strings.Contains(scrape, line) {
+			t.Errorf("scrape lacks %q", line)
+		}
+	}
 }

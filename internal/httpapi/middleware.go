@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +32,10 @@ type logInfo struct {
 	actor   string
 	keyHash string
 	outcome idempotency.Outcome
+	path    idempotency.Path
+	attempt int // X-Client-Attempt
 	code    string
+	dropped bool // the connection was closed without an answer (Workshop-Drop-Response)
 }
 
 func info(r *http.Request) *logInfo {
@@ -64,9 +68,15 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		status := ww.Status()
-		if status == 0 {
-			status = http.StatusOK // nothing written, or the connection was hijacked
+		status, statusLabel := ww.Status(), ""
+		switch {
+		case li.dropped:
+			status, statusLabel = 0, "dropped" // no answer was sent
+		case status == 0:
+			status = http.StatusOK // nothing written: net/http sends 200
+		}
+		if statusLabel == "" {
+			statusLabel = strconv.Itoa(status)
 		}
 		attrs := []slog.Attr{
 			slog.String("request_id", requestID(r)),
@@ -75,6 +85,9 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 			slog.Int("status", status),
 			slog.Duration("duration", d),
 		}
+		if li.dropped {
+			attrs = append(attrs, slog.Bool("response_dropped", true))
+		}
 		if li.actor != "" {
 			attrs = append(attrs, slog.String("actor", li.actor))
 		}
@@ -82,14 +95,17 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 			attrs = append(attrs, slog.String("key_hash", li.keyHash))
 		}
 		if li.outcome != "" {
-			attrs = append(attrs, slog.String("outcome", string(li.outcome)))
+			attrs = append(attrs, slog.String("outcome", string(li.outcome)), slog.String("path", string(li.path)))
+		}
+		if li.attempt > 0 {
+			attrs = append(attrs, slog.Int("client_attempt", li.attempt))
 		}
 		if li.code != "" {
 			attrs = append(attrs, slog.String("code", li.code))
 		}
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		if s.Metrics != nil {
-			s.Metrics.Request(route, status, d)
+			s.Metrics.Request(route, statusLabel, d)
 		}
 	})
 }

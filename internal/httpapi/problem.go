@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"html"
 	"log/slog"
 	"math"
 	"net/http"
@@ -15,29 +17,52 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// problems maps every machine code to its HTTP status and title. It is the
-// one place where an error becomes a status.
+// problems maps every machine code to its HTTP status, title and an
+// explanation. It is the one place where an error becomes a status, and the
+// source of the pages at /problems/{code} that each problem's type names.
 var problems = map[string]struct {
 	status int
 	title  string
+	about  string
 }{
-	apperr.KeyMissing:           {http.StatusBadRequest, "Idempotency-Key header missing"},
-	apperr.KeyInvalid:           {http.StatusBadRequest, "Idempotency-Key header invalid"},
-	apperr.MalformedJSON:        {http.StatusBadRequest, "Malformed JSON body"},
-	apperr.UnknownField:         {http.StatusBadRequest, "Unknown field in body"},
-	apperr.InvalidField:         {http.StatusBadRequest, "Invalid field in body"},
-	apperr.InvalidQuery:         {http.StatusBadRequest, "Invalid query parameter"},
-	apperr.WorkshopDisabled:     {http.StatusBadRequest, "Workshop headers are disabled"},
-	apperr.Unauthorized:         {http.StatusUnauthorized, "Missing or unknown bearer token"},
-	apperr.NotFound:             {http.StatusNotFound, "Not found"},
-	apperr.MethodNotAllowed:     {http.StatusMethodNotAllowed, "Method not allowed"},
-	apperr.OperationInProgress:  {http.StatusConflict, "Operation in progress"},
-	apperr.BodyTooLarge:         {http.StatusRequestEntityTooLarge, "Body too large"},
-	apperr.UnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type"},
-	apperr.KeyPayloadMismatch:   {http.StatusUnprocessableEntity, "Idempotency key reused with a different payload"},
-	apperr.TopicRefused:         {http.StatusUnprocessableEntity, "Topic refused"},
-	apperr.Internal:             {http.StatusInternalServerError, "Internal error"},
-	apperr.Unavailable:          {http.StatusServiceUnavailable, "Service unavailable"},
+	apperr.KeyMissing: {http.StatusBadRequest, "Idempotency-Key header missing",
+		"This operation needs an Idempotency-Key header: 1 to 255 visible ASCII characters, bare (abc) or as a quoted string (\"abc\"). Make one key per intent, before the first attempt, and send the same key with every retry of that intent."},
+	apperr.KeyInvalid: {http.StatusBadRequest, "Idempotency-Key header invalid",
+		"The Idempotency-Key header was sent more than once, or is not 1 to 255 visible ASCII characters, bare or as a quoted string. Nothing was stored."},
+	apperr.InvalidHeader: {http.StatusBadRequest, "Invalid header",
+		"A header of the request has a value the service does not accept, for example X-Client-Attempt that is not a whole number from 1 up, or a Workshop-* header with a bad value. Nothing was stored."},
+	apperr.MalformedJSON: {http.StatusBadRequest, "Malformed JSON body",
+		"The body is not one JSON object of valid UTF-8. Nothing was stored."},
+	apperr.UnknownField: {http.StatusBadRequest, "Unknown field in body",
+		"The body has a member that is not a field of this request (names are matched exactly). Nothing was stored."},
+	apperr.InvalidField: {http.StatusBadRequest, "Invalid field in body",
+		"A field has the wrong type, is null, appears twice, or breaks a rule of its own (such as an empty topic). Nothing was stored."},
+	apperr.InvalidQuery: {http.StatusBadRequest, "Invalid query parameter",
+		"A query parameter has a value the route does not accept."},
+	apperr.WorkshopDisabled: {http.StatusBadRequest, "Workshop headers are disabled",
+		"The Workshop-* headers reproduce each branch of the contract on demand. They work only when the server runs with WORKSHOP=true."},
+	apperr.Unauthorized: {http.StatusUnauthorized, "Missing or unknown bearer token",
+		"Send Authorization: Bearer <token> with a token the service knows."},
+	apperr.NotFound: {http.StatusNotFound, "Not found",
+		"There is no such resource for this actor. Another actor's resources are not found either."},
+	apperr.MethodNotAllowed: {http.StatusMethodNotAllowed, "Method not allowed",
+		"The route exists, but not with this method; the Allow header lists those it takes."},
+	apperr.OperationInProgress: {http.StatusConflict, "Operation in progress",
+		"An earlier request with this idempotency key is still being processed, and nothing was run for this one. Send the same request again after Retry-After seconds, or ask the route of the Link rel=\"monitor\" header what became of the key. Send Prefer: wait=N to wait up to N seconds for the answer instead."},
+	apperr.BodyTooLarge: {http.StatusRequestEntityTooLarge, "Body too large",
+		"The body is over the service's limit. Nothing was stored."},
+	apperr.UnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type",
+		"Send the body as Content-Type: application/json, in UTF-8. Nothing was stored."},
+	apperr.KeyPayloadMismatch: {http.StatusUnprocessableEntity, "Idempotency key reused with a different payload",
+		"This idempotency key was already used for a request with different significant fields: a key names one intent. Nothing was run or changed. Make a new key for a new intent; do not retry this request as it is."},
+	apperr.TopicRefused: {http.StatusUnprocessableEntity, "Topic refused",
+		"The review desk does not take requests on this topic. The refusal is the answer to this intent: it is stored, and a retry with the same key gets it again."},
+	apperr.NotCancellable: {http.StatusUnprocessableEntity, "Request cannot be cancelled",
+		"The demo request is no longer in a state that can be cancelled. The refusal is stored, and a retry with the same key gets it again."},
+	apperr.Internal: {http.StatusInternalServerError, "Internal error",
+		"Something went wrong on the service's side. If this was an idempotent request, its claim was released: the same request with the same key may be sent again."},
+	apperr.Unavailable: {http.StatusServiceUnavailable, "Service unavailable",
+		"The service or its database is unavailable for a moment. Nothing was stored for this request: send it again, with the same idempotency key, after Retry-After seconds."},
 }
 
 var (
@@ -45,8 +70,13 @@ var (
 	errMethod  = apperr.Errorf(apperr.MethodNotAllowed, "method not allowed on this route")
 )
 
-// problemType is the RFC 9457 type of a code.
-func problemType(code string) string { return "urn:demo-api:problem:" + code }
+// problemType is the RFC 9457 type of a code: the page that explains it,
+// which the service serves itself (a URI reference relative to the API).
+func problemType(code string) string { return "/problems/" + code }
+
+// describedBy are the codes whose answers link to their page, as the
+// Idempotency-Key draft asks for the errors of the key.
+var describedBy = map[string]bool{apperr.KeyMissing: true, apperr.KeyInvalid: true, apperr.KeyPayloadMismatch: true}
 
 // problem is an RFC 9457 problem body with the machine code beside it.
 type problem struct {
@@ -76,14 +106,10 @@ func render(err error) idempotency.Response {
 	if e.RetryAfter > 0 {
 		h["Retry-After"] = strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds())))
 	}
+	if describedBy[e.Code] {
+		h["Link"] = "<" + problemType(e.Code) + `>; rel="describedby"`
+	}
 	return idempotency.Response{Status: p.status, Header: h, Body: body}
-}
-
-// refusal is the idempotency Runner's rule: a client error the work decided
-// is a definite answer, stored and replayed; a server error is transient.
-func refusal(e *apperr.Error) (idempotency.Response, bool) {
-	resp := render(e)
-	return resp, resp.Status < 500
 }
 
 // writeError writes err as a problem, logging it once when it is ours (5xx).
@@ -121,6 +147,22 @@ func handleMethodNotAllowed(logger *slog.Logger, routes chi.Routes) http.Handler
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		writeError(logger, w, r, errMethod)
 	}
+}
+
+// handleProblemPage is GET /problems/{code}: the page a problem's type
+// names, made from the same table as the answers.
+func handleProblemPage(logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code := chi.URLParam(r, "code")
+		p, ok := problems[code]
+		if !ok {
+			writeError(logger, w, r, apperr.Errorf(apperr.NotFound, "no problem %q", code))
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, "<!doctype html>\n<title>%s</title>\n<h1>%s</h1>\n<p>HTTP %d, code <code>%s</code>.</p>\n<p>%s</p>\n",
+			html.EscapeString(p.title), html.EscapeString(p.title), p.status, html.EscapeString(code), html.EscapeString(p.about))
+	})
 }
 
 func handleProblem(logger *slog.Logger, err error) http.HandlerFunc {

@@ -7,6 +7,16 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 )
 
+// operations is the table of idempotent operations: it feeds the router
+// and the outcome route. A new operation is one line here (see
+// demo_requests.go for what the line names).
+func (s *server) operations() []route {
+	return []route{
+		idempotentRoute(s, http.MethodPost, "/v1/demo-requests", createDemoRequest(s.Demo, s.Writes)),
+		idempotentRoute(s, http.MethodPost, "/v1/demo-requests/{id}/cancel", cancelDemoRequest(s.Demo, s.Writes)),
+	}
+}
+
 // routes is the whole API surface.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
@@ -19,14 +29,16 @@ func (s *server) routes() http.Handler {
 	if s.Metrics != nil {
 		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
 	}
+	r.Method(http.MethodGet, "/problems/{code}", handleProblemPage(s.Logger))
+
+	ops := s.operations()
 	r.Group(func(r chi.Router) {
 		r.Use(authenticate(s.Logger, s.Tokens))
-		r.Method(http.MethodPost, "/v1/demo-requests", handleCreateDemoRequest(s.Logger, s.idem, s.Demo, s.workshop()))
-		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
-		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys))
-		if s.Baseline != nil {
-			r.Method(http.MethodPost, BaselinePath, handleBaselineCreate(s.Logger, s.Baseline))
+		for _, op := range ops {
+			r.Method(op.method, op.pattern, op.handler)
 		}
+		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
+		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, ops))
 	})
 	return r
 }

@@ -13,15 +13,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/testkit"
 )
 
 // TestLostResponse: the finish commits, but the connection drops before the
 // client reads the answer. The retry with the same key gets the same request.
 func TestLostResponse(t *testing.T) {
-	e := newEnv(t)
+	forEachPath(t, testLostResponse)
+}
+
+func testLostResponse(t *testing.T, path idempotency.Path) {
+	e := newEnv(t, withPath(path))
 	proxy := dropResponses(t, e.srv.Listener.Addr().String())
 
 	r, _ := http.NewRequest(http.MethodPost, "http://"+proxy+"/v1/demo-requests", strings.NewReader(body1))
@@ -83,17 +90,18 @@ func dropResponses(t *testing.T, upstream string) string {
 // gets 409 with Retry-After and no work runs; once the first finishes, the
 // retry gets the replay.
 func TestInProgress(t *testing.T) {
-	e := newEnv(t)
-	claimed, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { closeOnce(release) })
-	e.setHook(func(ctx context.Context, _ *http.Request) error {
-		close(claimed)
-		<-release
-		return nil
-	})
+	forEachPath(t, testInProgress)
+}
+
+// testInProgress: a two-phase request holds its claim (Workshop-Delay); a
+// retry on path gets 409 with Retry-After and a monitor link, and the
+// replay once the first finished.
+func testInProgress(t *testing.T, path idempotency.Path) {
+	e := newEnv(t, withPath(path), withWorkshop())
+	claimed, release := e.hold()
 	first := make(chan reply, 1)
 	go func() {
-		r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-held"}, body: body1})
+		r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-held"}, body: body1, header: holdHeader})
 		if err != nil {
 			t.Error(err)
 		}
@@ -105,17 +113,20 @@ func TestInProgress(t *testing.T) {
 	if busy.Status != http.StatusConflict || busy.problem(t) != apperr.OperationInProgress {
 		t.Fatalf("retry while held: %d %s", busy.Status, busy.Body)
 	}
-	if s, err := strconv.Atoi(busy.Header.Get("Retry-After")); err != nil || s < 1 || s > int(testLease.Seconds()) {
-		t.Fatalf("Retry-After %q, want 1..%d seconds", busy.Header.Get("Retry-After"), int(testLease.Seconds()))
+	// The owner's work must end within half the lease: Retry-After says
+	// when that is, not when the whole lease ends.
+	if s, err := strconv.Atoi(busy.Header.Get("Retry-After")); err != nil || s < 1 || s > int(testLease.Seconds()/2) {
+		t.Fatalf("Retry-After %q, want 1..%d seconds", busy.Header.Get("Retry-After"), int(testLease.Seconds()/2))
+	}
+	if link := busy.Header.Get("Link"); link != `</v1/idempotency-keys/key-held?operation=demo-requests.create>; rel="monitor"` {
+		t.Fatalf("Link %q, want the outcome route as monitor", link)
 	}
 	outcome := e.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/key-held", token: tokenAlice})
 	if outcome.Status != http.StatusOK || !strings.Contains(string(outcome.Body), `"state":"in_progress"`) ||
 		!strings.Contains(string(outcome.Body), `"leaseRemainingSeconds":`) {
 		t.Fatalf("outcome while held: %d %s", outcome.Status, outcome.Body)
 	}
-	if n := e.works.Load(); n != 1 {
-		t.Fatalf("%d works ran while the first was held, want 1", n)
-	}
+	e.checkWorks(1)
 
 	closeOnce(release)
 	done := <-first
@@ -131,8 +142,12 @@ func TestInProgress(t *testing.T) {
 // TestExpiredKeyIsANewIntent: after the TTL the same key creates a new
 // request, exactly once even when two late retries race.
 func TestExpiredKeyIsANewIntent(t *testing.T) {
-	clk := newClock()
-	e := newEnv(t, withClock(clk))
+	forEachPath(t, testExpiredKeyIsANewIntent)
+}
+
+func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
+	clk := testkit.NewClock()
+	e := newEnv(t, withClock(clk), withPath(path))
 	old := e.create("key-ttl", body1).request(t)
 	clk.Advance(testTTL - time.Second)
 	if r := e.create("key-ttl", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != old.ID {
@@ -183,14 +198,19 @@ func TestExpiredKeyIsANewIntent(t *testing.T) {
 // (claimed, then nothing). Once its lease passed, the retry takes it over and
 // creates the request once.
 func TestLeaseTakeover(t *testing.T) {
-	clk := newClock()
-	e := newEnv(t, withClock(clk))
+	forEachPath(t, testLeaseTakeover)
+}
+
+func testLeaseTakeover(t *testing.T, path idempotency.Path) {
+	clk := testkit.NewClock()
+	e := newEnv(t, withClock(clk), withPath(path))
 	fp, err := idempotency.Fingerprint(demo.CreateInput{Topic: "topic-billing", Note: "note-call me"}.Significant())
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope := idempotency.Scope{Actor: "alice", Operation: demo.OperationCreate, Key: "key-crashed"}
-	dead, err := e.store.Claim(context.Background(), scope, fp, testLease, testTTL)
+	scope := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "key-crashed"}
+	deadClaim := idempotency.Claim{Scope: scope, Token: uuid.NewString()}
+	dead, err := e.store.Claim(context.Background(), scope, fp, deadClaim.Token, testLease, testTTL)
 	if err != nil || !dead.Claimed {
 		t.Fatalf("claim of the owner that dies: %+v, %v", dead, err)
 	}
@@ -207,8 +227,9 @@ func TestLeaseTakeover(t *testing.T) {
 		t.Fatal("the takeover was not logged as lease_taken_over")
 	}
 	// The dead owner wakes up and tries to finish: fenced out.
-	err = e.store.CreateDemoRequest(context.Background(), dead.Claim, demo.Request{ID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Actor: "alice", State: "accepted", Topic: "zombie", CreatedAt: clk.Now()},
-		idempotency.Response{Status: 201, Body: []byte("{}")})
+	zombie := demo.Request{ID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Actor: "alice", State: "accepted", Topic: "zombie", CreatedAt: clk.Now()}
+	err = e.store.CreateResultAndFinishAtomically(context.Background(), deadClaim,
+		idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}")}, Effect: e.store.InsertDemoRequest(zombie)})
 	if !errors.Is(err, idempotency.ErrLeaseLost) {
 		t.Fatalf("finish of the dead owner: %v, want ErrLeaseLost", err)
 	}
@@ -220,9 +241,19 @@ func TestLeaseTakeover(t *testing.T) {
 // TestClientDisconnectAfterClaim: the client hangs up right after the claim;
 // the work does not die with it, and the retry replays.
 func TestClientDisconnectAfterClaim(t *testing.T) {
-	e := newEnv(t)
+	forEachPath(t, testClientDisconnectAfterClaim)
+}
+
+func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
+	e := newEnv(t, withPath(path))
 	claimed, clientGone := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
 	e.setHook(func(ctx context.Context, r *http.Request) error {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil // a retry, deciding on the one-phase path
+		}
 		close(claimed)
 		<-r.Context().Done() // the server saw the client leave
 		clientGone <- ctx.Err()
@@ -260,9 +291,7 @@ func TestClientDisconnectAfterClaim(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
 		t.Fatalf("%d business rows, want 1", n)
 	}
-	if n := e.works.Load(); n != 1 {
-		t.Fatalf("the work ran %d times, want 1", n)
-	}
+	e.checkWorks(1)
 }
 
 func TestHealth(t *testing.T) {

@@ -1,10 +1,12 @@
 // Package httpapi is the HTTP transport: routes, authentication, request
 // decoding, problem responses and the idempotency headers. The decisions it
-// applies live in the idempotency and demo packages.
+// applies live in the idempotency and demo packages; one generic piece
+// (operation.go) makes any operation safe to retry.
 package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -19,29 +21,45 @@ type Deps struct {
 	Logger *slog.Logger
 	Keys   idempotency.Store
 	Demo   *demo.Service
+	// Writes makes the business changes that commit with a key.
+	Writes DemoWrites
 	Tokens auth.Tokens
 	// Ready reports whether the database answers (/readyz).
 	Ready func(context.Context) error
 	TTL   time.Duration // replay window of a completed key
 	Lease time.Duration // ownership of a claim
+	// MaxWait caps Prefer: wait (default 10 s).
+	MaxWait time.Duration
 	// Workshop enables the Workshop-* request headers; without it they are
 	// refused with 400 workshop_disabled.
 	Workshop bool
 	// Metrics, if set, records outcomes and latencies; it also serves /metrics.
 	Metrics Metrics
-	// AfterClaim, if set, runs inside the work after the claim, before the
-	// business effect, with the work's context and the client's request:
-	// tests hold or fail a request there.
-	AfterClaim func(ctx context.Context, r *http.Request) error
-	// Baseline, if set, serves POST /v1/bench/demo-requests: the business
-	// insert of a create without the idempotency layer, for make bench only.
-	Baseline BaselineStore
+	// Path, if set, makes every operation take this path; tests run every
+	// branch on both.
+	Path idempotency.Path
+	// Now is the clock works decide with (default time.Now).
+	Now func() time.Time
+	// InWork, if set, runs inside every work before it decides, with the
+	// work's context and the client's request: tests hold or fail a request
+	// there.
+	InWork func(ctx context.Context, r *http.Request) error
+}
+
+// DemoWrites makes the business changes of the demo operations; the store
+// commits each with the completion of its key.
+type DemoWrites interface {
+	InsertDemoRequest(demo.Request) idempotency.Effect
+	CancelDemoRequest(demo.Request) idempotency.Effect
 }
 
 // Metrics is what the server reports to.
 type Metrics interface {
-	Outcome(operation string, o idempotency.Outcome)
-	Request(route string, status int, d time.Duration)
+	Outcome(operation string, p idempotency.Path, o idempotency.Outcome)
+	Request(route, status string, d time.Duration)
+	// Answered counts an intent that got its definite answer at the
+	// client's attempt n (X-Client-Attempt).
+	Answered(operation string, n int)
 	Handler() http.Handler
 }
 
@@ -50,12 +68,23 @@ type server struct {
 	idem *idempotency.Runner
 }
 
-// NewServer returns the HTTP handler of the whole API.
-func NewServer(d Deps) http.Handler {
-	s := &server{Deps: d}
-	s.idem = &idempotency.Runner{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, Refusal: refusal}
-	if d.Metrics != nil {
-		s.idem.Observe = d.Metrics.Outcome
+// NewServer returns the HTTP handler of the whole API, or an error naming
+// what d lacks.
+func NewServer(d Deps) (http.Handler, error) {
+	switch {
+	case d.Logger == nil || d.Demo == nil || d.Writes == nil || d.Ready == nil:
+		return nil, errors.New("httpapi: Deps needs a Logger, Demo, Writes and Ready")
+	case len(d.Tokens) == 0:
+		return nil, errors.New("httpapi: Deps needs at least one token")
 	}
-	return s.routes()
+	s := &server{Deps: d}
+	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Now: d.Now}
+	if d.Metrics != nil {
+		cfg.Observe = d.Metrics.Outcome
+	}
+	var err error
+	if s.idem, err = idempotency.NewRunner(cfg); err != nil {
+		return nil, err
+	}
+	return s.routes(), nil
 }

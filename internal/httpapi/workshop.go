@@ -11,7 +11,9 @@ import (
 )
 
 // Workshop headers reproduce each branch on demand. They are refused unless
-// the server runs with the workshop enabled.
+// the server runs with the workshop enabled. A request that carries one takes
+// the two-phase path (claim, work, finish), so that it has a claim to hold,
+// fail or answer late.
 const (
 	// HeaderDelay holds the work after the claim, e.g. "10s": meanwhile a
 	// retry with the same key gets 409 operation_in_progress.
@@ -32,7 +34,7 @@ type workshop struct {
 }
 
 func (s *server) workshop() workshop {
-	return workshop{enabled: s.Workshop, maxDelay: s.Lease / 2, afterClaim: s.AfterClaim}
+	return workshop{enabled: s.Workshop, maxDelay: s.idem.WorkBudget(), afterClaim: s.InWork}
 }
 
 // knobs are one request's workshop settings.
@@ -42,6 +44,9 @@ type knobs struct {
 	dropResponse bool
 	hook         func(context.Context) error // the test seam, bound to the request
 }
+
+// set reports whether the request carries a workshop knob.
+func (k knobs) set() bool { return k.delay > 0 || k.fail || k.dropResponse }
 
 // knobs reads the workshop headers of r. Errors: workshop_disabled,
 // invalid_field.
@@ -60,7 +65,7 @@ func (ws workshop) knobs(r *http.Request) (knobs, error) {
 	var err error
 	if delay != "" {
 		if k.delay, err = time.ParseDuration(delay); err != nil || k.delay < 0 || k.delay >= ws.maxDelay {
-			return k, apperr.Errorf(apperr.InvalidField, "%s must be a duration below %s, such as 10s", HeaderDelay, ws.maxDelay)
+			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration below %s, such as 10s", HeaderDelay, ws.maxDelay)
 		}
 	}
 	switch fail {
@@ -68,17 +73,18 @@ func (ws workshop) knobs(r *http.Request) (knobs, error) {
 	case "after-claim":
 		k.fail = true
 	default:
-		return k, apperr.Errorf(apperr.InvalidField, "%s must be after-claim", HeaderFail)
+		return k, apperr.Errorf(apperr.InvalidHeader, "%s must be after-claim", HeaderFail)
 	}
 	if drop != "" {
 		if k.dropResponse, err = strconv.ParseBool(drop); err != nil {
-			return k, apperr.Errorf(apperr.InvalidField, "%s must be true or false", HeaderDropResponse)
+			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be true or false", HeaderDropResponse)
 		}
 	}
 	return k, nil
 }
 
-// afterClaim runs inside the work, after the claim and before the effect.
+// afterClaim runs inside the work, before it decides: after the claim on the
+// two-phase path, before the one statement on the one-phase path.
 func (k knobs) afterClaim(ctx context.Context) error {
 	if k.hook != nil {
 		if err := k.hook(ctx); err != nil {
@@ -100,7 +106,7 @@ func (k knobs) afterClaim(ctx context.Context) error {
 
 // dropConnection closes the client's connection without a response.
 func dropConnection(logger *slog.Logger, w http.ResponseWriter, r *http.Request) {
-	noteCode(r, "response_dropped")
+	info(r).dropped = true
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		logger.ErrorContext(r.Context(), "drop response", "err", err, "request_id", requestID(r))

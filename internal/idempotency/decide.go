@@ -14,7 +14,7 @@ const (
 type Record struct {
 	Fingerprint string
 	State       State
-	LockedUntil time.Time // lease end, while in progress
+	LeaseUntil  time.Time // end of the claim's lease, while in progress
 	Response    Response  // while completed
 	CreatedAt   time.Time // time of the claim
 	CompletedAt time.Time
@@ -33,18 +33,32 @@ const (
 	Mismatch                    // a different fingerprint: 422 key_payload_mismatch
 )
 
-// Decision is what a request does with a key, and how long the lease has
-// left when Kind is Busy.
+// Decision is what a request does with a key. When Kind is Busy, WorkLeft
+// is the time until the owner's work must have ended (its deadline, half the
+// lease after the claim) and LeaseLeft the time until another request may
+// take the key over.
 type Decision struct {
 	Kind      Kind
+	WorkLeft  time.Duration
 	LeaseLeft time.Duration
+}
+
+// RetryAfter is how long a request that found the key busy should wait
+// before it asks again: until the owner's deadline while the owner may still
+// be working, then until its lease passes; at least a second.
+func (d Decision) RetryAfter() time.Duration {
+	if d.WorkLeft > 0 {
+		return max(d.WorkLeft, time.Second)
+	}
+	return max(d.LeaseLeft, time.Second)
 }
 
 // Decide is the whole state machine of a key as seen by an arriving request
 // with fingerprint fp at time now; prev is the stored record, nil if none.
 //
-// The claim statement of the store takes over a row in exactly the cases where
-// Decide returns TakeOverExpired or TakeOverLease; the two must agree.
+// The store's statements take a row over in exactly the cases where Decide
+// returns TakeOverExpired or TakeOverLease; the two must agree, and a test
+// runs this table against the real statement.
 func Decide(prev *Record, fp string, now time.Time) Decision {
 	switch {
 	case prev == nil:
@@ -55,15 +69,16 @@ func Decide(prev *Record, fp string, now time.Time) Decision {
 		return Decision{Kind: Mismatch}
 	case prev.State == Completed:
 		return Decision{Kind: Replay}
-	case !now.Before(prev.LockedUntil):
+	case !now.Before(prev.LeaseUntil):
 		return Decision{Kind: TakeOverLease}
 	default:
-		return Decision{Kind: Busy, LeaseLeft: prev.LockedUntil.Sub(now)}
+		deadline := prev.CreatedAt.Add(prev.LeaseUntil.Sub(prev.CreatedAt) / 2)
+		return Decision{Kind: Busy, WorkLeft: max(deadline.Sub(now), 0), LeaseLeft: prev.LeaseUntil.Sub(now)}
 	}
 }
 
 // Expired reports whether the record is past its TTL and no live lease holds
 // it: such a record is gone for every purpose (replay, lookup, sweeper).
 func (r *Record) Expired(now time.Time) bool {
-	return !now.Before(r.ExpiresAt) && (r.State == Completed || !now.Before(r.LockedUntil))
+	return !now.Before(r.ExpiresAt) && (r.State == Completed || !now.Before(r.LeaseUntil))
 }

@@ -1,9 +1,15 @@
 // Package idempotency decides what a request carrying an Idempotency-Key does:
-// claim the key and run the work once, replay the stored response, answer that
-// the first attempt is still running, or refuse a key reused for a different
-// payload. It knows neither HTTP routing nor SQL: a Store keeps the records,
-// and any operation uses the same Runner by naming itself and its
-// significant fields.
+// run the work once and store its answer, replay the stored answer, say that
+// the first attempt is still running (or wait for it), or refuse a key reused
+// for a different payload. It knows neither HTTP nor SQL: a Store keeps the
+// records, and any operation uses the same Runner by naming itself, its
+// fingerprint and its work.
+//
+// An operation's work never writes anything itself. It returns what it
+// decided (the answer and the business change), and the Runner hands that to
+// the store, which commits the change and completes the key in one
+// transaction (createResultAndFinishAtomically). So a work cannot forget to
+// finish its key, and a change never exists without its stored answer.
 package idempotency
 
 import (
@@ -11,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 )
@@ -22,12 +30,29 @@ type Scope struct {
 	Key       string
 }
 
-// Response is what the work answered, stored and replayed byte for byte.
+// Response is an answer, stored and replayed byte for byte.
 type Response struct {
 	Status   int
 	Header   map[string]string // the headers worth replaying (Location, Content-Type)
 	Body     []byte
-	ResultID string // id of what the work created, if anything
+	ResultID string // id of what the work created or changed, if anything
+}
+
+// Effect is a business change that the store commits in the same
+// transaction that completes the key. Its concrete type is the store's own
+// (the postgres store makes them); the Runner only carries it from the work
+// back to that store.
+type Effect interface {
+	// Describe names the change for errors, e.g. "insert demo request".
+	Describe() string
+}
+
+// Decided is what a work decided for an intent: the answer to send, store
+// and replay, and the change that commits with it (nil for an answer that
+// changes nothing, such as a refusal).
+type Decided struct {
+	Response Response
+	Effect   Effect
 }
 
 // Claim is the proof that a request owns a key. The store completes the key
@@ -35,37 +60,68 @@ type Response struct {
 type Claim struct {
 	Scope Scope
 	Token string
-	Now   time.Time // database time of the claim: use it as "created at"
 }
 
-// ClaimResult is what the claim statement found: either this request now owns
-// the key (Claimed), or Prev is the record that stopped it.
+// ClaimResult is what a claiming statement found: either this request now
+// owns the key (Claimed), or Prev is the record that stopped it.
 type ClaimResult struct {
 	Claimed bool
-	Claim   Claim   // when Claimed
 	Prev    *Record // the row before this statement, nil if there was none
 	Now     time.Time
 }
 
-// ErrLeaseLost is returned by a store's finish when the claim token no longer
-// matches: another request took the key over and this work was rolled back.
-var ErrLeaseLost = errors.New("idempotency: lease lost")
+var (
+	// ErrLeaseLost is returned by a store's finish when the claim token no
+	// longer matches: another request took the key over, and nothing of
+	// this finish was committed.
+	ErrLeaseLost = errors.New("idempotency: lease lost")
+	// ErrEffectNotApplied is returned by a store when a business change
+	// found its row no longer as the work had read it (a cancel of a request
+	// that another request cancelled meanwhile). Nothing was committed; the
+	// request may run again and decide afresh. It is transient: 503.
+	ErrEffectNotApplied error = &apperr.Error{Code: apperr.Unavailable,
+		Message: "the resource changed while this request was decided; send it again", RetryAfter: time.Second}
+)
 
 // Store keeps the records. Its time is the database clock, so that replicas
 // agree on leases and expiry.
 type Store interface {
-	// Claim inserts an in-progress record for the scope, or takes over an
-	// expired one or one whose lease passed with the same fingerprint, in one
-	// atomic statement committed before it returns.
-	Claim(ctx context.Context, s Scope, fp string, lease, ttl time.Duration) (ClaimResult, error)
-	// Finish completes the claim with resp and no business effect (used for
-	// refusals). It returns ErrLeaseLost when the claim was taken over.
-	Finish(ctx context.Context, c Claim, resp Response) error
+	// Claim inserts an in-progress record for the scope with the claim
+	// token, or takes over an expired one or one whose lease passed with the
+	// same fingerprint, in one atomic statement committed before it returns.
+	Claim(ctx context.Context, s Scope, fp, token string, lease, ttl time.Duration) (ClaimResult, error)
+	// CreateResultAndFinishAtomically commits d's effect and completes the
+	// claim with d's response in one transaction, only while c's token holds
+	// the key. Errors: ErrLeaseLost, ErrEffectNotApplied (nothing committed).
+	CreateResultAndFinishAtomically(ctx context.Context, c Claim, d Decided) error
+	// ClaimAndFinishAtomically is the one-phase form: in one statement it
+	// inserts the record already completed with d's response, and d's
+	// effect, where Claim would have claimed; otherwise it changes nothing
+	// and reports the record that stopped it. Errors: ErrEffectNotApplied.
+	ClaimAndFinishAtomically(ctx context.Context, s Scope, fp, token string, ttl time.Duration, d Decided) (ClaimResult, error)
 	// Release deletes the in-progress record of c so the key can run again.
 	Release(ctx context.Context, c Claim) error
 	// Lookup returns the record of a scope, nil if none, and the store's time.
 	Lookup(ctx context.Context, s Scope) (*Record, time.Time, error)
 }
+
+// Path says how an operation commits.
+type Path string
+
+const (
+	// OnePhase is for a work that is itself a database write decided in Go
+	// beforehand: the work runs first, with no side effect, and one
+	// statement then inserts the key completed with the answer and the
+	// change. There is nothing to protect between a claim and a finish, so
+	// there is no claim.
+	OnePhase Path = "one_phase"
+	// TwoPhase is for a work that runs outside the database (or that asks
+	// for it, such as a request held by a workshop knob): claim the key in
+	// its own commit, so a retry sees it in progress; run the work; then
+	// finish, fenced by the claim token; release the claim on a transient
+	// failure.
+	TwoPhase Path = "two_phase"
+)
 
 // Outcome labels what a request did with its key, for logs and metrics.
 type Outcome string
@@ -79,129 +135,248 @@ const (
 	OutcomeMismatch         Outcome = "mismatch"
 	OutcomeReleased         Outcome = "released"   // the work failed transiently; the claim was released
 	OutcomeLeaseLost        Outcome = "lease_lost" // the finish found the claim taken over
+	OutcomeFailed           Outcome = "failed"     // one phase: the work or the statement failed; nothing was written
+	// OutcomeRerun counts a statement that found its scope taken by a row
+	// its snapshot could not see (a concurrent first request committed in
+	// between): the request runs the statement again and then replays.
+	OutcomeRerun Outcome = "rerun"
 )
 
-// Work runs the operation for a claim. On success it has already completed the
-// key atomically with its business effect (through its store) and returns the
-// response it stored. An *apperr.Error it returns is a definite refusal and is
-// stored and replayed like a success; any other error is transient: the claim
-// is released so the same key can run again.
-type Work func(ctx context.Context, c Claim) (Response, error)
+// Work decides an operation for an intent at time now and returns what it
+// decided, without writing anything: the Runner commits it. An
+// *apperr.Error it returns is transient like any other error (the claim is
+// released): a definite refusal is an answer, so the work returns it as a
+// Decided response with no effect.
+type Work func(ctx context.Context, now time.Time) (Decided, error)
+
+// Request is one attempt at an operation.
+type Request struct {
+	Scope       Scope
+	Fingerprint string
+	Path        Path
+	// Wait is how long a request that finds its key in progress may wait
+	// for the first attempt's answer instead of answering 409 at once
+	// (Prefer: wait). The Runner caps it.
+	Wait time.Duration
+}
 
 // Result is the answer to a request.
 type Result struct {
 	Response Response
 	Replayed bool
+	Waited   bool    // the request waited for another attempt's answer
 	Outcome  Outcome // set even when Do returns an error
+	Path     Path
 }
 
-// Runner applies the state machine around Work.
-type Runner struct {
+// Config configures a Runner. Store, TTL and Lease are required.
+type Config struct {
 	Store Store
 	TTL   time.Duration // how long a completed record is replayed
 	Lease time.Duration // how long a claim is owned before another may take it over
-	// Refusal renders the response to store for an *apperr.Error returned by
-	// the work; false means the error is transient and the claim is released.
-	Refusal func(*apperr.Error) (Response, bool)
-	// Observe, if set, is told every outcome as it happens (for metrics): one
-	// of the claim outcomes, then released or lease_lost if the work failed.
-	Observe func(operation string, o Outcome)
+	// MaxWait caps Request.Wait (default 10 s).
+	MaxWait time.Duration
+	// Now is the clock a work decides with (default time.Now).
+	Now func() time.Time
+	// Observe, if set, is told every outcome as it happens (for metrics).
+	Observe func(operation string, p Path, o Outcome)
 }
 
-// claimAttempts bounds how often a claim is retried when the row changed
-// between the statement's snapshot and its conflict check.
-const claimAttempts = 3
+// Runner applies the state machine around a Work.
+type Runner struct {
+	cfg     Config
+	waiters waiters
+}
 
-// releaseTimeout bounds the release of a claim after a failed work.
-const releaseTimeout = 5 * time.Second
+// NewRunner returns a Runner, or an error naming what cfg lacks.
+func NewRunner(cfg Config) (*Runner, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("idempotency: a Runner needs a Store")
+	case cfg.Lease <= 0:
+		return nil, errors.New("idempotency: the lease must be positive")
+	case cfg.TTL < cfg.Lease:
+		return nil, errors.New("idempotency: the TTL must be at least the lease")
+	case cfg.MaxWait < 0:
+		return nil, errors.New("idempotency: MaxWait must not be negative")
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Runner{cfg: cfg}, nil
+}
 
-// Do runs work at most once for the scope and fingerprint fp.
+// WorkBudget is how long a claimed work may run: half the lease, so that it
+// ends well before another request may take the key over.
+func (r *Runner) WorkBudget() time.Duration { return r.cfg.Lease / 2 }
+
+const (
+	// reruns bounds how often one request runs its statement again after a
+	// snapshot missed a concurrent row.
+	reruns = 3
+	// releaseTimeout bounds the release of a claim after a failed work.
+	releaseTimeout = 5 * time.Second
+)
+
+// Do runs work at most once for the request's scope and fingerprint.
 //
 // Errors: operation_in_progress (with RetryAfter) while another attempt owns
-// the key or after this one lost its lease; key_payload_mismatch when the key
-// was used with a different fingerprint; any error of the store or transient
-// error of the work, after releasing the claim.
-func (r *Runner) Do(ctx context.Context, s Scope, fp string, work Work) (Result, error) {
-	for range claimAttempts {
-		cr, err := r.Store.Claim(ctx, s, fp, r.Lease, r.TTL)
+// the key, or after this one lost its lease; key_payload_mismatch when the
+// key was used with a different fingerprint; any error of the store or of
+// the work (the claim, if any, released).
+func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
+	s, fp := req.Scope, req.Fingerprint
+	waitUntil := time.Now().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
+	res := Result{Path: req.Path}
+	clientCtx := ctx // a waiting request stops when its client leaves
+	if req.Path == OnePhase {
+		// The one statement is the finish: a client that hangs up must not
+		// cancel it, as on the two-phase path.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
+		defer cancel()
+	}
+	var decided *Decided // one phase: decided once, before the statement
+	for rerun := 0; ; {
+		if req.Path == OnePhase && decided == nil {
+			d, err := work(ctx, r.cfg.Now())
+			if err != nil {
+				return r.failed(res, s, err)
+			}
+			decided = &d
+		}
+		token := uuid.NewString()
+		var cr ClaimResult
+		var err error
+		if req.Path == OnePhase {
+			cr, err = r.cfg.Store.ClaimAndFinishAtomically(ctx, s, fp, token, r.cfg.TTL, *decided)
+		} else {
+			cr, err = r.cfg.Store.Claim(ctx, s, fp, token, r.cfg.Lease, r.cfg.TTL)
+		}
+		if errors.Is(err, ErrEffectNotApplied) && rerun+1 < reruns {
+			rerun++
+			decided = nil // read and decide again
+			continue
+		}
 		if err != nil {
-			return Result{}, fmt.Errorf("claim key: %w", err)
+			if req.Path == TwoPhase {
+				// The claim may have committed with its reply lost: release
+				// it by its token, so the key is not blocked for a lease.
+				r.release(ctx, Claim{Scope: s, Token: token})
+			}
+			return r.failed(res, s, fmt.Errorf("claim key: %w", err))
 		}
 		d := Decide(cr.Prev, fp, cr.Now)
 		if cr.Claimed {
-			return r.run(ctx, cr.Claim, d.Kind, work)
+			res.Outcome = claimOutcome(d.Kind)
+			r.observe(s, req.Path, res.Outcome)
+			if req.Path == OnePhase {
+				res.Response = decided.Response
+				return res, nil
+			}
+			return r.run(ctx, Claim{Scope: s, Token: token}, res, work)
 		}
 		switch d.Kind {
 		case Replay:
-			r.observe(s, OutcomeReplayed)
-			return Result{Response: cr.Prev.Response, Replayed: true, Outcome: OutcomeReplayed}, nil
-		case Busy:
-			r.observe(s, OutcomeInProgress)
-			return Result{Outcome: OutcomeInProgress}, inProgress(d.LeaseLeft)
+			res.Outcome, res.Replayed, res.Response = OutcomeReplayed, true, cr.Prev.Response
+			r.observe(s, req.Path, res.Outcome)
+			return res, nil
 		case Mismatch:
-			r.observe(s, OutcomeMismatch)
-			return Result{Outcome: OutcomeMismatch}, apperr.Errorf(apperr.KeyPayloadMismatch,
+			res.Outcome = OutcomeMismatch
+			r.observe(s, req.Path, res.Outcome)
+			return res, apperr.Errorf(apperr.KeyPayloadMismatch,
 				"this idempotency key was already used with a different request payload")
+		case Busy:
+			// Wait no longer than the owner's deadline: past it the owner
+			// is gone, and only its lease keeps the key.
+			until := waitUntil
+			if deadline := time.Now().Add(d.WorkLeft); deadline.Before(until) {
+				until = deadline
+			}
+			if time.Until(until) <= 0 || !r.waiters.wait(clientCtx, s, until) {
+				res.Outcome = OutcomeInProgress
+				r.observe(s, req.Path, res.Outcome)
+				return res, inProgress(d.RetryAfter())
+			}
+			res.Waited, decided = true, nil // decide afresh if this request now runs
+			continue
 		}
-		// Decide says claim or take over, yet the statement did not: the row
-		// changed between the statement's snapshot and its conflict check.
+		// Decide says claim or take over, yet the statement did not: a row
+		// its snapshot could not see took the scope. Run it again.
+		r.observe(s, req.Path, OutcomeRerun)
+		if rerun++; rerun == reruns {
+			res.Outcome = OutcomeInProgress
+			return res, inProgress(time.Second)
+		}
 	}
-	r.observe(s, OutcomeInProgress)
-	return Result{Outcome: OutcomeInProgress}, inProgress(time.Second)
 }
 
-// run executes work for a claim this request owns. The work gets a context
-// detached from the client's, bounded by half the lease: a client that hangs
-// up must not cancel the finish, and the work should end well before another
-// request may take the key over.
-func (r *Runner) run(ctx context.Context, c Claim, kind Kind, work Work) (Result, error) {
-	res := Result{Outcome: OutcomeClaimed}
-	switch kind {
-	case TakeOverExpired:
-		res.Outcome = OutcomeExpiredTakenOver
-	case TakeOverLease:
-		res.Outcome = OutcomeLeaseTakenOver
-	}
-	r.observe(c.Scope, res.Outcome)
-
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Lease/2)
+// run executes work for a claim this request owns, and finishes it. The work
+// gets a context detached from the client's, bounded by WorkBudget: a client
+// that hangs up must not cancel the finish, and the work must end well before
+// another request may take the key over.
+func (r *Runner) run(ctx context.Context, c Claim, res Result, work Work) (Result, error) {
+	defer r.waiters.wake(c.Scope)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
 	defer cancel()
-	resp, err := work(wctx, c)
-	if refusal, ok := errors.AsType[*apperr.Error](err); ok {
-		if stored, definite := r.Refusal(refusal); definite {
-			resp, err = stored, r.Store.Finish(wctx, c, stored)
-		}
+	d, err := work(wctx, r.cfg.Now())
+	if err == nil {
+		err = r.cfg.Store.CreateResultAndFinishAtomically(wctx, c, d)
 	}
 	switch {
 	case err == nil:
-		res.Response = resp
+		res.Response = d.Response
 		return res, nil
 	case errors.Is(err, ErrLeaseLost):
 		res.Outcome = OutcomeLeaseLost
-		r.observe(c.Scope, res.Outcome)
+		r.observe(c.Scope, TwoPhase, res.Outcome)
 		return res, inProgress(time.Second)
 	}
 	res.Outcome = OutcomeReleased
-	r.observe(c.Scope, res.Outcome)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	if rerr := r.Store.Release(rctx, c); rerr != nil {
+	r.observe(c.Scope, TwoPhase, res.Outcome)
+	if rerr := r.release(ctx, c); rerr != nil {
 		// The key frees itself once the lease passes.
 		return res, errors.Join(err, fmt.Errorf("release claim: %w", rerr))
 	}
 	return res, err
 }
 
-func (r *Runner) observe(s Scope, o Outcome) {
-	if r.Observe != nil {
-		r.Observe(s.Operation, o)
+// release deletes claim c, on a context of its own: the client may be gone.
+func (r *Runner) release(ctx context.Context, c Claim) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	return r.cfg.Store.Release(rctx, c)
+}
+
+func (r *Runner) failed(res Result, s Scope, err error) (Result, error) {
+	res.Outcome = OutcomeFailed
+	r.observe(s, res.Path, res.Outcome)
+	return res, err
+}
+
+func (r *Runner) observe(s Scope, p Path, o Outcome) {
+	if r.cfg.Observe != nil {
+		r.cfg.Observe(s.Operation, p, o)
 	}
 }
 
-func inProgress(leaseLeft time.Duration) error {
+func claimOutcome(k Kind) Outcome {
+	switch k {
+	case TakeOverExpired:
+		return OutcomeExpiredTakenOver
+	case TakeOverLease:
+		return OutcomeLeaseTakenOver
+	}
+	return OutcomeClaimed
+}
+
+func inProgress(retryAfter time.Duration) error {
 	return &apperr.Error{
 		Code:       apperr.OperationInProgress,
 		Message:    "a request with this idempotency key is still being processed",
-		RetryAfter: max(leaseLeft, time.Second),
+		RetryAfter: max(retryAfter, time.Second),
 	}
 }

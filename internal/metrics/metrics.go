@@ -6,7 +6,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +25,7 @@ type ClaimCounter interface {
 type Metrics struct {
 	reg      *prometheus.Registry
 	outcomes *prometheus.CounterVec
+	answered *prometheus.HistogramVec
 	latency  *prometheus.HistogramVec
 	swept    prometheus.Counter
 }
@@ -37,8 +37,13 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 		reg: prometheus.NewRegistry(),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "demo_api_idempotency_outcomes_total",
-			Help: "What requests did with their idempotency key: claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost.",
-		}, []string{"operation", "outcome"}),
+			Help: "What requests did with their idempotency key, by path (one_phase, two_phase): claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun.",
+		}, []string{"operation", "path", "outcome"}),
+		answered: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "demo_api_client_attempt_answered",
+			Help:    "The client's attempt number (X-Client-Attempt) at which an intent got its definite answer.",
+			Buckets: []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20},
+		}, []string{"operation"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "demo_api_http_request_duration_seconds",
 			Help:    "Time to answer an HTTP request, by route pattern and status.",
@@ -49,19 +54,26 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 			Help: "Expired idempotency records the sweeper deleted.",
 		}),
 	}
-	m.reg.MustRegister(m.outcomes, m.latency, m.swept, &claimCollector{claims: claims, logger: logger},
+	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, &claimCollector{claims: claims, logger: logger},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // Outcome counts one idempotency outcome.
-func (m *Metrics) Outcome(operation string, o idempotency.Outcome) {
-	m.outcomes.WithLabelValues(operation, string(o)).Inc()
+func (m *Metrics) Outcome(operation string, p idempotency.Path, o idempotency.Outcome) {
+	m.outcomes.WithLabelValues(operation, string(p), string(o)).Inc()
 }
 
-// Request observes one answered request.
-func (m *Metrics) Request(route string, status int, d time.Duration) {
-	m.latency.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
+// Answered observes the client's attempt number n at which an intent got
+// its definite answer.
+func (m *Metrics) Answered(operation string, n int) {
+	m.answered.WithLabelValues(operation).Observe(float64(n))
+}
+
+// Request observes one request; status is its code, or "dropped" when no
+// answer was sent.
+func (m *Metrics) Request(route, status string, d time.Duration) {
+	m.latency.WithLabelValues(route, status).Observe(d.Seconds())
 }
 
 // Swept counts records the sweeper deleted.

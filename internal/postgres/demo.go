@@ -10,21 +10,51 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// createDemoRequestSQL inserts the business row of a create with its finish.
-var createDemoRequestSQL = finishSQL(`INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
-    SELECT $1::uuid, $2, $3, $4, $5, $6::timestamptz FROM fenced`, 6)
+// The business writes. Each selects FROM finished, the key row its statement
+// completed, so it happens exactly when the key is completed with its
+// answer; the last CTE is named effect.
 
-// CreateDemoRequest implements demo.Store: the business row and the finish of
-// the key commit in one statement, fenced by the claim token.
-func (s *Store) CreateDemoRequest(ctx context.Context, c idempotency.Claim, r demo.Request, resp idempotency.Response) error {
-	return s.finish(ctx, createDemoRequestSQL, c, resp, r.ID, r.Actor, r.State, r.Topic, r.Note, r.CreatedAt)
+// insertDemoRequest is the effect of a create.
+var insertDemoRequest = newKeyStatements(`
+effect AS (
+    INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
+    SELECT CAST(:id AS uuid), :actor, :state, :topic, :note, CAST(:created_at AS timestamptz)
+    FROM finished
+    RETURNING id
+)`)
+
+// cancelDemoRequest is the effect of a cancel. The work decided it on a
+// read, so the write says what it expects to find (still accepted); if
+// another request cancelled it meanwhile, it changes nothing and the
+// transaction rolls back (idempotency.ErrEffectNotApplied).
+var cancelDemoRequest = newKeyStatements(`
+effect AS (
+    UPDATE demo_requests SET state = :state, cancelled_at = CAST(:cancelled_at AS timestamptz)
+    FROM finished
+    WHERE id = CAST(:id AS uuid) AND actor_id = :actor AND state = 'accepted'
+    RETURNING id
+)`)
+
+// InsertDemoRequest returns the write that creates r with its key.
+func (s *Store) InsertDemoRequest(r demo.Request) idempotency.Effect {
+	return &effect{what: "insert demo request", stmts: &insertDemoRequest, args: map[string]any{
+		"id": r.ID, "state": r.State, "topic": r.Topic, "note": r.Note, "created_at": r.CreatedAt,
+	}}
+}
+
+// CancelDemoRequest returns the write that cancels r (as the work decided
+// it) with its key.
+func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
+	return &effect{what: "cancel demo request", stmts: &cancelDemoRequest, conditional: true, args: map[string]any{
+		"id": r.ID, "state": r.State, "cancelled_at": r.CancelledAt,
+	}}
 }
 
 // DemoRequest implements demo.Store.
 func (s *Store) DemoRequest(ctx context.Context, actor, id string) (demo.Request, error) {
 	var r demo.Request
 	err := s.db.GetContext(ctx, &r, `
-SELECT id, actor_id, state, topic, note, created_at
+SELECT id, actor_id, state, topic, note, created_at, cancelled_at
 FROM demo_requests WHERE id = $1 AND actor_id = $2`, id, actor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, apperr.Errorf(apperr.NotFound, "no demo request %q", id)

@@ -5,76 +5,244 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// claimSQL is the claim: one statement, committed on its own, so a concurrent
-// request sees the in-progress row at once. The unique scope decides the race.
-// Its parts run on one snapshot:
+// Names. One concept has one name in Go, SQL and JSON: the scope is
+// (actor_id, operation, idem_key) — idem_key because "key" says too little
+// in SQL — the fingerprint of the significant fields is `fingerprint`, and
+// the end of a claim's lease is `lease_until` (Record.LeaseUntil; the
+// outcome route shows what is left of it as leaseRemainingSeconds).
 //
-//   - prev reads the row as it was, so a request that does not claim learns
+// The statements use named parameters (:actor), which sqlx numbers in reading
+// order ($1, $2, …) when it prepares them; a type is given with CAST (sqlx
+// reads "::" as an escaped colon). Every time is the clock CTE: the database
+// clock, or the store's test clock. testdata/*.sql holds every assembled
+// statement, checked by a test, for reading.
+
+// clockCTE is the time of a statement.
+const clockCTE = `clock AS (
+    SELECT coalesce(CAST(:now AS timestamptz), now()) AS now
+)`
+
+// expiredRule is the expiry rule, written once: a record past its TTL that
+// no live lease holds (idempotency.Record.Expired). The table is k.
+const expiredRule = `(k.expires_at <= clock.now AND (k.state = 'completed' OR k.lease_until <= clock.now))`
+
+// takeOverRule is when a statement may replace a row (idempotency.Decide's
+// TakeOverExpired and TakeOverLease): it expired, or its owner's lease
+// passed and the same intent (fingerprint) asks again.
+const takeOverRule = expiredRule + `
+        OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = :fingerprint)`
+
+// column is one column of the key row a statement writes, and its value.
+type column struct{ name, value string }
+
+// claimedRow is the key row of a claim: in progress, owned for the lease.
+var claimedRow = []column{
+	{"fingerprint", ":fingerprint"},
+	{"state", "'in_progress'"},
+	{"claim_token", "CAST(:token AS uuid)"},
+	{"lease_until", "clock.now + CAST(:lease_us AS bigint) * interval '1 microsecond'"},
+	{"status_code", "NULL"},
+	{"response_body", "NULL"},
+	{"response_headers", "NULL"},
+	{"result_id", "NULL"},
+	{"created_at", "clock.now"},
+	{"completed_at", "NULL"},
+	{"expires_at", "clock.now + CAST(:ttl_us AS bigint) * interval '1 microsecond'"},
+}
+
+// completedRow is the key row of a one-phase create: born completed, with
+// its answer.
+var completedRow = []column{
+	{"fingerprint", ":fingerprint"},
+	{"state", "'completed'"},
+	{"claim_token", "CAST(:token AS uuid)"},
+	{"lease_until", "NULL"},
+	{"status_code", "CAST(:status AS integer)"},
+	{"response_body", "CAST(:body AS bytea)"},
+	{"response_headers", "CAST(:headers AS jsonb)"},
+	{"result_id", ":result_id"},
+	{"created_at", "clock.now"},
+	{"completed_at", "clock.now"},
+	{"expires_at", "clock.now + CAST(:ttl_us AS bigint) * interval '1 microsecond'"},
+}
+
+// claimSQL builds the statement that writes a key row where the scope is
+// free: the claim (row = claimedRow) or a one-phase create (row =
+// completedRow, with the operation's effect). It is one statement, committed
+// on its own, so a concurrent request sees the row at once, and the unique
+// scope decides the race. Its parts run on one snapshot:
+//
+//   - prev reads the row as it was, so a request that does not write learns
 //     in the same round trip whether to replay, wait or refuse;
-//   - fresh inserts a new row; ON CONFLICT DO NOTHING skips it, without a
-//     lock or a write, when the scope is taken;
-//   - takeover replaces a row that expired, or whose owner's lease passed
-//     with the same fingerprint (the same cases as idempotency.Decide). It
-//     locks only a row it takes over and rechecks that row once it holds the
-//     lock, so of two racing takeovers one wins.
+//   - fresh inserts the row; ON CONFLICT DO NOTHING skips it, without a lock
+//     or a write, when the scope is taken. A concurrent first request that
+//     has not committed yet makes it wait on the unique index, then skip;
+//     its row is not in this snapshot, so the caller runs the statement
+//     again and finds it;
+//   - takeover replaces a row by takeOverRule. It locks only a row it takes
+//     over and rechecks the rule once it holds the lock, so of two racing
+//     takeovers one wins;
+//   - finished is the row this statement wrote, if any: the effect (the
+//     business change, written as CTEs that select FROM finished, the last
+//     one named effect) happens only with it.
 //
-// A replay or a 409 therefore writes nothing: it costs a read, not a commit.
+// So a replay or a 409 writes nothing: it costs a read, not a commit.
 //
 // A claim must be visible at once, not durable, so it commits without waiting
 // for its WAL flush (synchronous_commit off for this transaction alone). A
 // crash may lose a claim, never a creation: the finish commits durably, and
 // flushing its commit flushes the claim before it; a finish whose claim was
-// lost finds no row, creates nothing, and the retry claims again.
-const claimSQL = `
-WITH clock AS (
-    SELECT coalesce($7::timestamptz, now()) AS now
-), async_commit AS (
+// lost finds no row, creates nothing, and the retry claims again. A one-phase
+// create commits durably: it is the creation.
+func claimSQL(row []column, effect string, async bool) string {
+	var names, values, sets []string
+	for _, c := range row {
+		names = append(names, c.name)
+		values = append(values, c.value)
+		sets = append(sets, c.name+" = "+c.value)
+	}
+	asyncCTE, asyncJoin := "", ""
+	if async {
+		asyncCTE = `, async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true)
-), prev AS (
-    SELECT payload_hash, state, locked_until, status_code, response_body,
+)`
+		asyncJoin = " CROSS JOIN async_commit"
+	}
+	q := `WITH ` + clockCTE + asyncCTE + `, prev AS (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys
-    WHERE actor_id = $1 AND operation = $2 AND idem_key = $3
+    WHERE actor_id = :actor AND operation = :operation AND idem_key = :key
 ), fresh AS (
-    INSERT INTO idempotency_keys
-        (actor_id, operation, idem_key, payload_hash, state, claim_token,
-         locked_until, created_at, expires_at)
-    SELECT $1, $2, $3, $4, 'in_progress', $5::uuid,
-           clock.now + $6::bigint * interval '1 microsecond', clock.now,
-           clock.now + $8::bigint * interval '1 microsecond'
+    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
+        ` + strings.Join(names, ", ") + `)
+    SELECT :actor, :operation, :key,
+        ` + strings.Join(values, ", ") + `
     FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
     ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
-    RETURNING 1
+    RETURNING k.result_id
 ), takeover AS (
     UPDATE idempotency_keys k SET
-        payload_hash = $4, state = 'in_progress', claim_token = $5::uuid,
-        locked_until = clock.now + $6::bigint * interval '1 microsecond',
-        status_code = NULL, response_body = NULL, response_headers = NULL,
-        result_id = NULL, created_at = clock.now, completed_at = NULL,
-        expires_at = clock.now + $8::bigint * interval '1 microsecond'
+        ` + strings.Join(sets, ",\n        ") + `
     FROM clock
-    WHERE k.actor_id = $1 AND k.operation = $2 AND k.idem_key = $3
-      AND ((k.expires_at <= clock.now AND (k.state = 'completed' OR k.locked_until <= clock.now))
-           OR (k.state = 'in_progress' AND k.locked_until <= clock.now AND k.payload_hash = $4))
-    RETURNING 1
+    WHERE k.actor_id = :actor AND k.operation = :operation AND k.idem_key = :key
+      AND (` + takeOverRule + `)
+    RETURNING k.result_id
+), finished AS (
+    SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
+)` + effectCTEs(effect) + `
+SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, ` + effectCount(effect) + ` AS effect, prev.*
+FROM clock` + asyncJoin + ` LEFT JOIN prev ON true`
+	return q
+}
+
+// finishSQL builds the two-phase finish: ONE statement, hence one
+// transaction, completes the key only while the caller's claim token still
+// holds it (the CTE finished), and the effect selects FROM finished: a lost
+// lease completes nothing and changes nothing.
+func finishSQL(effect string) string {
+	return `WITH ` + clockCTE + `, finished AS (
+    UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
+        status_code = CAST(:status AS integer), response_body = CAST(:body AS bytea),
+        response_headers = CAST(:headers AS jsonb), result_id = :result_id,
+        completed_at = clock.now
+    FROM clock
+    WHERE actor_id = :actor AND operation = :operation AND idem_key = :key
+      AND claim_token = CAST(:token AS uuid) AND state = 'in_progress'
+    RETURNING result_id
+)` + effectCTEs(effect) + `
+SELECT (SELECT count(*) FROM finished) = 1 AS claimed, ` + effectCount(effect) + ` AS effect`
+}
+
+func effectCTEs(effect string) string {
+	if effect == "" {
+		return ""
+	}
+	return ",\n" + strings.TrimSpace(effect)
+}
+
+func effectCount(effect string) string {
+	if effect == "" {
+		return "0"
+	}
+	return "(SELECT count(*) FROM effect)"
+}
+
+// keyStatements are the statements of one kind of effect.
+type keyStatements struct {
+	onePhase string // claimSQL(completedRow, effect, false)
+	finish   string // finishSQL(effect)
+}
+
+func newKeyStatements(effect string) keyStatements {
+	if effect != "" && !strings.Contains(effect, "FROM finished") {
+		// An effect that does not read finished would commit without its key.
+		panic("postgres: a business write must select FROM finished: " + effect)
+	}
+	return keyStatements{onePhase: claimSQL(completedRow, effect, false), finish: finishSQL(effect)}
+}
+
+var (
+	claimStatement = claimSQL(claimedRow, "", true)
+	// answerOnly completes a key with no business change (a refusal).
+	answerOnly = newKeyStatements("")
 )
-SELECT clock.now, EXISTS (SELECT 1 FROM fresh UNION ALL SELECT 1 FROM takeover) AS claimed, prev.*
-FROM clock CROSS JOIN async_commit LEFT JOIN prev ON true`
+
+// effect is the postgres store's idempotency.Effect: CTEs that select FROM
+// finished, their arguments, and whether they may find their row changed
+// since the work read it (then they run in a transaction that rolls back).
+type effect struct {
+	what        string
+	stmts       *keyStatements
+	args        map[string]any
+	conditional bool
+}
+
+func (e *effect) Describe() string { return e.what }
+
+// statementsOf returns the statements and arguments of d's effect.
+func statementsOf(d idempotency.Decided) (*keyStatements, map[string]any, *effect, error) {
+	if d.Effect == nil {
+		return &answerOnly, map[string]any{}, nil, nil
+	}
+	e, ok := d.Effect.(*effect)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("postgres: %s is not an effect of this store", d.Effect.Describe())
+	}
+	args := make(map[string]any, len(e.args)+12)
+	for k, v := range e.args {
+		args[k] = v
+	}
+	return e.stmts, args, e, nil
+}
+
+// answerArgs adds the stored answer of d and the scope to args.
+func (s *Store) answerArgs(args map[string]any, sc idempotency.Scope, fp, token string, d idempotency.Decided) error {
+	headers, err := json.Marshal(d.Response.Header)
+	if err != nil {
+		return fmt.Errorf("encode headers: %w", err)
+	}
+	args["now"] = s.now()
+	args["actor"], args["operation"], args["key"] = sc.Actor, sc.Operation, sc.Key
+	args["fingerprint"], args["token"] = fp, token
+	args["status"], args["body"], args["headers"] = d.Response.Status, d.Response.Body, string(headers)
+	args["result_id"] = sql.NullString{String: d.Response.ResultID, Valid: d.Response.ResultID != ""}
+	return nil
+}
 
 // recordRow is a row of idempotency_keys as scanned.
 type recordRow struct {
-	PayloadHash     sql.NullString `db:"payload_hash"`
+	Fingerprint     sql.NullString `db:"fingerprint"`
 	State           sql.NullString `db:"state"`
-	LockedUntil     sql.NullTime   `db:"locked_until"`
+	LeaseUntil      sql.NullTime   `db:"lease_until"`
 	StatusCode      sql.NullInt64  `db:"status_code"`
 	ResponseBody    []byte         `db:"response_body"`
 	ResponseHeaders []byte         `db:"response_headers"`
@@ -90,9 +258,9 @@ func (r recordRow) record() (*idempotency.Record, error) {
 		return nil, nil
 	}
 	rec := &idempotency.Record{
-		Fingerprint: r.PayloadHash.String,
+		Fingerprint: r.Fingerprint.String,
 		State:       idempotency.State(r.State.String),
-		LockedUntil: r.LockedUntil.Time,
+		LeaseUntil:  r.LeaseUntil.Time,
 		CreatedAt:   r.CreatedAt.Time,
 		CompletedAt: r.CompletedAt.Time,
 		ExpiresAt:   r.ExpiresAt.Time,
@@ -110,108 +278,97 @@ func (r recordRow) record() (*idempotency.Record, error) {
 	return rec, nil
 }
 
+// claimRow is what claimSQL returns.
+type claimRow struct {
+	Now     time.Time `db:"now"`
+	Claimed bool      `db:"claimed"`
+	Effect  int       `db:"effect"`
+	recordRow
+}
+
+func (r claimRow) result() (idempotency.ClaimResult, error) {
+	prev, err := r.record()
+	return idempotency.ClaimResult{Claimed: r.Claimed, Prev: prev, Now: r.Now}, err
+}
+
 // Claim implements idempotency.Store.
-func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	token := uuid.NewString()
-	var row struct {
-		Now     time.Time `db:"now"`
-		Claimed bool      `db:"claimed"`
-		recordRow
+func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	args := map[string]any{
+		"now": s.now(), "actor": sc.Actor, "operation": sc.Operation, "key": sc.Key,
+		"fingerprint": fp, "token": token, "lease_us": lease.Microseconds(), "ttl_us": ttl.Microseconds(),
 	}
-	st, err := s.prepared(ctx, claimSQL)
+	var row claimRow
+	if err := s.queryRow(ctx, nil, claimStatement, args, &row); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	return row.result()
+}
+
+// ClaimAndFinishAtomically implements idempotency.Store: the one-phase
+// create. The key is inserted already completed with d's answer and, FROM
+// it, d's business change — createResultAndFinishAtomically in one
+// statement, one commit.
+func (s *Store) ClaimAndFinishAtomically(ctx context.Context, sc idempotency.Scope, fp, token string, ttl time.Duration, d idempotency.Decided) (idempotency.ClaimResult, error) {
+	stmts, args, e, err := statementsOf(d)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	err = st.QueryRowxContext(ctx, sc.Actor, sc.Operation, sc.Key, fp, token,
-		lease.Microseconds(), s.now(), ttl.Microseconds()).StructScan(&row)
-	if err != nil {
-		return idempotency.ClaimResult{}, dbErr(err)
+	if err := s.answerArgs(args, sc, fp, token, d); err != nil {
+		return idempotency.ClaimResult{}, err
 	}
-	prev, err := row.record()
+	args["ttl_us"] = ttl.Microseconds()
+	var row claimRow
+	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
+		if err := s.queryRow(ctx, tx, stmts.onePhase, args, &row); err != nil {
+			return err
+		}
+		return checkEffect(e, row.Claimed, row.Effect)
+	})
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	res := idempotency.ClaimResult{Claimed: row.Claimed, Prev: prev, Now: row.Now}
-	if row.Claimed {
-		res.Claim = idempotency.Claim{Scope: sc, Token: token, Now: row.Now}
-	}
-	return res, nil
+	return row.result()
 }
 
-// finishSQL returns the finish statement of an operation. It completes the
-// key and runs effect (if any) in ONE statement, hence one transaction: the
-// key becomes completed only if its claim token is still the caller's, and the
-// business row exists only if the key was completed.
-//
-// effect is the operation's business write: SQL that selects FROM the CTE
-// "fenced" (one row only while the claim still holds the key), with
-// placeholders $1…$nArgs. For example:
-//
-//	INSERT INTO t (a, b) SELECT $1, $2 FROM fenced
-//
-// One statement instead of BEGIN … COMMIT keeps a create at two round trips
-// (claim, finish) and leaves no commit error to lose. The text is built once,
-// when the package loads; an effect that does not read fenced would commit
-// without the claim, so it panics then.
-func finishSQL(effect string, nArgs int) string {
-	if effect != "" && !strings.Contains(effect, "FROM fenced") {
-		panic("postgres: a business write must select FROM fenced: " + effect)
-	}
-	p := func(i int) string { return "$" + strconv.Itoa(nArgs+i) }
-	q := `WITH fenced AS (
-    UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,
-        status_code = ` + p(1) + `, response_body = ` + p(2) + `, response_headers = ` + p(3) + `::jsonb,
-        result_id = nullif(` + p(4) + `, ''), completed_at = coalesce(` + p(5) + `::timestamptz, now())
-    WHERE actor_id = ` + p(6) + ` AND operation = ` + p(7) + ` AND idem_key = ` + p(8) + `
-      AND claim_token = ` + p(9) + `::uuid AND state = 'in_progress'
-    RETURNING 1
-)`
-	if effect == "" {
-		return q + `
-SELECT (SELECT count(*) FROM fenced) AS fenced, 1 AS effect`
-	}
-	return q + `, effect AS (` + effect + ` RETURNING 1)
-SELECT (SELECT count(*) FROM fenced) AS fenced, (SELECT count(*) FROM effect) AS effect`
-}
-
-// finishOnlySQL completes a key with no business write (a refusal).
-var finishOnlySQL = finishSQL("", 0)
-
-// finish runs query, a statement of finishSQL, for claim c and response resp;
-// effectArgs fill the business write's placeholders. A finish that lost its
-// lease changes nothing and returns ErrLeaseLost.
-func (s *Store) finish(ctx context.Context, query string, c idempotency.Claim, resp idempotency.Response, effectArgs ...any) error {
-	headers, err := json.Marshal(resp.Header)
-	if err != nil {
-		return fmt.Errorf("encode headers: %w", err)
-	}
-	args := append(effectArgs, resp.Status, resp.Body, string(headers), resp.ResultID, s.now(),
-		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
-	st, err := s.prepared(ctx, query)
+// CreateResultAndFinishAtomically implements idempotency.Store: the
+// two-phase finish. d's business change and the completion of the key commit
+// in one statement, fenced by the claim token.
+func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error {
+	stmts, args, e, err := statementsOf(d)
 	if err != nil {
 		return err
 	}
-	var got struct {
-		Fenced int `db:"fenced"`
-		Effect int `db:"effect"`
+	if err := s.answerArgs(args, c.Scope, "", c.Token, d); err != nil {
+		return err
 	}
-	if err := st.QueryRowxContext(ctx, args...).StructScan(&got); err != nil {
-		return dbErr(err)
-	}
-	switch {
-	case got.Fenced == 0:
-		return idempotency.ErrLeaseLost
-	case got.Effect == 0:
-		// The effect filtered out the fenced row: the key is completed
-		// without its business row. A bug in the effect; say so loudly.
-		return fmt.Errorf("finish: the business write of %s inserted nothing", c.Scope.Operation)
-	}
-	return nil
+	delete(args, "fingerprint") // the finish is fenced by the token alone
+	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
+		var got struct {
+			Claimed bool `db:"claimed"`
+			Effect  int  `db:"effect"`
+		}
+		if err := s.queryRow(ctx, tx, stmts.finish, args, &got); err != nil {
+			return err
+		}
+		if !got.Claimed {
+			return idempotency.ErrLeaseLost
+		}
+		return checkEffect(e, got.Claimed, got.Effect)
+	})
 }
 
-// Finish implements idempotency.Store.
-func (s *Store) Finish(ctx context.Context, c idempotency.Claim, resp idempotency.Response) error {
-	return s.finish(ctx, finishOnlySQL, c, resp)
+// checkEffect reports an effect that changed nothing although its key was
+// written: for a conditional effect its row changed since the work read it
+// (ErrEffectNotApplied: the transaction rolls back); for any other, a bug in
+// the effect's SQL.
+func checkEffect(e *effect, wrote bool, n int) error {
+	switch {
+	case e == nil || !wrote || n > 0:
+		return nil
+	case e.conditional:
+		return idempotency.ErrEffectNotApplied
+	}
+	return fmt.Errorf("finish: the business write %q changed nothing", e.what)
 }
 
 // Release implements idempotency.Store: it deletes the claim while it is
@@ -234,12 +391,11 @@ func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.
 		recordRow
 	}
 	err := s.db.QueryRowxContext(ctx, `
-WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
-SELECT clock.now, k.payload_hash, k.state, k.locked_until, k.status_code, k.response_body,
-       k.response_headers, k.result_id, k.created_at, k.completed_at, k.expires_at
-FROM clock LEFT JOIN idempotency_keys k
-  ON k.actor_id = $1 AND k.operation = $2 AND k.idem_key = $3`,
-		sc.Actor, sc.Operation, sc.Key, s.now()).StructScan(&row)
+SELECT coalesce($1::timestamptz, now()) AS now, k.fingerprint, k.state, k.lease_until, k.status_code,
+       k.response_body, k.response_headers, k.result_id, k.created_at, k.completed_at, k.expires_at
+FROM (SELECT 1) one LEFT JOIN idempotency_keys k
+  ON k.actor_id = $2 AND k.operation = $3 AND k.idem_key = $4`,
+		s.now(), sc.Actor, sc.Operation, sc.Key).StructScan(&row)
 	if err != nil {
 		return nil, time.Time{}, dbErr(err)
 	}
@@ -247,21 +403,23 @@ FROM clock LEFT JOIN idempotency_keys k
 	return rec, row.Now, err
 }
 
+// purgeSQL deletes up to :batch expired records, oldest first.
+var purgeSQL = `WITH ` + clockCTE + `
+DELETE FROM idempotency_keys
+WHERE (actor_id, operation, idem_key) IN (
+    SELECT k.actor_id, k.operation, k.idem_key
+    FROM idempotency_keys k, clock
+    WHERE ` + expiredRule + `
+    ORDER BY k.expires_at
+    LIMIT CAST(:batch AS integer)
+    FOR UPDATE OF k SKIP LOCKED
+)`
+
 // PurgeExpired deletes up to batch expired records: completed ones past their
 // TTL, and abandoned claims past both their TTL and their lease. A claim
 // whose lease is alive is never deleted. It returns how many it deleted.
 func (s *Store) PurgeExpired(ctx context.Context, batch int) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `
-DELETE FROM idempotency_keys
-WHERE (actor_id, operation, idem_key) IN (
-    SELECT actor_id, operation, idem_key
-    FROM idempotency_keys, (SELECT coalesce($2::timestamptz, now()) AS now) clock
-    WHERE expires_at <= clock.now
-      AND (state = 'completed' OR locked_until <= clock.now)
-    ORDER BY expires_at
-    LIMIT $1
-    FOR UPDATE OF idempotency_keys SKIP LOCKED
-)`, batch, s.now())
+	res, err := s.db.NamedExecContext(ctx, purgeSQL, map[string]any{"now": s.now(), "batch": batch})
 	if err != nil {
 		return 0, fmt.Errorf("purge expired keys: %w", dbErr(err))
 	}
@@ -278,7 +436,7 @@ func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, e
 	}
 	err = s.db.GetContext(ctx, &row, `
 SELECT count(*) AS n, min(created_at) AS oldest, coalesce($1::timestamptz, now()) AS now
-FROM idempotency_keys WHERE locked_until IS NOT NULL -- in progress, by the table's CHECK
+FROM idempotency_keys WHERE lease_until IS NOT NULL -- in progress, by the table's CHECK
 `, s.now())
 	if err != nil {
 		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))

@@ -80,25 +80,57 @@ type Store struct {
 	db *sqlx.DB
 	// Clock, if set, replaces the database clock (tests move time with it).
 	Clock func() time.Time
-	stmts sync.Map // query text → *sqlx.Stmt
+	stmts sync.Map // query text → *sqlx.NamedStmt
 }
 
-// prepared returns query prepared, preparing it once per Store (and, through
-// database/sql, once per connection). The claim and finish statements cost
-// several times more to plan than to run.
-func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+// prepared returns the statement of query, which has named parameters
+// (:name), prepared once per Store (and, through database/sql, once per
+// connection). The key statements cost several times more to plan than to
+// run.
+func (s *Store) prepared(ctx context.Context, query string) (*sqlx.NamedStmt, error) {
 	if st, ok := s.stmts.Load(query); ok {
-		return st.(*sqlx.Stmt), nil
+		return st.(*sqlx.NamedStmt), nil
 	}
-	st, err := s.db.PreparexContext(ctx, query)
+	st, err := s.db.PrepareNamedContext(ctx, query)
 	if err != nil {
 		return nil, dbErr(err)
 	}
 	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
 		st.Close()
-		return prev.(*sqlx.Stmt), nil
+		return prev.(*sqlx.NamedStmt), nil
 	}
 	return st, nil
+}
+
+// queryRow runs the prepared query with args, in tx if not nil, and scans
+// its one row into dest.
+func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args map[string]any, dest any) error {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return err
+	}
+	if tx != nil {
+		st = tx.NamedStmtContext(ctx, st)
+	}
+	return dbErr(st.QueryRowxContext(ctx, args).StructScan(dest))
+}
+
+// inTx runs fn in a transaction when e is conditional, so that fn's error
+// rolls its statement back; otherwise fn's one statement commits on its own
+// (fn gets a nil tx).
+func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
+	if e == nil || !e.conditional {
+		return fn(nil)
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return dbErr(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return dbErr(tx.Commit())
 }
 
 // New returns a Store on db.

@@ -3,6 +3,9 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"flag"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -22,19 +26,6 @@ const (
 	lease = 30 * time.Second
 	ttl   = 24 * time.Hour
 )
-
-// clock is a test clock the store reads instead of the database's.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // openDB opens a fresh migrated database the way the service does.
 func openDB(t *testing.T) *sqlx.DB {
@@ -46,57 +37,68 @@ func openDB(t *testing.T) *sqlx.DB {
 	return db
 }
 
-func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *clock) {
+func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *testkit.Clock) {
+	t.Parallel()
 	db := openDB(t)
 	s := postgres.New(db)
-	c := &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	c := testkit.NewClock()
 	s.Clock = c.Now
 	return s, db, c
 }
 
 func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := db.Get(&n, query, args...); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testkit.Count(t, db, query, args...)
 }
 
-func claim(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string) idempotency.ClaimResult {
+func claim(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string) (idempotency.ClaimResult, idempotency.Claim) {
 	t.Helper()
-	cr, err := s.Claim(context.Background(), sc, fp, lease, ttl)
+	c := idempotency.Claim{Scope: sc, Token: uuid.NewString()}
+	cr, err := s.Claim(context.Background(), sc, fp, c.Token, lease, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cr
+	return cr, c
+}
+
+func newRequest(actor, topic string) demo.Request {
+	return demo.Request{ID: uuid.NewString(), Actor: actor, State: demo.StateAccepted, Topic: topic,
+		CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+}
+
+func created(s *postgres.Store, r demo.Request) idempotency.Decided {
+	resp := idempotency.Response{Status: 201, Header: map[string]string{"Location": "/v1/demo-requests/" + r.ID}, Body: []byte(`{"requestId":"` + r.ID + `"}`), ResultID: r.ID}
+	return idempotency.Decided{Response: resp, Effect: s.InsertDemoRequest(r)}
+}
+
+func refused() idempotency.Decided {
+	return idempotency.Decided{Response: idempotency.Response{Status: 422, Body: []byte("{}")}}
 }
 
 func create(ctx context.Context, s *postgres.Store, c idempotency.Claim, topic string) (demo.Request, error) {
-	r := demo.Request{ID: uuid.NewString(), Actor: c.Scope.Actor, State: demo.StateAccepted, Topic: topic, CreatedAt: c.Now}
-	resp := idempotency.Response{Status: 201, Header: map[string]string{"Location": "/v1/demo-requests/" + r.ID}, Body: []byte(`{"requestId":"` + r.ID + `"}`), ResultID: r.ID}
-	return r, s.CreateDemoRequest(ctx, c, r, resp)
+	r := newRequest(c.Scope.Actor, topic)
+	return r, s.CreateResultAndFinishAtomically(ctx, c, created(s, r))
 }
 
 func TestStoreScenarios(t *testing.T) {
 	ctx := context.Background()
-	sc := idempotency.Scope{Actor: "alice", Operation: demo.OperationCreate, Key: "k-1"}
+	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
 
 	t.Run("claim, then replay what the finish stored", func(t *testing.T) {
 		s, db, _ := newStore(t)
-		cr := claim(t, s, sc, "fp")
+		cr, c := claim(t, s, sc, "fp")
 		if !cr.Claimed || cr.Prev != nil {
 			t.Fatalf("first claim = %+v, want claimed with no previous row", cr)
 		}
-		again := claim(t, s, sc, "fp")
+		again, _ := claim(t, s, sc, "fp")
 		if again.Claimed || idempotency.Decide(again.Prev, "fp", again.Now).Kind != idempotency.Busy {
 			t.Fatalf("second claim while in progress = %+v, want busy", again)
 		}
-		r, err := create(ctx, s, cr.Claim, "t")
+		r, err := create(ctx, s, c, "t")
 		if err != nil {
 			t.Fatal(err)
 		}
-		replay := claim(t, s, sc, "fp")
+		replay, _ := claim(t, s, sc, "fp")
 		if replay.Claimed || idempotency.Decide(replay.Prev, "fp", replay.Now).Kind != idempotency.Replay {
 			t.Fatalf("claim after finish = %+v, want replay", replay)
 		}
@@ -112,7 +114,7 @@ func TestStoreScenarios(t *testing.T) {
 	t.Run("other actors and operations have their own keys", func(t *testing.T) {
 		s, _, _ := newStore(t)
 		for _, other := range []idempotency.Scope{sc, {Actor: "bob", Operation: sc.Operation, Key: sc.Key}, {Actor: sc.Actor, Operation: "other.op", Key: sc.Key}} {
-			if cr := claim(t, s, other, "fp"); !cr.Claimed {
+			if cr, _ := claim(t, s, other, "fp"); !cr.Claimed {
 				t.Fatalf("claim of %+v not claimed", other)
 			}
 		}
@@ -120,22 +122,22 @@ func TestStoreScenarios(t *testing.T) {
 
 	t.Run("finish with a stale claim token rolls the business row back", func(t *testing.T) {
 		s, db, clk := newStore(t)
-		first := claim(t, s, sc, "fp")
+		_, first := claim(t, s, sc, "fp")
 		clk.Advance(lease + time.Second) // the first owner stalls past its lease
-		second := claim(t, s, sc, "fp")
+		second, secondClaim := claim(t, s, sc, "fp")
 		if !second.Claimed || idempotency.Decide(second.Prev, "fp", second.Now).Kind != idempotency.TakeOverLease {
 			t.Fatalf("claim after the lease = %+v, want a lease takeover", second)
 		}
-		if _, err := create(ctx, s, first.Claim, "stale"); !errors.Is(err, idempotency.ErrLeaseLost) {
+		if _, err := create(ctx, s, first, "stale"); !errors.Is(err, idempotency.ErrLeaseLost) {
 			t.Fatalf("finish with the stale token: err = %v, want ErrLeaseLost", err)
 		}
 		if n := count(t, db, `SELECT count(*) FROM demo_requests`); n != 0 {
 			t.Fatalf("%d business rows after a lost lease, want 0", n)
 		}
-		if err := s.Finish(ctx, first.Claim, idempotency.Response{Status: 422, Body: []byte("{}")}); !errors.Is(err, idempotency.ErrLeaseLost) {
+		if err := s.CreateResultAndFinishAtomically(ctx, first, refused()); !errors.Is(err, idempotency.ErrLeaseLost) {
 			t.Fatalf("plain finish with the stale token: err = %v, want ErrLeaseLost", err)
 		}
-		if _, err := create(ctx, s, second.Claim, "fresh"); err != nil {
+		if _, err := create(ctx, s, secondClaim, "fresh"); err != nil {
 			t.Fatal(err)
 		}
 		if n := count(t, db, `SELECT count(*) FROM demo_requests WHERE topic = 'fresh'`); n != 1 {
@@ -147,7 +149,7 @@ func TestStoreScenarios(t *testing.T) {
 		s, _, clk := newStore(t)
 		claim(t, s, sc, "fp")
 		clk.Advance(lease)
-		other := claim(t, s, sc, "other")
+		other, _ := claim(t, s, sc, "other")
 		if other.Claimed || idempotency.Decide(other.Prev, "other", other.Now).Kind != idempotency.Mismatch {
 			t.Fatalf("claim with another fingerprint after the lease = %+v, want mismatch", other)
 		}
@@ -155,20 +157,20 @@ func TestStoreScenarios(t *testing.T) {
 
 	t.Run("an expired record is a new intent", func(t *testing.T) {
 		s, db, clk := newStore(t)
-		cr := claim(t, s, sc, "fp")
-		if _, err := create(ctx, s, cr.Claim, "old"); err != nil {
+		_, c := claim(t, s, sc, "fp")
+		if _, err := create(ctx, s, c, "old"); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(ttl - time.Second)
-		if again := claim(t, s, sc, "new-payload"); again.Claimed {
+		if again, _ := claim(t, s, sc, "new-payload"); again.Claimed {
 			t.Fatal("claimed a record one second before it expires")
 		}
 		clk.Advance(time.Second)
-		fresh := claim(t, s, sc, "new-payload")
+		fresh, freshClaim := claim(t, s, sc, "new-payload")
 		if !fresh.Claimed || idempotency.Decide(fresh.Prev, "new-payload", fresh.Now).Kind != idempotency.TakeOverExpired {
 			t.Fatalf("claim after the TTL = %+v, want an expired takeover", fresh)
 		}
-		if _, err := create(ctx, s, fresh.Claim, "new"); err != nil {
+		if _, err := create(ctx, s, freshClaim, "new"); err != nil {
 			t.Fatal(err)
 		}
 		if n := count(t, db, `SELECT count(*) FROM demo_requests`); n != 2 {
@@ -178,15 +180,15 @@ func TestStoreScenarios(t *testing.T) {
 
 	t.Run("release lets the key run again", func(t *testing.T) {
 		s, _, _ := newStore(t)
-		cr := claim(t, s, sc, "fp")
-		if err := s.Release(ctx, cr.Claim); err != nil {
+		_, c := claim(t, s, sc, "fp")
+		if err := s.Release(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		if again := claim(t, s, sc, "fp"); !again.Claimed || again.Prev != nil {
+		if again, _ := claim(t, s, sc, "fp"); !again.Claimed || again.Prev != nil {
 			t.Fatalf("claim after release = %+v, want a fresh claim", again)
 		}
 		// A release with a token that is no longer current changes nothing.
-		if err := s.Release(ctx, cr.Claim); err != nil {
+		if err := s.Release(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		if rec, _, _ := s.Lookup(ctx, sc); rec == nil || rec.State != idempotency.InProgress {
@@ -199,8 +201,8 @@ func TestStoreScenarios(t *testing.T) {
 		for i := range 5 {
 			k := sc
 			k.Key = "done-" + string(rune('a'+i))
-			cr := claim(t, s, k, "fp")
-			if err := s.Finish(ctx, cr.Claim, idempotency.Response{Status: 422, Body: []byte("{}")}); err != nil {
+			_, c := claim(t, s, k, "fp")
+			if err := s.CreateResultAndFinishAtomically(ctx, c, refused()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -237,7 +239,7 @@ func TestStoreScenarios(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = s.Claim(ctx, sc, "fp", lease, ttl)
+				results[i], errs[i] = s.Claim(ctx, sc, "fp", uuid.NewString(), lease, ttl)
 			})
 		}
 		close(start)
@@ -255,4 +257,137 @@ func TestStoreScenarios(t *testing.T) {
 			t.Fatalf("%d claims won, want exactly 1", won)
 		}
 	})
+}
+
+func onePhase(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string, d idempotency.Decided) idempotency.ClaimResult {
+	t.Helper()
+	cr, err := s.ClaimAndFinishAtomically(context.Background(), sc, fp, uuid.NewString(), ttl, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr
+}
+
+func TestOnePhase(t *testing.T) {
+	ctx := context.Background()
+	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
+
+	t.Run("one statement writes the key completed and the business row", func(t *testing.T) {
+		s, db, _ := newStore(t)
+		r := newRequest("alice", "t")
+		if cr := onePhase(t, s, sc, "fp", created(s, r)); !cr.Claimed || cr.Prev != nil {
+			t.Fatalf("first one-phase create = %+v, want written", cr)
+		}
+		if n := count(t, db, `SELECT count(*) FROM demo_requests WHERE id = $1`, r.ID); n != 1 {
+			t.Fatalf("%d business rows, want 1", n)
+		}
+		again := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t")))
+		if again.Claimed || idempotency.Decide(again.Prev, "fp", again.Now).Kind != idempotency.Replay || again.Prev.Response.ResultID != r.ID {
+			t.Fatalf("second one-phase create = %+v, want the first one's replay", again)
+		}
+		if other := onePhase(t, s, sc, "other", created(s, newRequest("alice", "t"))); other.Claimed ||
+			idempotency.Decide(other.Prev, "other", other.Now).Kind != idempotency.Mismatch {
+			t.Fatalf("one-phase create with another fingerprint = %+v, want mismatch", other)
+		}
+		if n := count(t, db, `SELECT count(*) FROM demo_requests`); n != 1 {
+			t.Fatalf("%d business rows, want 1", n)
+		}
+	})
+
+	t.Run("a live two-phase claim blocks it; a dead one is taken over", func(t *testing.T) {
+		s, db, clk := newStore(t)
+		_, owner := claim(t, s, sc, "fp")
+		busy := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t")))
+		if busy.Claimed || idempotency.Decide(busy.Prev, "fp", busy.Now).Kind != idempotency.Busy {
+			t.Fatalf("one-phase create on a live claim = %+v, want busy", busy)
+		}
+		clk.Advance(lease)
+		if cr := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t"))); !cr.Claimed {
+			t.Fatalf("one-phase create after the owner's lease = %+v, want a takeover", cr)
+		}
+		if _, err := create(ctx, s, owner, "late"); !errors.Is(err, idempotency.ErrLeaseLost) {
+			t.Fatalf("the dead owner's late finish: %v, want ErrLeaseLost", err)
+		}
+		if n := count(t, db, `SELECT count(*) FROM demo_requests`); n != 1 {
+			t.Fatalf("%d business rows, want 1", n)
+		}
+	})
+
+	t.Run("fifty concurrent one-phase creates of one key make one row", func(t *testing.T) {
+		s, db, _ := newStore(t)
+		const n = 50
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		results := make([]idempotency.ClaimResult, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = s.ClaimAndFinishAtomically(ctx, sc, "fp", uuid.NewString(), ttl, created(s, newRequest("alice", "t")))
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for i, cr := range results {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			if cr.Claimed {
+				won++
+			}
+		}
+		if won != 1 || count(t, db, `SELECT count(*) FROM demo_requests`) != 1 {
+			t.Fatalf("%d statements wrote, %d rows; want exactly 1", won, count(t, db, `SELECT count(*) FROM demo_requests`))
+		}
+	})
+
+	t.Run("a cancel whose request changed since it was read commits nothing", func(t *testing.T) {
+		s, db, _ := newStore(t)
+		r := newRequest("alice", "t")
+		onePhase(t, s, sc, "fp", created(s, r))
+		cancel := func(key string) (idempotency.ClaimResult, error) {
+			c := r
+			at := time.Now().UTC().Truncate(time.Microsecond)
+			c.State, c.CancelledAt = demo.StateCancelled, &at
+			d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: s.CancelDemoRequest(c)}
+			return s.ClaimAndFinishAtomically(ctx, idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}, r.ID, uuid.NewString(), ttl, d)
+		}
+		if cr, err := cancel("c-1"); err != nil || !cr.Claimed {
+			t.Fatalf("first cancel = %+v, %v", cr, err)
+		}
+		// A second key decided on the old read (still accepted).
+		if _, err := cancel("c-2"); !errors.Is(err, idempotency.ErrEffectNotApplied) {
+			t.Fatalf("cancel of a cancelled request: %v, want ErrEffectNotApplied", err)
+		}
+		if n := count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = 'c-2'`); n != 0 {
+			t.Fatal("the rolled-back cancel left its key")
+		}
+		if n := count(t, db, `SELECT count(*) FROM demo_requests WHERE state = 'cancelled'`); n != 1 {
+			t.Fatalf("%d cancelled rows, want 1", n)
+		}
+	})
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.sql from the statements")
+
+// TestStatementsAsWritten keeps the assembled statements in testdata, as
+// plain SQL to read: the claim, the one-phase create and the fenced finish.
+// go test ./internal/postgres -run TestStatementsAsWritten -update rewrites them.
+func TestStatementsAsWritten(t *testing.T) {
+	for name, got := range postgres.Statements() {
+		path := filepath.Join("testdata", name+".sql")
+		if *update {
+			if err := os.WriteFile(path, []byte(got+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to write it)", err)
+		}
+		if string(want) != got+"\n" {
+			t.Errorf("%s differs from the statement the store runs; run with -update and review the diff", path)
+		}
+	}
 }

@@ -1,0 +1,179 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
+
+// operation is everything the transport needs to make one operation safe to
+// retry. In is its decoded input, Out what it decides. idempotent turns it
+// into a handler; the key, scope, fingerprint, claim, replay, conflict,
+// release, waiting and rendering are done there, once for every operation.
+type operation[In, Out any] struct {
+	// name scopes the keys, e.g. "demo-requests.create".
+	name string
+	// path is idempotency.OnePhase when the work is a database write decided
+	// in Go beforehand, TwoPhase when it runs outside the database. Requests
+	// with workshop knobs always take the two-phase path.
+	path idempotency.Path
+	// decode reads and validates the request before anything is claimed:
+	// its errors are answered and nothing is stored.
+	decode func(w http.ResponseWriter, r *http.Request) (In, error)
+	// significant returns the fields that make two requests the same intent.
+	significant func(In) map[string]any
+	// decide decides the operation at now, without writing anything. An
+	// *apperr.Error of a 4xx is a definite refusal: stored and replayed like
+	// a success. Any other error is transient.
+	decide func(ctx context.Context, actor string, in In, now time.Time) (Out, error)
+	// render turns what was decided into the answer to store and send.
+	render func(Out) (idempotency.Response, error)
+	// write returns the business change that commits with the answer.
+	write func(Out) idempotency.Effect
+}
+
+// route is one idempotent route of the API: the table in routes.go feeds
+// both the router and the outcome route.
+type route struct {
+	method, pattern string
+	operation       string
+	handler         http.Handler
+}
+
+func idempotentRoute[In, Out any](s *server, method, pattern string, op operation[In, Out]) route {
+	return route{method: method, pattern: pattern, operation: op.name, handler: idempotent(s, op)}
+}
+
+// Request headers of the client side of the contract.
+const (
+	// HeaderClientAttempt is the client's attempt number for one intent
+	// (1, 2, …): logged, and counted when the intent gets its answer.
+	HeaderClientAttempt = "X-Client-Attempt"
+	// maxClientAttempt bounds a sane attempt number.
+	maxClientAttempt = 1000
+)
+
+// idempotent is the handler of op.
+func idempotent[In, Out any](s *server, op operation[In, Out]) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := idempotency.ParseKey(r.Header.Values("Idempotency-Key"))
+		if err != nil {
+			writeError(s.Logger, w, r, err)
+			return
+		}
+		actor := actorOf(r)
+		scope := idempotency.Scope{Actor: actor, Operation: op.name, Key: key}
+		noteKey(r, scope)
+		attempt, err := clientAttempt(r)
+		if err != nil {
+			writeError(s.Logger, w, r, err)
+			return
+		}
+		in, err := op.decode(w, r)
+		if err != nil {
+			writeError(s.Logger, w, r, err)
+			return
+		}
+		knobs, err := s.workshop().knobs(r)
+		if err != nil {
+			writeError(s.Logger, w, r, err)
+			return
+		}
+		fp, err := idempotency.Fingerprint(op.significant(in))
+		if err != nil {
+			writeError(s.Logger, w, r, err)
+			return
+		}
+		req := idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.path, Wait: preferWait(r)}
+		if s.Path != "" {
+			req.Path = s.Path
+		}
+		if knobs.set() {
+			req.Path = idempotency.TwoPhase
+		}
+
+		res, err := s.idem.Do(r.Context(), req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
+			if err := knobs.afterClaim(ctx); err != nil {
+				return idempotency.Decided{}, err
+			}
+			out, err := op.decide(ctx, actor, in, now)
+			if refusal, ok := errors.AsType[*apperr.Error](err); ok && render(refusal).Status < 500 {
+				return idempotency.Decided{Response: render(refusal)}, nil
+			} else if err != nil {
+				return idempotency.Decided{}, err
+			}
+			resp, err := op.render(out)
+			if err != nil {
+				return idempotency.Decided{}, err
+			}
+			return idempotency.Decided{Response: resp, Effect: op.write(out)}, nil
+		})
+		li := info(r)
+		li.outcome, li.path = res.Outcome, res.Path
+		if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && attempt > 0 && s.Metrics != nil {
+			s.Metrics.Answered(op.name, attempt)
+		}
+		if err != nil {
+			if apperr.Code(err) == apperr.OperationInProgress {
+				w.Header().Set("Link", "<"+outcomeURL(scope)+`>; rel="monitor"`)
+			}
+			writeError(s.Logger, w, r, err)
+			return
+		}
+		if knobs.dropResponse {
+			dropConnection(s.Logger, w, r)
+			return
+		}
+		if res.Waited {
+			w.Header().Set("Preference-Applied", "wait")
+		}
+		writeResponse(w, res.Response, res.Replayed)
+	})
+}
+
+// outcomeURL is the outcome route of scope, where a client asks what became
+// of its key.
+func outcomeURL(s idempotency.Scope) string {
+	return "/v1/idempotency-keys/" + url.PathEscape(s.Key) + "?operation=" + url.QueryEscape(s.Operation)
+}
+
+// clientAttempt reads X-Client-Attempt: 0 when absent.
+//
+// Errors: invalid_header.
+func clientAttempt(r *http.Request) (int, error) {
+	v := r.Header.Values(HeaderClientAttempt)
+	if len(v) == 0 {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v[0]))
+	if len(v) > 1 || err != nil || n < 1 || n > maxClientAttempt {
+		return 0, apperr.Errorf(apperr.InvalidHeader, "%s must be sent once, as a whole number from 1 to %d", HeaderClientAttempt, maxClientAttempt)
+	}
+	info(r).attempt = n
+	return n, nil
+}
+
+// preferWait reads the wait preference of RFC 7240 (Prefer: wait=10), in
+// any Prefer header among other preferences. A preference the server does
+// not understand is ignored, as the RFC asks.
+func preferWait(r *http.Request) time.Duration {
+	for _, h := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(h, ",") {
+			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
+			if !strings.EqualFold(strings.TrimSpace(name), "wait") {
+				continue
+			}
+			if n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(value), `"`)); err == nil && n > 0 {
+				return time.Duration(n) * time.Second
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,12 @@
+package postgres
+
+// Statements returns the assembled key statements by name, for the test that
+// keeps them in testdata as plain SQL to read.
+func Statements() map[string]string {
+	return map[string]string{
+		"claim":                         claimStatement,
+		"create_demo_request_one_phase": insertDemoRequest.onePhase,
+		"create_demo_request_finish":    insertDemoRequest.finish,
+		"cancel_demo_request_one_phase": cancelDemoRequest.onePhase,
+	}
+}

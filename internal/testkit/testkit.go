@@ -1,0 +1,88 @@
+// Package testkit holds the small pieces the test suites share: a clock a
+// test moves, a row count, waiting for a condition, and posting a create.
+// Only tests import it.
+package testkit
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Clock is a clock a test moves instead of sleeping. The store reads it
+// in place of the database clock (postgres.Store.Clock = c.Now).
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at the current second.
+func NewClock() *Clock { return &Clock{now: time.Now().UTC().Truncate(time.Second)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Count runs a query that returns one number, failing the test on error.
+func Count(t testing.TB, db *sqlx.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// Eventually reports whether cond becomes true within timeout, asking every
+// few milliseconds. A server logs a request after it answered it, so a test
+// that has its answer may still wait for the log.
+func Eventually(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// PostCreate sends a create to baseURL with the bearer token, the key (none
+// if empty), the JSON body and extra headers given as name, value pairs.
+func PostCreate(ctx context.Context, baseURL, token, key, body string, header ...string) (*http.Response, []byte, error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/demo-requests", strings.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Header.Set("Authorization", "Bearer "+token)
+	r.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
