@@ -296,7 +296,13 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			if deadline := time.Now().Add(d.WorkLeft); deadline.Before(until) {
 				until = deadline
 			}
-			if time.Until(until) <= 0 || !r.waiters.wait(clientCtx, s, until) {
+			answer, rerun := r.await(clientCtx, s, fp, until)
+			if answer != nil {
+				res.Outcome, res.Replayed, res.Waited, res.Response = OutcomeReplayed, true, true, *answer
+				r.observe(s, req.Path, res.Outcome)
+				return res, nil
+			}
+			if !rerun {
 				res.Outcome = OutcomeInProgress
 				r.observe(s, req.Path, res.Outcome)
 				return res, inProgress(d.RetryAfter())
@@ -314,12 +320,44 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 	}
 }
 
+// await waits until until for the answer of the attempt that owns s: handed
+// over by an owner in this process, or read from the store at each poll (the
+// owner may run on another replica). It returns the answer, or whether the
+// key is free again so the request should run its statement again (the
+// owner released it, or its lease passed).
+func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time) (answer *Response, rerun bool) {
+	e := r.waiters.register(s)
+	for ctx.Err() == nil && time.Now().Before(until) {
+		if r.waiters.wait(ctx, e, until) {
+			return e.resp, e.resp == nil
+		}
+		rec, now, err := r.cfg.Store.Lookup(ctx, s)
+		if err != nil {
+			break
+		}
+		switch d := Decide(rec, fp, now); d.Kind {
+		case Replay:
+			r.waiters.unregister(s, e)
+			return &rec.Response, false
+		case Busy:
+			continue
+		case Mismatch:
+			r.waiters.unregister(s, e)
+			return nil, false
+		default:
+			r.waiters.unregister(s, e)
+			return nil, true
+		}
+	}
+	r.waiters.unregister(s, e)
+	return nil, false
+}
+
 // run executes work for a claim this request owns, and finishes it. The work
 // gets a context detached from the client's, bounded by WorkBudget: a client
 // that hangs up must not cancel the finish, and the work must end well before
 // another request may take the key over.
 func (r *Runner) run(ctx context.Context, c Claim, res Result, work Work) (Result, error) {
-	defer r.waiters.wake(c.Scope)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
 	defer cancel()
 	d, err := work(wctx, r.cfg.Now())
@@ -328,6 +366,7 @@ func (r *Runner) run(ctx context.Context, c Claim, res Result, work Work) (Resul
 	}
 	switch {
 	case err == nil:
+		r.waiters.wake(c.Scope, &d.Response)
 		res.Response = d.Response
 		return res, nil
 	case errors.Is(err, ErrLeaseLost):
@@ -337,6 +376,7 @@ func (r *Runner) run(ctx context.Context, c Claim, res Result, work Work) (Resul
 	}
 	res.Outcome = OutcomeReleased
 	r.observe(c.Scope, TwoPhase, res.Outcome)
+	defer r.waiters.wake(c.Scope, nil) // once released, a waiter may claim
 	if rerr := r.release(ctx, c); rerr != nil {
 		// The key frees itself once the lease passes.
 		return res, errors.Join(err, fmt.Errorf("release claim: %w", rerr))

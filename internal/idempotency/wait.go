@@ -2,62 +2,85 @@ package idempotency
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
 
-// pollInterval is how often a waiting request asks the store again when no
-// finish in this process wakes it (the owner runs on another replica).
-const pollInterval = 250 * time.Millisecond
+// pollInterval is about how often a waiting request asks the store again
+// when no finish in this process wakes it (the owner runs on another
+// replica). Each wait draws its own interval around it, so that many waiters
+// do not ask at the same instant.
+const pollInterval = time.Second
 
-// waiters wakes the requests of this process that wait for a key's answer
-// (Prefer: wait) as soon as the owner's work ends here. A waiter holds no
-// database connection and no lock while it waits.
+// waiters lets the requests of this process that wait for a key's answer
+// (Prefer: wait) learn it the moment the owner's work ends here: the owner
+// hands them its answer, and they send it without asking the store. A waiter
+// holds no database connection and no lock while it waits.
 type waiters struct {
 	mu sync.Mutex
-	ch map[Scope]chan struct{}
+	m  map[Scope]*waitEntry
 }
 
-// wait blocks until the owner of s in this process ends its work, the next
-// poll is due, or until passes; it returns false once until has passed or ctx
-// ended, when the caller should stop waiting.
-func (w *waiters) wait(ctx context.Context, s Scope, until time.Time) bool {
-	w.mu.Lock()
-	if w.ch == nil {
-		w.ch = map[Scope]chan struct{}{}
-	}
-	ch, ok := w.ch[s]
-	if !ok {
-		ch = make(chan struct{})
-		w.ch[s] = ch
-	}
-	w.mu.Unlock()
+type waitEntry struct {
+	done chan struct{}
+	resp *Response // the owner's answer, nil if it released its claim
+	n    int       // waiters registered, while not woken
+}
 
-	t := time.NewTimer(min(time.Until(until), pollInterval))
+// register adds a waiter on s; every register is followed by one
+// unregister, unless the owner's wake removed the entry first.
+func (w *waiters) register(s Scope) *waitEntry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[Scope]*waitEntry{}
+	}
+	e, ok := w.m[s]
+	if !ok {
+		e = &waitEntry{done: make(chan struct{})}
+		w.m[s] = e
+	}
+	e.n++
+	return e
+}
+
+// unregister removes a waiter that stops waiting without being woken, and
+// the entry with the last one, so the map does not grow with keys whose
+// owners ran on other replicas.
+func (w *waiters) unregister(s Scope, e *waitEntry) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e.n--; e.n == 0 && w.m[s] == e {
+		delete(w.m, s)
+	}
+}
+
+// wait blocks until the owner wakes e, the next poll is due (about
+// pollInterval, drawn afresh so that many waiters do not ask the store at
+// the same instant), until passes or ctx ends. It returns whether e was
+// woken.
+func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool {
+	poll := time.Duration(float64(pollInterval) * (0.5 + rand.Float64()))
+	t := time.NewTimer(min(time.Until(until), poll))
 	defer t.Stop()
 	select {
-	case <-ch:
+	case <-e.done:
 		return true
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	// Not woken: the owner may run elsewhere. Forget the channel so the map
-	// does not grow with keys finished on other replicas; a request still
-	// waiting on it falls back to its poll.
-	w.mu.Lock()
-	if w.ch[s] == ch {
-		delete(w.ch, s)
-	}
-	w.mu.Unlock()
-	return ctx.Err() == nil && time.Now().Before(until)
+	return false
 }
 
-// wake releases every request waiting on s.
-func (w *waiters) wake(s Scope) {
+// wake releases every request waiting on s, with the owner's answer (nil if
+// the owner released its claim: then they ask the store again).
+func (w *waiters) wake(s Scope, resp *Response) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ch, ok := w.ch[s]; ok {
-		close(ch)
-		delete(w.ch, s)
+	if e, ok := w.m[s]; ok {
+		e.resp = resp
+		close(e.done)
+		delete(w.m, s)
 	}
 }
