@@ -331,21 +331,24 @@ func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time)
 		if r.waiters.wait(ctx, e, until) {
 			return e.resp, e.resp == nil
 		}
+		if !r.waiters.takePoll(e) {
+			continue
+		}
 		rec, now, err := r.cfg.Store.Lookup(ctx, s)
 		if err != nil {
 			break
 		}
-		switch d := Decide(rec, fp, now); d.Kind {
-		case Replay:
-			r.waiters.unregister(s, e)
-			return &rec.Response, false
+		switch Decide(rec, fp, now).Kind {
 		case Busy:
 			continue
-		case Mismatch:
+		case Replay:
+			r.waiters.wake(s, &rec.Response)
+			return &rec.Response, false
+		case Mismatch: // another intent took the key after it expired
 			r.waiters.unregister(s, e)
 			return nil, false
-		default:
-			r.waiters.unregister(s, e)
+		default: // released, or its lease passed: run again
+			r.waiters.wake(s, nil)
 			return nil, true
 		}
 	}

@@ -15,17 +15,20 @@ const pollInterval = time.Second
 
 // waiters lets the requests of this process that wait for a key's answer
 // (Prefer: wait) learn it the moment the owner's work ends here: the owner
-// hands them its answer, and they send it without asking the store. A waiter
-// holds no database connection and no lock while it waits.
+// hands them its answer, and they send it without asking the store. When the
+// owner runs on another replica, one waiter per key asks the store about once
+// a second and hands what it finds to the others. A waiter holds no database
+// connection and no lock while it waits.
 type waiters struct {
 	mu sync.Mutex
 	m  map[Scope]*waitEntry
 }
 
 type waitEntry struct {
-	done chan struct{}
-	resp *Response // the owner's answer, nil if it released its claim
-	n    int       // waiters registered, while not woken
+	done     chan struct{}
+	resp     *Response // the owner's answer, nil if it released its claim
+	n        int       // waiters registered, while not woken
+	nextPoll time.Time // when one of the waiters may ask the store again
 }
 
 // register adds a waiter on s; every register is followed by one
@@ -69,6 +72,19 @@ func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool 
 		return true
 	case <-t.C:
 	case <-ctx.Done():
+	}
+	return false
+}
+
+// takePoll reports whether the caller is the one waiter of e that asks the
+// store now: one read per key and process every pollInterval, however many
+// wait.
+func (w *waiters) takePoll(e *waitEntry) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now := time.Now(); now.After(e.nextPoll) {
+		e.nextPoll = now.Add(pollInterval)
+		return true
 	}
 	return false
 }
