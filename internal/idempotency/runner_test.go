@@ -1,0 +1,71 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/testkit"
+)
+
+// lostClaimReply is the real store, except that the reply to a claim is
+// lost after the claim committed: what a broken connection does.
+type lostClaimReply struct {
+	*postgres.Store
+	lose bool
+}
+
+func (s *lostClaimReply) Claim(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	cr, err := s.Store.Claim(ctx, sc, fp, token, lease, ttl)
+	if s.lose && err == nil {
+		s.lose = false
+		return idempotency.ClaimResult{}, &apperr.Error{Code: apperr.Unavailable, Message: "connection reset", Err: errors.New("read: connection reset by peer")}
+	}
+	return cr, err
+}
+
+// TestLostClaimReplyDoesNotBlockTheKey: a claim committed, but its requester
+// never learned it. The requester releases it by its token, so the retry
+// runs at once instead of getting 409 for a whole lease.
+func TestLostClaimReplyDoesNotBlockTheKey(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	store := &lostClaimReply{Store: postgres.New(db), lose: true}
+	r, err := idempotency.NewRunner(idempotency.Config{Store: store, TTL: time.Hour, Lease: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "op", Key: "k"}, Fingerprint: "fp", Path: idempotency.TwoPhase}
+	work := func(context.Context, time.Time) (idempotency.Decided, error) {
+		return idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte(`{}`)}}, nil
+	}
+	if _, err := r.Do(context.Background(), req, work); apperr.Code(err) != apperr.Unavailable {
+		t.Fatalf("the request whose claim reply was lost: %v, want unavailable", err)
+	}
+	if n := testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`); n != 0 {
+		t.Fatalf("%d claims left in progress by a lost reply, want 0", n)
+	}
+	res, err := r.Do(context.Background(), req, work)
+	if err != nil || res.Outcome != idempotency.OutcomeClaimed {
+		t.Fatalf("the retry: %+v, %v; want a fresh claim, not a 409", res, err)
+	}
+}
+
+func TestNewRunnerRefusesIncompleteConfig(t *testing.T) {
+	store := postgres.New(nil)
+	for name, cfg := range map[string]idempotency.Config{
+		"no store":          {TTL: time.Hour, Lease: time.Second},
+		"no lease":          {Store: store, TTL: time.Hour},
+		"TTL below lease":   {Store: store, TTL: time.Second, Lease: time.Minute},
+		"negative max wait": {Store: store, TTL: time.Hour, Lease: time.Second, MaxWait: -1},
+	} {
+		if _, err := idempotency.NewRunner(cfg); err == nil {
+			t.Errorf("%s: NewRunner accepted it", name)
+		}
+	}
+}
