@@ -48,6 +48,7 @@ func TestPreferWait(t *testing.T) {
 
 // TestPreferWaitCapped: a wait shorter than the owner's work ends in the 409.
 func TestPreferWaitCapped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withWorkshop())
 	claimed, release := e.hold()
 	go e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-cap"}, body: body1, header: holdHeader})
@@ -67,6 +68,7 @@ func TestPreferWaitCapped(t *testing.T) {
 // TestManyWaitersFewConnections: 200 retries wait on one key; while they
 // wait they hold almost none of the pool's connections.
 func TestManyWaitersFewConnections(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withWorkshop())
 	claimed, release := e.hold()
 	go e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-many"}, body: body1, header: holdHeader})
@@ -77,14 +79,14 @@ func TestManyWaitersFewConnections(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			replies[i], _ = e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-many"}, body: body1,
-				header: map[string]string{"Prefer": "wait=8"}})
+				header: map[string]string{"Prefer": "wait=12"}})
 		})
 	}
-	// Sample once the retries have arrived and run their first statement
-	// (an arrival takes a connection for its statement, as any request):
-	// then the pool falls quiet.
-	if !testkit.Eventually(5*time.Second, func() bool { return e.db.Stats().InUse <= 1 }) {
-		t.Fatalf("the pool never fell quiet: %d connections in use", e.db.Stats().InUse)
+	// Sample once every retry has arrived (its one-phase work ran, counted
+	// by the env) and run its first statement (which takes a connection, as
+	// any request does): then the pool falls quiet.
+	if !testkit.Eventually(20*time.Second, func() bool { return e.works.Load() >= n+1 && e.db.Stats().InUse <= 1 }) {
+		t.Fatalf("the retries never all arrived and waited: %d works, %d connections in use", e.works.Load(), e.db.Stats().InUse)
 	}
 	maxInUse, sum, samples := 0, 0, 0
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
@@ -117,6 +119,7 @@ func TestManyWaitersFewConnections(t *testing.T) {
 // TestClientAttemptHeader: X-Client-Attempt is checked before the claim and
 // logged.
 func TestClientAttemptHeader(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, bad := range []string{"0", "-1", "x", "1.5", "1001"} {
 		r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-att"}, body: body1,
@@ -137,6 +140,7 @@ func TestClientAttemptHeader(t *testing.T) {
 // TestProblemPages: every problem's type is a page the service serves, and
 // the key's errors link to it.
 func TestProblemPages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, body: body1})
 	if r.problem(t) != apperr.KeyMissing || r.Header.Get("Link") != `</problems/idempotency_key_missing>; rel="describedby"` {
@@ -159,6 +163,7 @@ func TestProblemPages(t *testing.T) {
 // TestDroppedResponseIsNotLoggedAs200: a response the workshop dropped is
 // logged and counted as dropped, not as the 200 net/http never sent.
 func TestDroppedResponseIsNotLoggedAs200(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withWorkshop())
 	if _, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-drop"}, body: body1,
 		header: map[string]string{"Workshop-Drop-Response": "true"}}); err == nil {

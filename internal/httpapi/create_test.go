@@ -145,6 +145,7 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 // TestRejectedBeforeClaim: every bad request is answered with a problem
 // before the key is claimed, and stores nothing.
 func TestRejectedBeforeClaim(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	big := `{"topic":"topic-x","note":"` + strings.Repeat("n", 70<<10) + `"}`
 	tests := []struct {
@@ -199,6 +200,7 @@ func TestRejectedBeforeClaim(t *testing.T) {
 }
 
 func TestActorsAreScoped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alice := e.create("key-shared", body1).request(t)
 	bobReply := e.must(req{path: "/v1/demo-requests", token: tokenBob, keys: []string{"key-shared"}, body: `{"topic":"topic-other"}`})
@@ -219,6 +221,7 @@ func TestActorsAreScoped(t *testing.T) {
 }
 
 func TestOutcomeRoute(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	get := func(token, key, query string) reply {
 		return e.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/" + key + query, token: token})

@@ -35,9 +35,9 @@ const (
 	testTTL    = 24 * time.Hour
 )
 
-// exchangeCheckers run on every request and response the suite exchanges
-// with the server (the OpenAPI check adds itself here).
-var exchangeCheckers []func(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte)
+// exchangeChecker checks one request and its response as the suite
+// exchanged them with the server.
+type exchangeChecker func(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte)
 
 // env is one server on its own fresh database, reached over loopback.
 type env struct {
@@ -129,7 +129,9 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	e.srv = httptest.NewServer(h)
-	e.client = &http.Client{Transport: &checkingTransport{t: t, next: http.DefaultTransport}, Timeout: 30 * time.Second}
+	// Every exchange of the suite is checked against api/openapi.yaml.
+	e.client = &http.Client{Timeout: 30 * time.Second,
+		Transport: &checkingTransport{t: t, next: http.DefaultTransport, checks: []exchangeChecker{checkOpenAPI}}}
 	t.Cleanup(func() {
 		e.srv.Close() // waits for in-flight requests, and so for their log lines
 		e.checkLogs(t)
@@ -285,10 +287,11 @@ func (e *env) checkLogs(t *testing.T) {
 // log line.
 var sensitive = []string{"key-", "topic-", "note-"}
 
-// checkingTransport hands every exchange to the exchangeCheckers.
+// checkingTransport hands every exchange to its checks.
 type checkingTransport struct {
-	t    testing.TB
-	next http.RoundTripper
+	t      testing.TB
+	next   http.RoundTripper
+	checks []exchangeChecker
 }
 
 func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -301,7 +304,7 @@ func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Body = io.NopCloser(bytes.NewReader(reqBody))
 	}
 	resp, err := c.next.RoundTrip(r)
-	if err != nil || len(exchangeCheckers) == 0 {
+	if err != nil || len(c.checks) == 0 {
 		return resp, err
 	}
 	respBody, err := io.ReadAll(resp.Body)
@@ -310,7 +313,7 @@ func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
-	for _, check := range exchangeCheckers {
+	for _, check := range c.checks {
 		r.Body = io.NopCloser(bytes.NewReader(reqBody))
 		check(c.t, r, reqBody, resp, respBody)
 	}

@@ -18,6 +18,7 @@ import (
 // TestMetricsCountOutcomes drives every outcome through HTTP and checks the
 // scrape counts each exactly as often as it happened.
 func TestMetricsCountOutcomes(t *testing.T) {
+	t.Parallel()
 	clk := testkit.NewClock()
 	e := newEnv(t, withClock(clk), withPath(idempotency.TwoPhase))
 
@@ -101,6 +102,7 @@ func containsAll(s string, subs []string) bool {
 }
 
 func TestMetricsInProgressClaims(t *testing.T) {
+	t.Parallel()
 	clk := testkit.NewClock()
 	e := newEnv(t, withClock(clk), withPath(idempotency.TwoPhase))
 	claimed, release := make(chan struct{}), make(chan struct{})
@@ -123,6 +125,7 @@ func TestMetricsInProgressClaims(t *testing.T) {
 // TestMetricsOnePhase: the one-phase path counts its outcomes under its own
 // label, and X-Client-Attempt is counted when the intent got its answer.
 func TestMetricsOnePhase(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withPath(idempotency.OnePhase))
 	e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-p1"}, body: body1, header: map[string]string{"X-Client-Attempt": "1"}})
 	e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-p1"}, body: body1, header: map[string]string{"X-Client-Attempt": "3"}})

@@ -295,6 +295,7 @@ func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
 }
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if r := e.must(req{method: http.MethodGet, path: path}); r.Status != http.StatusOK {
