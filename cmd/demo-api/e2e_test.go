@@ -19,6 +19,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/testkit"
 )
 
 // binary is the demo-api built once for the tests that cross the process
@@ -95,20 +96,8 @@ func start(t *testing.T, databaseURL string, env ...string) *proc {
 
 // post sends a create as alice.
 func (p *proc) post(key string, header ...string) (*http.Response, string, error) {
-	r, _ := http.NewRequest(http.MethodPost, p.url+"/v1/demo-requests", strings.NewReader(`{"topic":"topic-e2e","note":"note-e2e"}`))
-	r.Header.Set("Authorization", "Bearer "+e2eToken)
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Idempotency-Key", key)
-	for i := 0; i+1 < len(header); i += 2 {
-		r.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp, string(b), err
+	resp, body, err := testkit.PostCreate(context.Background(), p.url, e2eToken, key, `{"topic":"topic-e2e","note":"note-e2e"}`, header...)
+	return resp, string(body), err
 }
 
 // waitInProgress polls the outcome route until key is claimed.
@@ -137,11 +126,7 @@ func countRows(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var n int
-	if err := db.Get(&n, `SELECT count(*) FROM demo_requests`); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testkit.Count(t, db, `SELECT count(*) FROM demo_requests`)
 }
 
 // TestCrashMidRequest kills the server (SIGKILL) after the claim committed and
@@ -185,7 +170,7 @@ func TestCrashMidRequest(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the lease: %d %s, want a fresh 201", resp.StatusCode, body)
 	}
-	if !eventually(func() bool { return strings.Contains(p2.log(), `"outcome":"lease_taken_over"`) }) {
+	if !testkit.Eventually(2*time.Second, func() bool { return strings.Contains(p2.log(), `"outcome":"lease_taken_over"`) }) {
 		t.Fatal("the restarted server did not log a lease takeover")
 	}
 	if n := countRows(t, url); n != 1 {
@@ -304,17 +289,4 @@ func checkNoSecrets(t *testing.T, logs string) {
 func (p *proc) log() string {
 	b, _ := os.ReadFile(p.logPath)
 	return string(b)
-}
-
-// eventually reports whether cond becomes true within two seconds: the
-// server logs a request after it answered it.
-func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
 }
