@@ -80,7 +80,13 @@ type Store struct {
 	db *sqlx.DB
 	// Clock, if set, replaces the database clock (tests move time with it).
 	Clock func() time.Time
-	stmts sync.Map // query text → *sqlx.NamedStmt
+	// Unprepared runs every statement unprepared, for a pooler in
+	// transaction mode (such as PgBouncer's), where a prepared statement may
+	// not exist on the next transaction's connection. Each statement is then
+	// planned on every run: set it only behind such a pooler. Set it before
+	// the Store is used.
+	Unprepared bool
+	stmts      sync.Map // query text → *sqlx.NamedStmt
 }
 
 // prepared returns the statement of query, which has named parameters
@@ -105,6 +111,17 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.NamedStmt, er
 // queryRow runs the prepared query with args, in tx if not nil, and scans
 // its one row into dest.
 func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args map[string]any, dest any) error {
+	if s.Unprepared {
+		q, list, err := sqlx.Named(query, args)
+		if err != nil {
+			return err
+		}
+		var on sqlx.QueryerContext = s.db
+		if tx != nil {
+			on = tx
+		}
+		return dbErr(on.QueryRowxContext(ctx, s.db.Rebind(q), list...).StructScan(dest))
+	}
 	st, err := s.prepared(ctx, query)
 	if err != nil {
 		return err

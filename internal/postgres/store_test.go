@@ -269,7 +269,21 @@ func onePhase(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string, 
 }
 
 func TestOnePhase(t *testing.T) {
+	for _, unprepared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "prepared", true: "unprepared"}[unprepared], func(t *testing.T) {
+			testOnePhase(t, func(s *postgres.Store) { s.Unprepared = unprepared })
+		})
+	}
+}
+
+// testOnePhase runs the one-phase scenarios on stores set up by setup.
+func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 	ctx := context.Background()
+	newStore := func(t *testing.T) (*postgres.Store, *sqlx.DB, *testkit.Clock) {
+		s, db, clk := newStore(t)
+		setup(s)
+		return s, db, clk
+	}
 	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
 
 	t.Run("one statement writes the key completed and the business row", func(t *testing.T) {
