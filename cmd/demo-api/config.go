@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
 // config is the configuration of every command. Each field has an
@@ -26,6 +27,8 @@ type config struct {
 	refusedTopics   string
 	logFormat       string
 	shutdownTimeout time.Duration
+	path            string // "" (each operation's own), one_phase or two_phase
+	unprepared      bool
 }
 
 func loadConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -61,6 +64,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stderr io
 	fs.BoolVar(&c.workshop, "workshop", env("WORKSHOP", "false") == "true", "accept the Workshop-* headers ($WORKSHOP)")
 	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
 	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "json"), "json or text ($LOG_FORMAT)")
+	fs.StringVar(&c.path, "path", env("IDEMPOTENCY_PATH", ""), "make every operation take this path: one_phase or two_phase; empty: each its own ($IDEMPOTENCY_PATH)")
+	fs.BoolVar(&c.unprepared, "unprepared", env("DATABASE_UNPREPARED", "false") == "true", "do not prepare statements, for a pooler in transaction mode ($DATABASE_UNPREPARED)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -77,6 +82,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stderr io
 		if c.lease <= 0 || c.ttl < c.lease {
 			return c, fmt.Errorf("IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL")
 		}
+	}
+	if c.path != "" && c.path != string(idempotency.OnePhase) && c.path != string(idempotency.TwoPhase) {
+		return c, fmt.Errorf("IDEMPOTENCY_PATH must be one_phase, two_phase or empty")
 	}
 	if c.logFormat != "json" && c.logFormat != "text" {
 		return c, fmt.Errorf("LOG_FORMAT must be json or text")

@@ -14,6 +14,7 @@ import (
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 )
@@ -32,6 +33,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	store := postgres.New(db)
+	store.Unprepared = cfg.unprepared
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
 	m := metrics.New(store, logger)
 
@@ -46,6 +48,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Lease:    cfg.lease,
 		Workshop: cfg.workshop,
 		Metrics:  m,
+		Path:     idempotency.Path(cfg.path),
 	}
 	handler, err := httpapi.NewServer(deps)
 	if err != nil {
@@ -72,7 +75,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
-		"ttl", cfg.ttl, "lease", cfg.lease)
+		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared)
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
 
 	select {
