@@ -46,9 +46,6 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Workshop: cfg.workshop,
 		Metrics:  m,
 	}
-	if cfg.benchBaseline {
-		deps.Baseline = store
-	}
 	handler := httpapi.NewServer(deps)
 	ln, err := net.Listen("tcp", cfg.listenAddr)
 	if err != nil {

@@ -24,9 +24,6 @@ func (s *server) routes() http.Handler {
 		r.Method(http.MethodPost, "/v1/demo-requests", handleCreateDemoRequest(s.Logger, s.idem, s.Demo, s.workshop()))
 		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
 		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys))
-		if s.Baseline != nil {
-			r.Method(http.MethodPost, BaselinePath, handleBaselineCreate(s.Logger, s.Baseline))
-		}
 	})
 	return r
 }

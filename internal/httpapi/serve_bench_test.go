@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,7 +31,7 @@ import (
 // client's share can be left out. make bench measures the real binary on a
 // durable PostgreSQL; these numbers are for profiles, not for the targets.
 func BenchmarkServe(b *testing.B) {
-	srv, token := startBenchServer(b, true)
+	srv, token := startBenchServer(b)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.Cleanup(hc.CloseIdleConnections)
 
@@ -68,7 +67,6 @@ func BenchmarkServe(b *testing.B) {
 		key      func() string
 		replayed string
 	}{
-		{"baseline", httpapi.BaselinePath, func() string { return "" }, ""},
 		{"create", "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, ""},
 		{"replay", "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "true"},
 	} {
@@ -91,10 +89,9 @@ func BenchmarkServe(b *testing.B) {
 	}
 }
 
-// startBenchServer serves the API as serve.go wires it, on a fresh database,
-// with the baseline route if baseline is set. It returns the server and the
-// bearer token of actor "bench".
-func startBenchServer(tb testing.TB, baseline bool) (*httptest.Server, string) {
+// startBenchServer serves the API as serve.go wires it, on a fresh database.
+// It returns the server and the bearer token of actor "bench".
+func startBenchServer(tb testing.TB) (*httptest.Server, string) {
 	const token = "bench-token"
 	tokens, err := auth.Parse("bench:" + auth.Hash(token))
 	if err != nil {
@@ -115,71 +112,9 @@ func startBenchServer(tb testing.TB, baseline bool) (*httptest.Server, string) {
 		TTL:    24 * time.Hour,
 		Lease:  30 * time.Second,
 	}
-	if baseline {
-		deps.Baseline = store
-	}
 	srv := httptest.NewUnstartedServer(httpapi.NewServer(deps))
 	// Serve's goroutines, and the connections' it starts, inherit the label.
 	pprof.Do(context.Background(), pprof.Labels("side", "server"), func(context.Context) { srv.Start() })
 	tb.Cleanup(srv.Close)
 	return srv, token
-}
-
-// TestBaselineRoute checks the benchmark's baseline: absent unless enabled;
-// when enabled, authenticated, validated and answered like a create.
-func TestBaselineRoute(t *testing.T) {
-	body := `{"topic":"bench-create","note":"a demo request filed by the load generator"}`
-	post := func(srv *httptest.Server, path, token, key, body string) (*http.Response, map[string]any) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, bytes.NewReader([]byte(body)))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp, m
-	}
-
-	off, token := startBenchServer(t, false)
-	if resp, _ := post(off, httpapi.BaselinePath, token, "", body); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("baseline route without Deps.Baseline: status %d, want 404", resp.StatusCode)
-	}
-
-	on, token := startBenchServer(t, true)
-	if resp, _ := post(on, httpapi.BaselinePath, "", "", body); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("baseline without a token: status %d, want 401", resp.StatusCode)
-	}
-	if resp, m := post(on, httpapi.BaselinePath, token, "", `{"topic":""}`); resp.StatusCode != http.StatusBadRequest || m["code"] != "invalid_field" {
-		t.Errorf("baseline with an empty topic: status %d %v, want 400 invalid_field", resp.StatusCode, m)
-	}
-	base, got := post(on, httpapi.BaselinePath, token, "", body)
-	create, want := post(on, "/v1/demo-requests", token, "k-1", body)
-	if base.StatusCode != http.StatusCreated || create.StatusCode != http.StatusCreated {
-		t.Fatalf("baseline %d, create %d, want 201 both", base.StatusCode, create.StatusCode)
-	}
-	for _, h := range []string{"Content-Type", "Location"} {
-		if (base.Header.Get(h) == "") != (create.Header.Get(h) == "") {
-			t.Errorf("header %s: baseline %q, create %q", h, base.Header.Get(h), create.Header.Get(h))
-		}
-	}
-	if base.Header.Get("Location") != "/v1/demo-requests/"+fmt.Sprint(got["requestId"]) {
-		t.Errorf("baseline Location %q does not name its request %v", base.Header.Get("Location"), got["requestId"])
-	}
-	for k := range want {
-		if _, ok := got[k]; !ok || (k != "requestId" && k != "createdAt" && got[k] != want[k]) {
-			t.Errorf("baseline body %v differs from the create's %v at %q", got, want, k)
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("baseline body %v, create body %v", got, want)
-	}
 }

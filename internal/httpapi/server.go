@@ -33,9 +33,6 @@ type Deps struct {
 	// business effect, with the work's context and the client's request:
 	// tests hold or fail a request there.
 	AfterClaim func(ctx context.Context, r *http.Request) error
-	// Baseline, if set, serves POST /v1/bench/demo-requests: the business
-	// insert of a create without the idempotency layer, for make bench only.
-	Baseline BaselineStore
 }
 
 // Metrics is what the server reports to.
