@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,23 +33,60 @@ type config struct {
 	unprepared      bool
 }
 
-func loadConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+// commandUsage is the first line of each command's -h.
+var commandUsage = map[string]string{
+	"serve":         "usage: demo-api serve [flags]",
+	"migrate":       "usage: demo-api migrate up|down [flags]",
+	"purge-expired": "usage: demo-api purge-expired [flags]",
+}
+
+// loadConfig reads the environment (through getenv), then the flags in args.
+// A value of an environment variable that does not parse is an error naming
+// the variable, unless its flag is given too. With -h it prints the flags to
+// stdout and returns flag.ErrHelp; a bad flag prints them to stderr.
+func loadConfig(cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("demo-api "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The usage goes to stdout for -h, to stderr after a bad flag; the flag
+	// package's own error line is left out (run's caller prints the error).
+	var usage bytes.Buffer
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(&usage, "%s\n\nEach flag has an environment variable, named in its help; a flag wins.\n\n", commandUsage[cmd])
+		fs.SetOutput(&usage)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
 		}
 		return def
 	}
-	var errs []error
+	// envErrs are the environment variables that did not parse, by flag.
+	type envErr struct {
+		flag string
+		err  error
+	}
+	var envErrs []envErr
 	dur := func(p *time.Duration, name, flagName, def, help string) {
 		d, err := time.ParseDuration(env(name, def))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			envErrs = append(envErrs, envErr{flagName, fmt.Errorf("%s: %q is not a duration (e.g. 30s, 5m, 24h)", name, getenv(name))})
+			d, _ = time.ParseDuration(def)
 		}
 		fs.DurationVar(p, flagName, d, help+" ($"+name+")")
+	}
+	boolean := func(p *bool, name, flagName string, def bool, help string) {
+		b := def
+		if v := getenv(name); v != "" {
+			var err error
+			if b, err = strconv.ParseBool(v); err != nil {
+				envErrs = append(envErrs, envErr{flagName, fmt.Errorf("%s: %q is not a boolean (use true or false)", name, v)})
+				b = def
+			}
+		}
+		fs.BoolVar(p, flagName, b, help+" ($"+name+")")
 	}
 	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL ($DATABASE_URL)")
 	fs.StringVar(&c.listenAddr, "listen", env("LISTEN_ADDR", ":8080"), "listen address ($LISTEN_ADDR)")
@@ -57,20 +96,37 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stderr io
 	dur(&c.shutdownTimeout, "SHUTDOWN_TIMEOUT", "shutdown-timeout", "25s", "how long in-flight requests get to finish on SIGTERM")
 	batch, err := strconv.Atoi(env("SWEEP_BATCH", "500"))
 	if err != nil || batch < 1 {
-		errs = append(errs, fmt.Errorf("SWEEP_BATCH must be a positive number"))
+		envErrs = append(envErrs, envErr{"sweep-batch", fmt.Errorf("SWEEP_BATCH: %q is not a positive number", getenv("SWEEP_BATCH"))})
+		batch = 500
 	}
 	fs.IntVar(&c.sweepBatch, "sweep-batch", batch, "rows the sweeper deletes per statement ($SWEEP_BATCH)")
 	fs.StringVar(&c.tokens, "tokens", env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
-	fs.BoolVar(&c.workshop, "workshop", env("WORKSHOP", "false") == "true", "accept the Workshop-* headers ($WORKSHOP)")
+	boolean(&c.workshop, "WORKSHOP", "workshop", false, "accept the Workshop-* headers")
 	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
 	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "json"), "json or text ($LOG_FORMAT)")
 	fs.StringVar(&c.path, "path", env("IDEMPOTENCY_PATH", ""), "make every operation take this path: one_phase or two_phase; empty: each its own ($IDEMPOTENCY_PATH)")
-	fs.BoolVar(&c.unprepared, "unprepared", env("DATABASE_UNPREPARED", "false") == "true", "do not prepare statements, for a pooler in transaction mode ($DATABASE_UNPREPARED)")
+	boolean(&c.unprepared, "DATABASE_UNPREPARED", "unprepared", false, "do not prepare statements, for a pooler in transaction mode")
+	// -h must not print a password or the token hashes found in the environment.
+	fs.Lookup("database-url").DefValue = ""
+	fs.Lookup("tokens").DefValue = ""
+
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			io.Copy(stdout, &usage)
+			return c, err
+		}
+		io.Copy(stderr, &usage)
 		return c, err
 	}
-	if len(errs) > 0 {
-		return c, errs[0]
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (%s)", fs.Arg(0), commandUsage[cmd])
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, e := range envErrs {
+		if !given[e.flag] {
+			return c, e.err
+		}
 	}
 	if c.databaseURL == "" {
 		return c, fmt.Errorf("set DATABASE_URL (or -database-url) to a PostgreSQL URL")

@@ -11,6 +11,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,8 +41,17 @@ commands:
 
 run "demo-api <command> -h" for the flags and environment variables.`
 
-// run is the whole program; main only wires it to the process.
+// run is the whole program; main only wires it to the process. A command's
+// -h prints its flags to stdout and is no error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := runCommand(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("no command")
@@ -48,37 +59,58 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "serve":
-		cfg, err := loadConfig(cmd, args, getenv, stderr)
+		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr)
 		if err != nil {
 			return err
 		}
 		return serve(ctx, cfg, stdout, stderr)
 	case "migrate":
-		if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
-			return fmt.Errorf("usage: demo-api migrate up|down")
+		direction := ""
+		if len(args) > 0 && (args[0] == "up" || args[0] == "down") {
+			direction, args = args[0], args[1:]
+		} else if !wantsHelp(args) {
+			return errors.New(commandUsage[cmd])
 		}
-		cfg, err := loadConfig(cmd, args[1:], getenv, stderr)
+		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr)
 		if err != nil {
 			return err
 		}
-		return migrateCmd(ctx, cfg, args[0], stdout)
+		return migrateCmd(ctx, cfg, direction, stdout)
 	case "purge-expired":
-		cfg, err := loadConfig(cmd, args, getenv, stderr)
+		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr)
 		if err != nil {
 			return err
 		}
 		return purgeCmd(ctx, cfg, stdout)
 	case "hash-token":
+		const hashUsage = "usage: demo-api hash-token TOKEN\n\nPrints the hex SHA-256 of TOKEN, as API_TOKENS holds it (actor:sha256hex,…)."
+		if wantsHelp(args) {
+			fmt.Fprintln(stdout, hashUsage)
+			return nil
+		}
 		if len(args) != 1 {
-			return fmt.Errorf("usage: demo-api hash-token TOKEN")
+			return errors.New("usage: demo-api hash-token TOKEN")
 		}
 		fmt.Fprintln(stdout, auth.Hash(args[0]))
 		return nil
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
 	default:
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// wantsHelp reports whether args ask for help, as the flag package reads it.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--h", "--help":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
 }

@@ -1,25 +1,17 @@
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
-)
+import "time"
 
-// clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
-// 100 on Linux).
-const clockTick = 10 * time.Millisecond
+// notMeasured is what the report prints for a figure this OS does not give
+// (CPU times and memory are read from /proc, on Linux only).
+const notMeasured = "not measured on this OS"
 
-// cpuTimes is CPU time (user + system) consumed so far by the server, by
+// cpuTimes is CPU time (user + system) consumed so far by the servers, by
 // the PostgreSQL cluster (the postmaster and its children) and by this
 // process (the load generator).
 type cpuTimes struct {
 	server, postgres, client time.Duration
-	machine                  time.Duration // every process and the kernel, from /proc/stat
+	machine                  time.Duration // every process and the kernel
 }
 
 func (a cpuTimes) sub(b cpuTimes) cpuTimes {
@@ -27,95 +19,10 @@ func (a cpuTimes) sub(b cpuTimes) cpuTimes {
 		machine: a.machine - b.machine}
 }
 
-// machineBusy is the busy time of all CPUs so far: user, nice, system, irq,
-// softirq and steal of the "cpu" line of /proc/stat.
-func machineBusy() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0
-	}
-	var ticks int64
-	for _, i := range []int{1, 2, 3, 6, 7, 8} {
-		n, _ := strconv.ParseInt(f[i], 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * clockTick
-}
-
-// cpuMeter samples the CPU time of the server and of one cluster.
+// cpuMeter samples the CPU time of the server processes (the demo-api and
+// the baseline server: the idle one adds next to nothing) and of one
+// cluster. Its sample is zero where cpuMeasured is false.
 type cpuMeter struct {
-	serverPid, postmasterPid int
-}
-
-// postmasterPid is the parent of a backend of the cluster admin talks to.
-func postmasterPid(ctx context.Context, s *statsDB) (int, error) {
-	var backend int
-	if err := s.admin.GetContext(ctx, &backend, `SELECT pg_backend_pid()`); err != nil {
-		return 0, err
-	}
-	st, err := procStat(backend)
-	if err != nil {
-		return 0, fmt.Errorf("cluster processes are not readable (is PostgreSQL local?): %w", err)
-	}
-	return st.ppid, nil
-}
-
-type procStatus struct {
-	ppid int
-	cpu  time.Duration
-	comm string
-}
-
-// procStat reads /proc/<pid>/stat: comm, ppid, utime + stime.
-func procStat(pid int) (procStatus, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStatus{}, err
-	}
-	s := string(b)
-	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closing < open {
-		return procStatus{}, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[closing+1:]) // f[0] is the state, field 3 of the file
-	if len(f) < 13 {
-		return procStatus{}, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return procStatus{ppid: ppid, cpu: time.Duration(utime+stime) * clockTick, comm: s[open+1 : closing]}, nil
-}
-
-func (m *cpuMeter) sample() cpuTimes {
-	var t cpuTimes
-	if m == nil {
-		return t
-	}
-	if st, err := procStat(m.serverPid); err == nil {
-		t.server = st.cpu
-	}
-	if m.postmasterPid > 0 {
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			if st, err := procStat(pid); err == nil && (pid == m.postmasterPid || st.ppid == m.postmasterPid) {
-				t.postgres += st.cpu
-			}
-		}
-	}
-	t.machine = machineBusy()
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		t.client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return t
+	serverPids    []int
+	postmasterPid int
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
@@ -31,11 +32,18 @@ type floorResult struct {
 	perOpNote string
 }
 
+// floorDB is what a floor loop runs its statements on: the store, and the
+// baseline's prepared INSERT, both on one postgres.Open pool.
+type floorDB struct {
+	store  *postgres.Store
+	insert *sqlx.Stmt // baselineInsertSQL
+}
+
 // floorWork is one operation of a floor loop.
 type floorWork struct {
 	name string
 	note string
-	op   func(ctx context.Context, s *postgres.Store, seq int64) error
+	op   func(ctx context.Context, db floorDB, seq int64) error
 }
 
 // floorWorks are the statements a create, a replay and the baseline run.
@@ -50,13 +58,13 @@ func floorWorks() []floorWork {
 	var mu sync.Mutex
 	var completed []int64 // the keys "claim + finish" completed
 	return []floorWork{
-		{"claim (new key)", "the claim statement alone: one durable commit", func(ctx context.Context, s *postgres.Store, seq int64) error {
-			_, err := s.Claim(ctx, scope(-seq), fp, uuid.NewString(), lease, ttl)
+		{"claim (new key)", "the claim statement alone: one durable commit", func(ctx context.Context, db floorDB, seq int64) error {
+			_, err := db.store.Claim(ctx, scope(-seq), fp, uuid.NewString(), lease, ttl)
 			return err
 		}},
-		{"claim + finish", "a create's SQL: the claim, then the finish with the business row (two durable commits)", func(ctx context.Context, s *postgres.Store, seq int64) error {
+		{"claim + finish", "a create's SQL on the two-phase path: the claim, then the finish with the business row (two durable commits)", func(ctx context.Context, db floorDB, seq int64) error {
 			c := idempotency.Claim{Scope: scope(seq), Token: uuid.NewString()}
-			cr, err := s.Claim(ctx, c.Scope, fp, c.Token, lease, ttl)
+			cr, err := db.store.Claim(ctx, c.Scope, fp, c.Token, lease, ttl)
 			if err != nil {
 				return err
 			}
@@ -67,7 +75,7 @@ func floorWorks() []floorWork {
 			body, _ := json.Marshal(r)
 			resp := idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: r.ID,
 				Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + r.ID}}
-			if err := s.CreateResultAndFinishAtomically(ctx, c, idempotency.Decided{Response: resp, Effect: s.InsertDemoRequest(r)}); err != nil {
+			if err := db.store.CreateResultAndFinishAtomically(ctx, c, idempotency.Decided{Response: resp, Effect: db.store.InsertDemoRequest(r)}); err != nil {
 				return err
 			}
 			mu.Lock()
@@ -75,7 +83,7 @@ func floorWorks() []floorWork {
 			mu.Unlock()
 			return nil
 		}},
-		{"replay claim", "the claim statement on a completed key (what a replay runs)", func(ctx context.Context, s *postgres.Store, seq int64) error {
+		{"replay claim", "the claim statement on a completed key (what a replay runs)", func(ctx context.Context, db floorDB, seq int64) error {
 			mu.Lock()
 			n := int64(len(completed))
 			var key int64
@@ -86,28 +94,32 @@ func floorWorks() []floorWork {
 			if n == 0 {
 				return fmt.Errorf("no completed key to replay")
 			}
-			cr, err := s.Claim(ctx, scope(key), fp, uuid.NewString(), lease, ttl)
+			cr, err := db.store.Claim(ctx, scope(key), fp, uuid.NewString(), lease, ttl)
 			if err == nil && (cr.Claimed || cr.Prev == nil || cr.Prev.State != idempotency.Completed) {
 				err = fmt.Errorf("replay claim of key %d: not a completed record", key)
 			}
 			return err
 		}},
-		{"one-phase create", "a create's SQL on the one-phase path: the key born completed and the business row, one statement, one durable commit", func(ctx context.Context, s *postgres.Store, seq int64) error {
+		{"one-phase create", "a create's SQL on the one-phase path: the key born completed and the business row, one statement, one durable commit", func(ctx context.Context, db floorDB, seq int64) error {
 			r := demo.Request{ID: uuid.NewString(), Actor: "floor", State: demo.StateAccepted, Topic: in.Topic, Note: in.Note, CreatedAt: time.Now().UTC()}
 			body, _ := json.Marshal(r)
 			resp := idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: r.ID,
 				Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + r.ID}}
-			cr, err := s.ClaimAndFinishAtomically(ctx, scope(1<<40+seq), fp, uuid.NewString(), ttl, idempotency.Decided{Response: resp, Effect: s.InsertDemoRequest(r)})
+			cr, err := db.store.ClaimAndFinishAtomically(ctx, scope(1<<40+seq), fp, uuid.NewString(), ttl, idempotency.Decided{Response: resp, Effect: db.store.InsertDemoRequest(r)})
 			if err == nil && !cr.Claimed {
 				err = fmt.Errorf("one-phase key %d not written", seq)
 			}
 			return err
 		}},
+		{"plain insert", "the baseline's SQL: one INSERT, one durable commit", func(ctx context.Context, db floorDB, seq int64) error {
+			var created time.Time
+			return db.insert.QueryRowxContext(ctx, uuid.NewString(), "floor", demo.StateAccepted, "bench-floor", in.Note).Scan(&created)
+		}},
 	}
 }
 
 // runFloor runs work at conc goroutines for d.
-func runFloor(ctx context.Context, s *postgres.Store, w floorWork, conc int, d time.Duration, seq *atomic.Int64) floorResult {
+func runFloor(ctx context.Context, db floorDB, w floorWork, conc int, d time.Duration, seq *atomic.Int64) floorResult {
 	res := floorResult{name: w.name, conc: conc, perOpNote: w.note}
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -120,7 +132,7 @@ func runFloor(ctx context.Context, s *postgres.Store, w floorWork, conc int, d t
 			errs, first := 0, ""
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				t0 := time.Now()
-				err := w.op(ctx, s, seq.Add(1))
+				err := w.op(ctx, db, seq.Add(1))
 				mine = append(mine, time.Since(t0))
 				if err != nil {
 					errs++

@@ -28,12 +28,14 @@ var (
 	baselineBody = []byte(`{"topic":"bench-insert","note":"a demo request filed by the load generator"}`)
 )
 
-// client sends the benchmark's requests to one server.
+// client sends the benchmark's requests: creates, replays and storms to
+// demo-api, baseline requests to the baseline server, all as actor "bench".
 type client struct {
-	srv *serverProc
-	hc  *http.Client
-	seq atomic.Int64 // for unique keys
-	tag string       // unique per run, in every key
+	api, baseline *serverProc
+	token         string
+	hc            *http.Client
+	seq           atomic.Int64 // for unique keys
+	tag           string       // unique per run, in every key
 
 	created, inserted atomic.Int64 // 201s of creates (first ones) and of the baseline
 
@@ -41,7 +43,7 @@ type client struct {
 	pool []string // completed create keys, replayed by the replay scenario
 }
 
-func newClient(srv *serverProc, maxConns int) *client {
+func newClient(api, baseline *serverProc, token string, maxConns int) *client {
 	tr := &http.Transport{
 		MaxIdleConns:        maxConns,
 		MaxIdleConnsPerHost: maxConns,
@@ -49,7 +51,7 @@ func newClient(srv *serverProc, maxConns int) *client {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &client{srv: srv, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, tag: randHex(4)}
+	return &client{api: api, baseline: baseline, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, tag: randHex(4)}
 }
 
 // reply is what the benchmark keeps of a response.
@@ -60,12 +62,14 @@ type reply struct {
 	latency  time.Duration
 }
 
-func (c *client) post(ctx context.Context, path, key string, body []byte) reply {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.srv.base+path, bytes.NewReader(body))
+// post sends a create body to POST /v1/demo-requests of srv, with key
+// unless it is empty.
+func (c *client) post(ctx context.Context, srv *serverProc, key string, body []byte) reply {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.base+"/v1/demo-requests", bytes.NewReader(body))
 	if err != nil {
 		return reply{err: err}
 	}
-	req.Header.Set("Authorization", "Bearer "+c.srv.token)
+	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
@@ -94,7 +98,7 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 	switch name {
 	case scBaseline:
 		return func(ctx context.Context, w, i int) (reply, bool) {
-			r := c.post(ctx, baselinePath, "", baselineBody)
+			r := c.post(ctx, c.baseline, "", baselineBody)
 			ok := r.err == nil && r.status == http.StatusCreated
 			if ok {
 				c.inserted.Add(1)
@@ -105,7 +109,7 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 		made := make([][]string, workers)
 		return func(ctx context.Context, w, i int) (reply, bool) {
 				key := c.newKey()
-				r := c.post(ctx, "/v1/demo-requests", key, createBody)
+				r := c.post(ctx, c.api, key, createBody)
 				ok := r.err == nil && r.status == http.StatusCreated && !r.replayed
 				if ok {
 					c.created.Add(1)
@@ -126,7 +130,7 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 		return func(ctx context.Context, w, i int) (reply, bool) {
 			// Worker w replays keys w, w+workers, … of the pool, cycling.
 			key := pool[(w+i*workers)%len(pool)]
-			r := c.post(ctx, "/v1/demo-requests", key, createBody)
+			r := c.post(ctx, c.api, key, createBody)
 			return r, r.err == nil && r.status == http.StatusCreated && r.replayed
 		}, func() {}
 	}
@@ -234,7 +238,7 @@ func (c *client) storm(ctx context.Context, n int) stormResult {
 		done.Go(func() {
 			ready.Done()
 			<-release
-			replies[i] = c.post(ctx, "/v1/demo-requests", res.key, body)
+			replies[i] = c.post(ctx, c.api, res.key, body)
 		})
 	}
 	ready.Wait()
@@ -278,7 +282,7 @@ func (c *client) warmConnections(ctx context.Context, n int) {
 	for range n {
 		wg.Go(func() {
 			<-release
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.srv.base+"/healthz", nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.api.base+"/healthz", nil)
 			if resp, err := c.hc.Do(req); err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -300,6 +304,3 @@ func statusMix(m map[int]int) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// baselinePath is the baseline server's create route.
-const baselinePath = "/v1/bench/demo-requests"

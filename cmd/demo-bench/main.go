@@ -1,10 +1,10 @@
 // Command demo-bench is make bench: it starts a durable throw-away PostgreSQL
-// (pg_stat_statements preloaded) and the real demo-api binary with the
-// baseline route, then measures, in one run and alternating so that drift of
-// the machine hits every scenario alike:
+// (pg_stat_statements preloaded), the real demo-api binary, and itself again
+// as the baseline server (baseline.go), then measures, in one run and
+// alternating so that drift of the machine hits every scenario alike:
 //
-//   - baseline: the business insert through the same HTTP stack without the
-//     idempotency layer (POST /v1/bench/demo-requests);
+//   - baseline: POST /v1/demo-requests on the baseline server, the business
+//     insert through the same HTTP pieces without the idempotency layer;
 //   - create: POST /v1/demo-requests with a fresh Idempotency-Key;
 //   - replay: the same request again with a completed key;
 //
@@ -56,6 +56,16 @@ type options struct {
 var concurrencies = []int{1, 8, 32}
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == baselineCommand {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := serveBaseline(ctx, os.Getenv, os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "demo-bench baseline server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; every figure is the median across rounds")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each phase")
@@ -151,13 +161,21 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	b.rep.env = describeEnv(ctx, admin, pg.Source)
 	b.rep.env.code = describeCode(ctx, root)
 
-	srv, err := startServer(ctx, "server", bin, tmp, dbURL)
+	token := "bench-" + randHex(16)
+	srv, err := startAPI(ctx, "server", bin, tmp, dbURL, token) // migrates the database
 	if err != nil {
 		return 1, err
 	}
 	defer srv.stop()
-	b.cpu = &cpuMeter{serverPid: srv.cmd.Process.Pid}
-	if b.cpu.postmasterPid, err = postmasterPid(ctx, b.stats); err != nil {
+	base, err := startBaseline(ctx, "baseline", tmp, dbURL, token)
+	if err != nil {
+		return 1, err
+	}
+	defer base.stop()
+	b.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, base.cmd.Process.Pid}}
+	if !cpuMeasured {
+		b.logf("CPU and memory: %s", notMeasured)
+	} else if b.cpu.postmasterPid, err = postmasterPid(ctx, b.stats); err != nil {
 		b.logf("CPU of PostgreSQL not measured: %v", err)
 	}
 	if b.benchDB, err = sqlx.Open("postgres", dbURL); err != nil {
@@ -166,15 +184,17 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	defer b.benchDB.Close()
 	b.benchDB.SetMaxOpenConns(8)
 
-	cl := newClient(srv, o.stormSize+64)
+	cl := newClient(srv, base, token, o.stormSize+64)
 	if err := b.mainRounds(ctx, cl); err != nil {
 		return 1, err
 	}
-	peak, cur, err := srv.memory()
-	if err != nil {
-		return 1, err
+	if cpuMeasured {
+		peak, cur, err := srv.memory()
+		if err != nil {
+			return 1, err
+		}
+		b.rep.peakRSS, b.rep.rssAfter = peak, cur
 	}
-	b.rep.peakRSS, b.rep.rssAfter = peak, cur
 	if err := b.checkRows(ctx, cl); err != nil {
 		return 1, err
 	}
@@ -182,7 +202,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	if err := b.floor(ctx, dbURL); err != nil {
 		return 1, err
 	}
-	if err := b.countRoundTrips(ctx, bin, tmp, pg.Config.Host, pg.Config.Port, dbURL); err != nil {
+	if err := b.countRoundTrips(ctx, bin, tmp, pg.Config.Host, pg.Config.Port, dbURL, token); err != nil {
 		return 1, err
 	}
 	if ctx.Err() != nil {
@@ -299,7 +319,12 @@ func (b *bench) floor(ctx context.Context, dbURL string) error {
 		if err != nil {
 			return err
 		}
-		s := postgres.New(db)
+		insert, err := db.PreparexContext(ctx, baselineInsertSQL)
+		if err != nil {
+			db.Close()
+			return err
+		}
+		fdb := floorDB{store: postgres.New(db), insert: insert}
 		concs := []int{1, 8}
 		if syncOff {
 			concs = []int{1}
@@ -310,14 +335,16 @@ func (b *bench) floor(ctx context.Context, dbURL string) error {
 			}
 			for _, c := range concs {
 				if ctx.Err() != nil {
+					insert.Close()
 					db.Close()
 					return ctx.Err()
 				}
-				r := runFloor(ctx, s, w, c, b.o.floorDuration, &seq)
+				r := runFloor(ctx, fdb, w, c, b.o.floorDuration, &seq)
 				r.syncOff = syncOff
 				// Claims never finished would pile up and change the plans of
 				// what follows (the finish can pick the in-progress index).
 				if _, err := b.benchDB.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE actor_id = 'floor' AND state = 'in_progress'`); err != nil {
+					insert.Close()
 					db.Close()
 					return err
 				}
@@ -326,14 +353,16 @@ func (b *bench) floor(ctx context.Context, dbURL string) error {
 					map[bool]string{true: " (synchronous_commit=off)"}[syncOff], r.rps, ms(r.p50), r.errors, r.firstErr)
 			}
 		}
+		insert.Close()
 		db.Close()
 	}
 	return nil
 }
 
 // countRoundTrips runs each scenario, one request after the other, on a
-// second server whose database connections go through a counting proxy.
-func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL string) error {
+// second pair of servers whose database connections go through a counting
+// proxy.
+func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL, token string) error {
 	proxy, err := startProxy(host + ":" + port)
 	if err != nil {
 		return err
@@ -341,12 +370,17 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 	defer proxy.close()
 	// Planning time too, for these sequential requests only.
 	url := strings.Replace(dbURL, host+":"+port, proxy.addr(), 1) + "&pg_stat_statements.track_planning=on"
-	srv, err := startServer(ctx, "server-counted", bin, tmp, url)
+	srv, err := startAPI(ctx, "server-counted", bin, tmp, url, token)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	cl := newClient(srv, 16)
+	base, err := startBaseline(ctx, "baseline-counted", tmp, url, token)
+	if err != nil {
+		return err
+	}
+	defer base.stop()
+	cl := newClient(srv, base, token, 16)
 	req, after := cl.scenario(scCreate, 1)
 	closedLoop(ctx, 1, 0, 50, req) // keys to replay, and warm connections
 	after()
@@ -389,7 +423,15 @@ func describeCode(ctx context.Context, root string) string {
 
 // describeEnv names the machine and the server settings that matter.
 func describeEnv(ctx context.Context, admin *sqlx.DB, source string) environment {
-	e := environment{goVersion: runtime.Version(), cpus: runtime.NumCPU(), pgSource: source}
+	e := environment{goVersion: runtime.Version(), cpus: runtime.NumCPU(), pgSource: source, os: runtime.GOOS}
+	switch runtime.GOOS {
+	case "linux":
+		e.os = "Linux"
+	case "darwin":
+		e.os = "macOS"
+	case "windows":
+		e.os = "Windows"
+	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {

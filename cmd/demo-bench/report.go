@@ -42,11 +42,11 @@ type roundTripCount struct {
 func (r roundTripCount) perReq(v int64) float64 { return float64(v) / float64(max(r.requests, 1)) }
 
 type environment struct {
-	goVersion, cpuModel, kernel, pgVersion, pgSource string
-	code                                             string
-	cpus                                             int
-	memBytes                                         int64
-	settings                                         []string
+	goVersion, os, cpuModel, kernel, pgVersion, pgSource string
+	code                                                 string
+	cpus                                                 int
+	memBytes                                             int64
+	settings                                             []string
 }
 
 // report is everything one run measured.
@@ -237,7 +237,11 @@ func (r *report) targets() []target {
 		measured: stormRowsSummary(r.storms), want: "exactly 1 each", met: badRows == 0 && len(r.storms) > 0, hard: true})
 	ts = append(ts, target{name: "storms: 5xx responses", measured: fmt.Sprint(fivexx), want: "0", met: fivexx == 0, hard: true})
 	ts = append(ts, target{name: "storms: transport errors or unexpected statuses", measured: fmt.Sprint(other), want: "0", met: other == 0, hard: true})
-	ts = append(ts, target{name: "server peak RSS (VmHWM)", measured: mib(r.peakRSS), want: "≤ 64 MiB", met: r.peakRSS <= targetPeakRSS})
+	if cpuMeasured {
+		ts = append(ts, target{name: "server peak RSS (VmHWM)", measured: mib(r.peakRSS), want: "≤ 64 MiB", met: r.peakRSS <= targetPeakRSS})
+	} else {
+		ts = append(ts, target{name: "server peak RSS", measured: notMeasured})
+	}
 	cw, rw := work(r.phases, scCreate), work(r.phases, scReplay)
 	if r.opts.rounds > 0 && cw.calls > 0 {
 		ts = append(ts, target{name: "SQL round trips (statements) per create", measured: fmt.Sprintf("%.2f", cw.per(cw.calls)),
@@ -319,10 +323,13 @@ func (r *report) markdown() string {
 	p("## Latest run\n\n")
 	p("Command: %s, %s, %s in all.\n\n", r.command, r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed.Round(time.Second))
 	p("- Code: %s.\n", e.code)
-	p("- Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s; %s.\n", e.cpus, e.cpuModel, float64(e.memBytes)/(1<<30), e.kernel, e.goVersion)
+	p("- Machine: %d CPUs (%s), %.1f GiB RAM, %s %s; %s.\n", e.cpus, e.cpuModel, float64(e.memBytes)/(1<<30), e.os, e.kernel, e.goVersion)
 	p("- PostgreSQL: %s, %s, **durable** (%s), pg_stat_statements preloaded. The server is the real `demo-api serve` binary "+
-		"(LOG_FORMAT=json to a file, its pool of 32 connections, BENCH_BASELINE=true, SWEEP_INTERVAL=1h so no sweep runs during a phase), on 127.0.0.1.\n",
-		e.pgVersion, e.pgSource, strings.Join(e.settings, ", "))
+		"(LOG_FORMAT=json to a file, its pool of 32 connections, SWEEP_INTERVAL=1h so no sweep runs during a phase), on 127.0.0.1. "+
+		"The baseline is a server of its own, demo-bench started again as `demo-bench %s`: the same chi middleware in the same order "+
+		"(request id, JSON request log and latency histogram, panic recovery, bearer authentication), the same body rules and "+
+		"demo.CreateInput.Validate, postgres.Open's connection settings, one prepared INSERT, and the same 201 answer, without the idempotency layer.\n",
+		e.pgVersion, e.pgSource, strings.Join(e.settings, ", "), baselineCommand)
 	p("- Load: closed loop, each client sends its next request when the last one answered (Go net/http, keep-alive). "+
 		"%d rounds; in each, for 1, 8 and 32 clients: baseline, create, replay (order rotated each round), %s each after a %s warm-up; "+
 		"then %d storms of %d requests on one fresh key. Figures are medians across rounds; ratios are medians of the per-round ratios.\n\n",
@@ -417,32 +424,7 @@ func (r *report) markdown() string {
 	}
 	p("\n")
 
-	p("### CPU per request\n\nCPU time (user + system) during the measured phases, per request, medians across rounds. \"Cores busy\" is the three together per second of wall time; "+
-		"\"machine busy\" is every process and the kernel (/proc/stat), including whatever else runs on the machine (the machine has %d CPUs).\n\n", r.env.cpus)
-	p("| scenario | clients | demo-api | PostgreSQL | load generator | total | cores busy | machine busy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, sc := range []string{scBaseline, scCreate, scReplay} {
-		for _, c := range concurrencies {
-			var srv, pgc, cli, tot, busy, mach []float64
-			for _, ph := range r.phases {
-				if ph.scenario != sc || ph.conc != c || ph.load.n == 0 {
-					continue
-				}
-				n := float64(ph.load.n)
-				srv = append(srv, msf(ph.cpu.server)/n)
-				pgc = append(pgc, msf(ph.cpu.postgres)/n)
-				cli = append(cli, msf(ph.cpu.client)/n)
-				all := ph.cpu.server + ph.cpu.postgres + ph.cpu.client
-				tot = append(tot, msf(all)/n)
-				busy = append(busy, all.Seconds()/ph.load.elapsed.Seconds())
-				mach = append(mach, ph.cpu.machine.Seconds()/ph.load.elapsed.Seconds())
-			}
-			if len(tot) == 0 {
-				continue
-			}
-			p("| %s | %d | %.3f ms | %.3f ms | %.3f ms | %.3f ms | %.2f | %.2f |\n", sc, c, median(srv), median(pgc), median(cli), median(tot), median(busy), median(mach))
-		}
-	}
-	p("\n")
+	r.cpuSection(p)
 
 	p("### Same-key storms\n\n")
 	var first, replayed, conflict, s5xx, other int
@@ -461,7 +443,11 @@ func (r *report) markdown() string {
 	}
 	p("\n")
 
-	p("### Server memory\n\nPeak RSS of the demo-api process (VmHWM, after all phases and storms): **%s**; RSS at that point: %s.\n\n", mib(r.peakRSS), mib(r.rssAfter))
+	if cpuMeasured {
+		p("### Server memory\n\nPeak RSS of the demo-api process (VmHWM, after all phases and storms): **%s**; RSS at that point: %s.\n\n", mib(r.peakRSS), mib(r.rssAfter))
+	} else {
+		p("### Server memory\n\n%s.\n\n", notMeasured)
+	}
 
 	p("### SQL floor\n\nThe store's statements straight from Go (postgres.Open and postgres.Store, as the server uses them), no HTTP, %s per line:\n\n", r.opts.floorDuration)
 	p("| work | clients | synchronous_commit | ops/s | p50 | p99 | errors |\n|---|---:|---|---:|---:|---:|---:|\n")
@@ -523,4 +509,38 @@ func writeSection(path, md string) error {
 		return err
 	}
 	return os.WriteFile(path, out, 0o644)
+}
+
+// cpuSection renders the CPU per request, where this OS lets it be measured.
+func (r *report) cpuSection(p func(format string, args ...any)) {
+	if !cpuMeasured {
+		p("### CPU per request\n\n%s.\n\n", notMeasured)
+		return
+	}
+	p("### CPU per request\n\nCPU time (user + system) during the measured phases, per request, medians across rounds. \"Cores busy\" is the three together per second of wall time; "+
+		"\"Servers\" is demo-api and the baseline server together (the one not under load adds next to nothing). \"machine busy\" is every process and the kernel (/proc/stat), including whatever else runs on the machine (the machine has %d CPUs).\n\n", r.env.cpus)
+	p("| scenario | clients | servers | PostgreSQL | load generator | total | cores busy | machine busy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, sc := range []string{scBaseline, scCreate, scReplay} {
+		for _, c := range concurrencies {
+			var srv, pgc, cli, tot, busy, mach []float64
+			for _, ph := range r.phases {
+				if ph.scenario != sc || ph.conc != c || ph.load.n == 0 {
+					continue
+				}
+				n := float64(ph.load.n)
+				srv = append(srv, msf(ph.cpu.server)/n)
+				pgc = append(pgc, msf(ph.cpu.postgres)/n)
+				cli = append(cli, msf(ph.cpu.client)/n)
+				all := ph.cpu.server + ph.cpu.postgres + ph.cpu.client
+				tot = append(tot, msf(all)/n)
+				busy = append(busy, all.Seconds()/ph.load.elapsed.Seconds())
+				mach = append(mach, ph.cpu.machine.Seconds()/ph.load.elapsed.Seconds())
+			}
+			if len(tot) == 0 {
+				continue
+			}
+			p("| %s | %d | %.3f ms | %.3f ms | %.3f ms | %.3f ms | %.2f | %.2f |\n", sc, c, median(srv), median(pgc), median(cli), median(tot), median(busy), median(mach))
+		}
+	}
+	p("\n")
 }

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,60 +62,78 @@ func buildServer(ctx context.Context, root, dir string) (string, error) {
 	return bin, nil
 }
 
-// serverProc is a running demo-api serve.
+// serverProc is a running server: demo-api serve, or the baseline server.
 type serverProc struct {
-	name  string
-	cmd   *exec.Cmd
-	base  string // http://127.0.0.1:port
-	token string // the bearer token of actor "bench"
-	log   string // its stdout and stderr
-	done  chan error
+	name string
+	cmd  *exec.Cmd
+	base string // http://127.0.0.1:port
+	log  string // its stderr
+	done chan error
 }
 
-// startServer runs bin serve on a loopback port of its choosing against
-// databaseURL, with the baseline route enabled and the sweeper idle (so that
-// every statement during a phase is a request's), and waits for /readyz.
-func startServer(ctx context.Context, name, bin, dir, databaseURL string) (*serverProc, error) {
-	token := "bench-" + randHex(16)
+// serverEnv is the environment of both servers: a loopback port of their
+// choosing, the bench's token for actor "bench", JSON logs (to a file), and
+// the sweeper idle so that every statement during a phase is a request's.
+func serverEnv(databaseURL, token string) []string {
+	return []string{
+		"PATH=" + os.Getenv("PATH"),
+		"DATABASE_URL=" + databaseURL,
+		"LISTEN_ADDR=127.0.0.1:0",
+		"API_TOKENS=bench:" + auth.Hash(token),
+		"LOG_FORMAT=json",
+		"SWEEP_INTERVAL=1h",
+	}
+}
+
+// startAPI runs bin serve (which migrates the database first).
+func startAPI(ctx context.Context, name, bin, dir, databaseURL, token string) (*serverProc, error) {
+	return startServer(ctx, name, []string{bin, "serve"}, dir, serverEnv(databaseURL, token))
+}
+
+// startBaseline runs this program again as the baseline server (see
+// baseline.go), on a database that startAPI has migrated.
+func startBaseline(ctx context.Context, name, dir, databaseURL, token string) (*serverProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this program to start the baseline server: %w", err)
+	}
+	return startServer(ctx, name, []string{self, baselineCommand}, dir, serverEnv(databaseURL, token))
+}
+
+// startServer runs argv with env, learns its address from the line
+// "<name> listening on http://ADDR" it prints first, and waits for /readyz.
+// Its stderr goes to dir/name.log.
+func startServer(ctx context.Context, name string, argv []string, dir string, env []string) (*serverProc, error) {
 	s := &serverProc{
-		name:  name,
-		token: token,
-		log:   filepath.Join(dir, name+".log"),
-		done:  make(chan error, 1),
+		name: name,
+		log:  filepath.Join(dir, name+".log"),
+		done: make(chan error, 1),
 	}
 	logf, err := os.Create(s.log)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close() // the child has its own descriptor
-	s.cmd = exec.Command(bin, "serve")
-	s.cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"DATABASE_URL=" + databaseURL,
-		"LISTEN_ADDR=127.0.0.1:0",
-		"API_TOKENS=bench:" + auth.Hash(token),
-		"LOG_FORMAT=json",
-		"BENCH_BASELINE=true",
-		"SWEEP_INTERVAL=1h",
-	}
+	s.cmd = exec.Command(argv[0], argv[1:]...)
+	s.cmd.Env = env
 	s.cmd.Stderr = logf
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
-	// serve prints "demo-api listening on http://ADDR" once it listens.
 	out := bufio.NewReader(stdout)
 	line, err := out.ReadString('\n')
-	if !strings.HasPrefix(line, "demo-api listening on ") {
+	_, addr, ok := strings.Cut(strings.TrimSpace(line), " listening on ")
+	if !ok {
 		s.cmd.Process.Kill()
 		s.cmd.Wait()
 		return nil, fmt.Errorf("server %s printed no address (%v); its log:\n%s", name, err, tailFile(s.log, 20))
 	}
-	s.base = strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
+	s.base = addr
 	go io.Copy(io.Discard, out) // the pipe must not fill up
 	go func() { s.done <- s.cmd.Wait() }()
 
@@ -146,32 +163,10 @@ func startServer(ctx context.Context, name, bin, dir, databaseURL string) (*serv
 	}
 }
 
-// memory returns the server's peak (VmHWM) and current (VmRSS) resident set
-// in bytes.
+// memory returns the server's peak and current resident set in bytes
+// (Linux only).
 func (s *serverProc) memory() (peak, current int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmHWM:":
-			peak = kb << 10
-		case "VmRSS:":
-			current = kb << 10
-		}
-	}
-	if peak == 0 {
-		return 0, 0, errors.New("no VmHWM in /proc/<pid>/status")
-	}
-	return peak, current, sc.Err()
+	return memory(s.cmd.Process.Pid)
 }
 
 // stop sends SIGTERM and waits up to 10s, then kills.
@@ -179,7 +174,9 @@ func (s *serverProc) stop() {
 	if s == nil || s.cmd.Process == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil { // Windows has no SIGTERM
+		_ = s.cmd.Process.Kill()
+	}
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):

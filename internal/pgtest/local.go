@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,9 +82,11 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 
 	settings := []string{
 		"listen_addresses=127.0.0.1",
-		"unix_socket_directories=" + l.dir,
 		"max_connections=300",
 		"shared_buffers=128MB",
+	}
+	if runtime.GOOS != "windows" {
+		settings = append(settings, "unix_socket_directories="+l.dir)
 	}
 	if !opts.Durable {
 		settings = append(settings, "fsync=off", "synchronous_commit=off", "full_page_writes=off")
@@ -98,7 +101,7 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 		}
 		var o []string
 		for _, s := range append(settings, "port="+strconv.Itoa(port)) {
-			o = append(o, "-c", shellQuote(s))
+			o = append(o, "-c", quoteOption(s))
 		}
 		out, err = l.command(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", l.data, "-l", l.log,
 			"-o", strings.Join(o, " ")).CombinedOutput()
@@ -133,7 +136,7 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 
 // command runs one of the PostgreSQL binaries, as pgUser when root.
 func (l *local) command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	argv := append(append([]string{}, l.prefix...), filepath.Join(l.bindir, name))
+	argv := append(append([]string{}, l.prefix...), filepath.Join(l.bindir, exeName(name)))
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = l.dir // pgUser may not be able to enter the current directory
@@ -190,34 +193,130 @@ func (l *local) stop() error {
 	return errors.Join(errs...)
 }
 
-// findBinDir returns the first folder holding initdb, pg_ctl and postgres:
-// the one of initdb on PATH (symbolic links resolved, so that all three come
-// from the same installation), then /usr/lib/postgresql/*/bin, newest first.
-func findBinDir() (string, error) {
-	var candidates []string
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
-		}
-		candidates = append(candidates, filepath.Dir(p))
+// binSearch is where findBinDir looks for the server binaries. Tests give
+// it a fake folder tree.
+type binSearch struct {
+	// pgConfig runs `pg_config --bindir` ("" without a pg_config).
+	pgConfig func() string
+	// lookPath finds a program on PATH (exec.LookPath).
+	lookPath func(string) (string, error)
+	// globs are patterns whose * is a version, each tried newest first.
+	globs []string
+}
+
+// binGlobs are where packages put the binaries: Debian and Ubuntu, Homebrew
+// (Apple silicon, then Intel), Postgres.app, and the Windows installer.
+var binGlobs = []string{
+	"/usr/lib/postgresql/*/bin",
+	"/opt/homebrew/opt/postgresql@*/bin",
+	"/usr/local/opt/postgresql@*/bin",
+	"/Applications/Postgres.app/Contents/Versions/*/bin",
+}
+
+func defaultBinSearch() binSearch {
+	globs := binGlobs
+	if runtime.GOOS == "windows" {
+		globs = []string{`C:\Program Files\PostgreSQL\*\bin`}
 	}
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
-		}
-		candidates = append(candidates, filepath.Dir(p))
+	return binSearch{
+		pgConfig: func() string {
+			p, err := exec.LookPath("pg_config")
+			if err != nil {
+				return ""
+			}
+			out, err := exec.Command(p, "--bindir").Output()
+			if err != nil {
+				return ""
+			}
+			return strings.TrimSpace(string(out))
+		},
+		lookPath: exec.LookPath,
+		globs:    globs,
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.SliceStable(dirs, func(i, j int) bool {
-		return versionLess(filepath.Base(filepath.Dir(dirs[j])), filepath.Base(filepath.Dir(dirs[i])))
-	})
-	candidates = append(candidates, dirs...)
-	for _, dir := range candidates {
-		if isExec(filepath.Join(dir, "initdb")) && isExec(filepath.Join(dir, "pg_ctl")) && isExec(filepath.Join(dir, "postgres")) {
+}
+
+// installHint says what to install when no server binaries are found.
+const installHint = "install the PostgreSQL server binaries: `sudo apt-get install postgresql` (Debian, Ubuntu), " +
+	"`brew install postgresql@16` (macOS, Homebrew) or Postgres.app (https://postgresapp.com), " +
+	"the installer of https://www.postgresql.org/download/windows/ (Windows); or run a Docker engine"
+
+// candidates lists the folders to try, in order and without repeats: the
+// bindir of pg_config, the folders of initdb and pg_ctl on PATH (symbolic
+// links resolved, so that all three binaries come from one installation),
+// then each of globs, newest version first.
+func (b binSearch) candidates() []string {
+	var dirs []string
+	if d := b.pgConfig(); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, name := range []string{"initdb", "pg_ctl"} {
+		if p, err := b.lookPath(name); err == nil {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				p = r
+			}
+			dirs = append(dirs, filepath.Dir(p))
+		}
+	}
+	for _, g := range b.globs {
+		dirs = append(dirs, globNewestFirst(g)...)
+	}
+	seen := map[string]bool{}
+	out := dirs[:0]
+	for _, d := range dirs {
+		key := d
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			key = r
+		}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// find returns the first candidate holding initdb, pg_ctl and postgres.
+func (b binSearch) find() (string, error) {
+	for _, dir := range b.candidates() {
+		if hasServerBinaries(dir) {
 			return dir, nil
 		}
 	}
-	return "", errors.New("no initdb, pg_ctl and postgres found on PATH or in /usr/lib/postgresql/*/bin")
+	return "", fmt.Errorf("no PostgreSQL server binaries (initdb, pg_ctl, postgres) in pg_config --bindir, on PATH or in %s",
+		strings.Join(b.globs, ", "))
+}
+
+func hasServerBinaries(dir string) bool {
+	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+		if !isExec(filepath.Join(dir, exeName(name))) {
+			return false
+		}
+	}
+	return true
+}
+
+// findBinDir returns the folder of the server binaries (see binSearch).
+func findBinDir() (string, error) { return defaultBinSearch().find() }
+
+// globNewestFirst returns the folders matching pattern, whose one * is a
+// version, the newest first ("latest", as Postgres.app names a link, before
+// any number).
+func globNewestFirst(pattern string) []string {
+	dirs, _ := filepath.Glob(pattern)
+	star := strings.IndexByte(pattern, '*')
+	version := func(dir string) string {
+		return strings.TrimSuffix(strings.TrimPrefix(dir, pattern[:star]), pattern[star+1:])
+	}
+	sort.SliceStable(dirs, func(i, j int) bool { return versionLess(version(dirs[j]), version(dirs[i])) })
+	return dirs
+}
+
+// exeName is the file name of a program on this OS.
+func exeName(name string) string {
+	if runtime.GOOS == "windows" {
+		return name + ".exe"
+	}
+	return name
 }
 
 // versionLess compares "9.6" < "15" numerically, part by part.
@@ -239,9 +338,13 @@ func versionLess(a, b string) bool {
 	return len(pa) < len(pb)
 }
 
+// isExec reports whether path is an executable file (on Windows, a file).
 func isExec(path string) bool {
 	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	return runtime.GOOS == "windows" || fi.Mode().Perm()&0o111 != 0
 }
 
 func lookupPGUser() (uid, gid int, err error) {
@@ -286,8 +389,12 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// shellQuote quotes s for sh: pg_ctl pastes -o into a shell command line.
-func shellQuote(s string) string {
+// quoteOption quotes s for the command line pg_ctl builds from -o: a sh
+// command line, or a cmd.exe one on Windows.
+func quoteOption(s string) string {
+	if runtime.GOOS == "windows" {
+		return `"` + s + `"`
+	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 

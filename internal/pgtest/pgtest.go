@@ -73,8 +73,13 @@ type Options struct {
 //  1. TEST_DATABASE_URL if set (a postgres:// URL, parsed into Config). Its
 //     user needs CREATEDB and CREATEROLE (pgtestdb creates a role and
 //     databases).
-//  2. A throw-away cluster from local PostgreSQL binaries: initdb and pg_ctl
-//     looked up on PATH, then in /usr/lib/postgresql/*/bin, newest version
+//  2. A throw-away cluster from local PostgreSQL binaries (initdb, pg_ctl,
+//     postgres), in the first folder that holds all three of: `pg_config
+//     --bindir`; the folders of initdb and pg_ctl on PATH;
+//     /usr/lib/postgresql/*/bin (Debian, Ubuntu);
+//     /opt/homebrew/opt/postgresql@*/bin and /usr/local/opt/postgresql@*/bin
+//     (Homebrew); /Applications/Postgres.app/Contents/Versions/*/bin; on
+//     Windows C:\Program Files\PostgreSQL\*\bin; each newest version
 //     first. When the process is root, the cluster runs as the `postgres` OS
 //     user (through runuser), since PostgreSQL refuses to run as root.
 //  3. dockertest with the postgres:15 image, if a Docker engine answers.
@@ -101,12 +106,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if dockerErr == nil {
 		return s, nil
 	}
-	return nil, fmt.Errorf("pgtest: no PostgreSQL for the tests. Install the PostgreSQL server binaries "+
-		"(initdb, pg_ctl; e.g. `apt-get install postgresql`), or run a Docker engine, "+
+	return nil, fmt.Errorf("pgtest: no PostgreSQL for the tests: %s; "+
 		"or set %s to a server whose user may create roles and databases "+
 		"(e.g. `docker compose up -d --wait postgres-test` and "+
 		"%s=postgres://postgres@127.0.0.1:55433/postgres?sslmode=disable).\n"+
-		"  local binaries: %v\n  dockertest: %v", envURL, envURL, localErr, dockerErr)
+		"  local binaries: %v\n  dockertest: %v", installHint, envURL, envURL, localErr, dockerErr)
 }
 
 // Stop stops what Start started: nothing for TEST_DATABASE_URL; pg_ctl stop

@@ -39,7 +39,7 @@ func TestNewDBGivesDistinctDatabases(t *testing.T) {
 	}
 	// And they are separate: a row in one is not in the other.
 	if _, err := a.Exec(`INSERT INTO demo_requests (id, actor_id, topic, note, state, created_at)
-		VALUES (gen_random_uuid(), 'actor', 'topic', 'note', 'new', now())`); err != nil {
+		VALUES (gen_random_uuid(), 'actor', 'topic', 'note', 'accepted', now())`); err != nil {
 		t.Fatal(err)
 	}
 	var n int

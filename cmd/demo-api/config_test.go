@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/auth"
+)
+
+// TestLoadConfig reads the configuration from an environment and flags.
+func TestLoadConfig(t *testing.T) {
+	tokens := "alice:" + auth.Hash("t")
+	base := map[string]string{"DATABASE_URL": "postgres://db/x", "API_TOKENS": tokens}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		cmd     string
+		env     map[string]string
+		args    []string
+		check   func(config) bool // for a valid configuration
+		wantErr string            // for an invalid one: part of the error
+	}{
+		{name: "defaults", env: base, check: func(c config) bool {
+			return c.listenAddr == ":8080" && c.ttl == 24*time.Hour && c.lease == 30*time.Second &&
+				c.sweepInterval == time.Minute && c.sweepBatch == 500 && !c.workshop && c.logFormat == "json" &&
+				c.shutdownTimeout == 25*time.Second && c.refusedTopics == "blocked"
+		}},
+		{name: "environment", env: with("LISTEN_ADDR", "127.0.0.1:9", "IDEMPOTENCY_TTL", "1h", "IDEMPOTENCY_LEASE", "10s",
+			"SWEEP_BATCH", "7", "WORKSHOP", "true", "LOG_FORMAT", "text"), check: func(c config) bool {
+			return c.listenAddr == "127.0.0.1:9" && c.ttl == time.Hour && c.lease == 10*time.Second &&
+				c.sweepBatch == 7 && c.workshop && c.logFormat == "text"
+		}},
+		{name: "flags win over the environment", env: with("WORKSHOP", "true", "LISTEN_ADDR", ":1"),
+			args: []string{"-workshop=false", "-listen", ":2"}, check: func(c config) bool { return !c.workshop && c.listenAddr == ":2" }},
+		{name: "WORKSHOP=1 is true", env: with("WORKSHOP", "1"), check: func(c config) bool { return c.workshop }},
+		{name: "WORKSHOP=FALSE is false", env: with("WORKSHOP", "FALSE"), check: func(c config) bool { return !c.workshop }},
+		{name: "WORKSHOP=yes is refused", env: with("WORKSHOP", "yes"), wantErr: `WORKSHOP: "yes" is not a boolean`},
+		{name: "WORKSHOP=on is refused", env: with("WORKSHOP", "on"), wantErr: `WORKSHOP: "on" is not a boolean`},
+		{name: "a bad WORKSHOP under its flag is ignored", env: with("WORKSHOP", "yes"), args: []string{"-workshop"},
+			check: func(c config) bool { return c.workshop }},
+		{name: "bad duration", env: with("IDEMPOTENCY_TTL", "a day"), wantErr: `IDEMPOTENCY_TTL: "a day" is not a duration`},
+		{name: "bad batch", env: with("SWEEP_BATCH", "0"), wantErr: "SWEEP_BATCH"},
+		{name: "no database", env: map[string]string{"API_TOKENS": tokens}, wantErr: "set DATABASE_URL"},
+		{name: "serve needs tokens", env: map[string]string{"DATABASE_URL": "postgres://db/x"}, wantErr: "API_TOKENS"},
+		{name: "purge-expired needs no tokens", cmd: "purge-expired", env: map[string]string{"DATABASE_URL": "postgres://db/x"},
+			check: func(c config) bool { return c.databaseURL == "postgres://db/x" }},
+		{name: "lease over ttl", env: with("IDEMPOTENCY_TTL", "1m", "IDEMPOTENCY_LEASE", "2m"), wantErr: "IDEMPOTENCY_LEASE"},
+		{name: "log format", env: with("LOG_FORMAT", "xml"), wantErr: "LOG_FORMAT"},
+		{name: "unknown flag", env: base, args: []string{"-nope"}, wantErr: "-nope"},
+		{name: "stray argument", env: base, args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := tc.cmd
+			if cmd == "" {
+				cmd = "serve"
+			}
+			getenv := func(k string) string { return tc.env[k] }
+			c, err := loadConfig(cmd, tc.args, getenv, io.Discard, io.Discard)
+			switch {
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.wantErr == "" && !tc.check(c):
+				t.Fatalf("config %+v", c)
+			}
+		})
+	}
+}
+
+// TestHelp: every command's -h prints its usage to stdout and is no error,
+// without the database URL or token hashes of the environment.
+func TestHelp(t *testing.T) {
+	env := map[string]string{"DATABASE_URL": "postgres://u:secret-pw@db/x", "API_TOKENS": "alice:" + auth.Hash("t")}
+	getenv := func(k string) string { return env[k] }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "-h"}, "usage: demo-api serve [flags]"},
+		{[]string{"serve", "--help"}, "-workshop"},
+		{[]string{"migrate", "-h"}, "usage: demo-api migrate up|down [flags]"},
+		{[]string{"migrate", "up", "-h"}, "-database-url"},
+		{[]string{"purge-expired", "-h"}, "-sweep-batch"},
+		{[]string{"hash-token", "-h"}, "usage: demo-api hash-token TOKEN"},
+		{[]string{"-h"}, "commands:"},
+	} {
+		var stdout, stderr strings.Builder
+		err := run(context.Background(), tc.args, getenv, &stdout, &stderr)
+		if err != nil {
+			t.Errorf("demo-api %v: %v", tc.args, err)
+		}
+		if !strings.Contains(stdout.String(), tc.want) {
+			t.Errorf("demo-api %v printed %q, want %q in it", tc.args, stdout.String(), tc.want)
+		}
+		if out := stdout.String() + stderr.String(); strings.Contains(out, "secret-pw") || strings.Contains(out, auth.Hash("t")) {
+			t.Errorf("demo-api %v printed a secret of the environment:\n%s", tc.args, out)
+		}
+	}
+	// A bad flag is an error, with the usage on stderr.
+	var stdout, stderr strings.Builder
+	err := run(context.Background(), []string{"serve", "-nope"}, getenv, &stdout, &stderr)
+	if err == nil || errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr.String(), "usage: demo-api serve") || stdout.Len() > 0 {
+		t.Errorf("serve -nope: err %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+}
+
+// TestHelpExitCode runs the binary: -h exits 0, a bad WORKSHOP exits 1
+// naming the variable.
+func TestHelpExitCode(t *testing.T) {
+	out, err := exec.Command(binary, "serve", "-h").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "-listen") {
+		t.Errorf("demo-api serve -h: %v\n%s", err, out)
+	}
+	cmd := exec.Command(binary, "serve")
+	cmd.Env = []string{"DATABASE_URL=postgres://db/x", "API_TOKENS=alice:" + auth.Hash("t"), "WORKSHOP=yes"}
+	out, err = cmd.CombinedOutput()
+	if exit, ok := errors.AsType[*exec.ExitError](err); !ok || exit.ExitCode() != 1 || !strings.Contains(string(out), "WORKSHOP") {
+		t.Errorf("demo-api serve with WORKSHOP=yes: %v\n%s", err, out)
+	}
+}
+
+// TestLinksNoTestCode: the service binary links no package that exists for
+// tests or the bench.
+func TestLinksNoTestCode(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps gave %d packages", len(deps))
+	}
+	for _, p := range deps {
+		if p == "testing" || strings.Contains(p, "pgtest") || strings.Contains(p, "dockertest") ||
+			strings.Contains(p, "demo-bench") || strings.HasSuffix(p, "/httptest") {
+			t.Errorf("demo-api links %s", p)
+		}
+	}
+}
