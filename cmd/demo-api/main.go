@@ -38,6 +38,7 @@ commands:
   migrate up|down     apply all migrations, or roll back the last one
   purge-expired       delete expired idempotency records, then exit
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
+  provider            run the review desk, the external service requests are handed to
 
 run "demo-api <command> -h" for the flags and environment variables.`
 
@@ -82,6 +83,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		return purgeCmd(ctx, cfg, stdout)
+	case "provider":
+		return providerCmd(ctx, args, getenv, stdout, stderr)
 	case "hash-token":
 		const hashUsage = "usage: demo-api hash-token TOKEN\n\nPrints the hex SHA-256 of TOKEN, as API_TOKENS holds it (actor:sha256hex,…)."
 		if wantsHelp(args) {

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/provider"
+)
+
+const providerUsage = "usage: demo-api provider [flags]\n\nRuns the review desk, the external service the dispatcher hands accepted requests to.\nEach flag has an environment variable, named in its help; a flag wins.\n"
+
+// providerCmd runs the review desk until ctx ends.
+func providerCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo-api provider", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dbURL := fs.String("database-url", "", "the review desk's own PostgreSQL URL ($PROVIDER_DATABASE_URL)")
+	addr := fs.String("listen", cmp.Or(getenv("PROVIDER_LISTEN_ADDR"), ":8090"), "listen address ($PROVIDER_LISTEN_ADDR)")
+	faults := fs.Bool("faults", false, "accept PUT /v1/faults, the fault knobs ($PROVIDER_FAULTS)")
+	format := fs.String("log-format", cmp.Or(getenv("LOG_FORMAT"), "json"), "json or text ($LOG_FORMAT)")
+	if v := getenv("PROVIDER_FAULTS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("PROVIDER_FAULTS: %q is not a boolean (use true or false)", v)
+		}
+		*faults = b
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, providerUsage+"\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
+		return err
+	}
+	if *dbURL == "" {
+		*dbURL = getenv("PROVIDER_DATABASE_URL")
+	}
+	if *dbURL == "" {
+		return errors.New("set PROVIDER_DATABASE_URL (or -database-url) to the review desk's PostgreSQL URL")
+	}
+	cfg := config{logFormat: *format}
+	logger := cfg.logger(stderr).With("service", "review-desk")
+	db, err := postgres.Open(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := provider.Migrate(db); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: provider.NewServer(db, logger, *faults).Handler(), ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("serving", "addr", ln.Addr().String(), "faults", *faults)
+	fmt.Fprintf(stdout, "review desk listening on http://%s\n", ln.Addr())
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}

@@ -1,0 +1,2 @@
+DROP TABLE submissions;
+DROP SEQUENCE submission_refs;

@@ -1,0 +1,97 @@
+package provider
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepg "github.com/golang-migrate/migrate/v4/database/postgres"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jmoiron/sqlx"
+)
+
+//go:embed schema/*.sql
+var schema embed.FS
+
+// migrationsTable is the review desk's own record of its migrations, so it
+// can share a database with the API (as in tests) without a clash.
+const migrationsTable = "review_desk_schema_migrations"
+
+// Migrate applies the review desk's schema to db.
+func Migrate(db *sqlx.DB) error {
+	src, err := iofs.New(schema, "schema")
+	if err != nil {
+		return fmt.Errorf("read review desk schema: %w", err)
+	}
+	drv, err := migratepg.WithInstance(db.DB, &migratepg.Config{MigrationsTable: migrationsTable})
+	if err != nil {
+		return fmt.Errorf("migrate review desk: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "postgres", drv)
+	if err != nil {
+		return fmt.Errorf("migrate review desk: %w", err)
+	}
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrate review desk: %w", err)
+	}
+	return nil
+}
+
+// Receipt is an accepted submission, as the desk answers it.
+type Receipt struct {
+	Key         string    `json:"key" db:"key"`
+	Reference   string    `json:"reference" db:"reference"`
+	AcceptedAt  time.Time `json:"acceptedAt" db:"accepted_at"`
+	Fingerprint string    `json:"-" db:"fingerprint"`
+}
+
+// store keeps the submissions.
+type store struct{ db *sqlx.DB }
+
+// acceptSQL accepts a submission under its key once: the primary key
+// decides a race. It returns the row it inserted (fresh) or, in the same
+// round trip, the row that was there. A row committed by a concurrent
+// request after this statement's snapshot is seen by neither part: the
+// caller runs it again.
+const acceptSQL = `
+WITH fresh AS (
+    INSERT INTO submissions (key, fingerprint, request_id, topic, note, reference, accepted_at)
+    VALUES ($1, $2, $3, $4, $5, 'RD-' || lpad(nextval('submission_refs')::text, 6, '0'), now())
+    ON CONFLICT (key) DO NOTHING
+    RETURNING key, fingerprint, reference, accepted_at, true AS fresh
+)
+SELECT * FROM fresh
+UNION ALL
+SELECT key, fingerprint, reference, accepted_at, false FROM submissions
+WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM fresh)`
+
+// accept stores s under key unless the key is taken, and returns the
+// receipt of the key and whether this call stored it.
+func (st store) accept(ctx context.Context, key, fp string, s Submission) (Receipt, bool, error) {
+	for range 3 {
+		var row struct {
+			Receipt
+			Fresh bool `db:"fresh"`
+		}
+		err := st.db.GetContext(ctx, &row, acceptSQL, key, fp, s.RequestID, s.Topic, s.Note)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // a concurrent first submission committed after our snapshot
+		}
+		return row.Receipt, row.Fresh, err
+	}
+	return Receipt{}, false, errors.New("accept submission: the key kept changing")
+}
+
+// lookup returns the receipt of key; ok is false when the desk never
+// accepted it.
+func (st store) lookup(ctx context.Context, key string) (r Receipt, ok bool, err error) {
+	err = st.db.GetContext(ctx, &r, `SELECT key, fingerprint, reference, accepted_at FROM submissions WHERE key = $1`, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}

@@ -1,0 +1,142 @@
+// Package reviewdesk is the Go client of the review desk provider. It tells
+// a caller apart the three outcomes of a call to another system: accepted, a
+// definite refusal, and unclear — the call may or may not have been accepted,
+// so the caller must ask (Status) before it sends again.
+package reviewdesk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Submission is what the demo hands the desk.
+type Submission struct {
+	RequestID string `json:"requestId"`
+	Topic     string `json:"topic"`
+	Note      string `json:"note"`
+}
+
+// Receipt is the desk's record of an accepted submission.
+type Receipt struct {
+	Key        string    `json:"key"`
+	Reference  string    `json:"reference"`
+	AcceptedAt time.Time `json:"acceptedAt"`
+}
+
+// ErrNotFound is Status's answer when the desk never accepted the key.
+var ErrNotFound = errors.New("reviewdesk: the provider holds no submission with this key")
+
+// RefusedError is Submit's answer to a definite refusal (a 4xx other than
+// 408, 409, 425 and 429): sending the same again cannot succeed.
+type RefusedError struct {
+	Status       int
+	Code, Detail string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("reviewdesk: refused (%d %s): %s", e.Status, e.Code, e.Detail)
+}
+
+// UnclearError is any other failure: a timeout, a broken connection, a 5xx,
+// a 429. The call may or may not have been accepted.
+type UnclearError struct {
+	Op  string // "submit" or "status"
+	Err error
+}
+
+func (e *UnclearError) Error() string { return "reviewdesk: " + e.Op + ": outcome unclear: " + e.Err.Error() }
+func (e *UnclearError) Unwrap() error { return e.Err }
+
+// maxAnswer bounds what the client reads of an answer.
+const maxAnswer = 64 << 10
+
+// Client calls one review desk. Each call's deadline is its ctx's.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// New returns a client of the desk at baseURL (e.g. http://127.0.0.1:8090);
+// hc nil means http.DefaultClient.
+func New(baseURL string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
+}
+
+// Submit sends s under key, the sender's idempotency key for this
+// submission: the same key for every attempt of one submission. A nil error
+// means accepted, the first time or again.
+//
+// Errors: *RefusedError (definite), *UnclearError (ask Status before sending
+// again).
+func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt, error) {
+	body, _ := json.Marshal(s)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/submissions", bytes.NewReader(body))
+	if err != nil {
+		return Receipt{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	status, answer, err := c.do(req)
+	if err != nil {
+		return Receipt{}, &UnclearError{Op: "submit", Err: err}
+	}
+	switch {
+	case status == http.StatusOK || status == http.StatusCreated:
+		return decodeReceipt(answer)
+	case status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 && status != 429:
+		var p struct{ Code, Detail string }
+		json.Unmarshal(answer, &p)
+		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
+	}
+	return Receipt{}, &UnclearError{Op: "submit", Err: fmt.Errorf("status %d", status)}
+}
+
+// Status asks what became of key.
+//
+// Errors: ErrNotFound (the desk never accepted it: sending is safe),
+// *UnclearError.
+func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/submissions/"+url.PathEscape(key), nil)
+	if err != nil {
+		return Receipt{}, err
+	}
+	status, answer, err := c.do(req)
+	switch {
+	case err != nil:
+		return Receipt{}, &UnclearError{Op: "status", Err: err}
+	case status == http.StatusOK:
+		return decodeReceipt(answer)
+	case status == http.StatusNotFound:
+		return Receipt{}, ErrNotFound
+	}
+	return Receipt{}, &UnclearError{Op: "status", Err: fmt.Errorf("status %d", status)}
+}
+
+func (c *Client) do(req *http.Request) (int, []byte, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	return resp.StatusCode, b, err
+}
+
+func decodeReceipt(b []byte) (Receipt, error) {
+	var r Receipt
+	if err := json.Unmarshal(b, &r); err != nil || r.Reference == "" {
+		return Receipt{}, &UnclearError{Op: "decode", Err: fmt.Errorf("an answer that is not a receipt: %.100s", b)}
+	}
+	return r, nil
+}
