@@ -52,7 +52,9 @@ type UnclearError struct {
 	Err error
 }
 
-func (e *UnclearError) Error() string { return "reviewdesk: " + e.Op + ": outcome unclear: " + e.Err.Error() }
+func (e *UnclearError) Error() string {
+	return "reviewdesk: " + e.Op + ": outcome unclear: " + e.Err.Error()
+}
 func (e *UnclearError) Unwrap() error { return e.Err }
 
 // maxAnswer bounds what the client reads of an answer.
