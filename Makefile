@@ -1,26 +1,41 @@
 # demo-api: make run serves the API on :8080 with a development PostgreSQL;
 # make test runs every test against a real PostgreSQL it starts itself.
+#
+#   make run        the API on :8080 (LISTEN_ADDR) with a development database
+#                   from scripts/dev-db.sh: DATABASE_URL if set, else Docker,
+#                   else a cluster of its own in .data/pg on 127.0.0.1:54329.
+#                   DEV_DB_PORT=54330 make run picks another port, so that two
+#                   clones on one machine can run side by side.
+#   make db-stop    stop that cluster
+#   make db-reset   stop it and delete its data: the next make run starts fresh
+#   make test       gofmt, go vet and every test with the race detector
+#   make cross      the builds of other systems: go vet for macOS, go build
+#                   for Windows (.ci/run runs it beside make test)
+#   make bench      the benchmark; writes docs/bench.md
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
+export DEV_DB_PORT
 
 # Development tokens, for make run only. The server is given their SHA-256.
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
-sha256 = $(shell printf %s '$(1)' | sha256sum | cut -d' ' -f1)
 
-.PHONY: run test bench build vet fmt db-stop clean
+.PHONY: run test cross bench build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
 
+# Each step stops make run at its first failure, with that step's message.
 run: build
-	@url="$$(scripts/dev-db.sh)"; \
+	@set -eo pipefail; \
+	url="$$(scripts/dev-db.sh)"; \
+	alice="$$(./bin/demo-api hash-token '$(DEV_TOKEN_ALICE)')"; \
+	bob="$$(./bin/demo-api hash-token '$(DEV_TOKEN_BOB)')"; \
 	echo "demo-api: database $$url"; \
 	echo "demo-api: tokens: alice -> '$(DEV_TOKEN_ALICE)', bob -> '$(DEV_TOKEN_BOB)'  (Authorization: Bearer $(DEV_TOKEN_ALICE))"; \
 	echo "demo-api: workshop headers enabled; try the curl lines of README.md"; \
-	DATABASE_URL="$$url" \
-	API_TOKENS="alice:$(call sha256,$(DEV_TOKEN_ALICE)),bob:$(call sha256,$(DEV_TOKEN_BOB))" \
+	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" \
 	LISTEN_ADDR="$${LISTEN_ADDR:-:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
 	exec ./bin/demo-api serve
 
@@ -33,7 +48,12 @@ test:
 	gofmt -l . | tee /dev/stderr | (! read)
 	$(GO) vet ./...
 	set -o pipefail; $(GO) test -race -count=1 -v ./... 2>&1 \
-	  | grep -vE '^\s*(=== (RUN|PAUSE|CONT)|--- PASS: \S+/|\S+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
+	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
+
+# The project must build on macOS and Windows too.
+cross:
+	GOOS=darwin $(GO) vet ./...
+	GOOS=windows $(GO) build ./...
 
 bench:
 	$(GO) run ./cmd/demo-bench
@@ -46,6 +66,9 @@ fmt:
 
 db-stop:
 	scripts/dev-db.sh stop
+
+db-reset:
+	scripts/dev-db.sh reset
 
 clean:
 	rm -rf bin

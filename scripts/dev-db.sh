@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# dev-db.sh: have a development PostgreSQL and print its URL.
+# dev-db.sh: have a development PostgreSQL and print a database URL.
 #
-#   scripts/dev-db.sh        print a DATABASE_URL (last and only line on stdout)
-#   scripts/dev-db.sh stop   stop the local cluster, if this script started one
+#   scripts/dev-db.sh             print the URL of database "demo" (the only
+#                                 line on stdout), creating what is missing
+#   scripts/dev-db.sh url NAME    the same for database NAME on the same
+#                                 server, e.g. `scripts/dev-db.sh url reviewdesk`
+#   scripts/dev-db.sh stop        stop the local cluster (make db-stop)
+#   scripts/dev-db.sh reset       stop it and delete its data, or the Docker
+#                                 service and its volume (make db-reset); the
+#                                 next run starts fresh
 #
-# Where the database comes from, in this order:
-#   1. $DATABASE_URL, if set: printed as is.
+# Where the server comes from, in this order:
+#   1. $DATABASE_URL, if set: printed as is (with NAME: its database swapped
+#      for NAME, which must exist there).
 #   2. A Docker engine (docker info succeeds): `docker compose up -d --wait
-#      postgres` (docker-compose.yml), on 127.0.0.1:55432.
-#   3. A persistent local cluster from the PostgreSQL binaries (PATH, then
-#      /usr/lib/postgresql/*/bin, newest first) in .data/pg, on
-#      127.0.0.1:54329, run as the `postgres` OS user when root.
-# Progress goes to stderr. Running it again is fine: it reuses what runs.
+#      postgres` (docker-compose.yml), on 127.0.0.1:${DEV_DB_PORT:-55432}.
+#   3. A cluster of its own in .data/pg, from the local PostgreSQL binaries,
+#      on 127.0.0.1:${DEV_DB_PORT:-54329}, run as the `postgres` OS user when
+#      root. The binaries are looked for in `pg_config --bindir`, on PATH, in
+#      /usr/lib/postgresql/*/bin (apt), /opt/homebrew/opt/postgresql@*/bin and
+#      /usr/local/opt/postgresql@*/bin (Homebrew),
+#      /Applications/Postgres.app/Contents/Versions/*/bin, newest first
+#      (an existing cluster keeps the version that made it).
+#
+# DEV_DB_PORT sets the port, so that two clones on one machine can each run
+# their own cluster: e.g. `DEV_DB_PORT=54330 make run` in the second one.
+# Progress is one line per step on stderr; what the PostgreSQL tools print
+# goes to .data/dev-db.log, the server's own log to .data/pg.log. Running it
+# again is fine: it reuses what runs.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,32 +35,90 @@ data_root="$root/.data"
 pgdata="$data_root/pg"
 pgsock="$data_root/pgsock"
 pglog="$data_root/pg.log"
-port=54329
-db=demo
-local_url="postgres://postgres@127.0.0.1:$port/$db?sslmode=disable"
-docker_url="postgres://postgres:postgres@127.0.0.1:55432/$db?sslmode=disable"
+toollog="$data_root/dev-db.log"
+local_port="${DEV_DB_PORT:-54329}"
+docker_port="${DEV_DB_PORT:-55432}"
 
 log() { echo "dev-db: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-# bindir prints the folder of initdb/pg_ctl/postgres: the one matching an
-# existing cluster's version if installed, else PATH, else the newest
-# /usr/lib/postgresql/*/bin.
+install_hint="install the PostgreSQL server binaries: 'sudo apt-get install postgresql' (Debian, Ubuntu), 'brew install postgresql@16' (macOS, Homebrew) or Postgres.app (https://postgresapp.com); or run a Docker engine (docker compose is then used); or set DATABASE_URL"
+
+[[ "$local_port" =~ ^[0-9]+$ ]] || die "DEV_DB_PORT must be a port number, not '$local_port'"
+
+# tool runs a PostgreSQL tool with its output in the tool log; on failure it
+# shows the end of that log and stops with message $1.
+tool() {
+  local what=$1
+  shift
+  mkdir -p "$data_root"
+  echo "== $(date '+%Y-%m-%d %H:%M:%S') $*" >>"$toollog"
+  if ! "$@" >>"$toollog" 2>&1; then
+    tail -n 15 "$toollog" | sed 's/^/  /' >&2
+    die "$what failed (the whole output is in $toollog)"
+  fi
+}
+
+# resolve prints the folder of file $1, symbolic links followed (readlink -f
+# is not on every macOS).
+resolve_dir() {
+  local p=$1 t
+  while [[ -L "$p" ]]; do
+    t="$(readlink "$p")"
+    if [[ "$t" == /* ]]; then p="$t"; else p="$(dirname "$p")/$t"; fi
+  done
+  (cd "$(dirname "$p")" && pwd -P)
+}
+
+# newest_first prints the folders matching a pattern whose * is a version,
+# the newest first ("latest", as Postgres.app names a link, before any
+# number).
+newest_first() {
+  local pattern=$1 prefix suffix d v
+  prefix="${pattern%%\**}"
+  suffix="${pattern#*\*}"
+  for d in $pattern; do
+    [[ -d "$d" ]] || continue
+    v="${d#"$prefix"}"
+    v="${v%"$suffix"}"
+    [[ "$v" =~ ^[0-9]+(\.[0-9]+)?$ ]] || v=999999
+    printf '%s %s\n' "$v" "$d"
+  done | sort -rn -k1,1 | cut -d' ' -f2-
+}
+
+has_binaries() { [[ -x "$1/initdb" && -x "$1/pg_ctl" && -x "$1/postgres" ]]; }
+
+# bindir prints the folder of initdb, pg_ctl and postgres (see the header),
+# preferring the version of an existing cluster.
 bindir() {
-  local candidates=() p d
-  if [[ -f "$pgdata/PG_VERSION" ]]; then
-    candidates+=("/usr/lib/postgresql/$(<"$pgdata/PG_VERSION")/bin")
+  local candidates=() p d line want=""
+  if p="$(command -v pg_config 2>/dev/null)" && d="$("$p" --bindir 2>/dev/null)"; then
+    candidates+=("$d")
   fi
   for p in initdb pg_ctl; do
-    if p="$(command -v "$p")"; then
-      candidates+=("$(dirname "$(readlink -f "$p")")")
+    if p="$(command -v "$p" 2>/dev/null)"; then
+      candidates+=("$(resolve_dir "$p")")
     fi
   done
-  while IFS= read -r d; do
-    candidates+=("$d")
-  done < <(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4,4 -V -r)
+  for p in "/usr/lib/postgresql/*/bin" "/opt/homebrew/opt/postgresql@*/bin" \
+    "/usr/local/opt/postgresql@*/bin" "/Applications/Postgres.app/Contents/Versions/*/bin"; do
+    while IFS= read -r line; do
+      [[ -n "$line" ]] && candidates+=("$line")
+    done < <(newest_first "$p")
+  done
+  [[ -f "$pgdata/PG_VERSION" ]] && want="$(<"$pgdata/PG_VERSION")"
+  if [[ -n "$want" ]]; then
+    for d in ${candidates[@]+"${candidates[@]}"}; do
+      if has_binaries "$d" && [[ "$("$d/postgres" --version 2>/dev/null)" =~ \)\ $want([.]|beta|rc|$) ]]; then
+        echo "$d"
+        return 0
+      fi
+    done
+    log "no PostgreSQL $want binaries for the cluster in $pgdata (make db-reset starts a new one with the binaries you have)"
+    return 1
+  fi
   for d in ${candidates[@]+"${candidates[@]}"}; do
-    if [[ -x "$d/initdb" && -x "$d/pg_ctl" && -x "$d/postgres" ]]; then
+    if has_binaries "$d"; then
       echo "$d"
       return 0
     fi
@@ -64,19 +138,25 @@ as_pg() {
 
 running() { as_pg "$bin/pg_ctl" status -D "$pgdata" >/dev/null 2>&1; }
 
+# running_port prints the port of the running cluster (postmaster.pid, line 4).
+running_port() { sed -n 4p "$pgdata/postmaster.pid" 2>/dev/null; }
+
 stop_local() {
   if [[ ! -f "$pgdata/PG_VERSION" ]]; then
     log "no local cluster in $pgdata"
     return 0
   fi
-  bin="$(bindir)" || die "no PostgreSQL binaries to stop the cluster in $pgdata"
+  bin="$(bindir)" || die "no PostgreSQL binaries to stop the cluster in $pgdata; $install_hint"
   if running; then
-    as_pg "$bin/pg_ctl" stop -w -m fast -D "$pgdata" >&2
+    tool "pg_ctl stop" as_pg "$bin/pg_ctl" stop -w -m fast -D "$pgdata"
     log "stopped the local cluster in $pgdata"
   else
     log "the local cluster in $pgdata is not running"
   fi
 }
+
+# port_in_use reports whether something accepts connections on 127.0.0.1:$1.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_local() {
   if [[ $EUID -eq 0 ]]; then
@@ -92,20 +172,28 @@ start_local() {
 
   if [[ ! -f "$pgdata/PG_VERSION" ]]; then
     if [[ -n "$(ls -A "$pgdata")" ]]; then
-      die "$pgdata is not empty but holds no cluster; remove it"
+      die "$pgdata is not empty but holds no cluster; remove it (make db-reset)"
     fi
     log "initdb $pgdata ($bin)"
-    as_pg "$bin/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C >&2
+    tool initdb as_pg "$bin/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C
   fi
 
   if running; then
-    log "local cluster in $pgdata already runs"
+    local p
+    p="$(running_port)"
+    if [[ -n "$p" && "$p" != "$local_port" ]]; then
+      die "the local cluster in $pgdata runs on port $p, not $local_port: set DEV_DB_PORT=$p, or stop it first (make db-stop)"
+    fi
   else
-    log "starting PostgreSQL on 127.0.0.1:$port (log: $pglog)"
+    if port_in_use "$local_port"; then
+      die "port $local_port is taken (by another clone's cluster?): pick another, e.g. DEV_DB_PORT=$((local_port + 1)) make run"
+    fi
+    log "starting PostgreSQL on 127.0.0.1:$local_port (server log: $pglog)"
+    echo "== $(date '+%Y-%m-%d %H:%M:%S') pg_ctl start (port $local_port)" >>"$toollog"
     if ! as_pg "$bin/pg_ctl" start -w -D "$pgdata" -l "$pglog" \
-      -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories='$pgsock'" >&2; then
-      tail -n 20 "$pglog" >&2 || true
-      die "PostgreSQL did not start"
+      -o "-c listen_addresses=127.0.0.1 -c port=$local_port -c unix_socket_directories='$pgsock'" >>"$toollog" 2>&1; then
+      tail -n 15 "$pglog" 2>/dev/null | sed 's/^/  /' >&2 || true
+      die "PostgreSQL did not start (server log: $pglog)"
     fi
   fi
 
@@ -113,45 +201,88 @@ start_local() {
   if [[ -x "$bin/psql" ]]; then
     psql="$bin/psql"
   elif ! command -v psql >/dev/null; then
-    die "no psql to create the database '$db' (apt-get install postgresql-client)"
+    die "no psql to create the database '$db' (apt-get install postgresql-client, brew install libpq)"
   fi
-  local q=("$psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1)
+  local q=("$psql" -X -q -h 127.0.0.1 -p "$local_port" -U postgres -d postgres -v ON_ERROR_STOP=1)
   if [[ "$("${q[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")" != 1 ]]; then
     log "creating database $db"
-    "${q[@]}" -c "CREATE DATABASE $db" >&2
+    tool "CREATE DATABASE $db" "${q[@]}" -c "CREATE DATABASE $db"
   fi
-  echo "$local_url"
+  echo "postgres://postgres@127.0.0.1:$local_port/$db?sslmode=disable"
 }
 
+start_docker() {
+  export DEV_DB_PORT="$docker_port" # docker-compose.yml publishes this port
+  log "Docker engine found: docker compose up -d --wait postgres (port $docker_port)"
+  (cd "$root" && tool "docker compose up" docker compose up -d --wait postgres)
+  local q=(docker compose exec -T postgres psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1)
+  if [[ "$(cd "$root" && "${q[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")" != 1 ]]; then
+    log "creating database $db"
+    (cd "$root" && tool "CREATE DATABASE $db" "${q[@]}" -c "CREATE DATABASE $db")
+  fi
+  echo "postgres://postgres:postgres@127.0.0.1:$docker_port/$db?sslmode=disable"
+}
+
+docker_ok() {
+  command -v docker >/dev/null && docker info >/dev/null 2>&1 || return 1
+  if ! docker compose version >/dev/null 2>&1; then
+    log "a Docker engine runs but docker compose is missing (install the compose plugin); using local binaries"
+    return 1
+  fi
+}
+
+# swap_database prints URL $1 with its database replaced by $2.
+swap_database() {
+  local re='^([A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)(/[^?#]*)?(.*)$'
+  [[ "$1" =~ $re ]] || die "DATABASE_URL is not a postgres:// URL, so its database cannot be swapped for '$2'"
+  echo "${BASH_REMATCH[1]}/$2${BASH_REMATCH[3]}"
+}
+
+db=demo
 case "${1:-}" in
+  "") ;;
+  url)
+    [[ $# -eq 2 ]] || die "usage: $0 url NAME"
+    db=$2
+    [[ "$db" =~ ^[a-z_][a-z0-9_]*$ ]] || die "a database name is lower-case letters, digits and _, not '$db'"
+    ;;
   stop)
     stop_local
     exit 0
     ;;
-  "") ;;
+  reset)
+    stop_local
+    rm -rf "$pgdata" "$pgsock" "$pglog" "$toollog"
+    log "deleted the local cluster in $pgdata"
+    if docker_ok; then
+      (cd "$root" && tool "docker compose down" docker compose down --volumes)
+      log "removed the Docker services of docker-compose.yml and their volumes"
+    fi
+    exit 0
+    ;;
   *)
-    die "usage: $0 [stop]"
+    die "usage: $0 [url NAME | stop | reset]"
     ;;
 esac
 
 if [[ -n "${DATABASE_URL:-}" ]]; then
-  echo "$DATABASE_URL"
+  if [[ "${1:-}" == url ]]; then
+    log "DATABASE_URL is set: database $db on its server (create it there if it does not exist)"
+    swap_database "$DATABASE_URL" "$db"
+  else
+    echo "$DATABASE_URL"
+  fi
   exit 0
 fi
 
-if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
-  if docker compose version >/dev/null 2>&1; then
-    log "Docker engine found: docker compose up -d --wait postgres"
-    (cd "$root" && docker compose up -d --wait postgres) >&2
-    echo "$docker_url"
-    exit 0
-  fi
-  log "a Docker engine runs but docker compose is missing (install the compose plugin); trying local binaries"
+if docker_ok; then
+  start_docker
+  exit 0
 fi
 
 if bin="$(bindir)"; then
   start_local
   exit 0
 fi
-
-die "no PostgreSQL for development: install the PostgreSQL server binaries (e.g. apt-get install postgresql), or run a Docker engine (then docker compose is used), or set DATABASE_URL"
+[[ -f "$pgdata/PG_VERSION" ]] && exit 1 # bindir said why
+die "no PostgreSQL for development: $install_hint"

@@ -53,6 +53,8 @@ func TestLoadConfig(t *testing.T) {
 		{name: "WORKSHOP=on is refused", env: with("WORKSHOP", "on"), wantErr: `WORKSHOP: "on" is not a boolean`},
 		{name: "a bad WORKSHOP under its flag is ignored", env: with("WORKSHOP", "yes"), args: []string{"-workshop"},
 			check: func(c config) bool { return c.workshop }},
+		{name: "DATABASE_UNPREPARED=yes is refused", env: with("DATABASE_UNPREPARED", "yes"), wantErr: `DATABASE_UNPREPARED: "yes" is not a boolean`},
+		{name: "DATABASE_UNPREPARED=true", env: with("DATABASE_UNPREPARED", "true"), check: func(c config) bool { return c.unprepared }},
 		{name: "bad duration", env: with("IDEMPOTENCY_TTL", "a day"), wantErr: `IDEMPOTENCY_TTL: "a day" is not a duration`},
 		{name: "bad batch", env: with("SWEEP_BATCH", "0"), wantErr: "SWEEP_BATCH"},
 		{name: "no database", env: map[string]string{"API_TOKENS": tokens}, wantErr: "set DATABASE_URL"},
@@ -147,7 +149,7 @@ func TestLinksNoTestCode(t *testing.T) {
 		t.Fatalf("go list -deps gave %d packages", len(deps))
 	}
 	for _, p := range deps {
-		if p == "testing" || strings.Contains(p, "pgtest") || strings.Contains(p, "dockertest") ||
+		if p == "testing" || strings.Contains(p, "pgtest") || strings.Contains(p, "dockertest") || strings.HasSuffix(p, "/testkit") ||
 			strings.Contains(p, "demo-bench") || strings.HasSuffix(p, "/httptest") {
 			t.Errorf("demo-api links %s", p)
 		}

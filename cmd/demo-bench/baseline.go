@@ -78,31 +78,14 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 		return fmt.Errorf("prepare the baseline insert: %w", err)
 	}
 	defer insert.Close()
-	m := metrics.New(noClaims{}, logger)
-
-	r := chi.NewRouter()
-	r.Use(middleware.RequestID, logBaselineRequests(logger, m), recoverBaseline(logger))
-	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeBaselineJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := db.PingContext(r.Context()); err != nil {
-			baselineProblem(w, r, http.StatusServiceUnavailable, apperr.Unavailable, "the database does not answer")
-			return
-		}
-		writeBaselineJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
-	r.Group(func(r chi.Router) {
-		r.Use(authenticateBaseline(tokens))
-		r.Method(http.MethodPost, "/v1/demo-requests", handleBaselineCreate(logger, insert))
-	})
+	handler := baselineHandler(logger, db, insert, tokens)
 
 	ln, err := net.Listen("tcp", getenv("LISTEN_ADDR"))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{ // as demo-api serve's
-		Handler:           r,
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -120,6 +103,29 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// baselineHandler is the baseline server's whole surface: POST
+// /v1/demo-requests, /healthz and /readyz.
+func baselineHandler(logger *slog.Logger, db *sqlx.DB, insert *sqlx.Stmt, tokens auth.Tokens) http.Handler {
+	m := metrics.New(noClaims{}, logger)
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, logBaselineRequests(logger, m), recoverBaseline(logger))
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeBaselineJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := db.PingContext(r.Context()); err != nil {
+			baselineProblem(w, r, http.StatusServiceUnavailable, apperr.Unavailable, "the database does not answer")
+			return
+		}
+		writeBaselineJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(authenticateBaseline(tokens))
+		r.Method(http.MethodPost, "/v1/demo-requests", handleBaselineCreate(logger, insert))
+	})
+	return r
 }
 
 // handleBaselineCreate decodes and validates a create body, inserts the
