@@ -17,9 +17,13 @@ import (
 // Scenario names.
 const (
 	scBaseline = "baseline"
-	scCreate   = "create"
+	scCreate   = "create"    // the one-phase path, as the service runs a create
+	scCreate2P = "create-2p" // the same create on the two-phase path (IDEMPOTENCY_PATH=two_phase)
 	scReplay   = "replay"
 )
+
+// scenarios are every scenario, in the order the report lists them.
+var scenarios = []string{scBaseline, scCreate, scCreate2P, scReplay}
 
 // The bodies: the same size for the create and the baseline; the topic tells
 // their rows apart.
@@ -32,6 +36,7 @@ var (
 // demo-api, baseline requests to the baseline server, all as actor "bench".
 type client struct {
 	api, baseline *serverProc
+	twoPhase      *serverProc // demo-api with IDEMPOTENCY_PATH=two_phase
 	token         string
 	hc            *http.Client
 	seq           atomic.Int64 // for unique keys
@@ -43,7 +48,7 @@ type client struct {
 	pool []string // completed create keys, replayed by the replay scenario
 }
 
-func newClient(api, baseline *serverProc, token string, maxConns int) *client {
+func newClient(api, twoPhase, baseline *serverProc, token string, maxConns int) *client {
 	tr := &http.Transport{
 		MaxIdleConns:        maxConns,
 		MaxIdleConnsPerHost: maxConns,
@@ -51,7 +56,7 @@ func newClient(api, baseline *serverProc, token string, maxConns int) *client {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &client{api: api, baseline: baseline, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, tag: randHex(4)}
+	return &client{api: api, twoPhase: twoPhase, baseline: baseline, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, tag: randHex(4)}
 }
 
 // reply is what the benchmark keeps of a response.
@@ -105,11 +110,15 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 			}
 			return r, ok
 		}, func() {}
-	case scCreate:
+	case scCreate, scCreate2P:
+		srv := c.api
+		if name == scCreate2P {
+			srv = c.twoPhase
+		}
 		made := make([][]string, workers)
 		return func(ctx context.Context, w, i int) (reply, bool) {
 				key := c.newKey()
-				r := c.post(ctx, c.api, key, createBody)
+				r := c.post(ctx, srv, key, createBody)
 				ok := r.err == nil && r.status == http.StatusCreated && !r.replayed
 				if ok {
 					c.created.Add(1)

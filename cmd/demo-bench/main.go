@@ -172,7 +172,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		return 1, err
 	}
 	defer base.stop()
-	b.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, base.cmd.Process.Pid}}
+	srv2p, err := startServer(ctx, "server-2p", []string{bin, "serve"}, tmp, append(serverEnv(dbURL, token), "IDEMPOTENCY_PATH=two_phase"))
+	if err != nil {
+		return 1, err
+	}
+	defer srv2p.stop()
+	b.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, srv2p.cmd.Process.Pid, base.cmd.Process.Pid}}
 	if !cpuMeasured {
 		b.logf("CPU and memory: %s", notMeasured)
 	} else if b.cpu.postmasterPid, err = postmasterPid(ctx, b.stats); err != nil {
@@ -184,7 +189,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	defer b.benchDB.Close()
 	b.benchDB.SetMaxOpenConns(8)
 
-	cl := newClient(srv, base, token, o.stormSize+64)
+	cl := newClient(srv, srv2p, base, token, o.stormSize+64)
 	if err := b.mainRounds(ctx, cl); err != nil {
 		return 1, err
 	}
@@ -240,7 +245,6 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 
 // mainRounds runs the alternating rounds and the storms on srv.
 func (b *bench) mainRounds(ctx context.Context, cl *client) error {
-	scenarios := []string{scBaseline, scCreate, scReplay}
 	b.logf("warm-up")
 	for _, sc := range scenarios {
 		req, after := cl.scenario(sc, 8)
@@ -249,7 +253,8 @@ func (b *bench) mainRounds(ctx context.Context, cl *client) error {
 	}
 	for round := 1; round <= b.o.rounds; round++ {
 		// Rotate the order each round, so no scenario always runs first.
-		order := append(append([]string{}, scenarios[(round-1)%3:]...), scenarios[:(round-1)%3]...)
+		k := (round - 1) % len(scenarios)
+		order := append(append([]string{}, scenarios[k:]...), scenarios[:k]...)
 		for _, c := range concurrencies {
 			for _, sc := range order {
 				if ctx.Err() != nil {
@@ -380,11 +385,16 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 		return err
 	}
 	defer base.stop()
-	cl := newClient(srv, base, token, 16)
+	srv2p, err := startServer(ctx, "server-2p-counted", []string{bin, "serve"}, tmp, append(serverEnv(url, token), "IDEMPOTENCY_PATH=two_phase"))
+	if err != nil {
+		return err
+	}
+	defer srv2p.stop()
+	cl := newClient(srv, srv2p, base, token, 16)
 	req, after := cl.scenario(scCreate, 1)
 	closedLoop(ctx, 1, 0, 50, req) // keys to replay, and warm connections
 	after()
-	for _, sc := range []string{scBaseline, scCreate, scReplay} {
+	for _, sc := range scenarios {
 		req, after := cl.scenario(sc, 1)
 		proxy.reset()
 		var lr loadResult
