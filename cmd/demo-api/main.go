@@ -4,6 +4,8 @@
 //	demo-api migrate up|down  apply or roll back the schema
 //	demo-api purge-expired    delete expired idempotency records once
 //	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
+//	demo-api provider         run the review desk (the external service)
+//	demo-api send             create a demo request through the retrying client
 //
 // Configuration comes from environment variables; each has a flag of the
 // same meaning (see config.go).
@@ -27,6 +29,9 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "demo-api:", err)
+		if e, ok := errors.AsType[*exitError](err); ok {
+			os.Exit(e.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -39,6 +44,7 @@ commands:
   purge-expired       delete expired idempotency records, then exit
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
   provider            run the review desk, the external service requests are handed to
+  send                create a demo request through the retrying Go client (api/client)
 
 run "demo-api <command> -h" for the flags and environment variables.`
 
@@ -83,6 +89,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		return purgeCmd(ctx, cfg, stdout)
+	case "send":
+		return sendCmd(ctx, args, stdout, stderr)
 	case "provider":
 		return providerCmd(ctx, args, getenv, stdout, stderr)
 	case "hash-token":

@@ -1,0 +1,394 @@
+// Package client is a Go client of demo-api that retries a create safely.
+//
+// A server's Idempotency-Key contract is only as safe as the client that
+// uses it. This client keeps the client's half of it:
+//
+//   - one key per intent: NewIntent makes the key (a UUID) once, before the
+//     first attempt, and every attempt of the intent sends that key and the
+//     same body bytes. A changed payload is a new intent with a new key;
+//   - one total time budget per intent (5 s by default), not a count of
+//     attempts, with a timeout per attempt inside it;
+//   - bounded, jittered exponential backoff between attempts; a server's
+//     Retry-After is honoured only as far as the budget allows;
+//   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a retry
+//     that finds the first attempt still running waits for its answer;
+//   - when the budget runs out with no definite answer, an
+//     *OutcomeUnknownError that carries the key; Resolve then asks the
+//     server what became of the key, and never sends the create again.
+//
+// What is retried, with the same key and body: transport errors and
+// timeouts, 409 operation_in_progress, 429, 500, 502, 503 and 504. Never
+// retried: 400, 401, 404, 413, 415, 422 and any other 4xx — the answer is
+// definite, and sending it again would get the same answer.
+//
+// 500 is retried on purpose. demo-api answers 500 only when the work failed
+// after the claim in a way it did not foresee; it releases the claim before
+// it answers (and stores nothing), so the same key runs again as a first
+// request, and the key is what keeps a retry from creating twice.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/google/uuid"
+)
+
+// Operation is the scope name of the create on the server, for Resolve.
+const Operation = "demo-requests.create"
+
+// Config configures a Client. BaseURL and Token are required.
+type Config struct {
+	BaseURL string // e.g. http://localhost:8080
+	Token   string // the bearer token
+	// HTTPClient sends the requests (default: a client of its own; its
+	// Timeout is not used, the attempt timeout is).
+	HTTPClient *http.Client
+	// Budget is the total time one intent may take (default 5 s).
+	Budget time.Duration
+	// AttemptTimeout bounds one attempt (default 2 s, and never past the
+	// budget).
+	AttemptTimeout time.Duration
+	// OnAttempt, if set, is told about every attempt once it is decided.
+	OnAttempt func(Attempt)
+}
+
+// Client sends creates to one server.
+type Client struct {
+	cfg Config
+	hc  *http.Client
+}
+
+// New returns a client, or an error naming what cfg lacks.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" || cfg.Token == "" {
+		return nil, errors.New("client: BaseURL and Token are required")
+	}
+	if cfg.Budget <= 0 {
+		cfg.Budget = 5 * time.Second
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = 2 * time.Second
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{cfg: cfg, hc: hc}, nil
+}
+
+// CreateInput is the body of a create.
+type CreateInput struct {
+	Topic string `json:"topic"`
+	Note  string `json:"note,omitempty"`
+}
+
+// DemoRequest is what the server created.
+type DemoRequest struct {
+	RequestID   string     `json:"requestId"`
+	State       string     `json:"state"`
+	Topic       string     `json:"topic"`
+	Note        string     `json:"note"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	CancelledAt *time.Time `json:"cancelledAt,omitempty"`
+}
+
+// Intent is one create the caller means to happen once: its key and the
+// exact body bytes every attempt sends.
+type Intent struct {
+	Key  string
+	Body []byte
+	// Header holds extra headers every attempt sends (say a workshop knob).
+	Header http.Header
+}
+
+// NewIntent makes the intent of in, with a new key.
+func NewIntent(in CreateInput) (*Intent, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	return &Intent{Key: uuid.NewString(), Body: body, Header: http.Header{}}, nil
+}
+
+// Result is the definite success of an intent.
+type Result struct {
+	Key      string
+	Status   int  // 201
+	Replayed bool // the answer was the stored one (Idempotent-Replayed)
+	Waited   bool // the server waited for an earlier attempt (Preference-Applied)
+	Request  DemoRequest
+	Attempts int
+}
+
+// Attempt is one attempt as the OnAttempt hook sees it.
+type Attempt struct {
+	Intent   string // the key
+	N        int    // 1, 2, …
+	Status   int    // 0 when the attempt got no answer
+	Err      error  // the transport error or timeout, if any
+	Elapsed  time.Duration
+	Decision string // what the client does next
+	Wait     time.Duration
+}
+
+// ProblemError is a definite refusal: a 4xx the client does not retry. The
+// same intent would get the same answer.
+type ProblemError struct {
+	Key    string
+	Status int
+	Code   string // the problem's machine code, e.g. key_payload_mismatch
+	Detail string
+}
+
+func (e *ProblemError) Error() string {
+	return fmt.Sprintf("client: refused: %d %s: %s", e.Status, e.Code, e.Detail)
+}
+
+// OutcomeUnknownError is returned when the budget ran out with no definite
+// answer: the create may or may not have happened. Ask with Resolve(Key);
+// do not send the create again with a new key.
+type OutcomeUnknownError struct {
+	Key      string
+	Attempts int
+	Last     string // what the last attempt saw
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("client: outcome unknown for key %s after %d attempts (last: %s): resolve the key", e.Key, e.Attempts, e.Last)
+}
+
+// Create makes a new intent of in and sends it.
+func (c *Client) Create(ctx context.Context, in CreateInput) (Result, error) {
+	it, err := NewIntent(in)
+	if err != nil {
+		return Result{}, err
+	}
+	return c.Send(ctx, it)
+}
+
+// minAttempt is the least time left worth starting an attempt with.
+const minAttempt = 50 * time.Millisecond
+
+// Send sends the intent until it gets a definite answer or its budget runs
+// out.
+//
+// Errors: *ProblemError (definite refusal), *OutcomeUnknownError (budget
+// spent), ctx's error.
+func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
+	start := time.Now()
+	deadline := start.Add(c.cfg.Budget)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	bo := &backoff.ExponentialBackOff{
+		InitialInterval:     100 * time.Millisecond,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         time.Second,
+	}
+	bo.Reset()
+	last := ""
+	for n := 1; ; n++ {
+		left := time.Until(deadline)
+		if left < minAttempt {
+			return Result{}, &OutcomeUnknownError{Key: it.Key, Attempts: n - 1, Last: last}
+		}
+		a := c.attempt(ctx, it, n, min(left, c.cfg.AttemptTimeout))
+		a.Elapsed = time.Since(start)
+		if a.result != nil {
+			a.Decision = "done"
+			c.report(a.Attempt)
+			a.result.Attempts = n
+			return *a.result, nil
+		}
+		if a.refusal != nil {
+			a.Decision = "stop: a definite answer, not retried"
+			c.report(a.Attempt)
+			return Result{}, a.refusal
+		}
+		if err := ctx.Err(); err != nil {
+			a.Decision = "stop: " + err.Error()
+			c.report(a.Attempt)
+			return Result{}, err
+		}
+		last = a.seen()
+		// Retry-After and the backoff are honoured only as far as the
+		// budget allows: clamped so one more attempt still fits.
+		wait := max(bo.NextBackOff(), a.retryAfter)
+		left = time.Until(deadline)
+		if left < 2*minAttempt {
+			a.Decision = "give up: budget spent"
+			c.report(a.Attempt)
+			return Result{}, &OutcomeUnknownError{Key: it.Key, Attempts: n, Last: last}
+		}
+		wait = min(wait, left-min(c.cfg.AttemptTimeout, left/2)) // leave room for one more attempt
+		a.Decision, a.Wait = "retry in "+wait.Round(time.Millisecond).String(), wait
+		c.report(a.Attempt)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return Result{}, ctx.Err()
+		}
+	}
+}
+
+// attemptResult is one attempt and what it decided.
+type attemptResult struct {
+	Attempt
+	result     *Result
+	refusal    *ProblemError
+	retryAfter time.Duration
+	code       string
+}
+
+func (a attemptResult) seen() string {
+	switch {
+	case a.Err != nil:
+		return a.Err.Error()
+	case a.code != "":
+		return strconv.Itoa(a.Status) + " " + a.code
+	}
+	return strconv.Itoa(a.Status)
+}
+
+// maxAnswer bounds what the client reads of an answer.
+const maxAnswer = 1 << 20
+
+func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Duration) attemptResult {
+	a := attemptResult{Attempt: Attempt{Intent: it.Key, N: n}}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.cfg.BaseURL+"/v1/demo-requests", bytes.NewReader(it.Body))
+	if err != nil {
+		a.Err = err
+		return a
+	}
+	for k, v := range it.Header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", it.Key)
+	req.Header.Set("X-Client-Attempt", strconv.Itoa(n))
+	// Wait for a running first attempt rather than take a 409, as long as
+	// the answer can still arrive within this attempt.
+	if w := int((timeout - 500*time.Millisecond) / time.Second); w >= 1 {
+		req.Header.Set("Prefer", "wait="+strconv.Itoa(w))
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		a.Err = err
+		return a
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	a.Status = resp.StatusCode
+	if err != nil {
+		a.Err = fmt.Errorf("read the answer: %w", err)
+		return a
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		r := Result{Key: it.Key, Status: resp.StatusCode, Replayed: resp.Header.Get("Idempotent-Replayed") == "true",
+			Waited: resp.Header.Get("Preference-Applied") == "wait"}
+		if err := json.Unmarshal(body, &r.Request); err != nil {
+			a.Err = fmt.Errorf("decode the answer: %w", err)
+			return a
+		}
+		a.result = &r
+		return a
+	}
+	var p struct{ Code, Detail string }
+	json.Unmarshal(body, &p)
+	a.code = p.Code
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		a.retryAfter = time.Duration(secs) * time.Second
+	}
+	if !Retryable(resp.StatusCode, p.Code) {
+		a.refusal = &ProblemError{Key: it.Key, Status: resp.StatusCode, Code: p.Code, Detail: p.Detail}
+	}
+	return a
+}
+
+// Retryable reports whether an answer with status and problem code is
+// worth sending again with the same key: the request did not run (409
+// operation_in_progress, 429, 503), ran and was released (500), or a proxy
+// could not reach the server (502, 504).
+func Retryable(status int, code string) bool {
+	switch status {
+	case http.StatusConflict:
+		return code == "operation_in_progress"
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+func (c *Client) report(a Attempt) {
+	if c.cfg.OnAttempt != nil {
+		c.cfg.OnAttempt(a)
+	}
+}
+
+// Outcome is what the server knows of a key.
+type Outcome struct {
+	Key   string
+	State string // "completed", "in_progress", or "unknown" (never seen, or expired)
+	// When completed: the stored status and the id of what it created.
+	Status   int
+	ResultID string
+	// When in progress: seconds left on the owner's lease.
+	LeaseRemainingSeconds int
+}
+
+// Resolve asks the server what became of key, for an intent whose outcome
+// is unknown. It never sends the create: when the answer is "unknown", the
+// create did not happen (or its record expired), and the caller decides
+// whether to make a new intent.
+func (c *Client) Resolve(ctx context.Context, key string) (Outcome, error) {
+	u := c.cfg.BaseURL + "/v1/idempotency-keys/" + url.PathEscape(key) + "?operation=" + Operation
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return Outcome{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return Outcome{}, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var o struct {
+			State                 string `json:"state"`
+			Status                int    `json:"status"`
+			ResultID              string `json:"resultId"`
+			LeaseRemainingSeconds int    `json:"leaseRemainingSeconds"`
+		}
+		if err := json.Unmarshal(body, &o); err != nil {
+			return Outcome{}, fmt.Errorf("client: decode the outcome: %w", err)
+		}
+		return Outcome{Key: key, State: o.State, Status: o.Status, ResultID: o.ResultID, LeaseRemainingSeconds: o.LeaseRemainingSeconds}, nil
+	case http.StatusNotFound:
+		return Outcome{Key: key, State: "unknown"}, nil
+	}
+	return Outcome{}, fmt.Errorf("client: resolve: status %d: %.200s", resp.StatusCode, body)
+}

@@ -1,0 +1,172 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/api/client"
+)
+
+// script is a loopback server that answers each attempt with the next of
+// its answers, and records what each attempt carried.
+type script struct {
+	mu       sync.Mutex
+	answers  []func(w http.ResponseWriter, r *http.Request)
+	keys     []string
+	attempts []string
+	bodies   []string
+}
+
+func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b := make([]byte, 1024)
+	n, _ := r.Body.Read(b)
+	s.mu.Lock()
+	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
+	s.attempts = append(s.attempts, r.Header.Get("X-Client-Attempt"))
+	s.bodies = append(s.bodies, string(b[:n]))
+	i := len(s.keys) - 1
+	answer := s.answers[min(i, len(s.answers)-1)]
+	s.mu.Unlock()
+	answer(w, r)
+}
+
+func status(code int, problem string, retryAfter int) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+		}
+		if code >= 400 {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(code)
+			w.Write([]byte(`{"code":"` + problem + `","detail":"scripted"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		w.Write([]byte(`{"requestId":"8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11","state":"accepted","topic":"t","note":"","createdAt":"2026-12-02T12:00:00Z"}`))
+	}
+}
+
+// hang never answers within an attempt.
+func hang(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-time.After(3 * time.Second):
+	case <-r.Context().Done():
+	}
+}
+
+func newClient(t *testing.T, url string, budget time.Duration) *client.Client {
+	c, err := client.New(client.Config{BaseURL: url, Token: "tok", Budget: budget, AttemptTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRetryDecisions: which answers are retried with the same key and body,
+// and which end the intent.
+func TestRetryDecisions(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		first    func(http.ResponseWriter, *http.Request)
+		retried  bool
+		wantCode string
+	}{
+		{"409 in progress", status(409, "operation_in_progress", 0), true, ""},
+		{"429", status(429, "too_many", 0), true, ""},
+		{"500, the claim released", status(500, "internal", 0), true, ""},
+		{"502", status(502, "bad_gateway", 0), true, ""},
+		{"503", status(503, "unavailable", 0), true, ""},
+		{"504", status(504, "gateway_timeout", 0), true, ""},
+		{"no answer within the attempt", hang, true, ""},
+		{"400", status(400, "invalid_field", 0), false, "invalid_field"},
+		{"401", status(401, "unauthorized", 0), false, "unauthorized"},
+		{"404", status(404, "not_found", 0), false, "not_found"},
+		{"413", status(413, "body_too_large", 0), false, "body_too_large"},
+		{"415", status(415, "unsupported_media_type", 0), false, "unsupported_media_type"},
+		{"422 mismatch", status(422, "key_payload_mismatch", 0), false, "key_payload_mismatch"},
+		{"422 refusal", status(422, "topic_refused", 0), false, "topic_refused"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &script{answers: []func(http.ResponseWriter, *http.Request){tt.first, status(201, "", 0)}}
+			srv := httptest.NewServer(s)
+			defer srv.Close()
+			res, err := newClient(t, srv.URL, 3*time.Second).Create(context.Background(), client.CreateInput{Topic: "t"})
+			srv.Close() // waits for the handlers: their records are complete
+			if tt.retried {
+				if err != nil || res.Attempts != 2 {
+					t.Fatalf("got %+v, %v; want success on the second attempt", res, err)
+				}
+				if s.keys[0] != s.keys[1] || s.bodies[0] != s.bodies[1] || s.attempts[0] != "1" || s.attempts[1] != "2" {
+					t.Fatalf("the retry changed the intent: keys %q, bodies %q, attempts %q", s.keys, s.bodies, s.attempts)
+				}
+				return
+			}
+			var p *client.ProblemError
+			if !errors.As(err, &p) || p.Code != tt.wantCode || len(s.keys) != 1 {
+				t.Fatalf("got %v after %d attempts; want a definite %s after one", err, len(s.keys), tt.wantCode)
+			}
+		})
+	}
+}
+
+// TestBudget: the budget ends the intent with outcome unknown, never
+// overrun by more than a tick, even when Retry-After asks for more.
+func TestBudget(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		answer func(http.ResponseWriter, *http.Request)
+	}{
+		{"always 503", status(503, "unavailable", 0)},
+		{"409 with a Retry-After past the budget", status(409, "operation_in_progress", 30)},
+		{"no answer", hang},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &script{answers: []func(http.ResponseWriter, *http.Request){tt.answer}}
+			srv := httptest.NewServer(s)
+			defer srv.Close()
+			const budget = 1200 * time.Millisecond
+			start := time.Now()
+			var attempts []client.Attempt
+			c, _ := client.New(client.Config{BaseURL: srv.URL, Token: "tok", Budget: budget, AttemptTimeout: 500 * time.Millisecond,
+				OnAttempt: func(a client.Attempt) { attempts = append(attempts, a) }})
+			it, _ := client.NewIntent(client.CreateInput{Topic: "t"})
+			_, err := c.Send(context.Background(), it)
+			took := time.Since(start)
+			srv.Close()
+			var unknown *client.OutcomeUnknownError
+			if !errors.As(err, &unknown) || unknown.Key != it.Key {
+				t.Fatalf("got %v, want outcome unknown for key %s", err, it.Key)
+			}
+			if took > budget+50*time.Millisecond {
+				t.Fatalf("the intent took %v, over its budget of %v", took, budget)
+			}
+			if len(attempts) < 2 {
+				t.Fatalf("%d attempts in %v, want the budget used for retries", len(attempts), budget)
+			}
+			for _, k := range s.keys {
+				if k != it.Key {
+					t.Fatalf("an attempt carried key %s, not the intent's %s", k, it.Key)
+				}
+			}
+		})
+	}
+}
+
+func TestNewIntentMakesANewKey(t *testing.T) {
+	a, _ := client.NewIntent(client.CreateInput{Topic: "t"})
+	b, _ := client.NewIntent(client.CreateInput{Topic: "t"})
+	if a.Key == b.Key || a.Key == "" {
+		t.Fatalf("two intents got keys %q and %q", a.Key, b.Key)
+	}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/api/client"
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/testkit"
+)
+
+// serveInProcess runs demo-api serve through run() on a fresh database and
+// returns its base URL and the database.
+func serveInProcess(t *testing.T, env ...string) (string, *sqlx.DB) {
+	t.Helper()
+	dbURL := pgtest.NewURL(t)
+	vars := map[string]string{"DATABASE_URL": dbURL, "LISTEN_ADDR": "127.0.0.1:0", "WORKSHOP": "true",
+		"API_TOKENS": "alice:" + auth.Hash(e2eToken), "LOG_FORMAT": "json"}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, w, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve printed no address: %v", err)
+	}
+	go io.Copy(io.Discard, out)
+	db, err := sqlx.Open("postgres", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on ")), db
+}
+
+// recorder is a reverse proxy in front of the server that records each
+// attempt's key and X-Client-Attempt, and adds headers to chosen attempts.
+type recorder struct {
+	mu       sync.Mutex
+	keys     []string
+	attempts []string
+	add      map[string]map[string]string // X-Client-Attempt → headers
+}
+
+func (rec *recorder) proxy(t *testing.T, target string) string {
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			rec.mu.Lock()
+			rec.keys = append(rec.keys, r.Header.Get("Idempotency-Key"))
+			rec.attempts = append(rec.attempts, r.Header.Get("X-Client-Attempt"))
+			for k, v := range rec.add[r.Header.Get("X-Client-Attempt")] {
+				r.Header.Set(k, v)
+			}
+			rec.mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// checkAttempts fails unless every attempt carried key, numbered 1..n.
+func (rec *recorder) checkAttempts(t *testing.T, key string) {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i, k := range rec.keys {
+		if k != key || rec.attempts[i] != strconv.Itoa(i+1) {
+			t.Fatalf("attempt %d carried key %s, X-Client-Attempt %s; want %s, %d", i+1, k, rec.attempts[i], key, i+1)
+		}
+	}
+}
+
+func rows(t *testing.T, db *sqlx.DB) int {
+	return testkit.Count(t, db, `SELECT count(*) FROM demo_requests`)
+}
+
+// TestClientAgainstTheServer runs the Go client against the real server
+// over loopback: each case ends with exactly the business rows the contract
+// allows, and every attempt of an intent carried its one key.
+func TestClientAgainstTheServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, db := serveInProcess(t)
+	newClient := func(url string, budget, attempt time.Duration) *client.Client {
+		c, err := client.New(client.Config{BaseURL: url, Token: e2eToken, Budget: budget, AttemptTimeout: attempt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	hold := func(key, delay string) chan struct{} { // a first request of key, held in its work
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			testkit.PostCreate(ctx, base, e2eToken, key, `{"topic":"client"}`, "Workshop-Delay", delay)
+		}()
+		testkit.Eventually(5*time.Second, func() bool {
+			return testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1`, key) == 1
+		})
+		return done
+	}
+	intent := func(key string) *client.Intent {
+		it, _ := client.NewIntent(client.CreateInput{Topic: "client"})
+		if key != "" {
+			it.Key = key
+		}
+		return it
+	}
+
+	t.Run("lost response: the retry gets the replay", func(t *testing.T) {
+		before := rows(t, db)
+		rec := &recorder{add: map[string]map[string]string{"1": {"Workshop-Drop-Response": "true"}}}
+		it := intent("")
+		res, err := newClient(rec.proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
+		if err != nil || !res.Replayed || res.Attempts != 2 {
+			t.Fatalf("got %+v, %v; want the replay on attempt 2", res, err)
+		}
+		rec.checkAttempts(t, it.Key)
+		if n := rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+	})
+
+	t.Run("in progress, with Prefer: wait", func(t *testing.T) {
+		before := rows(t, db)
+		it := intent("client-wait")
+		done := hold(it.Key, "2s")
+		res, err := newClient(base, 6*time.Second, 3*time.Second).Send(ctx, it)
+		<-done
+		if err != nil || !res.Replayed || !res.Waited {
+			t.Fatalf("got %+v, %v; want the replay after waiting", res, err)
+		}
+		if n := rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+	})
+
+	t.Run("in progress, without waiting: retries after Retry-After", func(t *testing.T) {
+		before := rows(t, db)
+		it := intent("client-409")
+		done := hold(it.Key, "1500ms")
+		var statuses []int
+		c, _ := client.New(client.Config{BaseURL: base, Token: e2eToken, Budget: 3 * time.Second, AttemptTimeout: time.Second,
+			OnAttempt: func(a client.Attempt) { statuses = append(statuses, a.Status) }})
+		res, err := c.Send(ctx, it)
+		<-done
+		if err != nil || !res.Replayed || statuses[0] != http.StatusConflict {
+			t.Fatalf("got %+v, %v, statuses %v; want a 409, then the replay", res, err, statuses)
+		}
+		if n := rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+	})
+
+	t.Run("a released 503, then success", func(t *testing.T) {
+		before := rows(t, db)
+		rec := &recorder{add: map[string]map[string]string{"1": {"Workshop-Fail": "after-claim"}}}
+		it := intent("")
+		res, err := newClient(rec.proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
+		if err != nil || res.Replayed || res.Attempts != 2 {
+			t.Fatalf("got %+v, %v; want a fresh 201 on attempt 2", res, err)
+		}
+		rec.checkAttempts(t, it.Key)
+		if n := rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+	})
+
+	t.Run("422 mismatch: not retried", func(t *testing.T) {
+		testkit.PostCreate(ctx, base, e2eToken, "client-mismatch", `{"topic":"first"}`)
+		before := rows(t, db)
+		rec := &recorder{}
+		it := intent("client-mismatch")
+		_, err := newClient(rec.proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
+		var p *client.ProblemError
+		if !errors.As(err, &p) || p.Code != "key_payload_mismatch" || len(rec.keys) != 1 {
+			t.Fatalf("got %v after %d attempts; want one 422", err, len(rec.keys))
+		}
+		if n := rows(t, db) - before; n != 0 {
+			t.Fatalf("%d rows, want 0", n)
+		}
+	})
+
+	t.Run("no answer within the budget: outcome unknown, then Resolve", func(t *testing.T) {
+		before := rows(t, db)
+		rec := &recorder{add: map[string]map[string]string{"1": {"Workshop-Delay": "3s"}}}
+		it := intent("")
+		c := newClient(rec.proxy(t, base), 1500*time.Millisecond, time.Second)
+		_, err := c.Send(ctx, it)
+		var unknown *client.OutcomeUnknownError
+		if !errors.As(err, &unknown) || unknown.Key != it.Key {
+			t.Fatalf("got %v, want outcome unknown for %s", err, it.Key)
+		}
+		rec.checkAttempts(t, it.Key)
+		var o client.Outcome
+		if !testkit.Eventually(10*time.Second, func() bool {
+			o, err = c.Resolve(ctx, it.Key)
+			return err == nil && o.State == "completed"
+		}) {
+			t.Fatalf("resolve: %+v, %v", o, err)
+		}
+		if o.Status != http.StatusCreated || o.ResultID == "" {
+			t.Fatalf("resolved %+v, want the 201 and its request", o)
+		}
+		if n := rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+		if never, err := c.Resolve(ctx, "never-sent"); err != nil || never.State != "unknown" {
+			t.Fatalf("resolve of a key never sent: %+v, %v", never, err)
+		}
+	})
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/demo-api/demo-api/api/client"
+)
+
+// Exit codes of demo-api send.
+const (
+	exitRefused = 1 // a definite refusal (or a usage error)
+	exitUnknown = 3 // the budget ran out: outcome unknown, resolve the key
+)
+
+// exitError carries the exit code a command wants.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// headerFlags are repeatable "Name: value" flags.
+type headerFlags http.Header
+
+func (h headerFlags) String() string { return "" }
+func (h headerFlags) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	if !ok || strings.TrimSpace(name) == "" {
+		return fmt.Errorf("want 'Name: value', got %q", v)
+	}
+	http.Header(h).Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	return nil
+}
+
+const sendUsage = `usage: demo-api send [flags]
+
+Creates a demo request through the Go client (api/client): one key for the
+intent, retries with that key within the budget, one line per attempt.
+Exit status: 0 created (or replayed), 1 refused, 3 outcome unknown (resolve
+the key with --resolve).
+`
+
+// sendCmd is demo-api send.
+func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo-api send", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	base := fs.String("base", "http://localhost:8080", "the API's base URL")
+	token := fs.String("token", "dev-alice", "bearer token")
+	key := fs.String("key", "", "reuse this idempotency key (default: a new one)")
+	budget := fs.Duration("budget", 5*time.Second, "total time for the intent")
+	attempt := fs.Duration("attempt-timeout", 2*time.Second, "time for one attempt")
+	topic := fs.String("topic", "billing", "the request's topic")
+	note := fs.String("note", "", "the request's note")
+	resolve := fs.String("resolve", "", "ask what became of this key instead of sending")
+	headers := headerFlags{}
+	fs.Var(headers, "header", "extra header 'Name: value' on every attempt, e.g. 'Workshop-Delay: 3s' (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, sendUsage+"\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return err
+		}
+		return &exitError{exitRefused, err}
+	}
+	c, err := client.New(client.Config{BaseURL: *base, Token: *token, Budget: *budget, AttemptTimeout: *attempt,
+		OnAttempt: func(a client.Attempt) {
+			seen := fmt.Sprint(a.Status)
+			if a.Err != nil {
+				seen = "no answer (" + shortErr(a.Err) + ")"
+			}
+			fmt.Fprintf(stdout, "attempt %d  %-32s %7s  %s\n", a.N, seen, a.Elapsed.Round(time.Millisecond), a.Decision)
+		}})
+	if err != nil {
+		return &exitError{exitRefused, err}
+	}
+	if *resolve != "" {
+		o, err := c.Resolve(ctx, *resolve)
+		if err != nil {
+			return err
+		}
+		switch o.State {
+		case "completed":
+			fmt.Fprintf(stdout, "key %s: completed with %d, request %s\n", o.Key, o.Status, o.ResultID)
+		case "in_progress":
+			fmt.Fprintf(stdout, "key %s: still in progress (lease %d s left): ask again later\n", o.Key, o.LeaseRemainingSeconds)
+		default:
+			fmt.Fprintf(stdout, "key %s: never seen, or its record expired: the create did not happen under this key\n", o.Key)
+		}
+		return nil
+	}
+	it, err := client.NewIntent(client.CreateInput{Topic: *topic, Note: *note})
+	if err != nil {
+		return err
+	}
+	if *key != "" {
+		it.Key = *key
+	}
+	it.Header = http.Header(headers)
+	fmt.Fprintf(stdout, "intent: key %s, budget %s\n", it.Key, *budget)
+	res, err := c.Send(ctx, it)
+	var refused *client.ProblemError
+	var unknown *client.OutcomeUnknownError
+	switch {
+	case errors.As(err, &refused):
+		fmt.Fprintf(stdout, "refused: %d %s: %s\n", refused.Status, refused.Code, refused.Detail)
+		return &exitError{exitRefused, err}
+	case errors.As(err, &unknown):
+		fmt.Fprintf(stdout, "outcome unknown: the budget ran out. Ask, do not send again: demo-api send --resolve %s\n", unknown.Key)
+		return &exitError{exitUnknown, err}
+	case err != nil:
+		return err
+	}
+	how := "created"
+	if res.Replayed {
+		how = "replayed (the request existed already)"
+	}
+	fmt.Fprintf(stdout, "%s: request %s (%d) after %d attempt(s)\n", how, res.Request.RequestID, res.Status, res.Attempts)
+	return nil
+}
+
+func shortErr(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timed out"
+	}
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		s = s[i+2:]
+	}
+	return s
+}
