@@ -237,3 +237,32 @@ func TestClientAgainstTheServer(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkshopAll runs demo-api workshop --all against a real server with
+// the knobs on and a short TTL: every step passes, none is skipped.
+func TestWorkshopAll(t *testing.T) {
+	t.Parallel()
+	base, _ := serveInProcess(t, "IDEMPOTENCY_TTL=3s", "IDEMPOTENCY_LEASE=3s")
+	var out strings.Builder
+	err := run(context.Background(), []string{"workshop", "--base", base, "--token", e2eToken, "--all", "--ttl", "3s", "--delay", "1200ms"},
+		func(string) string { return "" }, &out, io.Discard)
+	if err != nil || strings.Contains(out.String(), "FAIL") || strings.Contains(out.String(), "SKIP") {
+		t.Fatalf("workshop --all: %v\n%s", err, out.String())
+	}
+	if n := strings.Count(out.String(), "PASS"); n != len(workshopSteps) {
+		t.Fatalf("%d steps passed, want %d:\n%s", n, len(workshopSteps), out.String())
+	}
+}
+
+// TestWorkshopFailsOnAServerWithoutKnobs: the workshop is a conformance
+// check: a step that cannot get the contract's answer fails the run.
+func TestWorkshopFailsOnAServerWithoutKnobs(t *testing.T) {
+	t.Parallel()
+	base, _ := serveInProcess(t, "WORKSHOP=false")
+	var out strings.Builder
+	err := run(context.Background(), []string{"workshop", "--base", base, "--token", e2eToken, "--step", "transient"},
+		func(string) string { return "" }, &out, io.Discard)
+	if e, ok := errors.AsType[*exitError](err); !ok || e.code != exitRefused || !strings.Contains(out.String(), "WORKSHOP=true") {
+		t.Fatalf("workshop against a server without knobs: %v\n%s", err, out.String())
+	}
+}

@@ -6,6 +6,7 @@
 //	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
 //	demo-api provider         run the review desk (the external service)
 //	demo-api send             create a demo request through the retrying client
+//	demo-api workshop         walk through every branch against a running server
 //
 // Configuration comes from environment variables; each has a flag of the
 // same meaning (see config.go).
@@ -45,6 +46,7 @@ commands:
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
   provider            run the review desk, the external service requests are handed to
   send                create a demo request through the retrying Go client (api/client)
+  workshop            walk through every branch of the contract against a running server
 
 run "demo-api <command> -h" for the flags and environment variables.`
 
@@ -89,6 +91,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		return purgeCmd(ctx, cfg, stdout)
+	case "workshop":
+		return workshopCmd(ctx, args, stdout)
 	case "send":
 		return sendCmd(ctx, args, stdout, stderr)
 	case "provider":

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/term"
+)
+
+const workshopUsage = `usage: demo-api workshop [--base URL] [--token T] [--step NAME | --all] [--ttl D]
+
+Walks through every branch of the Idempotency-Key contract against a running
+server, prints each HTTP exchange, and says after each step whether the
+answer is what the contract says. It exits 1 if any step differs, so it is
+also a conformance check for another server of this contract.
+
+Steps that need the server's workshop knobs (WORKSHOP=true): in-progress,
+lost-response, transient. The expiry step runs when --ttl gives the server's
+IDEMPOTENCY_TTL and it is at most 2m; otherwise it is skipped.
+`
+
+// workshopStep is one branch of the contract, shown and checked.
+type workshopStep struct {
+	name, says string
+	run        func(w *workshop) error
+}
+
+var workshopSteps = []workshopStep{
+	{"claim", "the first request with a key runs once: 201, Location, no Idempotent-Replayed", (*workshop).stepClaim},
+	{"replay", "a retry with the same key and payload gets the stored answer byte for byte, with Idempotent-Replayed: true", (*workshop).stepReplay},
+	{"mismatch", "the same key with another payload: 422 key_payload_mismatch with a describedby Link; nothing runs", (*workshop).stepMismatch},
+	{"in-progress", "a retry while the first runs: 409 operation_in_progress with Retry-After and a monitor Link; with Prefer: wait it gets the replay (needs WORKSHOP=true)", (*workshop).stepInProgress},
+	{"lost-response", "the first answer is lost after the commit; the retry gets the replay (needs WORKSHOP=true)", (*workshop).stepLostResponse},
+	{"transient", "a failure after the claim: 503 with Retry-After, the claim released; the retry runs as a first request (needs WORKSHOP=true)", (*workshop).stepTransient},
+	{"refusal", "a business refusal after the claim (topic \"blocked\") is an answer: 422 topic_refused, stored and replayed", (*workshop).stepRefusal},
+	{"bad-request", "a request without a key is refused before anything is stored: 400 idempotency_key_missing with a describedby Link", (*workshop).stepBadRequest},
+	{"cancel", "the second operation: cancel answers 200, its retry replays it, a new key gets 422 request_not_cancellable", (*workshop).stepCancel},
+	{"expiry", "after the TTL the same key is a new intent: 201 with a new requestId (needs --ttl of at most 2m)", (*workshop).stepExpiry},
+}
+
+// errSkip marks a step that could not run here.
+var errSkip = errors.New("skipped")
+
+type workshop struct {
+	base, token string
+	ttl, delay  time.Duration
+	out         io.Writer
+	colour      bool
+	hc          *http.Client
+	run         string // a tag in every key, so the workshop can run twice
+}
+
+// workshopCmd is demo-api workshop.
+func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("demo-api workshop", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	w := &workshop{out: stdout, hc: &http.Client{Timeout: 30 * time.Second}, run: uuid.NewString()[:8]}
+	fs.StringVar(&w.base, "base", "http://localhost:8080", "the API's base URL")
+	fs.StringVar(&w.token, "token", "dev-alice", "bearer token")
+	step := fs.String("step", "", "run this step only: "+strings.Join(stepNames(), ", "))
+	all := fs.Bool("all", false, "run every step")
+	fs.DurationVar(&w.ttl, "ttl", 0, "the server's IDEMPOTENCY_TTL, for the expiry step")
+	fs.DurationVar(&w.delay, "delay", 3*time.Second, "how long the in-progress step holds the first request (below half the server's lease)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, workshopUsage+"\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return err
+		}
+		return &exitError{exitRefused, err}
+	}
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		w.colour = true
+	}
+	w.base = strings.TrimRight(w.base, "/")
+	steps := workshopSteps
+	switch {
+	case *step != "" && *all, *step == "" && !*all:
+		return &exitError{exitRefused, errors.New("give --step NAME or --all")}
+	case *step != "":
+		i := slices.IndexFunc(workshopSteps, func(s workshopStep) bool { return s.name == *step })
+		if i < 0 {
+			return &exitError{exitRefused, fmt.Errorf("no step %q; the steps: %s", *step, strings.Join(stepNames(), ", "))}
+		}
+		steps = workshopSteps[i : i+1]
+	}
+	failed := 0
+	for _, s := range steps {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.printf("\n%s\n", w.paint("1", "== "+s.name+": "+s.says))
+		err := s.run(w)
+		switch {
+		case errors.Is(err, errSkip):
+			w.printf("%s %v\n", w.paint("33", "SKIP"), err)
+		case err != nil:
+			failed++
+			w.printf("%s %v\n", w.paint("31", "FAIL"), err)
+		default:
+			w.printf("%s the answer is what the contract says\n", w.paint("32", "PASS"))
+		}
+	}
+	if failed > 0 {
+		return &exitError{exitRefused, fmt.Errorf("%d of %d steps differ from the contract", failed, len(steps))}
+	}
+	return nil
+}
+
+func stepNames() []string {
+	var names []string
+	for _, s := range workshopSteps {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// exchange is one request and what came back.
+type exchange struct {
+	status  int
+	header  http.Header
+	body    []byte
+	dropped bool // the connection closed without an answer
+}
+
+// send sends one request, printing it and its answer as a person reads them.
+func (w *workshop) send(method, path, key, body string, header ...string) exchange {
+	req, _ := http.NewRequest(method, w.base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w.printf("%s\n", w.paint("36", "> "+method+" "+path))
+	for _, h := range []string{"Idempotency-Key", "Prefer", "Workshop-Delay", "Workshop-Fail", "Workshop-Drop-Response"} {
+		if v := req.Header.Get(h); v != "" {
+			w.printf("%s\n", w.paint("36", "> "+h+": "+v))
+		}
+	}
+	if body != "" {
+		w.printf("%s\n", w.paint("36", "> "+body))
+	}
+	resp, err := w.hc.Do(req)
+	if err != nil {
+		w.printf("< (no answer: %v)\n", err)
+		return exchange{dropped: true}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	w.printf("< %d %s\n", resp.StatusCode, http.StatusText(resp.StatusCode))
+	for _, h := range []string{"Location", "Idempotent-Replayed", "Retry-After", "Link", "Preference-Applied", "Content-Type"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.printf("< %s: %s\n", h, v)
+		}
+	}
+	if len(b) > 0 {
+		w.printf("< %s\n", bytes.TrimSpace(b))
+	}
+	return exchange{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (w *workshop) create(key, body string, header ...string) exchange {
+	return w.send(http.MethodPost, "/v1/demo-requests", key, body, header...)
+}
+
+func (w *workshop) key(name string) string { return "ws-" + w.run + "-" + name }
+
+func (w *workshop) printf(format string, args ...any) { fmt.Fprintf(w.out, format, args...) }
+
+func (w *workshop) paint(code, s string) string {
+	if !w.colour {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+// expect checks an answer: its status and, for a problem, its code.
+func expect(e exchange, status int, code string) error {
+	if e.dropped {
+		return fmt.Errorf("no answer, want %d %s", status, code)
+	}
+	if e.status == http.StatusBadRequest && problemCode(e) == "workshop_disabled" {
+		return errors.New("the server refuses the workshop knobs: start it with WORKSHOP=true (make run does)")
+	}
+	if e.status != status || (code != "" && problemCode(e) != code) {
+		return fmt.Errorf("got %d %s, want %d %s", e.status, problemCode(e), status, code)
+	}
+	return nil
+}
+
+func problemCode(e exchange) string {
+	var p struct{ Code string }
+	json.Unmarshal(e.body, &p)
+	return p.Code
+}
+
+func requestID(e exchange) string {
+	var r struct {
+		RequestID string `json:"requestId"`
+	}
+	json.Unmarshal(e.body, &r)
+	return r.RequestID
+}
+
+const workshopBody = `{"topic":"workshop","note":"shown step by step"}`
+
+func (w *workshop) stepClaim() error {
+	e := w.create(w.key("claim"), workshopBody)
+	if err := expect(e, 201, ""); err != nil {
+		return err
+	}
+	if e.header.Get("Location") == "" || e.header.Get("Idempotent-Replayed") != "" {
+		return errors.New("a first answer must carry Location and no Idempotent-Replayed")
+	}
+	return nil
+}
+
+func (w *workshop) stepReplay() error {
+	first := w.create(w.key("replay"), workshopBody)
+	again := w.create(w.key("replay"), workshopBody)
+	if err := expect(again, first.status, ""); err != nil {
+		return err
+	}
+	if !bytes.Equal(first.body, again.body) || again.header.Get("Idempotent-Replayed") != "true" {
+		return errors.New("the replay must be the first body byte for byte, with Idempotent-Replayed: true")
+	}
+	return nil
+}
+
+func (w *workshop) stepMismatch() error {
+	w.create(w.key("mismatch"), workshopBody)
+	e := w.create(w.key("mismatch"), `{"topic":"another topic"}`)
+	if err := expect(e, 422, "key_payload_mismatch"); err != nil {
+		return err
+	}
+	if !strings.Contains(e.header.Get("Link"), `rel="describedby"`) {
+		return errors.New("a mismatch must link to its documentation (rel=describedby)")
+	}
+	return nil
+}
+
+func (w *workshop) stepInProgress() error {
+	key := w.key("in-progress")
+	first := make(chan exchange, 1)
+	held := &workshop{base: w.base, token: w.token, out: io.Discard, hc: w.hc}
+	go func() { first <- held.create(key, workshopBody, "Workshop-Delay", w.delay.String()) }()
+	time.Sleep(w.delay / 3) // the first request holds its claim now
+	busy := w.create(key, workshopBody)
+	if err := expect(busy, 409, "operation_in_progress"); err != nil {
+		return err
+	}
+	if busy.header.Get("Retry-After") == "" || !strings.Contains(busy.header.Get("Link"), `rel="monitor"`) {
+		return errors.New("a 409 must carry Retry-After and a monitor Link to the key's outcome")
+	}
+	waited := w.create(key, workshopBody, "Prefer", fmt.Sprintf("wait=%d", int(w.delay.Seconds())+5))
+	owner := <-first
+	if err := expect(waited, 201, ""); err != nil {
+		return err
+	}
+	if waited.header.Get("Preference-Applied") != "wait" || !bytes.Equal(waited.body, owner.body) {
+		return errors.New("with Prefer: wait the retry must get the first answer, with Preference-Applied: wait")
+	}
+	return nil
+}
+
+func (w *workshop) stepLostResponse() error {
+	key := w.key("lost")
+	lost := w.create(key, workshopBody, "Workshop-Drop-Response", "true")
+	if !lost.dropped {
+		return fmt.Errorf("got %d, want the connection closed without an answer", lost.status)
+	}
+	e := w.create(key, workshopBody)
+	if err := expect(e, 201, ""); err != nil {
+		return err
+	}
+	if e.header.Get("Idempotent-Replayed") != "true" {
+		return errors.New("the request was created before the answer was lost: the retry must be a replay")
+	}
+	return nil
+}
+
+func (w *workshop) stepTransient() error {
+	key := w.key("transient")
+	e := w.create(key, workshopBody, "Workshop-Fail", "after-claim")
+	if err := expect(e, 503, "unavailable"); err != nil {
+		return err
+	}
+	again := w.create(key, workshopBody)
+	if err := expect(again, 201, ""); err != nil {
+		return err
+	}
+	if again.header.Get("Idempotent-Replayed") != "" {
+		return errors.New("a released claim stores nothing: the retry must run as a first request")
+	}
+	return nil
+}
+
+func (w *workshop) stepRefusal() error {
+	key := w.key("refusal")
+	e := w.create(key, `{"topic":"blocked"}`)
+	if err := expect(e, 422, "topic_refused"); err != nil {
+		return err
+	}
+	again := w.create(key, `{"topic":"blocked"}`)
+	if !bytes.Equal(again.body, e.body) || again.header.Get("Idempotent-Replayed") != "true" {
+		return errors.New("a refusal is an answer: the retry must replay it")
+	}
+	return nil
+}
+
+func (w *workshop) stepBadRequest() error {
+	e := w.create("", workshopBody)
+	if err := expect(e, 400, "idempotency_key_missing"); err != nil {
+		return err
+	}
+	if !strings.Contains(e.header.Get("Link"), `rel="describedby"`) {
+		return errors.New("the key's errors must link to their documentation (rel=describedby)")
+	}
+	return nil
+}
+
+func (w *workshop) stepCancel() error {
+	id := requestID(w.create(w.key("cancel-create"), workshopBody))
+	if id == "" {
+		return errors.New("could not create a request to cancel")
+	}
+	path := "/v1/demo-requests/" + id + "/cancel"
+	first := w.send(http.MethodPost, path, w.key("cancel-1"), "")
+	if err := expect(first, 200, ""); err != nil {
+		return err
+	}
+	again := w.send(http.MethodPost, path, w.key("cancel-1"), "")
+	if !bytes.Equal(again.body, first.body) || again.header.Get("Idempotent-Replayed") != "true" {
+		return errors.New("the retry of the cancel must replay its 200")
+	}
+	return expect(w.send(http.MethodPost, path, w.key("cancel-2"), ""), 422, "request_not_cancellable")
+}
+
+func (w *workshop) stepExpiry() error {
+	if w.ttl <= 0 || w.ttl > 2*time.Minute {
+		return fmt.Errorf("%w: start a server with a short TTL (IDEMPOTENCY_TTL=1m IDEMPOTENCY_LEASE=10s make run) and give --ttl 1m", errSkip)
+	}
+	key := w.key("expiry")
+	first := w.create(key, workshopBody)
+	if err := expect(first, 201, ""); err != nil {
+		return err
+	}
+	w.printf("(waiting %s for the record to expire)\n", w.ttl+time.Second)
+	time.Sleep(w.ttl + time.Second)
+	again := w.create(key, workshopBody)
+	if err := expect(again, 201, ""); err != nil {
+		return err
+	}
+	if again.header.Get("Idempotent-Replayed") != "" || requestID(again) == requestID(first) {
+		return errors.New("after the TTL the key must run as a new intent, with a new requestId")
+	}
+	return nil
+}
