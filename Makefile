@@ -12,6 +12,7 @@
 #   make cross      the builds of other systems: go vet for macOS, go build
 #                   for Windows (.ci/run runs it beside make test)
 #   make bench      the benchmark; writes docs/bench.md
+#   make fuzz       each fuzz target for FUZZTIME (30s); make test runs their seeds
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
@@ -21,7 +22,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test cross bench build vet fmt db-stop db-reset clean
+.PHONY: run test cross bench fuzz build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -57,6 +58,12 @@ cross:
 
 bench:
 	$(GO) run ./cmd/demo-bench
+
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./internal/idempotency
+	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./internal/idempotency
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCreate$$' -fuzztime $(FUZZTIME) ./internal/httpapi
 
 vet:
 	$(GO) vet ./...

@@ -10,6 +10,7 @@ import (
 	"context"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -55,8 +56,8 @@ type CreateInput struct {
 // Errors: invalid_field.
 func (in CreateInput) Validate() error {
 	switch {
-	case strings.TrimSpace(in.Topic) == "":
-		return apperr.Errorf(apperr.InvalidField, "topic must not be empty")
+	case blank(in.Topic):
+		return apperr.Errorf(apperr.InvalidField, "topic must not be empty (or only spaces and invisible characters)")
 	case utf8.RuneCountInString(in.Topic) > MaxTopicLen:
 		return apperr.Errorf(apperr.InvalidField, "topic must be at most %d characters", MaxTopicLen)
 	case utf8.RuneCountInString(in.Note) > MaxNoteLen:
@@ -65,6 +66,17 @@ func (in CreateInput) Validate() error {
 		return apperr.Errorf(apperr.InvalidField, "clientLabel must be at most %d characters", MaxTopicLen)
 	}
 	return nil
+}
+
+// blank reports whether s has no visible character: only white space and
+// format characters (zero-width spaces and joiners, the byte order mark).
+func blank(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Significant returns the fields that make two creates the same intent.

@@ -153,27 +153,35 @@ func TestRejectedBeforeClaim(t *testing.T) {
 		rq     req
 		status int
 		code   string
+		detail string // a part of the problem's detail, if given
 	}{
-		{"no token", req{token: "", keys: []string{"key-a"}, body: body1}, 401, apperr.Unauthorized},
-		{"unknown token", req{token: "tok-nobody", keys: []string{"key-a"}, body: body1}, 401, apperr.Unauthorized},
-		{"no key", req{body: body1}, 400, apperr.KeyMissing},
-		{"key twice", req{keys: []string{"key-a", "key-a"}, body: body1}, 400, apperr.KeyInvalid},
-		{"key too long", req{keys: []string{strings.Repeat("k", 256)}, body: body1}, 400, apperr.KeyInvalid},
-		{"key with a space", req{keys: []string{`"key a"`}, body: body1}, 400, apperr.KeyInvalid},
-		{"bad JSON", req{keys: []string{"key-a"}, body: `{"topic":`}, 400, apperr.MalformedJSON},
-		{"two JSON values", req{keys: []string{"key-a"}, body: body1 + body1}, 400, apperr.MalformedJSON},
-		{"not an object", req{keys: []string{"key-a"}, body: `["topic"]`}, 400, apperr.MalformedJSON},
-		{"unknown field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","priority":1}`}, 400, apperr.UnknownField},
-		{"field name in another case", req{keys: []string{"key-a"}, body: `{"TOPIC":"topic-x"}`}, 400, apperr.UnknownField},
-		{"field twice", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","topic":"topic-y"}`}, 400, apperr.InvalidField},
-		{"null field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","note":null}`}, 400, apperr.InvalidField},
-		{"empty body", req{keys: []string{"key-a"}, header: map[string]string{"Content-Type": "application/json"}}, 400, apperr.MalformedJSON},
-		{"wrong type", req{keys: []string{"key-a"}, body: `{"topic":42}`}, 400, apperr.InvalidField},
-		{"empty topic", req{keys: []string{"key-a"}, body: `{"topic":"  ","note":"note-x"}`}, 400, apperr.InvalidField},
-		{"missing topic", req{keys: []string{"key-a"}, body: `{"note":"note-x"}`}, 400, apperr.InvalidField},
-		{"too large", req{keys: []string{"key-a"}, body: big}, 413, apperr.BodyTooLarge},
-		{"wrong content type", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Content-Type": "text/plain"}}, 415, apperr.UnsupportedMediaType},
-		{"workshop header, workshop off", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Workshop-Fail": "after-claim"}}, 400, apperr.WorkshopDisabled},
+		{"no token", req{token: "", keys: []string{"key-a"}, body: body1}, 401, apperr.Unauthorized, ""},
+		{"unknown token", req{token: "tok-nobody", keys: []string{"key-a"}, body: body1}, 401, apperr.Unauthorized, ""},
+		{"no key", req{body: body1}, 400, apperr.KeyMissing, ""},
+		{"key twice", req{keys: []string{"key-a", "key-a"}, body: body1}, 400, apperr.KeyInvalid, ""},
+		{"key too long", req{keys: []string{strings.Repeat("k", 256)}, body: body1}, 400, apperr.KeyInvalid, ""},
+		{"key with a space", req{keys: []string{`"key a"`}, body: body1}, 400, apperr.KeyInvalid, ""},
+		{"bad JSON", req{keys: []string{"key-a"}, body: `{"topic":"x" "note"}`}, 400, apperr.MalformedJSON, ""},
+		{"cut-off JSON", req{keys: []string{"key-a"}, body: `{"topic":`}, 400, apperr.MalformedJSON, "ends before"},
+		{"NUL in a field", req{keys: []string{"key-a"}, body: `{"topic":"a\u0000b"}`}, 400, apperr.InvalidField, "NUL"},
+		{"invalid UTF-8", req{keys: []string{"key-a"}, body: "{\"topic\":\"a\xffb\"}"}, 400, apperr.MalformedJSON, "UTF-8"},
+		{"a lone surrogate", req{keys: []string{"key-a"}, body: `{"topic":"a\ud800b"}`}, 400, apperr.InvalidField, "surrogate"},
+		{"a lone low surrogate", req{keys: []string{"key-a"}, body: `{"topic":"\udc00"}`}, 400, apperr.InvalidField, "surrogate"},
+		{"only zero-width characters", req{keys: []string{"key-a"}, body: `{"topic":"\u200b\u200d\ufeff"}`}, 400, apperr.InvalidField, "empty"},
+		{"another charset", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Content-Type": "application/json; charset=latin1"}}, 415, apperr.UnsupportedMediaType, "UTF-8"},
+		{"two JSON values", req{keys: []string{"key-a"}, body: body1 + body1}, 400, apperr.MalformedJSON, ""},
+		{"not an object", req{keys: []string{"key-a"}, body: `["topic"]`}, 400, apperr.MalformedJSON, ""},
+		{"unknown field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","priority":1}`}, 400, apperr.UnknownField, ""},
+		{"field name in another case", req{keys: []string{"key-a"}, body: `{"TOPIC":"topic-x"}`}, 400, apperr.UnknownField, ""},
+		{"field twice", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","topic":"topic-y"}`}, 400, apperr.InvalidField, ""},
+		{"null field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","note":null}`}, 400, apperr.InvalidField, ""},
+		{"empty body", req{keys: []string{"key-a"}, header: map[string]string{"Content-Type": "application/json"}}, 400, apperr.MalformedJSON, ""},
+		{"wrong type", req{keys: []string{"key-a"}, body: `{"topic":42}`}, 400, apperr.InvalidField, ""},
+		{"empty topic", req{keys: []string{"key-a"}, body: `{"topic":"  ","note":"note-x"}`}, 400, apperr.InvalidField, ""},
+		{"missing topic", req{keys: []string{"key-a"}, body: `{"note":"note-x"}`}, 400, apperr.InvalidField, ""},
+		{"too large", req{keys: []string{"key-a"}, body: big}, 413, apperr.BodyTooLarge, ""},
+		{"wrong content type", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Content-Type": "text/plain"}}, 415, apperr.UnsupportedMediaType, ""},
+		{"workshop header, workshop off", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Workshop-Fail": "after-claim"}}, 400, apperr.WorkshopDisabled, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,8 +191,8 @@ func TestRejectedBeforeClaim(t *testing.T) {
 				rq.token = tokenAlice
 			}
 			r := e.must(rq)
-			if r.Status != tt.status || r.problem(t) != tt.code {
-				t.Fatalf("status %d: %s; want %d %s", r.Status, r.Body, tt.status, tt.code)
+			if r.Status != tt.status || r.problem(t) != tt.code || !strings.Contains(string(r.Body), tt.detail) {
+				t.Fatalf("status %d: %s; want %d %s saying %q", r.Status, r.Body, tt.status, tt.code, tt.detail)
 			}
 			if tt.status == 401 && r.Header.Get("WWW-Authenticate") == "" {
 				t.Fatal("401 without WWW-Authenticate")

@@ -8,7 +8,10 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 )
@@ -25,15 +28,23 @@ const MaxBodyBytes = 64 << 10
 // Errors: unsupported_media_type, body_too_large, malformed_json,
 // unknown_field, invalid_field.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return apperr.Errorf(apperr.UnsupportedMediaType, "send the body as Content-Type: application/json")
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return apperr.Errorf(apperr.UnsupportedMediaType, "send the body in UTF-8 (charset=%q is not)", cs)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 		return apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", MaxBodyBytes)
 	} else if err != nil {
 		return apperr.Errorf(apperr.MalformedJSON, "the body could not be read")
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would replace the bad bytes with U+FFFD, and two
+		// different bodies would then be the same intent.
+		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid UTF-8")
 	}
 	if err := checkMembers(body, jsonFields(v)); err != nil {
 		return err
@@ -51,8 +62,11 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 func checkMembers(body []byte, fields map[string]bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	malformed := func(err error) error {
-		if err == io.EOF {
+		switch {
+		case err == io.EOF && len(bytes.TrimSpace(body)) == 0:
 			return apperr.Errorf(apperr.MalformedJSON, "the body is empty")
+		case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+			return apperr.Errorf(apperr.MalformedJSON, "the body ends before the JSON value is complete")
 		}
 		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
@@ -79,6 +93,10 @@ func checkMembers(body []byte, fields map[string]bool) error {
 			return apperr.Errorf(apperr.InvalidField, "%s appears twice", name)
 		case string(value) == "null":
 			return apperr.Errorf(apperr.InvalidField, "%s must not be null; leave it out instead", name)
+		case loneSurrogate(value):
+			return apperr.Errorf(apperr.InvalidField, "%s holds a lone UTF-16 surrogate escape (such as \\ud800), which is no character", name)
+		case hasNUL(value):
+			return apperr.Errorf(apperr.InvalidField, "%s must not contain the NUL character", name)
 		}
 		seen[name] = true
 	}
@@ -116,4 +134,48 @@ func jsonKind(k reflect.Kind) string {
 	default:
 		return "number"
 	}
+}
+
+// loneSurrogate reports whether the JSON text v holds a \u escape of a
+// UTF-16 surrogate that is not half of a pair: encoding/json would read it as
+// U+FFFD, so "\ud800" and "\ufffd" would be the same intent.
+func loneSurrogate(v []byte) bool {
+	s := string(v)
+	for i := 0; i+6 <= len(s); i++ {
+		if s[i] == '\\' && s[i+1] == '\\' {
+			i++ // an escaped backslash: what follows is text
+			continue
+		}
+		if s[i] != '\\' || s[i+1] != 'u' {
+			continue
+		}
+		r := hexRune(s[i+2 : i+6])
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xDC00: // high: a low must follow
+			if i+12 > len(s) || s[i+6:i+8] != `\u` || !(hexRune(s[i+8:i+12]) >= 0xDC00 && hexRune(s[i+8:i+12]) <= 0xDFFF) {
+				return true
+			}
+			i += 11
+		case utf16.IsSurrogate(r): // a low on its own
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+func hexRune(h string) rune {
+	n, err := strconv.ParseUint(h, 16, 32)
+	if err != nil {
+		return -1
+	}
+	return rune(n)
+}
+
+// hasNUL reports whether the JSON string v holds the NUL character, which
+// PostgreSQL cannot store in text.
+func hasNUL(v []byte) bool {
+	var s string
+	return len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil && strings.ContainsRune(s, 0)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Fingerprint returns the hex SHA-256 of the canonical encoding of the
@@ -15,7 +16,15 @@ import (
 // The canonical encoding is JSON of the map, whose keys encoding/json sorts, so
 // neither the order of fields in the request body nor its whitespace changes
 // the fingerprint.
+//
+// A string that is not valid UTF-8 is an error: JSON would replace its bad
+// bytes with U+FFFD, and two different intents would share a fingerprint.
 func Fingerprint(significant map[string]any) (string, error) {
+	for name, v := range significant {
+		if s, ok := v.(string); ok && !utf8.ValidString(s) {
+			return "", fmt.Errorf("fingerprint: %s is not valid UTF-8", name)
+		}
+	}
 	b, err := json.Marshal(significant)
 	if err != nil {
 		return "", fmt.Errorf("fingerprint: %w", err)
