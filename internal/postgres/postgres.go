@@ -10,7 +10,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -34,6 +37,19 @@ func Open(ctx context.Context, url string) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
 	cfg.BinaryParameters = true
+	// Bound every wait on the database, so that an unreachable or
+	// partitioned database gives 503s within seconds, not hung requests: a
+	// connection attempt, and a statement on the server (the work's own
+	// deadline, half the lease, bounds the rest). A URL may set its own.
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 3 * time.Second
+	}
+	if cfg.Runtime == nil {
+		cfg.Runtime = map[string]string{}
+	}
+	if _, ok := cfg.Runtime["statement_timeout"]; !ok {
+		cfg.Runtime["statement_timeout"] = "10s"
+	}
 	connector, err := pq.NewConnectorConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -172,7 +188,12 @@ func dbErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn)
+	// Unreachable: refused, reset, cut mid-answer, or a timeout of the
+	// network or of the caller.
+	_, netErr := errors.AsType[net.Error](err)
+	retry := netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
 		switch pqErr.Code.Class() {
 		case "08", "40", "53", "57": // connection, rollback, resources, operator intervention
