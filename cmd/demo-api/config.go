@@ -31,6 +31,13 @@ type config struct {
 	shutdownTimeout time.Duration
 	path            string // "" (each operation's own), one_phase or two_phase
 	unprepared      bool
+
+	// The dispatcher (package delivery).
+	providerURL      string
+	dispatch         bool // serve runs the dispatcher too
+	dispatchAttempts int
+	dispatchRetry    time.Duration
+	dispatchTimeout  time.Duration
 }
 
 // commandUsage is the first line of each command's -h.
@@ -38,6 +45,7 @@ var commandUsage = map[string]string{
 	"serve":         "usage: demo-api serve [flags]",
 	"migrate":       "usage: demo-api migrate up|down [flags]",
 	"purge-expired": "usage: demo-api purge-expired [flags]",
+	"dispatch":      "usage: demo-api dispatch [flags]\n\nHands accepted demo requests to the review desk until stopped (serve does it too, unless DISPATCH=false).",
 }
 
 // loadConfig reads the environment (through getenv), then the flags in args.
@@ -106,6 +114,16 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "json"), "json or text ($LOG_FORMAT)")
 	fs.StringVar(&c.path, "path", env("IDEMPOTENCY_PATH", ""), "make every operation take this path: one_phase or two_phase; empty: each its own ($IDEMPOTENCY_PATH)")
 	boolean(&c.unprepared, "DATABASE_UNPREPARED", "unprepared", false, "do not prepare statements, for a pooler in transaction mode")
+	fs.StringVar(&c.providerURL, "provider-url", env("PROVIDER_URL", ""), "the review desk's URL, e.g. http://127.0.0.1:8090; empty: serve dispatches nothing ($PROVIDER_URL)")
+	boolean(&c.dispatch, "DISPATCH", "dispatch", true, "serve runs the dispatcher when PROVIDER_URL is set")
+	attempts, err := strconv.Atoi(env("DISPATCH_MAX_ATTEMPTS", "8"))
+	if err != nil || attempts < 1 {
+		envErrs = append(envErrs, envErr{"dispatch-max-attempts", fmt.Errorf("DISPATCH_MAX_ATTEMPTS: %q is not a positive number", getenv("DISPATCH_MAX_ATTEMPTS"))})
+		attempts = 8
+	}
+	fs.IntVar(&c.dispatchAttempts, "dispatch-max-attempts", attempts, "attempts before an unclear delivery is unknown ($DISPATCH_MAX_ATTEMPTS)")
+	dur(&c.dispatchRetry, "DISPATCH_FIRST_RETRY", "dispatch-first-retry", "1s", "the wait after a first failed delivery; it doubles, jittered, up to 1m")
+	dur(&c.dispatchTimeout, "DISPATCH_CALL_TIMEOUT", "dispatch-call-timeout", "5s", "how long one call to the review desk may take; a taken row's lease is three")
 	// -h must not print a password or the token hashes found in the environment.
 	fs.Lookup("database-url").DefValue = ""
 	fs.Lookup("tokens").DefValue = ""
@@ -138,6 +156,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		if c.lease <= 0 || c.ttl < c.lease {
 			return c, fmt.Errorf("IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL")
 		}
+	}
+	if cmd == "dispatch" && c.providerURL == "" {
+		return c, fmt.Errorf("set PROVIDER_URL (or -provider-url) to the review desk's URL")
 	}
 	if c.path != "" && c.path != string(idempotency.OnePhase) && c.path != string(idempotency.TwoPhase) {
 		return c, fmt.Errorf("IDEMPOTENCY_PATH must be one_phase, two_phase or empty")

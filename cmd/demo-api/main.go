@@ -5,6 +5,7 @@
 //	demo-api purge-expired    delete expired idempotency records once
 //	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
 //	demo-api provider         run the review desk (the external service)
+//	demo-api dispatch         hand accepted requests to the review desk
 //	demo-api send             create a demo request through the retrying client
 //	demo-api workshop         walk through every branch against a running server
 //
@@ -45,6 +46,7 @@ commands:
   purge-expired       delete expired idempotency records, then exit
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
   provider            run the review desk, the external service requests are handed to
+  dispatch            hand accepted requests to the review desk (serve does it too)
   send                create a demo request through the retrying Go client (api/client)
   workshop            walk through every branch of the contract against a running server
 
@@ -85,6 +87,12 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		return migrateCmd(ctx, cfg, direction, stdout)
+	case "dispatch":
+		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		return dispatch(ctx, cfg, stderr)
 	case "purge-expired":
 		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr)
 		if err != nil {

@@ -21,7 +21,7 @@ import (
 
 // serve runs the API until ctx ends, then shuts down gracefully: it stops
 // accepting, lets in-flight requests finish (their finish runs on a context of
-// its own), stops the sweeper and returns nil.
+// its own), stops the sweeper and the dispatcher, and returns nil.
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger := cfg.logger(stderr)
 	db, err := postgres.Open(ctx, cfg.databaseURL)
@@ -36,19 +36,21 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	store.Unprepared = cfg.unprepared
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
 	m := metrics.New(store, logger)
+	disp := dispatcher(cfg, store, logger, m.Outbox(store, logger))
 
 	deps := httpapi.Deps{
-		Logger:   logger,
-		Keys:     store,
-		Demo:     &demo.Service{Store: store, RefusedTopics: cfg.refused()},
-		Writes:   store,
-		Tokens:   tokens,
-		Ready:    store.Ping,
-		TTL:      cfg.ttl,
-		Lease:    cfg.lease,
-		Workshop: cfg.workshop,
-		Metrics:  m,
-		Path:     idempotency.Path(cfg.path),
+		Logger:     logger,
+		Keys:       store,
+		Demo:       &demo.Service{Store: store, RefusedTopics: cfg.refused()},
+		Writes:     store,
+		Deliveries: disp,
+		Tokens:     tokens,
+		Ready:      store.Ping,
+		TTL:        cfg.ttl,
+		Lease:      cfg.lease,
+		Workshop:   cfg.workshop,
+		Metrics:    m,
+		Path:       idempotency.Path(cfg.path),
 	}
 	handler, err := httpapi.NewServer(deps)
 	if err != nil {
@@ -70,12 +72,16 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { sweep(sweepCtx, logger, store, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
+	if disp.Desk != nil && cfg.dispatch {
+		wg.Go(func() { disp.Run(sweepCtx) })
+	}
 	defer func() { stopSweep(); wg.Wait() }()
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
-		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared)
+		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared,
+		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
 
 	select {

@@ -39,6 +39,10 @@ type Request struct {
 	Note        string     `json:"note" db:"note"`
 	CreatedAt   time.Time  `json:"createdAt" db:"created_at"`
 	CancelledAt *time.Time `json:"cancelledAt,omitempty" db:"cancelled_at"`
+	// Delivery is the state of its hand-over to the review desk (package
+	// delivery), as a read finds it: not part of the create's answer, which
+	// is replayed as it was.
+	Delivery string `json:"delivery,omitempty" db:"delivery"`
 }
 
 // CreateInput is the body of a create.
@@ -131,6 +135,7 @@ func (s *Service) Cancel(ctx context.Context, actor, id string, now time.Time) (
 	}
 	at := now.UTC().Truncate(time.Microsecond)
 	r.State, r.CancelledAt = StateCancelled, &at
+	r.Delivery = "" // the answer is the request; its delivery has a route of its own
 	return r, nil
 }
 

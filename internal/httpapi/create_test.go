@@ -38,8 +38,12 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 			t.Fatal("a first response says it is replayed")
 		}
 		got := e.must(req{method: http.MethodGet, path: r.Header.Get("Location"), token: tokenAlice})
-		if got.Status != http.StatusOK || got.request(t) != dr {
-			t.Fatalf("GET Location = %d %s, want the created request", got.Status, got.Body)
+		read := got.request(t)
+		if got.Status != http.StatusOK || read.Delivery != "pending" {
+			t.Fatalf("GET Location = %d %s, want the created request, its delivery pending", got.Status, got.Body)
+		}
+		if read.Delivery = ""; read != dr {
+			t.Fatalf("GET Location = %s, want the created request %+v", got.Body, dr)
 		}
 	})
 

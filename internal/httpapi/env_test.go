@@ -17,12 +17,14 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/testkit"
 )
 
@@ -47,6 +49,9 @@ type env struct {
 	srv    *httptest.Server
 	client *http.Client
 	logs   *syncBuffer
+	// dispatcher serves the delivery routes; it calls a desk only when
+	// withDesk gave it one, and only when a test runs it.
+	dispatcher *delivery.Dispatcher
 
 	path idempotency.Path
 	// works counts the works that ran: past the claim on the two-phase
@@ -62,6 +67,13 @@ type envOption func(*httpapi.Deps, *postgres.Store)
 // withClock makes the store read c instead of the database clock.
 func withClock(c *testkit.Clock) envOption {
 	return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now }
+}
+
+// withDesk makes the dispatcher hand deliveries to the desk at url.
+func withDesk(url string) envOption {
+	return func(d *httpapi.Deps, _ *postgres.Store) {
+		d.Deliveries.(*delivery.Dispatcher).Desk = reviewdesk.New(url, nil)
+	}
 }
 
 func withWorkshop() envOption { return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop = true } }
@@ -99,16 +111,19 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewJSONHandler(e.logs, nil))
+	m := metrics.New(e.store, logger)
+	e.dispatcher = &delivery.Dispatcher{Store: e.store, Logger: logger, Metrics: m.Outbox(e.store, logger), MaxAttempts: 2}
 	deps := httpapi.Deps{
-		Logger:  logger,
-		Metrics: metrics.New(e.store, logger),
-		Keys:    e.store,
-		Demo:    &demo.Service{Store: e.store, RefusedTopics: map[string]bool{"blocked": true}},
-		Writes:  e.store,
-		Tokens:  tokens,
-		Ready:   e.store.Ping,
-		TTL:     testTTL,
-		Lease:   testLease,
+		Logger:     logger,
+		Metrics:    m,
+		Deliveries: e.dispatcher,
+		Keys:       e.store,
+		Demo:       &demo.Service{Store: e.store, RefusedTopics: map[string]bool{"blocked": true}},
+		Writes:     e.store,
+		Tokens:     tokens,
+		Ready:      e.store.Ping,
+		TTL:        testTTL,
+		Lease:      testLease,
 		InWork: func(ctx context.Context, r *http.Request) error {
 			e.works.Add(1)
 			e.mu.Lock()

@@ -38,6 +38,10 @@ func (s *server) routes() http.Handler {
 			r.Method(op.method, op.pattern, op.handler)
 		}
 		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
+		if s.Deliveries != nil {
+			r.Method(http.MethodGet, "/v1/demo-requests/{id}/delivery", handleGetDelivery(s.Logger, s.Deliveries))
+			r.Method(http.MethodPost, "/v1/demo-requests/{id}/delivery/reconcile", handleReconcile(s.Logger, s.Deliveries))
+		}
 		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, ops))
 	})
 	return r

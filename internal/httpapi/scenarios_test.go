@@ -273,12 +273,15 @@ func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
 	if err := <-clientGone; err != nil {
 		t.Fatalf("the work's context ended with the client's: %v", err)
 	}
-	// The work goes on to finish on its own; the retry sees it in progress or done.
+	// The work goes on to finish on its own; the retry sees it in progress or
+	// done. On the one-phase path nothing is claimed while a work decides, so
+	// the retry may also commit first, and the first request then replays
+	// it: either way one row.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := e.create("key-hangup", body1)
 		if r.Status == http.StatusCreated {
-			if r.Header.Get("Idempotent-Replayed") != "true" {
+			if r.Header.Get("Idempotent-Replayed") != "true" && path == idempotency.TwoPhase {
 				t.Fatalf("retry ran the work again: %s", r.Body)
 			}
 			break

@@ -24,6 +24,8 @@ type Deps struct {
 	// Writes makes the business changes that commit with a key.
 	Writes DemoWrites
 	Tokens auth.Tokens
+	// Deliveries, if set, serves the delivery routes of a demo request.
+	Deliveries Deliveries
 	// Ready reports whether the database answers (/readyz).
 	Ready func(context.Context) error
 	TTL   time.Duration // replay window of a completed key

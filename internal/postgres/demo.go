@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -14,13 +15,20 @@ import (
 // completed, so it happens exactly when the key is completed with its
 // answer; the last CTE is named effect.
 
-// insertDemoRequest is the effect of a create.
+// insertDemoRequest is the effect of a create: the request, and FROM it the
+// outbox row that hands it to the review desk (package delivery), due at
+// once. Nothing calls the desk inside the request.
 var insertDemoRequest = newKeyStatements(`
-effect AS (
+request AS (
     INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
     SELECT CAST(:id AS uuid), :actor, :state, :topic, :note, CAST(:created_at AS timestamptz)
     FROM finished
-    RETURNING id
+    RETURNING id, created_at
+), effect AS (
+    INSERT INTO outbox (request_id, provider_key, next_attempt_at, created_at, updated_at)
+    SELECT id, :provider_key, created_at, created_at, created_at
+    FROM request
+    RETURNING request_id
 )`)
 
 // cancelDemoRequest is the effect of a cancel. The work decided it on a
@@ -39,6 +47,7 @@ effect AS (
 func (s *Store) InsertDemoRequest(r demo.Request) idempotency.Effect {
 	return &effect{what: "insert demo request", stmts: &insertDemoRequest, args: map[string]any{
 		"id": r.ID, "state": r.State, "topic": r.Topic, "note": r.Note, "created_at": r.CreatedAt,
+		"provider_key": delivery.ProviderKey(r.ID),
 	}}
 }
 
@@ -54,8 +63,9 @@ func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
 func (s *Store) DemoRequest(ctx context.Context, actor, id string) (demo.Request, error) {
 	var r demo.Request
 	err := s.db.GetContext(ctx, &r, `
-SELECT id, actor_id, state, topic, note, created_at, cancelled_at
-FROM demo_requests WHERE id = $1 AND actor_id = $2`, id, actor)
+SELECT r.id, r.actor_id, r.state, r.topic, r.note, r.created_at, r.cancelled_at, coalesce(o.state, '') AS delivery
+FROM demo_requests r LEFT JOIN outbox o ON o.request_id = r.id
+WHERE r.id = $1 AND r.actor_id = $2`, id, actor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, apperr.Errorf(apperr.NotFound, "no demo request %q", id)
 	}

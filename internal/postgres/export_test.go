@@ -8,5 +8,8 @@ func Statements() map[string]string {
 		"create_demo_request_one_phase": insertDemoRequest.onePhase,
 		"create_demo_request_finish":    insertDemoRequest.finish,
 		"cancel_demo_request_one_phase": cancelDemoRequest.onePhase,
+		"outbox_take_due":               takeDueSQL,
+		"outbox_settle":                 settleSQL,
+		"outbox_reconciled":             reconciledSQL,
 	}
 }

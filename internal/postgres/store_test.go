@@ -131,8 +131,8 @@ func TestStoreScenarios(t *testing.T) {
 		if _, err := create(ctx, s, first, "stale"); !errors.Is(err, idempotency.ErrLeaseLost) {
 			t.Fatalf("finish with the stale token: err = %v, want ErrLeaseLost", err)
 		}
-		if n := count(t, db, `SELECT count(*) FROM demo_requests`); n != 0 {
-			t.Fatalf("%d business rows after a lost lease, want 0", n)
+		if n := count(t, db, `SELECT count(*) FROM demo_requests`) + count(t, db, `SELECT count(*) FROM outbox`); n != 0 {
+			t.Fatalf("%d business and outbox rows after a lost lease, want 0", n)
 		}
 		if err := s.CreateResultAndFinishAtomically(ctx, first, refused()); !errors.Is(err, idempotency.ErrLeaseLost) {
 			t.Fatalf("plain finish with the stale token: err = %v, want ErrLeaseLost", err)
@@ -140,8 +140,9 @@ func TestStoreScenarios(t *testing.T) {
 		if _, err := create(ctx, s, secondClaim, "fresh"); err != nil {
 			t.Fatal(err)
 		}
-		if n := count(t, db, `SELECT count(*) FROM demo_requests WHERE topic = 'fresh'`); n != 1 {
-			t.Fatalf("%d business rows of the new owner, want 1", n)
+		if n := count(t, db, `SELECT count(*) FROM demo_requests r JOIN outbox o ON o.request_id = r.id
+			WHERE topic = 'fresh' AND o.state = 'pending' AND o.provider_key = 'demo-request:' || r.id`); n != 1 {
+			t.Fatalf("%d business rows of the new owner with their outbox row, want 1", n)
 		}
 	})
 
@@ -324,6 +325,9 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 		}
 		if n := count(t, db, `SELECT count(*) FROM demo_requests`); n != 1 {
 			t.Fatalf("%d business rows, want 1", n)
+		}
+		if n := count(t, db, `SELECT count(*) FROM outbox`); n != 1 {
+			t.Fatalf("%d outbox rows, want 1", n)
 		}
 	})
 

@@ -45,6 +45,10 @@ type Faults struct {
 	Delay string `json:"delay,omitempty"`
 	// FailNext answers the next N submissions or status calls 503, doing nothing.
 	FailNext int `json:"failNext,omitempty"`
+	// HoldAnswer stores every new submission, then holds its answer this
+	// long, e.g. "30s": the sender's crash window between the desk's accept
+	// and its own record of it.
+	HoldAnswer string `json:"holdAnswer,omitempty"`
 	// DropResponses stores the next N new submissions, then closes the
 	// connection without an answer: the sender cannot know it was accepted.
 	DropResponses int `json:"dropResponses,omitempty"`
@@ -70,6 +74,7 @@ type Server struct {
 	mu     sync.Mutex
 	faults Faults
 	delay  time.Duration
+	hold   time.Duration
 }
 
 // NewServer returns the desk on db, which Migrate has prepared.
@@ -131,6 +136,12 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		dropConnection(w)
 		return
 	}
+	s.mu.Lock()
+	hold := s.hold
+	s.mu.Unlock()
+	if fresh && hold > 0 && !pause(r.Context(), hold) {
+		return
+	}
 	status := http.StatusCreated
 	if !fresh {
 		status = http.StatusOK
@@ -175,37 +186,32 @@ func (s *Server) handlePutFaults(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		writeProblem(w, http.StatusBadRequest, "invalid_body", "send the faults as JSON: delay, failNext, dropResponses, refuse, down")
+		writeProblem(w, http.StatusBadRequest, "invalid_body", "send the faults as JSON: delay, holdAnswer, failNext, dropResponses, refuse, down")
 		return
 	}
-	var delay time.Duration
-	if f.Delay != "" {
-		var err error
-		if delay, err = time.ParseDuration(f.Delay); err != nil || delay < 0 || delay > time.Minute {
-			writeProblem(w, http.StatusBadRequest, "invalid_body", "delay must be a duration up to 1m, such as 2s")
-			return
-		}
-	}
-	if f.FailNext < 0 || f.DropResponses < 0 {
-		writeProblem(w, http.StatusBadRequest, "invalid_body", "failNext and dropResponses must not be negative")
+	if err := s.SetFaults(f); err != nil {
+		writeProblem(w, http.StatusBadRequest, "invalid_body", err.Error())
 		return
 	}
-	s.mu.Lock()
-	s.faults, s.delay = f, delay
-	s.mu.Unlock()
 	s.logger.Info("faults set", "faults", f)
 	writeJSON(w, http.StatusOK, f)
 }
 
-// SetFaults replaces the faults, for tests that hold the Server.
+// SetFaults replaces the faults.
 func (s *Server) SetFaults(f Faults) error {
-	d, err := time.ParseDuration(cmp.Or(f.Delay, "0s"))
-	if err != nil {
-		return err
+	var d [2]time.Duration
+	for i, v := range []string{f.Delay, f.HoldAnswer} {
+		var err error
+		if d[i], err = time.ParseDuration(cmp.Or(v, "0s")); err != nil || d[i] < 0 || d[i] > time.Minute {
+			return fmt.Errorf("delay and holdAnswer must be durations up to 1m, such as 2s")
+		}
+	}
+	if f.FailNext < 0 || f.DropResponses < 0 {
+		return fmt.Errorf("failNext and dropResponses must not be negative")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults, s.delay = f, d
+	s.faults, s.delay, s.hold = f, d[0], d[1]
 	return nil
 }
 
@@ -241,12 +247,8 @@ func (s *Server) applyFaults(next http.Handler) http.Handler {
 			dropConnection(w)
 			return
 		}
-		if delay > 0 {
-			select {
-			case <-time.After(delay):
-			case <-r.Context().Done():
-				return
-			}
+		if delay > 0 && !pause(r.Context(), delay) {
+			return
 		}
 		if fail {
 			w.Header().Set("Retry-After", "1")
@@ -283,6 +285,18 @@ func fingerprint(s Submission) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// pause waits for d, and reports false if the client left first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // dropConnection closes the client's connection without an answer.
 func dropConnection(w http.ResponseWriter) {
 	conn, _, err := http.NewResponseController(w).Hijack()
@@ -308,5 +322,6 @@ func writeProblem(w http.ResponseWriter, status int, code, detail string) {
 
 // String formats the faults for logs.
 func (f Faults) String() string {
-	return fmt.Sprintf("delay=%s failNext=%d dropResponses=%d refuse=%t down=%t", cmp.Or(f.Delay, "0s"), f.FailNext, f.DropResponses, f.Refuse, f.Down)
+	return fmt.Sprintf("delay=%s holdAnswer=%s failNext=%d dropResponses=%d refuse=%t down=%t",
+		cmp.Or(f.Delay, "0s"), cmp.Or(f.HoldAnswer, "0s"), f.FailNext, f.DropResponses, f.Refuse, f.Down)
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/provider"
@@ -22,67 +21,40 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// desk is a review desk over loopback on its own database.
-type desk struct {
-	db     *sqlx.DB
-	srv    *provider.Server
-	http   *httptest.Server
-	client *reviewdesk.Client
-}
-
-func newDesk(t *testing.T, db *sqlx.DB) *desk {
-	t.Helper()
-	if db == nil {
-		db = pgtest.NewDB(t)
-	}
-	if err := provider.Migrate(db); err != nil {
-		t.Fatal(err)
-	}
-	d := &desk{db: db, srv: provider.NewServer(db, slog.New(slog.NewTextHandler(io.Discard, nil)), true)}
-	d.http = httptest.NewServer(d.srv.Handler())
-	t.Cleanup(d.http.Close)
-	d.client = reviewdesk.New(d.http.URL, nil)
-	return d
-}
-
-func (d *desk) rows(t *testing.T) int {
-	return testkit.Count(t, d.db, `SELECT count(*) FROM submissions`)
-}
-
 var sub = reviewdesk.Submission{RequestID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Topic: "billing", Note: "call me"}
 
 func TestSubmitOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := newDesk(t, nil)
-	first, err := d.client.Submit(ctx, "demo-request:1", sub)
+	d := testkit.StartDesk(t, nil)
+	first, err := d.Client.Submit(ctx, "demo-request:1", sub)
 	if err != nil || !strings.HasPrefix(first.Reference, "RD-") {
 		t.Fatalf("first submit: %+v, %v", first, err)
 	}
-	again, err := d.client.Submit(ctx, "demo-request:1", sub)
+	again, err := d.Client.Submit(ctx, "demo-request:1", sub)
 	if err != nil || again != first {
 		t.Fatalf("repeat: %+v, %v; want %+v", again, err, first)
 	}
 	other := sub
 	other.Topic = "shipping"
 	var refused *reviewdesk.RefusedError
-	if _, err := d.client.Submit(ctx, "demo-request:1", other); !errors.As(err, &refused) || refused.Status != 422 || refused.Code != "key_payload_mismatch" {
+	if _, err := d.Client.Submit(ctx, "demo-request:1", other); !errors.As(err, &refused) || refused.Status != 422 || refused.Code != "key_payload_mismatch" {
 		t.Fatalf("another payload under the key: %v, want a 422 refusal", err)
 	}
-	if got, err := d.client.Status(ctx, "demo-request:1"); err != nil || got != first {
+	if got, err := d.Client.Status(ctx, "demo-request:1"); err != nil || got != first {
 		t.Fatalf("status: %+v, %v", got, err)
 	}
-	if _, err := d.client.Status(ctx, "demo-request:never"); !errors.Is(err, reviewdesk.ErrNotFound) {
+	if _, err := d.Client.Status(ctx, "demo-request:never"); !errors.Is(err, reviewdesk.ErrNotFound) {
 		t.Fatalf("status of an unknown key: %v, want ErrNotFound", err)
 	}
-	if n := d.rows(t); n != 1 {
+	if n := d.Submissions(t); n != 1 {
 		t.Fatalf("%d submissions, want 1", n)
 	}
 }
 
 func TestConcurrentSubmissionsOfOneKey(t *testing.T) {
 	t.Parallel()
-	d := newDesk(t, nil)
+	d := testkit.StartDesk(t, nil)
 	const n = 50
 	refs := make([]string, n)
 	errs := make([]error, n)
@@ -91,7 +63,7 @@ func TestConcurrentSubmissionsOfOneKey(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			r, err := d.client.Submit(context.Background(), "demo-request:storm", sub)
+			r, err := d.Client.Submit(context.Background(), "demo-request:storm", sub)
 			refs[i], errs[i] = r.Reference, err
 		})
 	}
@@ -102,7 +74,7 @@ func TestConcurrentSubmissionsOfOneKey(t *testing.T) {
 			t.Fatalf("submission %d: %q, %v; want %q", i, refs[i], errs[i], refs[0])
 		}
 	}
-	if rows := d.rows(t); rows != 1 {
+	if rows := d.Submissions(t); rows != 1 {
 		t.Fatalf("%d submissions for one key, want 1", rows)
 	}
 }
@@ -115,52 +87,58 @@ func TestFaults(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		faults provider.Faults
-		call   func(d *desk) error
+		call   func(d *testkit.Desk) error
 		want   func(error) bool
 		stored int
 	}{
-		{"delay past the caller's deadline", provider.Faults{Delay: "500ms"}, func(d *desk) error {
+		{"delay past the caller's deadline", provider.Faults{Delay: "500ms"}, func(d *testkit.Desk) error {
 			ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 			defer cancel()
-			_, err := d.client.Submit(ctx, "k", sub)
+			_, err := d.Client.Submit(ctx, "k", sub)
 			return err
 		}, unclear, 0},
-		{"fail the next call", provider.Faults{FailNext: 1}, func(d *desk) error {
-			_, err := d.client.Submit(ctx, "k", sub)
+		{"fail the next call", provider.Faults{FailNext: 1}, func(d *testkit.Desk) error {
+			_, err := d.Client.Submit(ctx, "k", sub)
 			return err
 		}, unclear, 0},
-		{"accept and drop the answer", provider.Faults{DropResponses: 1}, func(d *desk) error {
-			_, err := d.client.Submit(ctx, "k", sub)
+		{"accept and hold the answer past the caller's deadline", provider.Faults{HoldAnswer: "1m"}, func(d *testkit.Desk) error {
+			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err := d.Client.Submit(ctx, "k", sub)
 			return err
 		}, unclear, 1},
-		{"refuse", provider.Faults{Refuse: true}, func(d *desk) error {
-			_, err := d.client.Submit(ctx, "k", sub)
+		{"accept and drop the answer", provider.Faults{DropResponses: 1}, func(d *testkit.Desk) error {
+			_, err := d.Client.Submit(ctx, "k", sub)
+			return err
+		}, unclear, 1},
+		{"refuse", provider.Faults{Refuse: true}, func(d *testkit.Desk) error {
+			_, err := d.Client.Submit(ctx, "k", sub)
 			return err
 		}, func(err error) bool { var r *reviewdesk.RefusedError; return errors.As(err, &r) && r.Status == 422 }, 0},
-		{"down", provider.Faults{Down: true}, func(d *desk) error {
-			_, err := d.client.Status(ctx, "k")
+		{"down", provider.Faults{Down: true}, func(d *testkit.Desk) error {
+			_, err := d.Client.Status(ctx, "k")
 			return err
 		}, unclear, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			d := newDesk(t, nil)
-			if err := d.srv.SetFaults(tt.faults); err != nil {
+			d := testkit.StartDesk(t, nil)
+			if err := d.Server.SetFaults(tt.faults); err != nil {
 				t.Fatal(err)
 			}
 			if err := tt.call(d); !tt.want(err) {
 				t.Fatalf("error %v is not what the client should see", err)
 			}
-			if n := d.rows(t); n != tt.stored {
+			if n := d.Submissions(t); n != tt.stored {
 				t.Fatalf("%d submissions stored, want %d", n, tt.stored)
 			}
-			if err := d.srv.SetFaults(provider.Faults{}); err != nil {
+			if err := d.Server.SetFaults(provider.Faults{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := d.client.Submit(ctx, "k", sub); err != nil {
+			if _, err := d.Client.Submit(ctx, "k", sub); err != nil {
 				t.Fatalf("submit once the fault is cleared: %v", err)
 			}
-			if n := d.rows(t); n != 1 {
+			if n := d.Submissions(t); n != 1 {
 				t.Fatalf("%d submissions after the retry, want 1", n)
 			}
 		})
@@ -169,7 +147,7 @@ func TestFaults(t *testing.T) {
 
 func TestFaultKnobsOverHTTP(t *testing.T) {
 	t.Parallel()
-	d := newDesk(t, nil)
+	d := testkit.StartDesk(t, nil)
 	put := func(url, body string) int {
 		req, _ := http.NewRequest(http.MethodPut, url+"/v1/faults", strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
@@ -179,18 +157,18 @@ func TestFaultKnobsOverHTTP(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if code := put(d.http.URL, `{"failNext":1}`); code != http.StatusOK {
+	if code := put(d.URL, `{"failNext":1}`); code != http.StatusOK {
 		t.Fatalf("PUT /v1/faults: %d", code)
 	}
-	if _, err := d.client.Status(context.Background(), "k"); err == nil {
+	if _, err := d.Client.Status(context.Background(), "k"); err == nil {
 		t.Fatal("failNext did not fail the next call")
 	}
-	for _, bad := range []string{`{"delay":"soon"}`, `{"failNext":-1}`, `{"nope":true}`} {
-		if code := put(d.http.URL, bad); code != http.StatusBadRequest {
+	for _, bad := range []string{`{"delay":"soon"}`, `{"holdAnswer":"2m"}`, `{"failNext":-1}`, `{"nope":true}`} {
+		if code := put(d.URL, bad); code != http.StatusBadRequest {
 			t.Fatalf("PUT %s: %d, want 400", bad, code)
 		}
 	}
-	off := httptest.NewServer(provider.NewServer(d.db, slog.New(slog.NewTextHandler(io.Discard, nil)), false).Handler())
+	off := httptest.NewServer(provider.NewServer(d.DB, slog.New(slog.NewTextHandler(io.Discard, nil)), false).Handler())
 	defer off.Close()
 	if code := put(off.URL, `{"down":true}`); code != http.StatusForbidden {
 		t.Fatalf("faults on a desk without them: %d, want 403", code)
@@ -201,14 +179,14 @@ func TestFaultKnobsOverHTTP(t *testing.T) {
 // the old one accepted.
 func TestSubmissionsSurviveARestart(t *testing.T) {
 	t.Parallel()
-	first := newDesk(t, nil)
-	r, err := first.client.Submit(context.Background(), "demo-request:kept", sub)
+	first := testkit.StartDesk(t, nil)
+	r, err := first.Client.Submit(context.Background(), "demo-request:kept", sub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.http.Close()
-	second := newDesk(t, first.db)
-	if got, err := second.client.Status(context.Background(), "demo-request:kept"); err != nil || got != r {
+	first.Stop()
+	second := testkit.StartDesk(t, first.DB)
+	if got, err := second.Client.Status(context.Background(), "demo-request:kept"); err != nil || got != r {
 		t.Fatalf("after a restart: %+v, %v; want %+v", got, err, r)
 	}
 }

@@ -10,10 +10,15 @@ WITH clock AS (
       AND claim_token = CAST(:token AS uuid) AND state = 'in_progress'
     RETURNING result_id
 ),
-effect AS (
+request AS (
     INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
     SELECT CAST(:id AS uuid), :actor, :state, :topic, :note, CAST(:created_at AS timestamptz)
     FROM finished
-    RETURNING id
+    RETURNING id, created_at
+), effect AS (
+    INSERT INTO outbox (request_id, provider_key, next_attempt_at, created_at, updated_at)
+    SELECT id, :provider_key, created_at, created_at, created_at
+    FROM request
+    RETURNING request_id
 )
 SELECT (SELECT count(*) FROM finished) = 1 AS claimed, (SELECT count(*) FROM effect) AS effect

@@ -34,11 +34,16 @@ WITH clock AS (
 ), finished AS (
     SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
 ),
-effect AS (
+request AS (
     INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
     SELECT CAST(:id AS uuid), :actor, :state, :topic, :note, CAST(:created_at AS timestamptz)
     FROM finished
-    RETURNING id
+    RETURNING id, created_at
+), effect AS (
+    INSERT INTO outbox (request_id, provider_key, next_attempt_at, created_at, updated_at)
+    SELECT id, :provider_key, created_at, created_at, created_at
+    FROM request
+    RETURNING request_id
 )
 SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*
 FROM clock LEFT JOIN prev ON true

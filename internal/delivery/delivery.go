@@ -1,0 +1,335 @@
+// Package delivery hands every accepted demo request to the review desk, an
+// external service, and keeps a record of what became of each hand-over.
+//
+// A local table cannot make a call to another system happen exactly once: a
+// dispatcher can send, be accepted, and die before it records that. So the
+// create writes an outbox row in the same statement as the request and its
+// key (nothing calls the desk inside a request), and the dispatcher makes the
+// call safe to repeat instead:
+//
+//   - it takes due rows with FOR UPDATE SKIP LOCKED and a lease, so several
+//     dispatchers share one backlog and never send one row at the same moment;
+//   - it sends under the desk's own Idempotency-Key, derived from the request
+//     (demo-request:<id>), the same on every attempt: the desk accepts a key
+//     once;
+//   - an attempt after the first — after a timeout, a crash, an unclear
+//     answer — asks the desk for the key's status FIRST, and sends only if
+//     the desk never accepted it;
+//   - it retries with bounded, jittered exponential backoff; after
+//     MaxAttempts the delivery is unknown (or failed, on a definite refusal)
+//     and waits for a person: the status route shows it, and reconcile asks
+//     the desk and records its answer, never resending blindly;
+//   - its marks are fenced by the lease token: a dispatcher whose lease
+//     passed, and whose row another took, changes nothing.
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/google/uuid"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
+)
+
+// States of a delivery.
+const (
+	Pending   = "pending"   // due now or later; or taken by a dispatcher
+	Submitted = "submitted" // the desk accepted it: it holds its reference
+	Unknown   = "unknown"   // attempts ran out without a clear answer: reconcile it
+	Failed    = "failed"    // the desk refused it definitely
+)
+
+// ProviderKey is the desk's Idempotency-Key of request id: the same on every
+// attempt, by every dispatcher.
+func ProviderKey(requestID string) string { return "demo-request:" + requestID }
+
+// Status is a delivery as the owner of its request sees it.
+type Status struct {
+	RequestID         string     `json:"requestId" db:"request_id"`
+	State             string     `json:"state" db:"state"`
+	Attempts          int        `json:"attempts" db:"attempts"`
+	LastError         *string    `json:"lastError,omitempty" db:"last_error"`
+	NextAttemptAt     *time.Time `json:"nextAttemptAt,omitempty" db:"next_attempt_at"`
+	ProviderKey       string     `json:"providerKey" db:"provider_key"`
+	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
+	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
+}
+
+// Due is a row a dispatcher took: the request to hand over, and the attempt
+// this is (1 for the first).
+type Due struct {
+	RequestID   string `db:"request_id"`
+	ProviderKey string `db:"provider_key"`
+	Attempt     int    `db:"attempts"`
+	Topic       string `db:"topic"`
+	Note        string `db:"note"`
+}
+
+// Mark is what one attempt decided for its row: the new state, and for a
+// pending row the wait before the next attempt.
+type Mark struct {
+	RequestID string
+	State     string
+	Reference string // Submitted
+	Error     string // the last error, if any
+	Retry     time.Duration
+}
+
+// Store keeps the outbox.
+type Store interface {
+	// TakeDue takes up to n due rows for lease under token: each is due
+	// again only when the lease passes.
+	TakeDue(ctx context.Context, token string, n int, lease time.Duration) ([]Due, error)
+	// Settle records marks of rows still taken under token, and returns how
+	// many it recorded: a row another dispatcher took since is left alone.
+	Settle(ctx context.Context, token string, marks []Mark) (int, error)
+	// Delivery returns the delivery of actor's request id. Errors: not_found.
+	Delivery(ctx context.Context, actor, id string) (Status, error)
+	// Reconciled records the desk's answer about request id: accepted with
+	// reference, or (reference "") never accepted.
+	Reconciled(ctx context.Context, id, reference string) error
+}
+
+// Metrics is what a dispatcher reports to.
+type Metrics interface {
+	// Delivered counts a mark by its state, and for a final one observes
+	// the attempts it took.
+	Delivered(state string, attempts int)
+	// LookedUp counts a status lookup before a resend, by the desk's answer:
+	// accepted, not_found or unclear.
+	LookedUp(answer string)
+	// Called counts a call to the desk: submit or status.
+	Called(op string)
+}
+
+// Dispatcher hands due outbox rows to the desk.
+type Dispatcher struct {
+	Store  Store
+	Desk   *reviewdesk.Client
+	Logger *slog.Logger
+	// Metrics, if set, counts deliveries, lookups and calls.
+	Metrics Metrics
+	// Batch is how many rows one round takes and sends at once (default 32).
+	Batch int
+	// Loops is how many rounds run at the same time (default 4).
+	Loops int
+	// CallTimeout bounds one call to the desk (default 5 s); a round's
+	// lease is three of them: a lookup and a send, with a margin.
+	CallTimeout time.Duration
+	// MaxAttempts is when an unclear delivery becomes unknown (default 8).
+	MaxAttempts int
+	// FirstRetry is the backoff after a first failed attempt (default 1 s);
+	// it doubles with each attempt, jittered by ±50 %, up to MaxRetry
+	// (default 1 min).
+	FirstRetry, MaxRetry time.Duration
+	// Idle is the pause when nothing is due (default 200 ms, jittered).
+	Idle time.Duration
+
+	once sync.Once
+}
+
+// defaults fills the zero fields, once.
+func (d *Dispatcher) defaults() { d.once.Do(d.setDefaults) }
+
+func (d *Dispatcher) setDefaults() {
+	d.Batch = cmpOr(d.Batch, 32)
+	d.Loops = cmpOr(d.Loops, 4)
+	d.CallTimeout = cmpOr(d.CallTimeout, 5*time.Second)
+	d.MaxAttempts = cmpOr(d.MaxAttempts, 8)
+	d.FirstRetry = cmpOr(d.FirstRetry, time.Second)
+	d.MaxRetry = cmpOr(d.MaxRetry, time.Minute)
+	d.Idle = cmpOr(d.Idle, 200*time.Millisecond)
+	if d.Metrics == nil {
+		d.Metrics = noMetrics{}
+	}
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Run dispatches until ctx ends, in Loops concurrent rounds. A round that
+// fails (the database is away) is logged and tried again after a pause.
+func (d *Dispatcher) Run(ctx context.Context) {
+	d.defaults()
+	var wg sync.WaitGroup
+	for range d.Loops {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n, err := d.round(ctx)
+				if err != nil && ctx.Err() == nil {
+					d.Logger.Warn("dispatch round failed", "err", err)
+				}
+				if n == 0 || err != nil {
+					sleep(ctx, d.Idle/2+rand.N(d.Idle))
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Once runs one round: it takes up to Batch due rows, hands each over, and
+// records the marks. It returns how many rows it took.
+func (d *Dispatcher) Once(ctx context.Context) (int, error) {
+	d.defaults()
+	return d.round(ctx)
+}
+
+func (d *Dispatcher) round(ctx context.Context) (int, error) {
+	token := uuid.NewString()
+	due, err := d.Store.TakeDue(ctx, token, d.Batch, 3*d.CallTimeout)
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	marks := make([]Mark, len(due))
+	var wg sync.WaitGroup
+	for i, row := range due {
+		wg.Go(func() { marks[i] = d.attempt(ctx, row) })
+	}
+	wg.Wait()
+	// The marks are recorded even when ctx ended meanwhile (a shutdown): an
+	// accepted submission is best recorded now, not found by a lookup later.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.CallTimeout)
+	defer cancel()
+	settled, err := d.Store.Settle(sctx, token, marks)
+	if err != nil {
+		return len(due), fmt.Errorf("record %d marks: %w", len(marks), err)
+	}
+	for i, m := range marks {
+		d.Metrics.Delivered(m.State, due[i].Attempt)
+	}
+	if settled < len(marks) {
+		d.Logger.Warn("dispatch: rows taken by another dispatcher meanwhile were left as it marked them",
+			"taken", len(marks), "recorded", settled)
+	}
+	return len(due), nil
+}
+
+// attempt hands row to the desk once and decides its mark. An attempt after
+// the first asks the desk first: the one before may have been accepted.
+func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
+	ctx, cancel := context.WithTimeout(ctx, 2*d.CallTimeout)
+	defer cancel()
+	if row.Attempt > 1 {
+		receipt, err := d.call(ctx, "status", func(ctx context.Context) (reviewdesk.Receipt, error) {
+			return d.Desk.Status(ctx, row.ProviderKey)
+		})
+		switch {
+		case err == nil:
+			d.Metrics.LookedUp("accepted")
+			return Mark{RequestID: row.RequestID, State: Submitted, Reference: receipt.Reference}
+		case errors.Is(err, reviewdesk.ErrNotFound):
+			d.Metrics.LookedUp("not_found") // never accepted: sending is safe
+		default:
+			d.Metrics.LookedUp("unclear")
+			return d.retry(row, err)
+		}
+	}
+	receipt, err := d.call(ctx, "submit", func(ctx context.Context) (reviewdesk.Receipt, error) {
+		return d.Desk.Submit(ctx, row.ProviderKey, reviewdesk.Submission{RequestID: row.RequestID, Topic: row.Topic, Note: row.Note})
+	})
+	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); ok {
+		return Mark{RequestID: row.RequestID, State: Failed, Error: refused.Error()}
+	}
+	if err != nil {
+		return d.retry(row, err)
+	}
+	return Mark{RequestID: row.RequestID, State: Submitted, Reference: receipt.Reference}
+}
+
+func (d *Dispatcher) call(ctx context.Context, op string, fn func(context.Context) (reviewdesk.Receipt, error)) (reviewdesk.Receipt, error) {
+	d.Metrics.Called(op)
+	ctx, cancel := context.WithTimeout(ctx, d.CallTimeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+// retry is the mark of an unclear attempt: pending after a backoff, or
+// unknown once the attempts ran out.
+func (d *Dispatcher) retry(row Due, err error) Mark {
+	if row.Attempt >= d.MaxAttempts {
+		return Mark{RequestID: row.RequestID, State: Unknown, Error: err.Error()}
+	}
+	return Mark{RequestID: row.RequestID, State: Pending, Error: err.Error(), Retry: d.backoff(row.Attempt)}
+}
+
+// backoff is the wait after attempt n (1 for the first): FirstRetry doubled
+// n-1 times, capped at MaxRetry, jittered.
+func (d *Dispatcher) backoff(n int) time.Duration {
+	b := &backoff.ExponentialBackOff{InitialInterval: d.FirstRetry, RandomizationFactor: 0.5,
+		Multiplier: 2, MaxInterval: d.MaxRetry}
+	b.Reset()
+	wait := b.NextBackOff()
+	for range n - 1 {
+		wait = b.NextBackOff()
+	}
+	return wait
+}
+
+// Delivery returns the delivery of actor's request id. Errors: not_found.
+func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, error) {
+	return d.Store.Delivery(ctx, actor, id)
+}
+
+// Reconcile asks the desk now what became of actor's request id and records
+// its answer: accepted makes the delivery submitted; never accepted puts an
+// unknown delivery back in the queue, whose next attempt sends it. It never
+// sends itself, so it is safe to repeat. A submitted delivery is answered as
+// it is, without a call.
+//
+// Errors: not_found; unavailable (the desk did not answer clearly).
+func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, error) {
+	d.defaults()
+	st, err := d.Store.Delivery(ctx, actor, id)
+	if err != nil || st.State == Submitted {
+		return st, err
+	}
+	if d.Desk == nil {
+		return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "no review desk is configured (PROVIDER_URL)",
+			RetryAfter: time.Minute}
+	}
+	receipt, err := d.call(ctx, "status", func(ctx context.Context) (reviewdesk.Receipt, error) {
+		return d.Desk.Status(ctx, st.ProviderKey)
+	})
+	switch {
+	case err == nil:
+		err = d.Store.Reconciled(ctx, id, receipt.Reference)
+	case errors.Is(err, reviewdesk.ErrNotFound):
+		err = d.Store.Reconciled(ctx, id, "")
+	default:
+		return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "the review desk does not answer clearly; try again",
+			RetryAfter: time.Second, Err: err}
+	}
+	if err != nil {
+		return Status{}, err
+	}
+	return d.Store.Delivery(ctx, actor, id)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Delivered(string, int) {}
+func (noMetrics) LookedUp(string)       {}
+func (noMetrics) Called(string)         {}

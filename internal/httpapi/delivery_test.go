@@ -1,0 +1,118 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/demo-api/demo-api/internal/delivery"
+	"github.com/demo-api/demo-api/internal/provider"
+	"github.com/demo-api/demo-api/internal/testkit"
+)
+
+// TestDeliveryRoutes: the delivery of a create is pending until a
+// dispatcher hands it over; the routes show it to its owner only; an unknown
+// delivery is reconciled to submitted by asking the desk, which holds one
+// submission throughout; the create's replay is unchanged by all this.
+func TestDeliveryRoutes(t *testing.T) {
+	t.Parallel()
+	desk := testkit.StartDesk(t, nil)
+	e := newEnv(t, withDesk(desk.URL))
+	created := e.create("key-d1", body1)
+	id := created.request(t).ID
+	route := "/v1/demo-requests/" + id + "/delivery"
+	get := func(token string) (reply, delivery.Status) {
+		t.Helper()
+		r := e.must(req{method: http.MethodGet, path: route, token: token})
+		var st delivery.Status
+		if r.Status == http.StatusOK {
+			if err := json.Unmarshal(r.Body, &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r, st
+	}
+
+	if r, st := get(tokenAlice); r.Status != http.StatusOK || st.State != delivery.Pending || st.Attempts != 0 ||
+		st.ProviderKey != "demo-request:"+id || st.NextAttemptAt == nil {
+		t.Fatalf("GET delivery before any dispatch: %d %s", r.Status, r.Body)
+	}
+	if r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + id, token: tokenAlice}); !strings.Contains(string(r.Body), `"delivery":"pending"`) {
+		t.Fatalf("GET demo request: %s, want its delivery pending", r.Body)
+	}
+	for _, rq := range []req{
+		{method: http.MethodGet, path: route, token: tokenBob},
+		{method: http.MethodPost, path: route + "/reconcile", token: tokenBob},
+		{method: http.MethodGet, path: "/v1/demo-requests/not-a-uuid/delivery", token: tokenAlice},
+	} {
+		if r := e.must(rq); r.Status != http.StatusNotFound || r.problem(t) != "not_found" {
+			t.Fatalf("%s %s as another actor or for no request: %d %s, want 404", rq.method, rq.path, r.Status, r.Body)
+		}
+	}
+
+	// The desk accepts and loses its answer, then fails every call: the
+	// two attempts run out and the delivery is unknown.
+	for _, f := range []provider.Faults{{DropResponses: 1}, {FailNext: 10}} {
+		desk.Faults(t, f)
+		if _, err := e.dispatcher.Once(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if r, st := get(tokenAlice); st.State == delivery.Pending && st.Attempts == 1 {
+			if _, err := e.db.Exec(`UPDATE outbox SET next_attempt_at = now()`); err != nil { // due now, not after the backoff
+				t.Fatal(err)
+			}
+		} else if st.State != delivery.Unknown {
+			t.Fatalf("GET delivery: %s", r.Body)
+		}
+	}
+	if r, st := get(tokenAlice); st.State != delivery.Unknown || st.Attempts != 2 || st.LastError == nil {
+		t.Fatalf("GET delivery after the attempts ran out: %s, want unknown", r.Body)
+	}
+	if r := e.must(req{method: http.MethodPost, path: route + "/reconcile", token: tokenAlice}); r.Status != http.StatusServiceUnavailable ||
+		r.problem(t) != "unavailable" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("reconcile while the desk fails: %d %s, want 503 with Retry-After", r.Status, r.Body)
+	}
+	desk.Faults(t, provider.Faults{})
+	for range 2 {
+		r := e.must(req{method: http.MethodPost, path: route + "/reconcile", token: tokenAlice})
+		var st delivery.Status
+		json.Unmarshal(r.Body, &st)
+		if r.Status != http.StatusOK || st.State != delivery.Submitted || st.ProviderReference == nil {
+			t.Fatalf("reconcile: %d %s, want submitted with the desk's reference", r.Status, r.Body)
+		}
+	}
+	if n := desk.Submissions(t); n != 1 {
+		t.Fatalf("the desk holds %d submissions, want 1", n)
+	}
+	if again := e.create("key-d1", body1); again.Status != created.Status || string(again.Body) != string(created.Body) {
+		t.Fatalf("the replay changed: %d %s, want %d %s", again.Status, again.Body, created.Status, created.Body)
+	}
+	metrics := string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+	for _, want := range []string{
+		"demo_api_outbox_backlog 0",
+		`demo_api_outbox_marks_total{state="unknown"} 1`,
+		`demo_api_outbox_status_lookups_total{answer="unclear"} 1`,
+		`demo_api_outbox_provider_calls_total{call="submit"} 1`,
+		"demo_api_outbox_attempts_per_delivery_count 1",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestReconcileWithoutADesk: a server with no desk configured says so.
+func TestReconcileWithoutADesk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.create("key-d2", body1).request(t).ID
+	if _, err := e.db.Exec(`UPDATE outbox SET state = 'unknown', next_attempt_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	r := e.must(req{method: http.MethodPost, path: "/v1/demo-requests/" + id + "/delivery/reconcile", token: tokenAlice})
+	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "PROVIDER_URL") {
+		t.Fatalf("reconcile without a desk: %d %s, want 503 naming PROVIDER_URL", r.Status, r.Body)
+	}
+}

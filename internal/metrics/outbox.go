@@ -1,0 +1,92 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// BacklogCounter reports the pending deliveries and how long the one due
+// longest has been due.
+type BacklogCounter interface {
+	Backlog(ctx context.Context) (n int, oldestDue time.Duration, err error)
+}
+
+// Outbox holds the dispatcher's metrics; it implements delivery.Metrics.
+type Outbox struct {
+	delivered *prometheus.CounterVec
+	attempts  prometheus.Histogram
+	lookups   *prometheus.CounterVec
+	calls     *prometheus.CounterVec
+}
+
+// Outbox registers the dispatcher's metrics, and the backlog read from
+// backlog at each scrape. Call it once.
+func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
+	o := &Outbox{
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "demo_api_outbox_marks_total",
+			Help: "Attempts to hand a demo request to the review desk, by the state they left it in: submitted, failed, unknown, or pending (to retry).",
+		}, []string{"state"}),
+		attempts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "demo_api_outbox_attempts_per_delivery",
+			Help:    "Attempts a delivery took to end submitted, failed or unknown.",
+			Buckets: []float64{1, 2, 3, 4, 5, 6, 8, 10, 15},
+		}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "demo_api_outbox_status_lookups_total",
+			Help: "Status lookups at the review desk before a resend, by its answer: accepted (no resend), not_found (sent again), unclear.",
+		}, []string{"answer"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "demo_api_outbox_provider_calls_total",
+			Help: "Calls to the review desk, by kind: submit or status.",
+		}, []string{"call"}),
+	}
+	m.reg.MustRegister(o.delivered, o.attempts, o.lookups, o.calls,
+		&backlogCollector{backlog: backlog, logger: logger})
+	return o
+}
+
+// Delivered counts a mark; a final one observes its attempts.
+func (o *Outbox) Delivered(state string, attempts int) {
+	o.delivered.WithLabelValues(state).Inc()
+	if state != "pending" {
+		o.attempts.Observe(float64(attempts))
+	}
+}
+
+// LookedUp counts a status lookup before a resend.
+func (o *Outbox) LookedUp(answer string) { o.lookups.WithLabelValues(answer).Inc() }
+
+// Called counts a call to the desk.
+func (o *Outbox) Called(op string) { o.calls.WithLabelValues(op).Inc() }
+
+var (
+	backlogDesc = prometheus.NewDesc("demo_api_outbox_backlog",
+		"Deliveries pending: due, taken by a dispatcher, or waiting for a retry.", nil, nil)
+	oldestDueDesc = prometheus.NewDesc("demo_api_outbox_oldest_due_seconds",
+		"How long the delivery due longest has been due (0 when none is).", nil, nil)
+)
+
+// backlogCollector reads the backlog from the database at scrape time.
+type backlogCollector struct {
+	backlog BacklogCounter
+	logger  *slog.Logger
+}
+
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- backlogDesc; ch <- oldestDueDesc }
+
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, oldest, err := c.backlog.Backlog(ctx)
+	if err != nil {
+		c.logger.Error("collect outbox backlog", "err", err)
+		ch <- prometheus.NewInvalidMetric(backlogDesc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(oldestDueDesc, prometheus.GaugeValue, oldest.Seconds())
+}

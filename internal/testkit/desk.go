@@ -1,0 +1,58 @@
+package testkit
+
+import (
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/provider"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
+)
+
+// Desk is a review desk served over loopback on a database of its own, with
+// its fault knobs enabled.
+type Desk struct {
+	DB     *sqlx.DB
+	Server *provider.Server
+	URL    string
+	Client *reviewdesk.Client
+	srv    *httptest.Server
+}
+
+// StartDesk starts a desk on db, or on a fresh database when db is nil, and
+// stops it when t ends.
+func StartDesk(t testing.TB, db *sqlx.DB) *Desk {
+	t.Helper()
+	if db == nil {
+		db = pgtest.NewDB(t)
+	}
+	if err := provider.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	d := &Desk{DB: db, Server: provider.NewServer(db, slog.New(slog.NewTextHandler(io.Discard, nil)), true)}
+	d.srv = httptest.NewServer(d.Server.Handler())
+	t.Cleanup(d.srv.Close)
+	d.URL = d.srv.URL
+	d.Client = reviewdesk.New(d.URL, nil)
+	return d
+}
+
+// Stop stops serving; the database stays.
+func (d *Desk) Stop() { d.srv.Close() }
+
+// Faults sets the desk's faults.
+func (d *Desk) Faults(t testing.TB, f provider.Faults) {
+	t.Helper()
+	if err := d.Server.SetFaults(f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Submissions counts the submissions the desk holds.
+func (d *Desk) Submissions(t testing.TB) int {
+	return Count(t, d.DB, `SELECT count(*) FROM submissions`)
+}
