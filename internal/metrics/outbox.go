@@ -76,7 +76,10 @@ type backlogCollector struct {
 	logger  *slog.Logger
 }
 
-func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- backlogDesc; ch <- oldestDueDesc }
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- backlogDesc
+	ch <- oldestDueDesc
+}
 
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/provider"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
