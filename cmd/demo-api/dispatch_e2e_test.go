@@ -1,0 +1,75 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/provider"
+	"github.com/demo-api/demo-api/internal/testkit"
+)
+
+// TestDispatcherKilledBetweenAcceptAndMark SIGKILLs the dispatcher (serve)
+// after the review desk accepted a submission and before the dispatcher
+// recorded it. After a restart, the next attempt asks the desk first and
+// finds it: the desk holds one submission, the request shows submitted, and
+// the restarted dispatcher sent nothing.
+func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
+	url := pgtest.NewURL(t)
+	desk := testkit.StartDesk(t, nil)
+	desk.Faults(t, provider.Faults{HoldAnswer: "1m"}) // accept, then hold the answer
+	// A call may take 1 s, so a taken row's lease is 3 s.
+	env := []string{"PROVIDER_URL=" + desk.URL, "DISPATCH_CALL_TIMEOUT=1s"}
+	p := start(t, url, env...)
+	resp, body, err := p.post("key-outbox")
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %v %s", err, body)
+	}
+	if !testkit.Eventually(5*time.Second, func() bool { return desk.Submissions(t) == 1 }) {
+		t.Fatal("the desk never got the submission")
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL) // within the held answer: nothing recorded yet
+	<-p.exited
+	db := sqlx.MustOpen("postgres", url)
+	defer db.Close()
+	if n := testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'pending' AND attempts = 1`); n != 1 {
+		t.Fatalf("%d outbox rows pending after one attempt, want 1: the kill came after the mark", n)
+	}
+
+	desk.Faults(t, provider.Faults{})
+	p2 := start(t, url, env...)
+	if !testkit.Eventually(10*time.Second, func() bool {
+		return testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'submitted' AND attempts = 2`) == 1
+	}) {
+		t.Fatalf("the delivery was not found submitted by a second attempt:\n%s", p2.log())
+	}
+	if n := desk.Submissions(t); n != 1 {
+		t.Fatalf("the desk holds %d submissions, want 1", n)
+	}
+	metrics := get(t, p2.url+"/metrics")
+	for _, want := range []string{`demo_api_outbox_status_lookups_total{answer="accepted"} 1`, `demo_api_outbox_provider_calls_total{call="status"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the restarted dispatcher's metrics lack %q", want)
+		}
+	}
+	if strings.Contains(metrics, `demo_api_outbox_provider_calls_total{call="submit"}`) {
+		t.Error("the restarted dispatcher sent the submission again")
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
