@@ -1,7 +1,8 @@
 # demo-api: make run serves the API on :8080 with a development PostgreSQL;
 # make test runs every test against a real PostgreSQL it starts itself.
 #
-#   make run        the API on :8080 (LISTEN_ADDR) with a development database
+#   make run        the API on :8080 (LISTEN_ADDR) and the review desk on
+#                   127.0.0.1:8090 (PROVIDER_LISTEN_ADDR), with a development database
 #                   from scripts/dev-db.sh: DATABASE_URL if set, else Docker,
 #                   else a cluster of its own in .data/pg on 127.0.0.1:54329.
 #                   DEV_DB_PORT=54330 make run picks another port, so that two
@@ -28,17 +29,26 @@ build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
 
 # Each step stops make run at its first failure, with that step's message.
+# The review desk (demo-api provider, the external service) runs beside the
+# API on PROVIDER_LISTEN_ADDR (127.0.0.1:8090) with its own database and its
+# fault knobs on; serve's dispatcher hands it every accepted request. Ctrl-C
+# stops both.
 run: build
 	@set -eo pipefail; \
 	url="$$(scripts/dev-db.sh)"; \
+	desk_url="$$(scripts/dev-db.sh url reviewdesk)"; \
+	desk_addr="$${PROVIDER_LISTEN_ADDR:-127.0.0.1:8090}"; \
 	alice="$$(./bin/demo-api hash-token '$(DEV_TOKEN_ALICE)')"; \
 	bob="$$(./bin/demo-api hash-token '$(DEV_TOKEN_BOB)')"; \
 	echo "demo-api: database $$url"; \
 	echo "demo-api: tokens: alice -> '$(DEV_TOKEN_ALICE)', bob -> '$(DEV_TOKEN_BOB)'  (Authorization: Bearer $(DEV_TOKEN_ALICE))"; \
 	echo "demo-api: workshop headers enabled; try the curl lines of README.md"; \
-	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" \
+	PROVIDER_DATABASE_URL="$$desk_url" PROVIDER_LISTEN_ADDR="$$desk_addr" PROVIDER_FAULTS=true \
+	LOG_FORMAT="$${LOG_FORMAT:-text}" ./bin/demo-api provider & desk=$$!; \
+	trap 'kill $$desk 2>/dev/null; wait $$desk 2>/dev/null' EXIT; \
+	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" PROVIDER_URL="http://$$desk_addr" \
 	LISTEN_ADDR="$${LISTEN_ADDR:-:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
-	exec ./bin/demo-api serve
+	./bin/demo-api serve
 
 # The whole suite, with the race detector. The integration tests use
 # TEST_DATABASE_URL if set, else start a throw-away PostgreSQL from the local
