@@ -31,8 +31,9 @@ build:
 # Each step stops make run at its first failure, with that step's message.
 # The review desk (demo-api provider, the external service) runs beside the
 # API on PROVIDER_LISTEN_ADDR (127.0.0.1:8090) with its own database and its
-# fault knobs on; serve's dispatcher hands it every accepted request. Ctrl-C
-# stops both.
+# fault knobs on; serve's dispatcher hands it every accepted request, and
+# gives up (unknown) after DISPATCH_MAX_ATTEMPTS=4 attempts, some 7 s, so a
+# workshop sees it happen. Ctrl-C stops both.
 run: build
 	@set -eo pipefail; \
 	url="$$(scripts/dev-db.sh)"; \
@@ -47,6 +48,7 @@ run: build
 	LOG_FORMAT="$${LOG_FORMAT:-text}" ./bin/demo-api provider & desk=$$!; \
 	trap 'kill $$desk 2>/dev/null; wait $$desk 2>/dev/null' EXIT; \
 	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" PROVIDER_URL="http://$$desk_addr" \
+	DISPATCH_MAX_ATTEMPTS="$${DISPATCH_MAX_ATTEMPTS:-4}" \
 	LISTEN_ADDR="$${LISTEN_ADDR:-:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
 	./bin/demo-api serve
 
