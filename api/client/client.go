@@ -284,6 +284,10 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", it.Key)
 	req.Header.Set("X-Client-Attempt", strconv.Itoa(n))
+	// Without GetBody the transport cannot resend on its own when a reused
+	// connection breaks, as it would for a request with an Idempotency-Key:
+	// every attempt is this loop's, numbered and within the budget.
+	req.GetBody = nil
 	// Wait for a running first attempt rather than take a 409, as long as
 	// the answer can still arrive within this attempt.
 	if w := int((timeout - 500*time.Millisecond) / time.Second); w >= 1 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -168,5 +169,35 @@ func TestNewIntentMakesANewKey(t *testing.T) {
 	b, _ := client.NewIntent(client.CreateInput{Topic: "t"})
 	if a.Key == b.Key || a.Key == "" {
 		t.Fatalf("two intents got keys %q and %q", a.Key, b.Key)
+	}
+}
+
+// drop closes the connection without an answer.
+func drop(w http.ResponseWriter, r *http.Request) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
+
+// TestEveryAttemptIsTheClients: when a reused connection breaks without an
+// answer, Go's transport would resend a request with an Idempotency-Key on
+// its own, unseen; the client takes the retry itself, as its attempt 2.
+func TestEveryAttemptIsTheClients(t *testing.T) {
+	t.Parallel()
+	ok := status(201, "", 0)
+	s := &script{answers: []func(http.ResponseWriter, *http.Request){ok, drop, ok}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := newClient(t, srv.URL, 5*time.Second)
+	for range 2 { // the first leaves an idle connection, which the second reuses
+		it, _ := client.NewIntent(client.CreateInput{Topic: "t"})
+		if _, err := c.Send(context.Background(), it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"1", "1", "2"}; !slices.Equal(s.attempts, want) {
+		t.Fatalf("the server saw attempts %v, want %v", s.attempts, want)
 	}
 }

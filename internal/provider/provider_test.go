@@ -189,3 +189,22 @@ func TestSubmissionsSurviveARestart(t *testing.T) {
 		t.Fatalf("after a restart: %+v, %v; want %+v", got, err, r)
 	}
 }
+
+// TestALostAnswerIsNotResentBehindTheCaller: Go's HTTP transport resends a
+// request that carries an Idempotency-Key when a reused connection breaks.
+// The client must not let it: the caller would never learn that an answer
+// was lost, and a resend it did not decide would not be counted or asked
+// about first.
+func TestALostAnswerIsNotResentBehindTheCaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	if _, err := d.Client.Submit(ctx, "warm", sub); err != nil { // the connection is now idle, to be reused
+		t.Fatal(err)
+	}
+	d.Faults(t, provider.Faults{DropResponses: 1})
+	var unclear *reviewdesk.UnclearError
+	if _, err := d.Client.Submit(ctx, "k", sub); !errors.As(err, &unclear) {
+		t.Fatalf("submit whose answer was dropped: %v, want an unclear outcome", err)
+	}
+}

@@ -89,6 +89,10 @@ func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	// Without GetBody the transport cannot resend on its own when a reused
+	// connection breaks, as it would for a request with an Idempotency-Key:
+	// each send is the caller's decision, and a lost answer reaches it.
+	req.GetBody = nil
 	status, answer, err := c.do(req)
 	if err != nil {
 		return Receipt{}, &UnclearError{Op: "submit", Err: err}
