@@ -242,9 +242,12 @@ func TestClientAgainstTheServer(t *testing.T) {
 // the knobs on and a short TTL: every step passes, none is skipped.
 func TestWorkshopAll(t *testing.T) {
 	t.Parallel()
-	base, _ := serveInProcess(t, "IDEMPOTENCY_TTL=3s", "IDEMPOTENCY_LEASE=3s")
+	desk := testkit.StartDesk(t, nil)
+	base, _ := serveInProcess(t, "IDEMPOTENCY_TTL=3s", "IDEMPOTENCY_LEASE=3s",
+		"PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
 	var out strings.Builder
-	err := run(context.Background(), []string{"workshop", "--base", base, "--token", e2eToken, "--all", "--ttl", "3s", "--delay", "1200ms"},
+	err := run(context.Background(), []string{"workshop", "--base", base, "--token", e2eToken, "--all", "--ttl", "3s", "--delay", "1200ms",
+		"--provider", desk.URL},
 		func(string) string { return "" }, &out, io.Discard)
 	if err != nil || strings.Contains(out.String(), "FAIL") || strings.Contains(out.String(), "SKIP") {
 		t.Fatalf("workshop --all: %v\n%s", err, out.String())

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/term"
 )
 
-const workshopUsage = `usage: demo-api workshop [--base URL] [--token T] [--step NAME | --all] [--ttl D]
+const workshopUsage = `usage: demo-api workshop [--base URL] [--token T] [--step NAME | --all] [--ttl D] [--provider URL]
 
 Walks through every branch of the Idempotency-Key contract against a running
 server, prints each HTTP exchange, and says after each step whether the
@@ -27,7 +27,10 @@ also a conformance check for another server of this contract.
 
 Steps that need the server's workshop knobs (WORKSHOP=true): in-progress,
 lost-response, transient. The expiry step runs when --ttl gives the server's
-IDEMPOTENCY_TTL and it is at most 2m; otherwise it is skipped.
+IDEMPOTENCY_TTL and it is at most 2m; otherwise it is skipped. The external
+step needs the review desk's fault knobs at --provider (PROVIDER_FAULTS=true)
+and a server that gives up on a delivery within seconds
+(DISPATCH_MAX_ATTEMPTS=4); make run starts both so.
 `
 
 // workshopStep is one branch of the contract, shown and checked.
@@ -46,6 +49,7 @@ var workshopSteps = []workshopStep{
 	{"refusal", "a business refusal after the claim (topic \"blocked\") is an answer: 422 topic_refused, stored and replayed", (*workshop).stepRefusal},
 	{"bad-request", "a request without a key is refused before anything is stored: 400 idempotency_key_missing with a describedby Link", (*workshop).stepBadRequest},
 	{"cancel", "the second operation: cancel answers 200, its retry replays it, a new key gets 422 request_not_cancellable", (*workshop).stepCancel},
+	{"external", "a stuck external call: with the review desk down the delivery goes from pending to unknown; reconcile asks the desk, which never took it, so it is queued again and sent once (needs --provider)", (*workshop).stepExternal},
 	{"expiry", "after the TTL the same key is a new intent: 201 with a new requestId (needs --ttl of at most 2m)", (*workshop).stepExpiry},
 }
 
@@ -54,6 +58,7 @@ var errSkip = errors.New("skipped")
 
 type workshop struct {
 	base, token string
+	provider    string // the review desk's base URL
 	ttl, delay  time.Duration
 	out         io.Writer
 	colour      bool
@@ -68,6 +73,7 @@ func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	w := &workshop{out: stdout, hc: &http.Client{Timeout: 30 * time.Second}, run: uuid.NewString()[:8]}
 	fs.StringVar(&w.base, "base", "http://localhost:8080", "the API's base URL")
 	fs.StringVar(&w.token, "token", "dev-alice", "bearer token")
+	fs.StringVar(&w.provider, "provider", "http://localhost:8090", "the review desk's base URL, for the external step")
 	step := fs.String("step", "", "run this step only: "+strings.Join(stepNames(), ", "))
 	all := fs.Bool("all", false, "run every step")
 	fs.DurationVar(&w.ttl, "ttl", 0, "the server's IDEMPOTENCY_TTL, for the expiry step")
@@ -84,7 +90,7 @@ func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		w.colour = true
 	}
-	w.base = strings.TrimRight(w.base, "/")
+	w.base, w.provider = strings.TrimRight(w.base, "/"), strings.TrimRight(w.provider, "/")
 	steps := workshopSteps
 	switch {
 	case *step != "" && *all, *step == "" && !*all:
@@ -135,10 +141,17 @@ type exchange struct {
 	dropped bool // the connection closed without an answer
 }
 
-// send sends one request, printing it and its answer as a person reads them.
+// send sends one request to the API (path) or, given a whole URL, to the
+// review desk, printing it and its answer as a person reads them.
 func (w *workshop) send(method, path, key, body string, header ...string) exchange {
-	req, _ := http.NewRequest(method, w.base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+w.token)
+	url := w.base + path
+	if strings.HasPrefix(path, "http") {
+		url = path
+	}
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if url != path {
+		req.Header.Set("Authorization", "Bearer "+w.token)
+	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -351,6 +364,102 @@ func (w *workshop) stepCancel() error {
 		return errors.New("the retry of the cancel must replay its 200")
 	}
 	return expect(w.send(http.MethodPost, path, w.key("cancel-2"), ""), 422, "request_not_cancellable")
+}
+
+func (w *workshop) stepExternal() error {
+	faults := func(f string) error {
+		e := w.send(http.MethodPut, w.provider+"/v1/faults", "", f)
+		switch {
+		case e.dropped:
+			return fmt.Errorf("%w: no review desk answers at %s (give --provider; make run starts one)", errSkip, w.provider)
+		case e.status == http.StatusForbidden:
+			return fmt.Errorf("%w: the review desk refuses its fault knobs: start it with PROVIDER_FAULTS=true (make run does)", errSkip)
+		case e.status != http.StatusOK:
+			return fmt.Errorf("the review desk answered %d to its faults", e.status)
+		}
+		return nil
+	}
+	// The desk is down: no attempt gets an answer, and the dispatcher, after
+	// its last attempt, cannot tell whether the desk took the request.
+	if err := faults(`{"down":true}`); err != nil {
+		return err
+	}
+	defer faults(`{}`)
+	id := requestID(w.create(w.key("external"), workshopBody))
+	if id == "" {
+		return errors.New("could not create a request to hand over")
+	}
+	path := "/v1/demo-requests/" + id + "/delivery"
+	st, err := w.awaitDelivery(path, func(st deliveryView) bool { return st.State != "pending" })
+	if err != nil {
+		return err
+	}
+	if st.State != "unknown" {
+		return fmt.Errorf("the delivery ended %s, want unknown: the desk never answered", st.State)
+	}
+	if err := expect(w.send(http.MethodPost, path+"/reconcile", "", ""), 503, "unavailable"); err != nil {
+		return fmt.Errorf("reconcile while the desk is down: %w", err)
+	}
+	// Back up, the desk says it never took it: reconcile queues it again,
+	// and the dispatcher sends it, once.
+	if err := faults(`{}`); err != nil {
+		return err
+	}
+	if err := expect(w.send(http.MethodPost, path+"/reconcile", "", ""), 200, ""); err != nil {
+		return err
+	}
+	got, err := w.awaitDelivery(path, func(st deliveryView) bool { return st.State != "pending" })
+	if err != nil {
+		return err
+	}
+	if got.State != "submitted" || got.ProviderReference == "" {
+		return fmt.Errorf("the delivery ended %s, want submitted with the desk's reference", got.State)
+	}
+	desk := w.send(http.MethodGet, w.provider+"/v1/submissions/"+got.ProviderKey, "", "")
+	var sub struct{ Reference string }
+	json.Unmarshal(desk.body, &sub)
+	if desk.status != http.StatusOK || sub.Reference != got.ProviderReference {
+		return fmt.Errorf("the desk's submission (%d, %s) is not the one recorded (%s)", desk.status, sub.Reference, got.ProviderReference)
+	}
+	return nil
+}
+
+// deliveryView is what the delivery route shows.
+type deliveryView struct {
+	State, ProviderKey, ProviderReference string
+	Attempts                              int
+}
+
+// awaitDelivery reads the delivery at path until done says so, printing
+// each change, for at most 30 s.
+func (w *workshop) awaitDelivery(path string, done func(deliveryView) bool) (deliveryView, error) {
+	w.printf("(reading %s until it changes)\n", path)
+	var last deliveryView
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodGet, w.base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+w.token)
+		resp, err := w.hc.Do(req)
+		if err != nil {
+			return last, err
+		}
+		var st deliveryView
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return last, fmt.Errorf("GET %s: %d", path, resp.StatusCode)
+		}
+		if st != last {
+			w.printf("< %s after %d attempts\n", st.State, st.Attempts)
+			last = st
+		}
+		if done(st) {
+			return st, nil
+		}
+	}
+	if last.Attempts == 0 {
+		return last, errors.New("no dispatcher attempted the delivery: start the server with PROVIDER_URL (make run does)")
+	}
+	return last, errors.New("the delivery did not change for 30 s: start the server with DISPATCH_MAX_ATTEMPTS=4 (make run does)")
 }
 
 func (w *workshop) stepExpiry() error {
