@@ -62,7 +62,11 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: provider.NewServer(db, logger, *faults).Handler(), ReadHeaderTimeout: 5 * time.Second,
+	desk, err := provider.NewServer(db, logger, *faults)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: desk.Handler(), ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -11,7 +11,8 @@
 // each at 1, 8 and 32 closed-loop clients, then same-key storms (500
 // requests released together on one fresh key). It also measures the SQL
 // floor (the store's statements straight from Go), counts network round
-// trips through a counting proxy.
+// trips through a counting proxy, and times the dispatcher draining a backlog
+// of outbox rows to the review desk (drain.go).
 //
 // It prints a markdown report and writes it between the markers of
 // docs/bench.md. It exits 1 when a correctness check fails (a storm that made
@@ -49,6 +50,7 @@ type options struct {
 	stormSize     int
 	floorDuration time.Duration
 	countRequests int
+	drainRows     int
 	out           string
 	strict        bool
 }
@@ -74,6 +76,7 @@ func main() {
 	flag.IntVar(&o.stormSize, "storm-size", 500, "concurrent requests of a storm")
 	flag.DurationVar(&o.floorDuration, "floor-duration", 1500*time.Millisecond, "time of each SQL floor loop")
 	flag.IntVar(&o.countRequests, "count-requests", 200, "requests per scenario when counting network round trips")
+	flag.IntVar(&o.drainRows, "drain-rows", 10000, "due outbox rows the dispatcher drains to the review desk (0: no drain)")
 	flag.StringVar(&o.out, "out", "docs/bench.md", "markdown file to write the results into, relative to the repository (empty: none)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 2 when a performance target is missed")
 	flag.Parse()
@@ -209,6 +212,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	}
 	if err := b.countRoundTrips(ctx, bin, tmp, pg.Config.Host, pg.Config.Port, dbURL, token); err != nil {
 		return 1, err
+	}
+	if o.drainRows > 0 {
+		if err := b.drain(ctx, admin, pg.URL, bin, tmp, token, o.drainRows); err != nil {
+			return 1, err
+		}
 	}
 	if ctx.Err() != nil {
 		return 1, ctx.Err()

@@ -119,7 +119,7 @@ type Dispatcher struct {
 	Metrics Metrics
 	// Batch is how many rows one round takes and sends at once (default 32).
 	Batch int
-	// Loops is how many rounds run at the same time (default 4).
+	// Loops is how many rounds run at the same time (default 8).
 	Loops int
 	// CallTimeout bounds one call to the desk (default 5 s); a round's
 	// lease is three of them: a lookup and a send, with a margin.
@@ -141,7 +141,7 @@ func (d *Dispatcher) defaults() { d.once.Do(d.setDefaults) }
 
 func (d *Dispatcher) setDefaults() {
 	d.Batch = cmpOr(d.Batch, 32)
-	d.Loops = cmpOr(d.Loops, 4)
+	d.Loops = cmpOr(d.Loops, 8)
 	d.CallTimeout = cmpOr(d.CallTimeout, 5*time.Second)
 	d.MaxAttempts = cmpOr(d.MaxAttempts, 8)
 	d.FirstRetry = cmpOr(d.FirstRetry, time.Second)

@@ -38,8 +38,13 @@ SELECT taken.request_id, taken.provider_key, taken.attempts, r.topic, r.note
 FROM taken JOIN demo_requests r ON r.id = taken.request_id`
 
 // settleSQL records the marks of rows still leased to :token, in one
-// statement. A row whose lease another dispatcher took is not matched.
-var settleSQL = `WITH ` + clockCTE + `, mark AS (
+// statement. A row whose lease another dispatcher took is not matched. It
+// commits without waiting for its WAL flush: a mark a crash loses leaves its
+// row taken, due again when the lease passes, and that attempt asks the desk
+// first — which is what it does after any crash.
+var settleSQL = `WITH ` + clockCTE + `, async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+), mark AS (
     SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:states AS text[]), CAST(:refs AS text[]),
                          CAST(:errors AS text[]), CAST(:retry_us AS bigint[]))
         AS m(request_id, state, reference, error, retry_us)
@@ -48,7 +53,7 @@ UPDATE outbox o SET state = mark.state, provider_reference = nullif(mark.referen
     last_error = nullif(mark.error, ''), lease_token = NULL, updated_at = clock.now,
     next_attempt_at = CASE WHEN mark.state = 'pending'
                            THEN clock.now + mark.retry_us * interval '1 microsecond' END
-FROM mark, clock
+FROM mark, clock, async_commit
 WHERE o.request_id = mark.request_id AND o.lease_token = CAST(:token AS uuid) AND o.state = 'pending'`
 
 // TakeDue implements delivery.Store.

@@ -10,6 +10,7 @@
 //	                           with another payload
 //	GET  /v1/submissions/{key} 200 {"state":"accepted",…} or 404 {"state":"unknown"}
 //	GET|PUT /v1/faults         the fault knobs, when enabled
+//	GET  /readyz               200 while its database answers
 package provider
 
 import (
@@ -66,7 +67,7 @@ const maxBody = 16 << 10
 
 // Server is the review desk's HTTP handler.
 type Server struct {
-	store  store
+	store  *store
 	logger *slog.Logger
 	// faultsEnabled allows /v1/faults; without it the desk is always healthy.
 	faultsEnabled bool
@@ -78,8 +79,12 @@ type Server struct {
 }
 
 // NewServer returns the desk on db, which Migrate has prepared.
-func NewServer(db *sqlx.DB, logger *slog.Logger, faultsEnabled bool) *Server {
-	return &Server{store: store{db: db}, logger: logger, faultsEnabled: faultsEnabled}
+func NewServer(db *sqlx.DB, logger *slog.Logger, faultsEnabled bool) (*Server, error) {
+	st, err := newStore(db)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{store: st, logger: logger, faultsEnabled: faultsEnabled}, nil
 }
 
 // Handler returns the desk's routes.
@@ -91,6 +96,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/v1/submissions", s.handleSubmit)
 		r.Get("/v1/submissions/{key}", s.handleStatus)
 	})
+	r.Get("/readyz", s.handleReadyz)
 	r.Get("/v1/faults", s.handleGetFaults)
 	r.Put("/v1/faults", s.handlePutFaults)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +129,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rc, fresh, err := s.store.accept(r.Context(), key, fp, sub)
+	rc, fresh, err := s.store.submit(r.Context(), key, fp, sub)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -166,6 +172,17 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Receipt
 		State string `json:"state"`
 	}{rc, "accepted"})
+}
+
+// handleReadyz answers 200 while the desk's database answers.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.db.PingContext(ctx); err != nil {
+		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk's database does not answer")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {

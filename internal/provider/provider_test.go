@@ -147,6 +147,11 @@ func TestFaults(t *testing.T) {
 func TestFaultKnobsOverHTTP(t *testing.T) {
 	t.Parallel()
 	d := testkit.StartDesk(t, nil)
+	if resp, err := http.Get(d.URL + "/readyz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /readyz: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	put := func(url, body string) int {
 		req, _ := http.NewRequest(http.MethodPut, url+"/v1/faults", strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
@@ -167,7 +172,11 @@ func TestFaultKnobsOverHTTP(t *testing.T) {
 			t.Fatalf("PUT %s: %d, want 400", bad, code)
 		}
 	}
-	off := httptest.NewServer(provider.NewServer(d.DB, slog.New(slog.NewTextHandler(io.Discard, nil)), false).Handler())
+	desk, err := provider.NewServer(d.DB, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := httptest.NewServer(desk.Handler())
 	defer off.Close()
 	if code := put(off.URL, `{"down":true}`); code != http.StatusForbidden {
 		t.Fatalf("faults on a desk without them: %d, want 403", code)

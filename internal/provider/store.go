@@ -50,7 +50,18 @@ type Receipt struct {
 }
 
 // store keeps the submissions.
-type store struct{ db *sqlx.DB }
+type store struct {
+	db     *sqlx.DB
+	accept *sqlx.Stmt // acceptSQL, prepared: planning it costs more than running it
+}
+
+func newStore(db *sqlx.DB) (*store, error) {
+	accept, err := db.Preparex(acceptSQL)
+	if err != nil {
+		return nil, fmt.Errorf("prepare the accept statement: %w", err)
+	}
+	return &store{db: db, accept: accept}, nil
+}
 
 // acceptSQL accepts a submission under its key once: the primary key
 // decides a race. It returns the row it inserted (fresh) or, in the same
@@ -69,15 +80,15 @@ UNION ALL
 SELECT key, fingerprint, reference, accepted_at, false FROM submissions
 WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM fresh)`
 
-// accept stores s under key unless the key is taken, and returns the
+// submit stores s under key unless the key is taken, and returns the
 // receipt of the key and whether this call stored it.
-func (st store) accept(ctx context.Context, key, fp string, s Submission) (Receipt, bool, error) {
+func (st *store) submit(ctx context.Context, key, fp string, s Submission) (Receipt, bool, error) {
 	for range 3 {
 		var row struct {
 			Receipt
 			Fresh bool `db:"fresh"`
 		}
-		err := st.db.GetContext(ctx, &row, acceptSQL, key, fp, s.RequestID, s.Topic, s.Note)
+		err := st.accept.GetContext(ctx, &row, key, fp, s.RequestID, s.Topic, s.Note)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // a concurrent first submission committed after our snapshot
 		}
@@ -88,7 +99,7 @@ func (st store) accept(ctx context.Context, key, fp string, s Submission) (Recei
 
 // lookup returns the receipt of key; ok is false when the desk never
 // accepted it.
-func (st store) lookup(ctx context.Context, key string) (r Receipt, ok bool, err error) {
+func (st *store) lookup(ctx context.Context, key string) (r Receipt, ok bool, err error) {
 	err = st.db.GetContext(ctx, &r, `SELECT key, fingerprint, reference, accepted_at FROM submissions WHERE key = $1`, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil

@@ -33,7 +33,11 @@ func StartDesk(t testing.TB, db *sqlx.DB) *Desk {
 	if err := provider.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
-	d := &Desk{DB: db, Server: provider.NewServer(db, slog.New(slog.NewTextHandler(io.Discard, nil)), true)}
+	srv, err := provider.NewServer(db, slog.New(slog.NewTextHandler(io.Discard, nil)), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Desk{DB: db, Server: srv}
 	d.srv = httptest.NewServer(d.Server.Handler())
 	t.Cleanup(d.srv.Close)
 	d.URL = d.srv.URL

@@ -7,7 +7,7 @@ UPDATE outbox o SET updated_at = clock.now, lease_token = NULL,
     next_attempt_at = CASE WHEN :reference <> '' THEN NULL ELSE clock.now END,
     attempts = CASE WHEN :reference <> '' THEN o.attempts ELSE 0 END,
     last_error = CASE WHEN :reference <> '' THEN NULL
-                      ELSE 'reconciled: the review desk never accepted it, so it is queued again' END
+                      ELSE 'reconciled, the review desk never accepted it, so it is queued again' END
 FROM clock
 WHERE o.request_id = CAST(:id AS uuid)
   AND (o.state = 'unknown' OR (:reference <> '' AND o.state <> 'submitted'))

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/postgres"
+)
+
+// drainRun is what the drain measured: a backlog of rows due at once, handed
+// to the review desk by the dispatcher of demo-api serve.
+type drainRun struct {
+	rows                     int
+	took                     time.Duration
+	submitted, submissions   int // outbox rows submitted; the desk's submissions
+	submitCalls, statusCalls int
+	// CPU time per delivery of the dispatcher (serve), the desk, PostgreSQL
+	// and the machine; zero where not measured.
+	cpuDispatcher, cpuDesk, cpuPostgres, cpuMachine time.Duration
+}
+
+func (d drainRun) rate() float64 { return float64(d.rows) / d.took.Seconds() }
+func (d drainRun) callsPerDelivery() float64 {
+	return float64(d.submitCalls+d.statusCalls) / float64(max(d.submitted, 1))
+}
+
+// drain fills a database of its own with rows due rows (requests and their
+// outbox rows, as creates leave them), starts the review desk (demo-api
+// provider, on a database of its own) and demo-api serve with PROVIDER_URL,
+// makes every row due at once, and times the backlog to empty. The calls to
+// the desk are read from serve's metrics.
+func (b *bench) drain(ctx context.Context, admin *sqlx.DB, pgURL func(string) string, bin, tmp, token string, rows int) error {
+	b.logf("drain: %d due rows to the review desk", rows)
+	dbName := fmt.Sprintf("demo_bench_drain_%d", os.Getpid())
+	deskName := fmt.Sprintf("demo_bench_desk_%d", os.Getpid())
+	for _, name := range []string{dbName, deskName} {
+		if _, err := admin.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+		defer admin.ExecContext(context.WithoutCancel(ctx), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+	}
+	db, err := postgres.Open(ctx, pgURL(dbName))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := postgres.Migrate(db, 0); err != nil {
+		return err
+	}
+	// Due in an hour, so that serve's dispatcher finds nothing until the
+	// clock starts.
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
+SELECT gen_random_uuid(), 'bench', 'accepted', 'bench-drain ' || i, '', now() FROM generate_series(1, $1) i`, rows); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO outbox (request_id, provider_key, next_attempt_at, created_at, updated_at)
+SELECT id, 'demo-request:' || id, now() + interval '1 hour', now(), now() FROM demo_requests`); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE outbox`); err != nil {
+		return err
+	}
+
+	desk, err := startServer(ctx, "desk", []string{bin, "provider"}, tmp, []string{
+		"PATH=" + os.Getenv("PATH"), "PROVIDER_DATABASE_URL=" + pgURL(deskName), "PROVIDER_LISTEN_ADDR=127.0.0.1:0", "LOG_FORMAT=json"})
+	if err != nil {
+		return err
+	}
+	defer desk.stop()
+	srv, err := startServer(ctx, "server-drain", []string{bin, "serve"}, tmp,
+		append(serverEnv(pgURL(dbName), token), "PROVIDER_URL="+desk.base))
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+
+	dispatcherCPU := &cpuMeter{serverPids: []int{srv.cmd.Process.Pid}, postmasterPid: b.cpu.postmasterPid}
+	deskCPU := &cpuMeter{serverPids: []int{desk.cmd.Process.Pid}}
+	cpu0, deskCPU0 := dispatcherCPU.sample(), deskCPU.sample()
+	start := time.Now()
+	if _, err := db.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = now()`); err != nil {
+		return err
+	}
+	for {
+		var pending bool // EXISTS stops at the first row: the poll costs next to nothing
+		if err := db.GetContext(ctx, &pending, `SELECT EXISTS (SELECT 1 FROM outbox WHERE next_attempt_at IS NOT NULL)`); err != nil {
+			return err
+		}
+		if !pending {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			return fmt.Errorf("drain: rows of %d still pending after 5 minutes", rows)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	d := drainRun{rows: rows, took: time.Since(start)}
+	used, deskUsed := dispatcherCPU.sample().sub(cpu0), deskCPU.sample().sub(deskCPU0)
+	d.cpuDispatcher, d.cpuDesk = used.server/time.Duration(rows), deskUsed.server/time.Duration(rows)
+	d.cpuPostgres, d.cpuMachine = used.postgres/time.Duration(rows), used.machine/time.Duration(rows)
+	if err := db.GetContext(ctx, &d.submitted, `SELECT count(*) FROM outbox WHERE state = 'submitted'`); err != nil {
+		return err
+	}
+	deskDB, err := sqlx.Open("postgres", pgURL(deskName))
+	if err != nil {
+		return err
+	}
+	defer deskDB.Close()
+	if err := deskDB.GetContext(ctx, &d.submissions, `SELECT count(*) FROM submissions`); err != nil {
+		return err
+	}
+	calls, err := scrape(ctx, srv.base+"/metrics", "demo_api_outbox_provider_calls_total")
+	if err != nil {
+		return err
+	}
+	d.submitCalls, d.statusCalls = int(calls[`call="submit"`]), int(calls[`call="status"`])
+	b.rep.drain = &d
+	return nil
+}
+
+// scrape returns the values of metric by its labels, e.g. `call="submit"`.
+func scrape(ctx context.Context, url, metric string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	values := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, metric+"{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
+			values[labels] = v
+		}
+	}
+	return values, sc.Err()
+}
