@@ -1,10 +1,11 @@
 -- The outbox: one row per accepted demo request, written by the same
--- statement that creates the request and completes its key. The dispatcher
--- hands each row to the review desk under the key provider_key, derived from
--- the request's id, and records what became of it.
+-- statement that creates the request and completes its key, FROM the request
+-- it inserts (so no foreign key: the statement is the reference, and the
+-- create pays for no check and no lock on the new request). The dispatcher
+-- hands each row to the review desk under the key demo-request:<request_id>
+-- (delivery.ProviderKey) and records what became of it.
 CREATE TABLE outbox (
-    request_id         uuid        PRIMARY KEY REFERENCES demo_requests (id),
-    provider_key       text        NOT NULL UNIQUE,   -- demo-request:<id>, on every attempt
+    request_id         uuid        PRIMARY KEY,        -- demo_requests.id
     state              text        NOT NULL DEFAULT 'pending'
                                    CHECK (state IN ('pending', 'submitted', 'unknown', 'failed')),
     attempts           integer     NOT NULL DEFAULT 0, -- attempts taken; after the first, each asks the desk first

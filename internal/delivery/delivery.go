@@ -58,7 +58,7 @@ type Status struct {
 	Attempts          int        `json:"attempts" db:"attempts"`
 	LastError         *string    `json:"lastError,omitempty" db:"last_error"`
 	NextAttemptAt     *time.Time `json:"nextAttemptAt,omitempty" db:"next_attempt_at"`
-	ProviderKey       string     `json:"providerKey" db:"provider_key"`
+	ProviderKey       string     `json:"providerKey" db:"-"` // ProviderKey(RequestID)
 	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
 	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
 }
@@ -67,7 +67,7 @@ type Status struct {
 // this is (1 for the first).
 type Due struct {
 	RequestID   string `db:"request_id"`
-	ProviderKey string `db:"provider_key"`
+	ProviderKey string `db:"-"` // ProviderKey(RequestID)
 	Attempt     int    `db:"attempts"`
 	Topic       string `db:"topic"`
 	Note        string `db:"note"`

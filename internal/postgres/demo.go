@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/demo-api/demo-api/internal/apperr"
-	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -25,8 +24,8 @@ request AS (
     FROM finished
     RETURNING id, created_at
 ), effect AS (
-    INSERT INTO outbox (request_id, provider_key, next_attempt_at, created_at, updated_at)
-    SELECT id, :provider_key, created_at, created_at, created_at
+    INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at)
+    SELECT id, created_at, created_at, created_at
     FROM request
     RETURNING request_id
 )`)
@@ -47,7 +46,6 @@ effect AS (
 func (s *Store) InsertDemoRequest(r demo.Request) idempotency.Effect {
 	return &effect{what: "insert demo request", stmts: &insertDemoRequest, args: map[string]any{
 		"id": r.ID, "state": r.State, "topic": r.Topic, "note": r.Note, "created_at": r.CreatedAt,
-		"provider_key": delivery.ProviderKey(r.ID),
 	}}
 }
 

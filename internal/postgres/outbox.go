@@ -32,9 +32,9 @@ var takeDueSQL = `WITH ` + clockCTE + `, due AS (
         updated_at = clock.now
     FROM due, clock
     WHERE o.request_id = due.request_id
-    RETURNING o.request_id, o.provider_key, o.attempts
+    RETURNING o.request_id, o.attempts
 )
-SELECT taken.request_id, taken.provider_key, taken.attempts, r.topic, r.note
+SELECT taken.request_id, taken.attempts, r.topic, r.note
 FROM taken JOIN demo_requests r ON r.id = taken.request_id`
 
 // settleSQL records the marks of rows still leased to :token, in one
@@ -62,6 +62,9 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 	err := s.namedSelect(ctx, &due, takeDueSQL, map[string]any{
 		"now": s.now(), "batch": n, "token": token, "lease_us": lease.Microseconds(),
 	})
+	for i := range due {
+		due[i].ProviderKey = delivery.ProviderKey(due[i].RequestID)
+	}
 	return due, err
 }
 
@@ -92,13 +95,14 @@ func (s *Store) Settle(ctx context.Context, token string, marks []delivery.Mark)
 func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status, error) {
 	var st delivery.Status
 	err := s.db.GetContext(ctx, &st, `
-SELECT o.request_id, o.state, o.attempts, o.last_error, o.next_attempt_at, o.provider_key,
+SELECT o.request_id, o.state, o.attempts, o.last_error, o.next_attempt_at,
        o.provider_reference, o.updated_at
 FROM outbox o JOIN demo_requests r ON r.id = o.request_id
 WHERE o.request_id = $1 AND r.actor_id = $2`, id, actor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, apperr.Errorf(apperr.NotFound, "no delivery of demo request %q", id)
 	}
+	st.ProviderKey = delivery.ProviderKey(st.RequestID)
 	return st, dbErr(err)
 }
 

@@ -40,8 +40,8 @@ request AS (
     FROM finished
     RETURNING id, created_at
 ), effect AS (
-    INSERT INTO outbox (request_id, provider_key, next_attempt_at, created_at, updated_at)
-    SELECT id, :provider_key, created_at, created_at, created_at
+    INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at)
+    SELECT id, created_at, created_at, created_at
     FROM request
     RETURNING request_id
 )

@@ -13,7 +13,7 @@ WITH clock AS (
         updated_at = clock.now
     FROM due, clock
     WHERE o.request_id = due.request_id
-    RETURNING o.request_id, o.provider_key, o.attempts
+    RETURNING o.request_id, o.attempts
 )
-SELECT taken.request_id, taken.provider_key, taken.attempts, r.topic, r.note
+SELECT taken.request_id, taken.attempts, r.topic, r.note
 FROM taken JOIN demo_requests r ON r.id = taken.request_id
