@@ -61,6 +61,18 @@ func TestLoadConfig(t *testing.T) {
 		{name: "serve needs tokens", env: map[string]string{"DATABASE_URL": "postgres://db/x"}, wantErr: "API_TOKENS"},
 		{name: "purge-expired needs no tokens", cmd: "purge-expired", env: map[string]string{"DATABASE_URL": "postgres://db/x"},
 			check: func(c config) bool { return c.databaseURL == "postgres://db/x" }},
+		{name: "dispatcher defaults", env: base, check: func(c config) bool {
+			return c.providerURL == "" && c.dispatch && c.dispatchAttempts == 8 && c.dispatchRetry == time.Second && c.dispatchTimeout == 5*time.Second
+		}},
+		{name: "dispatcher settings", env: with("PROVIDER_URL", "http://desk", "DISPATCH", "false", "DISPATCH_MAX_ATTEMPTS", "3",
+			"DISPATCH_FIRST_RETRY", "200ms", "DISPATCH_CALL_TIMEOUT", "1s"), check: func(c config) bool {
+			return c.providerURL == "http://desk" && !c.dispatch && c.dispatchAttempts == 3 && c.dispatchRetry == 200*time.Millisecond &&
+				c.dispatchTimeout == time.Second
+		}},
+		{name: "bad DISPATCH_MAX_ATTEMPTS", env: with("DISPATCH_MAX_ATTEMPTS", "0"), wantErr: "DISPATCH_MAX_ATTEMPTS"},
+		{name: "dispatch needs a desk", cmd: "dispatch", env: base, wantErr: "set PROVIDER_URL"},
+		{name: "dispatch needs no tokens", cmd: "dispatch", env: map[string]string{"DATABASE_URL": "postgres://db/x", "PROVIDER_URL": "http://desk"},
+			check: func(c config) bool { return c.providerURL == "http://desk" }},
 		{name: "lease over ttl", env: with("IDEMPOTENCY_TTL", "1m", "IDEMPOTENCY_LEASE", "2m"), wantErr: "IDEMPOTENCY_LEASE"},
 		{name: "log format", env: with("LOG_FORMAT", "xml"), wantErr: "LOG_FORMAT"},
 		{name: "unknown flag", env: base, args: []string{"-nope"}, wantErr: "-nope"},
@@ -100,6 +112,10 @@ func TestHelp(t *testing.T) {
 		{[]string{"migrate", "up", "-h"}, "-database-url"},
 		{[]string{"purge-expired", "-h"}, "-sweep-batch"},
 		{[]string{"hash-token", "-h"}, "usage: demo-api hash-token TOKEN"},
+		{[]string{"dispatch", "-h"}, "-provider-url"},
+		{[]string{"provider", "-h"}, "-database-url"},
+		{[]string{"send", "-h"}, "-resolve"},
+		{[]string{"workshop", "-h"}, "-provider"},
 		{[]string{"-h"}, "commands:"},
 	} {
 		var stdout, stderr strings.Builder

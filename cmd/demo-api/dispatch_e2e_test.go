@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,4 +73,35 @@ func get(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestDispatchCommand: with DISPATCH=false serve hands nothing over; demo-api
+// dispatch, a process of its own on the same database, does.
+func TestDispatchCommand(t *testing.T) {
+	url := pgtest.NewURL(t)
+	desk := testkit.StartDesk(t, nil)
+	p := start(t, url, "PROVIDER_URL="+desk.URL, "DISPATCH=false")
+	if resp, body, err := p.post("key-dispatch"); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %v %s", err, body)
+	}
+	db := sqlx.MustOpen("postgres", url)
+	defer db.Close()
+	time.Sleep(500 * time.Millisecond) // more than a dispatcher's idle pause
+	if n := desk.Submissions(t); n != 0 {
+		t.Fatalf("serve with DISPATCH=false handed over %d requests", n)
+	}
+	cmd := exec.Command(binary, "dispatch")
+	cmd.Env = []string{"DATABASE_URL=" + url, "PROVIDER_URL=" + desk.URL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	if !testkit.Eventually(10*time.Second, func() bool {
+		return testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'submitted'`) == 1
+	}) {
+		t.Fatal("demo-api dispatch did not hand the request over")
+	}
+	if n := desk.Submissions(t); n != 1 {
+		t.Fatalf("the desk holds %d submissions, want 1", n)
+	}
 }

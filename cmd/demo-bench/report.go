@@ -62,7 +62,7 @@ type report struct {
 	floor  []floorResult
 	counts []roundTripCount
 
-	drain  *drainRun
+	drain *drainRun
 
 	peakRSS, rssAfter        int64
 	rowsCreate, rowsBaseline int
@@ -242,7 +242,7 @@ func (r *report) targets() []target {
 		}
 		ts = append(ts, target{name: fmt.Sprintf("drain: deliveries/s of a %d-row backlog / creates/s at 8 clients", d.rows),
 			measured: fmt.Sprintf("%.0f / %.0f = %.2f×", d.rate(), create, d.rate()/max(create, 1)),
-			want: fmt.Sprintf("≥ %.1f×", targetDrainVsCreate), met: d.rate() >= targetDrainVsCreate*create})
+			want:     fmt.Sprintf("≥ %.1f×", targetDrainVsCreate), met: d.rate() >= targetDrainVsCreate*create})
 		ts = append(ts, target{name: "drain: desk calls per delivery", measured: fmt.Sprintf("%.2f", d.callsPerDelivery()),
 			want: fmt.Sprintf("%.1f", targetCallsPerDelivery), met: d.callsPerDelivery() <= targetCallsPerDelivery+0.0001})
 		ts = append(ts, target{name: "drain: rows submitted, and the desk's submissions, each once",
