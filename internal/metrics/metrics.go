@@ -4,8 +4,10 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,10 +86,21 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// claimCollector reads the in-progress claims from the database at scrape time.
+// claimCollector reads the in-progress claims from the database at scrape
+// time. The database never fails nor stalls the scrape: when it does not
+// answer in time, the gauges keep their last good value (none before the
+// first), demo_api_metrics_read_age_seconds says how old it is, and
+// demo_api_metrics_collect_errors_total counts the scrape.
 type claimCollector struct {
 	claims ClaimCounter
 	logger *slog.Logger
+	last   lastGood[claimReading]
+}
+
+// claimReading is what one read of the in-progress claims found.
+type claimReading struct {
+	n           int
+	oldest, now time.Time
 }
 
 var (
@@ -95,23 +108,110 @@ var (
 		"Claims in progress, including those whose owner died and whose lease passed.", nil, nil)
 	oldestDesc = prometheus.NewDesc("demo_api_idempotency_oldest_in_progress_seconds",
 		"Age of the oldest claim in progress (0 when there is none).", nil, nil)
+	claimReadErrorsDesc, claimReadAgeDesc = readDescs("idempotency_claims")
 )
 
-func (c *claimCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inProgressDesc; ch <- oldestDesc }
+func (c *claimCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inProgressDesc
+	ch <- oldestDesc
+	ch <- claimReadErrorsDesc
+	ch <- claimReadAgeDesc
+}
 
 func (c *claimCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	n, oldest, now, err := c.claims.InProgress(ctx)
+	r, readAt, failed, err := c.last.get(func(ctx context.Context) (claimReading, error) {
+		n, oldest, now, err := c.claims.InProgress(ctx)
+		return claimReading{n: n, oldest: oldest, now: now}, err
+	})
 	if err != nil {
-		c.logger.Error("collect in-progress claims", "err", err)
-		ch <- prometheus.NewInvalidMetric(inProgressDesc, err)
-		return
+		c.logger.Error("collect in-progress claims", "err", err, "last_good_read_at", readAt)
 	}
-	age := 0.0
-	if n > 0 {
-		age = max(now.Sub(oldest).Seconds(), 0)
+	ch <- prometheus.MustNewConstMetric(claimReadErrorsDesc, prometheus.CounterValue, float64(failed))
+	if readAt.IsZero() {
+		return // never read: no value rather than a made-up 0
 	}
-	ch <- prometheus.MustNewConstMetric(inProgressDesc, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
+	oldestAge := 0.0
+	if r.n > 0 {
+		oldestAge = max(r.now.Sub(r.oldest).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(claimReadAgeDesc, prometheus.GaugeValue, time.Since(readAt).Seconds())
+	ch <- prometheus.MustNewConstMetric(inProgressDesc, prometheus.GaugeValue, float64(r.n))
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldestAge)
+}
+
+// readDescs describes the health of a collector that reads the database
+// through a lastGood: the scrapes it could not read at, and the age of the
+// values it serves. Each such collector has its own label value.
+func readDescs(collector string) (errs, age *prometheus.Desc) {
+	labels := prometheus.Labels{"collector": collector}
+	return prometheus.NewDesc("demo_api_metrics_collect_errors_total",
+			"Scrapes at which a collector could not read the database in time and served its last good values.", nil, labels),
+		prometheus.NewDesc("demo_api_metrics_read_age_seconds",
+			"Seconds since a collector last read its values from the database: how old the values it serves are.", nil, labels)
+}
+
+// readTimeout is how long a scrape waits for a database read.
+const readTimeout = time.Second
+
+// lastGood reads a value from the database for the scrapes, without letting
+// the database fail or stall them. A scrape waits for a read at most
+// readTimeout; when the read fails or is late, the scrape gets the last good
+// value. At most one read runs at a time: in a partition lib/pq does not
+// return at its context's deadline but waits for a reply (until TCP gives
+// up), so a scrape that finds a read past its deadline neither waits for it
+// nor starts another, and the next read starts once it returns. Its zero
+// value is ready to use.
+type lastGood[T any] struct {
+	mu       sync.Mutex
+	value    T
+	readAt   time.Time     // of value; zero until a read succeeds
+	failed   int           // scrapes that got no fresh value
+	inFlight chan struct{} // closed when the read in flight returns; nil when none runs
+	deadline time.Time     // of the read in flight
+	err      error         // of the last read that returned
+}
+
+// get returns the last good value, when it was read (zero if never), how
+// many scrapes so far got no fresh value, and, if this one did not, why.
+func (l *lastGood[T]) get(read func(context.Context) (T, error)) (v T, readAt time.Time, failed int, err error) {
+	l.mu.Lock()
+	if l.inFlight == nil {
+		l.inFlight, l.deadline = make(chan struct{}), time.Now().Add(readTimeout)
+		go l.run(read, l.inFlight)
+	}
+	done, wait := l.inFlight, time.Until(l.deadline)
+	l.mu.Unlock()
+
+	timer := time.NewTimer(max(wait, 0))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-done:
+		err = l.err
+	default:
+		err = fmt.Errorf("the database did not answer within %v", readTimeout)
+	}
+	if err != nil {
+		l.failed++
+	}
+	return l.value, l.readAt, l.failed, err
+}
+
+// run reads once and keeps what it read, if it could.
+func (l *lastGood[T]) run(read func(context.Context) (T, error), done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	v, err := read(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.value, l.readAt = v, time.Now()
+	}
+	l.err, l.inFlight = err, nil
+	close(done)
 }

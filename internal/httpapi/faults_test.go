@@ -1,0 +1,181 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/metrics"
+	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/testkit"
+)
+
+// faultBound is how long /readyz and /metrics may take while the database is
+// down: readyz's own timeout (2 s) and some slack, never the outage.
+const faultBound = 2500 * time.Millisecond
+
+// faultEnv is a server whose store reaches its database through a fault
+// proxy, over loopback, so a test can cut the link or black-hole it.
+type faultEnv struct {
+	proxy  *testkit.FaultProxy
+	db     *sqlx.DB // the server's pool, through the proxy
+	direct *sqlx.DB // the same database, reached directly
+	srv    *httptest.Server
+	client *http.Client
+}
+
+func newFaultEnv(t *testing.T) *faultEnv {
+	t.Helper()
+	dbURL := pgtest.NewURL(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &faultEnv{proxy: testkit.StartFaultProxy(t, u.Host), client: &http.Client{Timeout: 5 * time.Second}}
+	u.Host = e.proxy.Addr()
+	if e.db, err = postgres.Open(context.Background(), u.String()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.db.Close() })
+	if e.direct, err = sqlx.Open("postgres", dbURL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.direct.Close() })
+
+	store := postgres.New(e.db)
+	tokens, err := auth.Parse("alice:" + auth.Hash(tokenAlice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := httpapi.NewServer(httpapi.Deps{Logger: logger, Metrics: metrics.New(store, logger),
+		Keys: store, Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens,
+		Ready: store.Ping, TTL: testTTL, Lease: testLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	// Cut the link first, so that a handler stuck on it (the faults these
+	// tests reproduce) lets srv.Close return.
+	t.Cleanup(func() { e.proxy.Set(testkit.LinkCut) })
+	return e
+}
+
+// get asks the server for path and reads the answer; it fails the test if
+// there is none.
+func (e *faultEnv) get(t *testing.T, path string) (status int, body string, took time.Duration) {
+	t.Helper()
+	status, body, took, err := e.fetch(path)
+	if err != nil {
+		t.Fatalf("GET %s after %v: %v", path, took.Round(time.Millisecond), err)
+	}
+	return status, body, took
+}
+
+// fetch asks the server for path and reads the answer.
+func (e *faultEnv) fetch(path string) (status int, body string, took time.Duration, err error) {
+	start := time.Now()
+	resp, err := e.client.Get(e.srv.URL + path)
+	if err != nil {
+		return 0, "", time.Since(start), err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), time.Since(start), err
+}
+
+// claim leaves key claimed and in progress, written directly.
+func (e *faultEnv) claim(t *testing.T, key string) {
+	t.Helper()
+	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: key}
+	res, err := postgres.New(e.direct).Claim(context.Background(), sc, "fp", uuid.NewString(), time.Hour, testTTL)
+	if err != nil || !res.Claimed {
+		t.Fatalf("claim %s: %+v %v", key, res, err)
+	}
+}
+
+// metricValue is the value of the sample named by series (name and labels
+// exactly as exposed) in a text exposition.
+func metricValue(exposition, series string) (float64, bool) {
+	sc := bufio.NewScanner(strings.NewReader(exposition))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// TestMetricsWhileDatabaseDown: with the database refusing (cut) or holding
+// every byte (blackhole), a scrape still answers 200 within faultBound with
+// the process's and the requests' metrics; the claim gauges keep their last
+// good value, say how old it is, and each scrape that could not read them
+// is counted. Once the database is back the gauges read it again.
+func TestMetricsWhileDatabaseDown(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		link testkit.Link
+	}{{"cut", testkit.LinkCut}, {"blackhole", testkit.LinkBlackhole}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newFaultEnv(t)
+			e.claim(t, "key-held-1")
+			e.get(t, "/healthz")
+			if _, body, _ := e.get(t, "/metrics"); !strings.Contains(body, "\ndemo_api_idempotency_in_progress_claims 1\n") {
+				t.Fatalf("before the fault, the scrape has no claim gauge of 1:\n%s", body)
+			}
+
+			e.proxy.Set(tt.link)
+			for scrape := 1; scrape <= 2; scrape++ { // the second while the first's read may still hang
+				status, body, took := e.get(t, "/metrics")
+				if status != http.StatusOK || took > faultBound {
+					t.Fatalf("scrape %d with the link %s: %d after %v:\n%s", scrape, tt.name, status, took, body)
+				}
+				for series, want := range map[string]func(float64) bool{
+					"go_goroutines": func(v float64) bool { return v > 0 },
+					`demo_api_http_request_duration_seconds_count{route="/healthz",status="200"}`: func(v float64) bool { return v == 1 },
+					"demo_api_idempotency_in_progress_claims":                                     func(v float64) bool { return v == 1 },
+					"demo_api_idempotency_oldest_in_progress_seconds":                             func(v float64) bool { return v >= 0 },
+					`demo_api_metrics_read_age_seconds{collector="idempotency_claims"}`:           func(v float64) bool { return v > 0 },
+					`demo_api_metrics_collect_errors_total{collector="idempotency_claims"}`:       func(v float64) bool { return v == float64(scrape) },
+				} {
+					if v, ok := metricValue(body, series); !ok || !want(v) {
+						t.Errorf("scrape %d with the link %s: %s = %v (present: %v)", scrape, tt.name, series, v, ok)
+					}
+				}
+				if t.Failed() {
+					t.Fatalf("scrape %d:\n%s", scrape, body)
+				}
+			}
+
+			e.proxy.Set(testkit.LinkUp)
+			e.claim(t, "key-held-2")
+			if !testkit.Eventually(5*time.Second, func() bool {
+				_, body, _ := e.get(t, "/metrics")
+				v, _ := metricValue(body, "demo_api_idempotency_in_progress_claims")
+				return v == 2
+			}) {
+				t.Fatal("with the link back up, the claim gauge never read the database again")
+			}
+		})
+	}
+}
