@@ -111,6 +111,28 @@ func (e *faultEnv) claim(t *testing.T, key string) {
 	}
 }
 
+// warmPool leaves n connections idle in the server's pool.
+func (e *faultEnv) warmPool(t *testing.T, n int) {
+	t.Helper()
+	conns := make([]*sqlx.Conn, n)
+	for i := range conns {
+		c, err := e.db.Connx(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PingContext(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if idle := e.db.Stats().Idle; idle < n {
+		t.Fatalf("%d idle connections, want %d", idle, n)
+	}
+}
+
 // metricValue is the value of the sample named by series (name and labels
 // exactly as exposed) in a text exposition.
 func metricValue(exposition, series string) (float64, bool) {
@@ -177,5 +199,29 @@ func TestMetricsWhileDatabaseDown(t *testing.T) {
 				t.Fatal("with the link back up, the claim gauge never read the database again")
 			}
 		})
+	}
+}
+
+// TestReadyzRightAfterConnectionsDied: the pool's idle connections die
+// together, as on a PostgreSQL restart (here their backends are
+// terminated); the first /readyz after must say 200, as creates would, not
+// spend itself on one dead connection and say 503.
+func TestReadyzRightAfterConnectionsDied(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t)
+	e.warmPool(t, 4)
+	var killed int
+	if err := e.direct.Get(&killed, `
+SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	if killed < 4 {
+		t.Fatalf("terminated %d backends, want the pool's 4", killed)
+	}
+	for call := 1; call <= 3; call++ {
+		if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
+			t.Fatalf("/readyz call %d after the backends died: %d %s", call, status, body)
+		}
 	}
 }
