@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,5 +224,33 @@ FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_p
 		if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
 			t.Fatalf("/readyz call %d after the backends died: %d %s", call, status, body)
 		}
+	}
+}
+
+// TestReadyzWithinTimeoutInBlackhole: with the link holding every byte,
+// /readyz says 503 within its timeout, not once the partition heals; and
+// the first call after it heals says 200.
+func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t)
+	if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
+		t.Fatalf("/readyz before the fault: %d %s", status, body)
+	}
+	e.proxy.Set(testkit.LinkBlackhole)
+	var wg sync.WaitGroup // a few probes at once, as several probers would send
+	for range 3 {
+		wg.Go(func() {
+			if status, body, took, err := e.fetch("/readyz"); err != nil || status != http.StatusServiceUnavailable || took > faultBound {
+				t.Errorf("/readyz in a blackhole: %d after %v: %s %v", status, took, body, err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	e.proxy.Set(testkit.LinkUp)
+	if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
+		t.Fatalf("/readyz right after the blackhole: %d %s", status, body)
 	}
 }

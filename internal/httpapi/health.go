@@ -9,6 +9,9 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
+// readyTimeout is how long /readyz waits for the database.
+const readyTimeout = 2 * time.Second
+
 // handleHealthz answers while the process serves.
 func handleHealthz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -16,15 +19,31 @@ func handleHealthz() http.Handler {
 	})
 }
 
-// handleReadyz answers 200 while the database answers, 503 otherwise.
+// handleReadyz answers 200 while the database answers, 503 otherwise, and
+// within readyTimeout either way.
 func handleReadyz(logger *slog.Logger, ready func(context.Context) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
-		if err := ready(ctx); err != nil {
+		if err := untilDone(ctx, ready); err != nil {
 			writeError(logger, w, r, &apperr.Error{Code: apperr.Unavailable, Message: "the database does not answer", RetryAfter: time.Second, Err: err})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+}
+
+// untilDone returns f's error, or ctx's if ctx ends first. A driver may not
+// return at its context's deadline: in a partition lib/pq waits for a reply
+// (and dials its cancel request) until TCP gives up, so f is left to return
+// on its own, in the background, and its answer is dropped.
+func untilDone(ctx context.Context, f func(context.Context) error) error {
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
