@@ -65,7 +65,9 @@ func newFaultEnv(t *testing.T) *faultEnv {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := httpapi.NewServer(httpapi.Deps{Logger: logger, Metrics: metrics.New(store, logger),
+	m := metrics.New(store, logger)
+	m.Outbox(store, logger) // as serve registers it: another collector that reads the database
+	h, err := httpapi.NewServer(httpapi.Deps{Logger: logger, Metrics: m,
 		Keys: store, Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens,
 		Ready: store.Ping, TTL: testTTL, Lease: testLease})
 	if err != nil {
@@ -180,6 +182,8 @@ func TestMetricsWhileDatabaseDown(t *testing.T) {
 					"demo_api_idempotency_oldest_in_progress_seconds":                             func(v float64) bool { return v >= 0 },
 					`demo_api_metrics_read_age_seconds{collector="idempotency_claims"}`:           func(v float64) bool { return v > 0 },
 					`demo_api_metrics_collect_errors_total{collector="idempotency_claims"}`:       func(v float64) bool { return v == float64(scrape) },
+					"demo_api_outbox_backlog":                                                     func(v float64) bool { return v == 0 },
+					`demo_api_metrics_collect_errors_total{collector="outbox_backlog"}`:           func(v float64) bool { return v == float64(scrape) },
 				} {
 					if v, ok := metricValue(body, series); !ok || !want(v) {
 						t.Errorf("scrape %d with the link %s: %s = %v (present: %v)", scrape, tt.name, series, v, ok)

@@ -68,28 +68,42 @@ var (
 		"Deliveries pending: due, taken by a dispatcher, or waiting for a retry.", nil, nil)
 	oldestDueDesc = prometheus.NewDesc("demo_api_outbox_oldest_due_seconds",
 		"How long the delivery due longest has been due (0 when none is).", nil, nil)
+	backlogReadErrorsDesc, backlogReadAgeDesc = readDescs("outbox_backlog")
 )
 
-// backlogCollector reads the backlog from the database at scrape time.
+// backlogCollector reads the backlog from the database at scrape time, as
+// claimCollector reads the claims: never failing nor stalling the scrape.
 type backlogCollector struct {
 	backlog BacklogCounter
 	logger  *slog.Logger
+	last    lastGood[backlogReading]
+}
+
+type backlogReading struct {
+	n         int
+	oldestDue time.Duration
 }
 
 func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- backlogDesc
 	ch <- oldestDueDesc
+	ch <- backlogReadErrorsDesc
+	ch <- backlogReadAgeDesc
 }
 
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	n, oldest, err := c.backlog.Backlog(ctx)
+	r, readAt, failed, err := c.last.get(func(ctx context.Context) (backlogReading, error) {
+		n, oldest, err := c.backlog.Backlog(ctx)
+		return backlogReading{n: n, oldestDue: oldest}, err
+	})
 	if err != nil {
-		c.logger.Error("collect outbox backlog", "err", err)
-		ch <- prometheus.NewInvalidMetric(backlogDesc, err)
-		return
+		c.logger.Error("collect outbox backlog", "err", err, "last_good_read_at", readAt)
 	}
-	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(oldestDueDesc, prometheus.GaugeValue, oldest.Seconds())
+	ch <- prometheus.MustNewConstMetric(backlogReadErrorsDesc, prometheus.CounterValue, float64(failed))
+	if readAt.IsZero() {
+		return // never read: no value rather than a made-up 0
+	}
+	ch <- prometheus.MustNewConstMetric(backlogReadAgeDesc, prometheus.GaugeValue, time.Since(readAt).Seconds())
+	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(r.n))
+	ch <- prometheus.MustNewConstMetric(oldestDueDesc, prometheus.GaugeValue, r.oldestDue.Seconds())
 }
