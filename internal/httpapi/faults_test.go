@@ -41,7 +41,9 @@ type faultEnv struct {
 	client *http.Client
 }
 
-func newFaultEnv(t *testing.T) *faultEnv {
+// newFaultEnv builds one; params are name=value settings added to the
+// server's database URL.
+func newFaultEnv(t *testing.T, params ...string) *faultEnv {
 	t.Helper()
 	dbURL := pgtest.NewURL(t)
 	u, err := url.Parse(dbURL)
@@ -50,6 +52,9 @@ func newFaultEnv(t *testing.T) *faultEnv {
 	}
 	e := &faultEnv{proxy: testkit.StartFaultProxy(t, u.Host), client: &http.Client{Timeout: 5 * time.Second}}
 	u.Host = e.proxy.Addr()
+	for _, p := range params {
+		u.RawQuery += "&" + p
+	}
 	if e.db, err = postgres.Open(context.Background(), u.String()); err != nil {
 		t.Fatal(err)
 	}
@@ -256,5 +261,31 @@ func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
 	e.proxy.Set(testkit.LinkUp)
 	if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
 		t.Fatalf("/readyz right after the blackhole: %d %s", status, body)
+	}
+}
+
+// TestCreateInAPartitionIs503: with the link holding every byte, a create
+// answers 503 with Retry-After within seconds, its wait on the network
+// bounded by the statement timeout and a margin, not when the partition
+// heals.
+func TestCreateInAPartitionIs503(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, "statement_timeout=1000") // ms, as PostgreSQL reads it
+	e.warmPool(t, 2)
+	e.proxy.Set(testkit.LinkBlackhole)
+	e.client.Timeout = 30 * time.Second
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/demo-requests", strings.NewReader(body1))
+	req.Header.Set("Authorization", "Bearer "+tokenAlice)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "key-partition")
+	start := time.Now()
+	resp, err := e.client.Do(req)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("create in a partition: no answer after %v: %v", took.Round(time.Millisecond), err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || took > 6*time.Second {
+		t.Fatalf("create in a partition: %d after %v, want 503 with Retry-After within 6 s", resp.StatusCode, took.Round(time.Millisecond))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +55,12 @@ func Open(ctx context.Context, url string) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	// The server ends a statement at its timeout; only a partition makes the
+	// wait for its answer longer. lib/pq does not stop reading at a
+	// context's deadline (it sends a cancel request, over the same
+	// partition), so each read and write on the connection gets a deadline
+	// of its own.
+	connector.Dialer(&boundedDialer{limit: ioLimit(cfg.Runtime["statement_timeout"])})
 	db := sqlx.NewDb(sql.OpenDB(connector), "postgres")
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
@@ -63,6 +70,62 @@ func Open(ctx context.Context, url string) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("reach database: %w", err)
 	}
 	return db, nil
+}
+
+// ioLimit is how long one read or write on a connection may block: the
+// statement timeout (in PostgreSQL's form: milliseconds, or with a unit Go
+// reads, such as 10s) and a margin; 15 s for a form it does not read.
+func ioLimit(statementTimeout string) time.Duration {
+	d, err := time.ParseDuration(statementTimeout)
+	if ms, errMS := strconv.Atoi(statementTimeout); errMS == nil {
+		d, err = time.Duration(ms)*time.Millisecond, nil
+	}
+	if err != nil || d <= 0 {
+		return 15 * time.Second
+	}
+	return d + 2*time.Second
+}
+
+// boundedDialer dials connections whose every read and write fails after
+// limit: a database that stopped answering (a partition) is an error within
+// seconds, not a wait until TCP gives up. lib/pq reads only when it expects
+// an answer, so an idle pooled connection is not touched.
+type boundedDialer struct {
+	net.Dialer
+	limit time.Duration
+}
+
+func (d *boundedDialer) Dial(network, addr string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, addr)
+}
+
+func (d *boundedDialer) DialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return d.DialContext(ctx, network, addr)
+}
+
+func (d *boundedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := d.Dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &boundedConn{Conn: c, limit: d.limit}, nil
+}
+
+type boundedConn struct {
+	net.Conn
+	limit time.Duration
+}
+
+func (c *boundedConn) Read(b []byte) (int, error) {
+	c.Conn.SetReadDeadline(time.Now().Add(c.limit))
+	return c.Conn.Read(b)
+}
+
+func (c *boundedConn) Write(b []byte) (int, error) {
+	c.Conn.SetWriteDeadline(time.Now().Add(c.limit))
+	return c.Conn.Write(b)
 }
 
 // Migrate applies the embedded migrations up (steps 0: all) or down (steps
