@@ -24,6 +24,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -140,24 +141,16 @@ type Dispatcher struct {
 func (d *Dispatcher) defaults() { d.once.Do(d.setDefaults) }
 
 func (d *Dispatcher) setDefaults() {
-	d.Batch = cmpOr(d.Batch, 32)
-	d.Loops = cmpOr(d.Loops, 8)
-	d.CallTimeout = cmpOr(d.CallTimeout, 5*time.Second)
-	d.MaxAttempts = cmpOr(d.MaxAttempts, 8)
-	d.FirstRetry = cmpOr(d.FirstRetry, time.Second)
-	d.MaxRetry = cmpOr(d.MaxRetry, time.Minute)
-	d.Idle = cmpOr(d.Idle, 200*time.Millisecond)
+	d.Batch = cmp.Or(d.Batch, 32)
+	d.Loops = cmp.Or(d.Loops, 8)
+	d.CallTimeout = cmp.Or(d.CallTimeout, 5*time.Second)
+	d.MaxAttempts = cmp.Or(d.MaxAttempts, 8)
+	d.FirstRetry = cmp.Or(d.FirstRetry, time.Second)
+	d.MaxRetry = cmp.Or(d.MaxRetry, time.Minute)
+	d.Idle = cmp.Or(d.Idle, 200*time.Millisecond)
 	if d.Metrics == nil {
 		d.Metrics = noMetrics{}
 	}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Run dispatches until ctx ends, in Loops concurrent rounds. A round that
@@ -210,6 +203,9 @@ func (d *Dispatcher) round(ctx context.Context) (int, error) {
 	}
 	for i, m := range marks {
 		d.Metrics.Delivered(m.State, due[i].Attempt)
+		if m.State == Unknown || m.State == Failed { // a person has to look at it now
+			d.Logger.Warn("delivery gave up", "request_id", m.RequestID, "state", m.State, "attempts", due[i].Attempt, "err", m.Error)
+		}
 	}
 	if settled < len(marks) {
 		d.Logger.Warn("dispatch: rows taken by another dispatcher meanwhile were left as it marked them",
