@@ -16,7 +16,6 @@ import (
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
-	"github.com/demo-api/demo-api/internal/postgres"
 )
 
 // serve runs the API until ctx ends, then shuts down gracefully: it stops
@@ -24,16 +23,11 @@ import (
 // its own), stops the sweeper and the dispatcher, and returns nil.
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger := cfg.logger(stderr)
-	db, err := postgres.Open(ctx, cfg.databaseURL)
+	store, closeDB, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := postgres.Migrate(db, 0); err != nil {
-		return err
-	}
-	store := postgres.New(db)
-	store.Unprepared = cfg.unprepared
+	defer closeDB()
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
 	m := metrics.New(store, logger)
 	disp := dispatcher(cfg, store, logger, m.Outbox(store, logger))

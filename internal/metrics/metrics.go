@@ -56,7 +56,7 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 			Help: "Expired idempotency records the sweeper deleted.",
 		}),
 	}
-	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, &claimCollector{claims: claims, logger: logger},
+	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, claimGauges(claims, logger),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -86,57 +86,73 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// claimCollector reads the in-progress claims from the database at scrape
-// time. The database never fails nor stalls the scrape: when it does not
-// answer in time, the gauges keep their last good value (none before the
-// first), demo_api_metrics_read_age_seconds says how old it is, and
-// demo_api_metrics_collect_errors_total counts the scrape.
-type claimCollector struct {
-	claims ClaimCounter
-	logger *slog.Logger
-	last   lastGood[claimReading]
-}
-
-// claimReading is what one read of the in-progress claims found.
-type claimReading struct {
-	n           int
-	oldest, now time.Time
-}
-
 var (
 	inProgressDesc = prometheus.NewDesc("demo_api_idempotency_in_progress_claims",
 		"Claims in progress, including those whose owner died and whose lease passed.", nil, nil)
 	oldestDesc = prometheus.NewDesc("demo_api_idempotency_oldest_in_progress_seconds",
 		"Age of the oldest claim in progress (0 when there is none).", nil, nil)
-	claimReadErrorsDesc, claimReadAgeDesc = readDescs("idempotency_claims")
 )
 
-func (c *claimCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- inProgressDesc
-	ch <- oldestDesc
-	ch <- claimReadErrorsDesc
-	ch <- claimReadAgeDesc
+// claimGauges reads the in-progress claims from the database at scrape time.
+func claimGauges(claims ClaimCounter, logger *slog.Logger) prometheus.Collector {
+	type reading struct {
+		n           int
+		oldest, now time.Time
+	}
+	return newDBCollector("idempotency_claims", logger, func(ctx context.Context) (reading, error) {
+		n, oldest, now, err := claims.InProgress(ctx)
+		return reading{n, oldest, now}, err
+	}, func(r reading) []float64 {
+		oldestAge := 0.0
+		if r.n > 0 {
+			oldestAge = max(r.now.Sub(r.oldest).Seconds(), 0)
+		}
+		return []float64{float64(r.n), oldestAge}
+	}, inProgressDesc, oldestDesc)
 }
 
-func (c *claimCollector) Collect(ch chan<- prometheus.Metric) {
-	r, readAt, failed, err := c.last.get(func(ctx context.Context) (claimReading, error) {
-		n, oldest, now, err := c.claims.InProgress(ctx)
-		return claimReading{n: n, oldest: oldest, now: now}, err
-	})
-	if err != nil {
-		c.logger.Error("collect in-progress claims", "err", err, "last_good_read_at", readAt)
+// dbCollector serves gauges read from the database at scrape time. The
+// database never fails nor stalls the scrape: when it does not answer in
+// time, the gauges keep their last good values (none before the first),
+// demo_api_metrics_read_age_seconds says how old they are, and
+// demo_api_metrics_collect_errors_total counts the scrape; both carry the
+// collector's name.
+type dbCollector[T any] struct {
+	name      string
+	logger    *slog.Logger
+	read      func(context.Context) (T, error)
+	values    func(T) []float64 // one per gauge, in order
+	gauges    []*prometheus.Desc
+	errs, age *prometheus.Desc
+	last      lastGood[T]
+}
+
+func newDBCollector[T any](name string, logger *slog.Logger, read func(context.Context) (T, error),
+	values func(T) []float64, gauges ...*prometheus.Desc) *dbCollector[T] {
+	c := &dbCollector[T]{name: name, logger: logger, read: read, values: values, gauges: gauges}
+	c.errs, c.age = readDescs(name)
+	return c
+}
+
+func (c *dbCollector[T]) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range append(c.gauges, c.errs, c.age) {
+		ch <- d
 	}
-	ch <- prometheus.MustNewConstMetric(claimReadErrorsDesc, prometheus.CounterValue, float64(failed))
+}
+
+func (c *dbCollector[T]) Collect(ch chan<- prometheus.Metric) {
+	r, readAt, failed, err := c.last.get(c.read)
+	if err != nil {
+		c.logger.Error("collect metrics from the database", "collector", c.name, "err", err, "last_good_read_at", readAt)
+	}
+	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(failed))
 	if readAt.IsZero() {
 		return // never read: no value rather than a made-up 0
 	}
-	oldestAge := 0.0
-	if r.n > 0 {
-		oldestAge = max(r.now.Sub(r.oldest).Seconds(), 0)
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, time.Since(readAt).Seconds())
+	for i, v := range c.values(r) {
+		ch <- prometheus.MustNewConstMetric(c.gauges[i], prometheus.GaugeValue, v)
 	}
-	ch <- prometheus.MustNewConstMetric(claimReadAgeDesc, prometheus.GaugeValue, time.Since(readAt).Seconds())
-	ch <- prometheus.MustNewConstMetric(inProgressDesc, prometheus.GaugeValue, float64(r.n))
-	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldestAge)
 }
 
 // readDescs describes the health of a collector that reads the database

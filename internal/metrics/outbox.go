@@ -45,7 +45,7 @@ func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
 		}, []string{"call"}),
 	}
 	m.reg.MustRegister(o.delivered, o.attempts, o.lookups, o.calls,
-		&backlogCollector{backlog: backlog, logger: logger})
+		backlogGauges(backlog, logger))
 	return o
 }
 
@@ -68,42 +68,18 @@ var (
 		"Deliveries pending: due, taken by a dispatcher, or waiting for a retry.", nil, nil)
 	oldestDueDesc = prometheus.NewDesc("demo_api_outbox_oldest_due_seconds",
 		"How long the delivery due longest has been due (0 when none is).", nil, nil)
-	backlogReadErrorsDesc, backlogReadAgeDesc = readDescs("outbox_backlog")
 )
 
-// backlogCollector reads the backlog from the database at scrape time, as
-// claimCollector reads the claims: never failing nor stalling the scrape.
-type backlogCollector struct {
-	backlog BacklogCounter
-	logger  *slog.Logger
-	last    lastGood[backlogReading]
-}
-
-type backlogReading struct {
-	n         int
-	oldestDue time.Duration
-}
-
-func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- backlogDesc
-	ch <- oldestDueDesc
-	ch <- backlogReadErrorsDesc
-	ch <- backlogReadAgeDesc
-}
-
-func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
-	r, readAt, failed, err := c.last.get(func(ctx context.Context) (backlogReading, error) {
-		n, oldest, err := c.backlog.Backlog(ctx)
-		return backlogReading{n: n, oldestDue: oldest}, err
-	})
-	if err != nil {
-		c.logger.Error("collect outbox backlog", "err", err, "last_good_read_at", readAt)
+// backlogGauges reads the outbox backlog from the database at scrape time.
+func backlogGauges(backlog BacklogCounter, logger *slog.Logger) prometheus.Collector {
+	type reading struct {
+		n         int
+		oldestDue time.Duration
 	}
-	ch <- prometheus.MustNewConstMetric(backlogReadErrorsDesc, prometheus.CounterValue, float64(failed))
-	if readAt.IsZero() {
-		return // never read: no value rather than a made-up 0
-	}
-	ch <- prometheus.MustNewConstMetric(backlogReadAgeDesc, prometheus.GaugeValue, time.Since(readAt).Seconds())
-	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(r.n))
-	ch <- prometheus.MustNewConstMetric(oldestDueDesc, prometheus.GaugeValue, r.oldestDue.Seconds())
+	return newDBCollector("outbox_backlog", logger, func(ctx context.Context) (reading, error) {
+		n, oldest, err := backlog.Backlog(ctx)
+		return reading{n, oldest}, err
+	}, func(r reading) []float64 {
+		return []float64{float64(r.n), r.oldestDue.Seconds()}
+	}, backlogDesc, oldestDueDesc)
 }
