@@ -63,7 +63,8 @@ type workshop struct {
 	out         io.Writer
 	colour      bool
 	hc          *http.Client
-	run         string // a tag in every key, so the workshop can run twice
+	run         string   // a tag in every key, so the workshop can run twice
+	created     []string // the requests the steps created, in order
 }
 
 // workshopCmd is demo-api workshop.
@@ -190,7 +191,11 @@ func (w *workshop) send(method, path, key, body string, header ...string) exchan
 }
 
 func (w *workshop) create(key, body string, header ...string) exchange {
-	return w.send(http.MethodPost, "/v1/demo-requests", key, body, header...)
+	e := w.send(http.MethodPost, "/v1/demo-requests", key, body, header...)
+	if id := requestID(e); e.status == http.StatusCreated && id != "" && !slices.Contains(w.created, id) {
+		w.created = append(w.created, id)
+	}
+	return e
 }
 
 func (w *workshop) key(name string) string { return "ws-" + w.run + "-" + name }
@@ -378,6 +383,16 @@ func (w *workshop) stepExternal() error {
 			return fmt.Errorf("the review desk answered %d to its faults", e.status)
 		}
 		return nil
+	}
+	if err := faults(`{}`); err != nil { // is there a desk with its knobs?
+		return err
+	}
+	// What the earlier steps created is handed over first: the desk going
+	// down must catch only this step's request.
+	for _, id := range w.created {
+		if _, err := w.awaitDelivery("/v1/demo-requests/"+id+"/delivery", func(st deliveryView) bool { return st.State != "pending" }); err != nil {
+			return err
+		}
 	}
 	// The desk is down: no attempt gets an answer, and the dispatcher, after
 	// its last attempt, cannot tell whether the desk took the request.
