@@ -19,6 +19,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/faultproxy"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
@@ -34,7 +35,7 @@ const faultBound = 2500 * time.Millisecond
 // faultEnv is a server whose store reaches its database through a fault
 // proxy, over loopback, so a test can cut the link or black-hole it.
 type faultEnv struct {
-	proxy  *testkit.FaultProxy
+	proxy  *faultproxy.Proxy
 	db     *sqlx.DB // the server's pool, through the proxy
 	direct *sqlx.DB // the same database, reached directly
 	srv    *httptest.Server
@@ -50,7 +51,12 @@ func newFaultEnv(t *testing.T, params ...string) *faultEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &faultEnv{proxy: testkit.StartFaultProxy(t, u.Host), client: &http.Client{Timeout: 5 * time.Second}}
+	proxy, err := faultproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	e := &faultEnv{proxy: proxy, client: &http.Client{Timeout: 5 * time.Second}}
 	u.Host = e.proxy.Addr()
 	for _, p := range params {
 		u.RawQuery += "&" + p
@@ -82,7 +88,7 @@ func newFaultEnv(t *testing.T, params ...string) *faultEnv {
 	t.Cleanup(e.srv.Close)
 	// Cut the link first, so that a handler stuck on it (the faults these
 	// tests reproduce) lets srv.Close return.
-	t.Cleanup(func() { e.proxy.Set(testkit.LinkCut) })
+	t.Cleanup(func() { e.proxy.Set(faultproxy.Cut) })
 	return e
 }
 
@@ -163,8 +169,8 @@ func TestMetricsWhileDatabaseDown(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name string
-		link testkit.Link
-	}{{"cut", testkit.LinkCut}, {"blackhole", testkit.LinkBlackhole}} {
+		link faultproxy.Link
+	}{{"cut", faultproxy.Cut}, {"blackhole", faultproxy.Blackhole}} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newFaultEnv(t)
@@ -199,7 +205,7 @@ func TestMetricsWhileDatabaseDown(t *testing.T) {
 				}
 			}
 
-			e.proxy.Set(testkit.LinkUp)
+			e.proxy.Set(faultproxy.Up)
 			e.claim(t, "key-held-2")
 			if !testkit.Eventually(5*time.Second, func() bool {
 				_, body, _ := e.get(t, "/metrics")
@@ -245,7 +251,7 @@ func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
 	if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
 		t.Fatalf("/readyz before the fault: %d %s", status, body)
 	}
-	e.proxy.Set(testkit.LinkBlackhole)
+	e.proxy.Set(faultproxy.Blackhole)
 	var wg sync.WaitGroup // a few probes at once, as several probers would send
 	for range 3 {
 		wg.Go(func() {
@@ -258,7 +264,7 @@ func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	e.proxy.Set(testkit.LinkUp)
+	e.proxy.Set(faultproxy.Up)
 	if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
 		t.Fatalf("/readyz right after the blackhole: %d %s", status, body)
 	}
@@ -272,7 +278,7 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 	t.Parallel()
 	e := newFaultEnv(t, "statement_timeout=1000") // ms, as PostgreSQL reads it
 	e.warmPool(t, 2)
-	e.proxy.Set(testkit.LinkBlackhole)
+	e.proxy.Set(faultproxy.Blackhole)
 	e.client.Timeout = 30 * time.Second
 	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/demo-requests", strings.NewReader(body1))
 	req.Header.Set("Authorization", "Bearer "+tokenAlice)

@@ -1,0 +1,173 @@
+// Package faultproxy is a TCP proxy on loopback that the tests and the chaos
+// campaign put between the service and PostgreSQL, to break the link on
+// demand: cut it, hold its bytes (a partition), or drop its replies.
+package faultproxy
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// Link is what a Proxy does to the connections through it.
+type Link int
+
+const (
+	// Up forwards every byte both ways.
+	Up Link = iota
+	// Cut closes every connection, and each new one as soon as it is
+	// accepted: the client reads EOF or a reset at once.
+	Cut
+	// Blackhole accepts connections and keeps them open, but holds every
+	// byte either way until the link changes: a partition, where each wait
+	// lasts until someone's timeout. Held bytes go on if the link comes back
+	// up, as TCP would retransmit them.
+	Blackhole
+	// Mute forwards what the client sends and drops what the server
+	// answers: the statements run, their answers never arrive.
+	Mute
+)
+
+// Proxy forwards connections from its address to a target.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	link    Link
+	changed chan struct{} // closed, and replaced, when link changes
+	closed  bool
+	conns   map[net.Conn]struct{}
+}
+
+// Start listens on a free loopback port and forwards to target (host:port)
+// with the link up.
+func Start(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, changed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.accept)
+	return p, nil
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Set changes the link; Cut closes the open connections.
+func (p *Proxy) Set(l Link) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.link = l
+	close(p.changed)
+	p.changed = make(chan struct{})
+	if l == Cut {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+// Close stops listening, closes every connection and waits for the proxy's
+// goroutines.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.Set(Cut)
+	p.wg.Wait()
+}
+
+func (p *Proxy) accept() {
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Go(func() { p.serve(client) })
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	if !p.track(client) {
+		return
+	}
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil || !p.track(server) {
+		if server != nil {
+			server.Close()
+		}
+		p.untrack(client)
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { p.pipe(server, client, false); done <- struct{}{} }()
+	go func() { p.pipe(client, server, true); done <- struct{}{} }()
+	<-done // either side ended: end both
+	p.untrack(client)
+	p.untrack(server)
+	<-done
+}
+
+// pipe copies src to dst chunk by chunk, each as the link allows; replies
+// (src is the server) are dropped while the link is muted.
+func (p *Proxy) pipe(dst, src net.Conn, replies bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			link, ok := p.pass()
+			if !ok {
+				return
+			}
+			if link == Mute && replies {
+				continue
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pass waits out a blackhole and returns the link, and whether bytes may
+// go on at all.
+func (p *Proxy) pass() (Link, bool) {
+	for {
+		p.mu.Lock()
+		link, changed := p.link, p.changed
+		p.mu.Unlock()
+		switch link {
+		case Up, Mute:
+			return link, true
+		case Cut:
+			return link, false
+		}
+		<-changed
+	}
+}
+
+// track registers c, unless the link is cut; then it closes c.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.link == Cut || p.closed {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
