@@ -125,8 +125,9 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 			Database:   "postgres",
 			Options:    "sslmode=disable",
 		},
-		Source: fmt.Sprintf("local binaries (%s)", bindir),
-		stop:   l.stop,
+		Source:  fmt.Sprintf("local binaries (%s)", bindir),
+		stop:    l.stop,
+		restart: l.restart,
 	}
 	if err := ping(ctx, s.Config.URL(), 10*time.Second); err != nil {
 		return fail(fmt.Errorf("started PostgreSQL (%s) does not answer: %w\nserver log %s:\n%s", bindir, err, l.log, tail(l.log, 30)))
@@ -171,6 +172,16 @@ rm -rf "$dir"`
 		return
 	}
 	l.watchdog, l.watchdogW = cmd, w
+}
+
+// restart runs pg_ctl restart with mode; the server keeps the options of
+// its start (postmaster.opts).
+func (l *local) restart(ctx context.Context, mode string) error {
+	out, err := l.command(ctx, "pg_ctl", "restart", "-m", mode, "-w", "-t", "60", "-D", l.data, "-l", l.log).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_ctl restart -m %s: %w\n%s\nserver log %s:\n%s", mode, err, out, l.log, tail(l.log, 30))
+	}
+	return nil
 }
 
 // stop stops the cluster if it runs and removes its folder.

@@ -52,6 +52,7 @@ type Server struct {
 	stopOnce sync.Once
 	stopErr  error
 	stop     func() error // nil when there is nothing to stop
+	restart  func(ctx context.Context, mode string) error
 }
 
 // Options tune the server that Start starts. They do not apply to
@@ -123,6 +124,20 @@ func (s *Server) Stop() error {
 		}
 	})
 	return s.stopErr
+}
+
+// Restart restarts the server with `pg_ctl restart -m mode` (fast: the
+// sessions are ended cleanly; immediate: as after a crash, with recovery at
+// the start), and waits until it answers. Only a server from local binaries
+// can be restarted.
+func (s *Server) Restart(ctx context.Context, mode string) error {
+	if s.restart == nil {
+		return fmt.Errorf("pgtest: a server from %s cannot be restarted here", s.Source)
+	}
+	if err := s.restart(ctx, mode); err != nil {
+		return err
+	}
+	return ping(ctx, s.Config.URL(), 30*time.Second)
 }
 
 // URL is a lib/pq URL for a database on this server, connecting as the admin

@@ -127,6 +127,19 @@ func TestStartDurableAndStop(t *testing.T) {
 	if fsync != "on" {
 		t.Errorf("Durable server has fsync = %q, want on", fsync)
 	}
+	// A restart keeps the port and the settings of the start.
+	if s.restart != nil {
+		for _, mode := range []string{"fast", "immediate"} {
+			if err := s.Restart(context.Background(), mode); err != nil {
+				t.Fatal(err)
+			}
+			db.SetMaxIdleConns(0) // the pooled connection died with the server
+			if err := db.Get(&fsync, "SHOW fsync"); err != nil || fsync != "on" {
+				t.Fatalf("after restart -m %s: fsync = %q, %v", mode, fsync, err)
+			}
+			db.SetMaxIdleConns(2)
+		}
+	}
 	db.Close()
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
