@@ -13,6 +13,8 @@
 #   make cross      the builds of other systems: go vet for macOS, go build
 #                   for Windows (.ci/run runs it beside make test)
 #   make bench      the benchmark; writes docs/bench.md
+#   make chaos      the fault campaign; writes docs/chaos.md (make test runs a
+#                   short one)
 #   make fuzz       each fuzz target for FUZZTIME (30s); make test runs their seeds
 SHELL := /bin/bash
 GO ?= go
@@ -23,7 +25,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test cross bench fuzz build vet fmt db-stop db-reset clean
+.PHONY: run test cross bench chaos fuzz build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -70,6 +72,9 @@ cross:
 
 bench:
 	$(GO) run ./cmd/demo-bench
+
+chaos:
+	$(GO) run ./cmd/demo-chaos
 
 FUZZTIME ?= 30s
 fuzz:

@@ -1,0 +1,132 @@
+// Command demo-chaos is make chaos: a fault campaign the project can repeat.
+// It starts a durable throw-away PostgreSQL, the review desk, and two
+// replicas of the real demo-api serve binary, each reaching PostgreSQL
+// through a fault proxy (internal/faultproxy). Then, one scenario at a time,
+// it sends intents through the project's Go client (api/client: one key per
+// intent, a time budget, retries with the same key) from many workers spread
+// over both replicas, breaks something while they run, heals it, and checks
+// in SQL and against what the clients saw that:
+//
+//   - every intent has at most one business row, and one exactly when the
+//     create happened;
+//   - every intent a client saw succeed has its row, with the requestId the
+//     client got;
+//   - every "outcome unknown" is settled by the outcome route;
+//   - no key stays in progress past its lease and a margin;
+//   - every completed key, sent again, replays the bytes it stored;
+//   - the outbox drains: each request is submitted to the desk once, with
+//     the desk's reference.
+//
+// It prints a markdown report and writes it between the markers of
+// docs/chaos.md, and exits 1 when a check fails. Liveness (503s, 409s, how
+// long a key stayed blocked, /readyz and /metrics during the fault) is
+// reported, not judged.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	scenarios string
+	short     bool
+	workers   int
+	pace      time.Duration
+	out       string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.scenarios, "scenarios", "", "comma-separated scenarios to run (default: all): "+strings.Join(scenarioNames(), ", "))
+	flag.BoolVar(&o.short, "short", false, "the short campaign make test runs: two scenarios, a few hundred intents")
+	flag.IntVar(&o.workers, "workers", 24, "concurrent clients")
+	flag.DurationVar(&o.pace, "pace", 20*time.Millisecond, "each client's pause between intents")
+	flag.StringVar(&o.out, "out", "docs/chaos.md", "markdown file to write the report into, between its markers (empty: none)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := run(ctx, o, os.Stderr)
+	if rep != nil {
+		fmt.Print(rep.markdown())
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "demo-chaos:", err)
+		os.Exit(1)
+	case rep.failed():
+		fmt.Fprintln(os.Stderr, "demo-chaos: FAILED:", strings.Join(rep.failures(), "; "))
+		os.Exit(1)
+	}
+}
+
+// run runs the campaign of o and returns its report; an error means the
+// campaign could not run (or its report not be written), not that a check
+// failed.
+func run(ctx context.Context, o options, progress io.Writer) (*report, error) {
+	began := time.Now()
+	scs, err := pick(o)
+	if err != nil {
+		return nil, err
+	}
+	if o.short {
+		o.workers, o.pace = min(o.workers, 8), max(o.pace, 50*time.Millisecond)
+	}
+	env, err := setUp(ctx, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer env.tearDown()
+	rep := &report{started: began, short: o.short, workers: o.workers, pace: o.pace, pgSource: env.pg.Source}
+	for _, sc := range scs {
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+		env.logf("scenario %s", sc.name)
+		res, err := env.runScenario(ctx, sc, o)
+		if err != nil {
+			return rep, fmt.Errorf("scenario %s: %w", sc.name, err)
+		}
+		rep.results = append(rep.results, res)
+		env.logf("scenario %s: %d intents, %d duplicates, %d lost acknowledgements, failures: %v",
+			sc.name, res.intents, res.duplicates, res.lostAcks, res.failures)
+	}
+	rep.elapsed = time.Since(began)
+	if o.out != "" {
+		if err := writeSection(o.out, rep.markdown()); err != nil {
+			return rep, err
+		}
+		env.logf("wrote %s", o.out)
+	}
+	return rep, nil
+}
+
+// pick returns the scenarios o asks for.
+func pick(o options) ([]scenario, error) {
+	if o.short {
+		o.scenarios = "sigkill-replica,cut-link-3s"
+	}
+	if o.scenarios == "" {
+		return scenarios, nil
+	}
+	var out []scenario
+	for name := range strings.SplitSeq(o.scenarios, ",") {
+		found := false
+		for _, sc := range scenarios {
+			if sc.name == strings.TrimSpace(name) {
+				out, found = append(out, sc), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no scenario %q; the scenarios: %s", name, strings.Join(scenarioNames(), ", "))
+		}
+	}
+	return out, nil
+}

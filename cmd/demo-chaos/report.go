@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report is a campaign's figures.
+type report struct {
+	started  time.Time
+	elapsed  time.Duration
+	short    bool
+	workers  int
+	pace     time.Duration
+	pgSource string
+	results  []*result
+}
+
+func (r *report) failures() []string {
+	var out []string
+	for _, res := range r.results {
+		for _, f := range res.failures {
+			out = append(out, res.scenario.name+": "+f)
+		}
+	}
+	return out
+}
+
+func (r *report) failed() bool { return len(r.failures()) > 0 }
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	cmd := "`make chaos`"
+	if r.short {
+		cmd = "`go run ./cmd/demo-chaos -short`"
+	}
+	p("## Latest campaign\n\n%s, %s, %s in all; PostgreSQL: %s, durable; two `demo-api serve` replicas (lease %s), each through its own fault proxy; "+
+		"the review desk; %d clients (api/client: one key per intent, a 5 s budget; an intent whose outcome is unknown on one replica is sent again, same key, to the other), "+
+		"each pausing %s between intents.\n\n",
+		cmd, r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed.Round(time.Second), r.pgSource, lease, r.workers, r.pace)
+	verdict := "every check passed"
+	if r.failed() {
+		verdict = fmt.Sprintf("**%d checks FAILED**", len(r.failures()))
+	}
+	total, dups, lost := 0, 0, 0
+	for _, res := range r.results {
+		total, dups, lost = total+res.intents, dups+res.duplicates, lost+res.lostAcks
+	}
+	p("**%d intents, %d duplicates, %d lost acknowledgements: %s.**\n\n", total, dups, lost, verdict)
+	p("| scenario | intents | created / refused / unknown | unknown settled: done / never | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | recovery | deliveries after the drain |\n")
+	p("|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|---|\n")
+	for _, res := range r.results {
+		var fivexx []string
+		for _, k := range slices.Sorted(mapKeys(res.statuses)) {
+			if k != "409" {
+				fivexx = append(fivexx, fmt.Sprintf("%s: %d", k, res.statuses[k]))
+			}
+		}
+		var dl []string
+		for _, k := range slices.Sorted(mapKeys(res.deliveries)) {
+			dl = append(dl, fmt.Sprintf("%s %d", k, res.deliveries[k]))
+		}
+		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d of %d | %s | %d | %s | %s | %s |\n",
+			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever,
+			res.duplicates, res.lostAcks, res.replaysChecked, res.created, orNone(strings.Join(fivexx, ", ")), res.statuses["409"],
+			res.longestBlocked.Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "))
+	}
+	p("\n\"Recovery\" is from the heal to the first success of an intent that began after it. \"Longest blocked\" runs from a key's first 409 to its definite answer. " +
+		"Deliveries are the whole outbox so far, after it drained; unknown ones are expected only where the desk misbehaved.\n\n")
+	p("### The faults, and /readyz and /metrics meanwhile\n\nEach replica was asked every 250 ms, with a 3 s timeout (status×count; none: no answer in time).\n\n")
+	p("| scenario | fault | /readyz | /metrics |\n|---|---|---|---|\n")
+	for _, res := range r.results {
+		p("| %s | %s | %s | %s |\n", res.scenario.name, res.scenario.what, res.readyz, res.metrics)
+	}
+	if fs := r.failures(); len(fs) > 0 {
+		p("\n### Failed checks\n\n")
+		for _, f := range fs {
+			p("- %s\n", f)
+		}
+	}
+	p("\n")
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func recovery(d time.Duration) string {
+	if d == 0 {
+		return "–"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// Markers of the generated part of docs/chaos.md.
+const (
+	beginMarker = "<!-- demo-chaos:begin (written by make chaos; edit outside the markers) -->"
+	endMarker   = "<!-- demo-chaos:end -->"
+)
+
+// writeSection replaces what lies between the markers of path with md.
+func writeSection(path, md string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(old)
+	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s lacks the markers %q and %q", path, beginMarker, endMarker)
+	}
+	return os.WriteFile(path, []byte(s[:i+len(beginMarker)]+"\n"+md+s[j:]), 0o644)
+}
