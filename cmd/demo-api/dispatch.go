@@ -26,22 +26,6 @@ func dispatcher(cfg config, store *postgres.Store, logger *slog.Logger, m delive
 	return d
 }
 
-// openStore opens cfg's database, brings its schema up to date, and
-// returns its store and how to close it.
-func openStore(ctx context.Context, cfg config) (*postgres.Store, func() error, error) {
-	db, err := postgres.Open(ctx, cfg.databaseURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := postgres.Migrate(db, 0); err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	store := postgres.New(db)
-	store.Unprepared = cfg.unprepared
-	return store, db.Close, nil
-}
-
 // dispatch runs the dispatcher alone until ctx ends; several may run, with
 // or without serve, on one database.
 func dispatch(ctx context.Context, cfg config, stderr io.Writer) error {

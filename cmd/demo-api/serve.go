@@ -16,6 +16,7 @@ import (
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
+	"github.com/demo-api/demo-api/internal/postgres"
 )
 
 // serve runs the API until ctx ends, then shuts down gracefully: it stops
@@ -94,4 +95,20 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// openStore opens cfg's database, brings its schema up to date, and
+// returns its store and how to close it.
+func openStore(ctx context.Context, cfg config) (*postgres.Store, func() error, error) {
+	db, err := postgres.Open(ctx, cfg.databaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := postgres.Migrate(db, 0); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	store := postgres.New(db)
+	store.Unprepared = cfg.unprepared
+	return store, db.Close, nil
 }
