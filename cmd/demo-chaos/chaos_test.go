@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestShortCampaign runs the short campaign (two scenarios: a replica
@@ -16,7 +15,7 @@ func TestShortCampaign(t *testing.T) {
 		t.Skip("starts PostgreSQL, the desk and two replicas")
 	}
 	var progress strings.Builder
-	rep, err := run(context.Background(), options{short: true, workers: 8, pace: 50 * time.Millisecond}, &progress)
+	rep, err := run(context.Background(), options{short: true, intents: 400, workers: 8}, &progress)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}

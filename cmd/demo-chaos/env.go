@@ -42,6 +42,9 @@ type env struct {
 	deskDB   *sqlx.DB
 	desk     *proc
 	replicas [2]*replica
+	// transport is the clients': enough idle connections for every
+	// worker, on both replicas.
+	transport *http.Transport
 }
 
 // proc is a child process that prints "… listening on http://ADDR" first.
@@ -69,6 +72,8 @@ func (e *env) logf(format string, args ...any) {
 // replicas.
 func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 	e := &env{progress: progress}
+	e.transport = http.DefaultTransport.(*http.Transport).Clone()
+	e.transport.MaxIdleConnsPerHost = 64
 	defer func() {
 		if err != nil {
 			e.tearDown()
@@ -155,6 +160,7 @@ func (e *env) tearDown() {
 			db.Close()
 		}
 	}
+	e.transport.CloseIdleConnections()
 	if e.pg != nil {
 		e.pg.Stop()
 	}

@@ -38,8 +38,8 @@ import (
 type options struct {
 	scenarios string
 	short     bool
+	intents   int
 	workers   int
-	pace      time.Duration
 	out       string
 }
 
@@ -47,8 +47,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.scenarios, "scenarios", "", "comma-separated scenarios to run (default: all): "+strings.Join(scenarioNames(), ", "))
 	flag.BoolVar(&o.short, "short", false, "the short campaign make test runs: two scenarios, a few hundred intents")
+	flag.IntVar(&o.intents, "intents", 15000, "intents in the campaign, shared out among its scenarios (at least; a scenario that runs long sends more)")
 	flag.IntVar(&o.workers, "workers", 24, "concurrent clients")
-	flag.DurationVar(&o.pace, "pace", 20*time.Millisecond, "each client's pause between intents")
 	flag.StringVar(&o.out, "out", "docs/chaos.md", "markdown file to write the report into, between its markers (empty: none)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -77,20 +77,23 @@ func run(ctx context.Context, o options, progress io.Writer) (*report, error) {
 		return nil, err
 	}
 	if o.short {
-		o.workers, o.pace = min(o.workers, 8), max(o.pace, 50*time.Millisecond)
+		o.intents, o.workers = min(o.intents, 400), min(o.workers, 8)
+	}
+	if o.intents < 1 || o.workers < 1 {
+		return nil, fmt.Errorf("-intents and -workers must be at least 1")
 	}
 	env, err := setUp(ctx, progress)
 	if err != nil {
 		return nil, err
 	}
 	defer env.tearDown()
-	rep := &report{started: began, short: o.short, workers: o.workers, pace: o.pace, pgSource: env.pg.Source}
-	for _, sc := range scs {
+	rep := &report{started: began, short: o.short, workers: o.workers, intents: o.intents, pgSource: env.pg.Source}
+	for n, sc := range scs {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
 		env.logf("scenario %s", sc.name)
-		res, err := env.runScenario(ctx, sc, o)
+		res, err := env.runScenario(ctx, sc, n+1, max(o.intents/len(scs), 1), o)
 		if err != nil {
 			return rep, fmt.Errorf("scenario %s: %w", sc.name, err)
 		}

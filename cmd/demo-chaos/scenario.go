@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -103,48 +102,6 @@ func scenarioNames() []string {
 	return names
 }
 
-// intent is one intent as its client saw it.
-type intent struct {
-	it        *client.Intent
-	outcome   string // created, refused, unknown
-	requestID string
-	started   time.Time
-	answered  time.Time
-}
-
-// tally counts what the clients saw, attempt by attempt.
-type tally struct {
-	mu        sync.Mutex
-	statuses  map[string]int       // "503 unavailable", "409", "no answer", …
-	first409  map[string]time.Time // by key
-	blocked   time.Duration        // the longest first 409 → definite answer
-	transport int
-}
-
-func (t *tally) attempt(a client.Attempt) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch {
-	case a.Status == 0:
-		t.statuses["no answer"]++
-	case a.Status == http.StatusConflict:
-		t.statuses["409"]++
-		if _, ok := t.first409[a.Intent]; !ok {
-			t.first409[a.Intent] = time.Now()
-		}
-	case a.Status >= 500:
-		t.statuses[strconv.Itoa(a.Status)]++
-	}
-}
-
-func (t *tally) answered(key string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if first, ok := t.first409[key]; ok {
-		t.blocked = max(t.blocked, at.Sub(first))
-	}
-}
-
 // probe is what /readyz or /metrics answered during a scenario.
 type probe struct {
 	mu            sync.Mutex
@@ -209,19 +166,21 @@ func (r *result) fail(format string, args ...any) {
 	r.failures = append(r.failures, fmt.Sprintf(format, args...))
 }
 
-// runScenario runs the load, the fault and the checks of sc.
-func (e *env) runScenario(ctx context.Context, sc scenario, o options) (*result, error) {
+// runScenario runs the load, the fault and the checks of sc, the n-th
+// scenario of the campaign; quota is its share of the intents.
+func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o options) (*result, error) {
 	res := &result{scenario: sc, readyz: newProbe(), metrics: newProbe()}
-	t := &tally{statuses: map[string]int{}, first409: map[string]time.Time{}}
-	clients := [2]*client.Client{}
-	for i, r := range e.replicas {
-		c, err := client.New(client.Config{BaseURL: r.url, Token: token, Budget: 5 * time.Second, OnAttempt: t.attempt})
+	t := newTally()
+	ans := &answers{m: map[string][]byte{}}
+	hc := &http.Client{Transport: recorder{next: e.transport, answers: ans}}
+	workers := make([]*worker, o.workers)
+	for i := range workers {
+		w, err := newWorker(e, hc, ans, t)
 		if err != nil {
 			return nil, err
 		}
-		clients[i] = c
+		workers[i] = w
 	}
-	loadCtx, stopLoad := context.WithCancel(ctx)
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var probes sync.WaitGroup
 	for _, r := range e.replicas {
@@ -229,78 +188,61 @@ func (e *env) runScenario(ctx context.Context, sc scenario, o options) (*result,
 		probes.Go(func() { watch(probeCtx, r.url+"/metrics", res.metrics) })
 	}
 
+	// The load: the quota spread over the timeline (a second before the
+	// fault, the fault, two seconds after the heal).
+	topic := fmt.Sprintf("chaos %s %d", sc.name, n)
+	pace := newPacer(quota, time.Second+sc.hold+afterHeal)
 	var mu sync.Mutex
 	var intents []*intent
 	var healedAt atomic.Pointer[time.Time]
 	var wg sync.WaitGroup
-	for w := range o.workers {
+	for i, w := range workers {
 		wg.Go(func() {
-			for n := 0; loadCtx.Err() == nil; n++ {
-				in := send(ctx, clients, (w+n)%2, sc.name, w, n, t)
+			for j := 0; pace.take(ctx); j++ {
+				it, _ := client.NewIntent(client.CreateInput{Topic: topic, Note: fmt.Sprintf("worker %d, intent %d", i, j)})
+				in := &intent{it: it, topic: topic, note: fmt.Sprintf("worker %d, intent %d", i, j), started: time.Now()}
+				w.send(ctx, in, (i+j)%2)
+				if in.outcome != "unknown" {
+					t.answered(it.Key, in.answered)
+				}
 				mu.Lock()
 				intents = append(intents, in)
 				if h := healedAt.Load(); h != nil && in.outcome == "created" && in.started.After(*h) && res.recovery == 0 {
 					res.recovery = in.answered.Sub(*h) // the first success that began after the heal
 				}
 				mu.Unlock()
-				sleepCtx(loadCtx, o.pace)
 			}
 		})
 	}
 
 	sleepCtx(ctx, time.Second)
-	if err := sc.inject(ctx, e); err != nil {
-		stopLoad()
-		wg.Wait()
-		stopProbes()
-		probes.Wait()
-		return nil, fmt.Errorf("inject: %w", err)
+	err := sc.inject(ctx, e)
+	if err == nil {
+		sleepCtx(ctx, sc.hold)
+		err = sc.heal(ctx, e)
+		now := time.Now()
+		healedAt.Store(&now)
+		res.readyz.healed.Store(true)
+		res.metrics.healed.Store(true)
+		sleepCtx(ctx, afterHeal)
 	}
-	sleepCtx(ctx, sc.hold)
-	err := sc.heal(ctx, e)
-	now := time.Now()
-	healedAt.Store(&now)
-	res.readyz.healed.Store(true)
-	res.metrics.healed.Store(true)
-	sleepCtx(ctx, 2*time.Second)
-	stopLoad()
+	pace.end()
 	wg.Wait()
 	stopProbes()
 	probes.Wait()
 	if err != nil {
-		return nil, fmt.Errorf("heal: %w", err)
+		return nil, fmt.Errorf("inject or heal: %w", err)
 	}
 	res.statuses, res.longestBlocked = t.statuses, t.blocked
-	return res, e.check(ctx, res, intents, clients)
+	settler, err := newWorker(e, &http.Client{Transport: e.transport}, &answers{m: map[string][]byte{}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res, e.check(ctx, res, intents, settler.clients)
 }
 
-// send sends one new intent, starting at replica r; an intent whose outcome
-// is unknown there (the replica refuses connections, or is down) is sent
-// again, with the same key, through the other one.
-func send(ctx context.Context, clients [2]*client.Client, r int, scenario string, w, n int, t *tally) *intent {
-	it, _ := client.NewIntent(client.CreateInput{Topic: "chaos " + scenario, Note: fmt.Sprintf("worker %d, intent %d", w, n)})
-	in := &intent{it: it, started: time.Now()}
-	var res client.Result
-	var err error
-	for try := range 2 {
-		res, err = clients[(r+try)%2].Send(ctx, it)
-		if _, unknown := errors.AsType[*client.OutcomeUnknownError](err); !unknown {
-			break
-		}
-	}
-	in.answered = time.Now()
-	switch _, unknown := errors.AsType[*client.OutcomeUnknownError](err); {
-	case err == nil:
-		in.outcome, in.requestID = "created", res.Request.RequestID
-		t.answered(it.Key, in.answered)
-	case unknown:
-		in.outcome = "unknown"
-	default:
-		in.outcome = "refused" // a definite answer other than 201
-		t.answered(it.Key, in.answered)
-	}
-	return in
-}
+// afterHeal is how long the load goes on after the heal.
+const afterHeal = 2 * time.Second
 
 func newProbe() *probe { return &probe{during: map[int]int{}, after: map[int]int{}} }
 
