@@ -23,8 +23,9 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatalf("%d scenarios ran, want 2", len(rep.results))
 	}
 	for _, res := range rep.results {
-		if res.created == 0 || res.replaysChecked != res.created {
-			t.Errorf("%s: %d created, %d replays checked: the load did not run", res.scenario.name, res.created, res.replaysChecked)
+		if res.created == 0 || res.replaysChecked != res.intents {
+			t.Errorf("%s: %d intents, %d created, %d replays checked: the load or the checks did not run",
+				res.scenario.name, res.intents, res.created, res.replaysChecked)
 		}
 	}
 	if rep.failed() {

@@ -51,8 +51,8 @@ func (r *report) markdown() string {
 		total, dups, lost = total+res.intents, dups+res.duplicates, lost+res.lostAcks
 	}
 	p("**%d intents, %d duplicates, %d lost acknowledgements: %s.**\n\n", total, dups, lost, verdict)
-	p("| scenario | intents | created / refused / unknown | unknown settled: done / never | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | recovery | deliveries after the drain |\n")
-	p("|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|---|\n")
+	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | recovery | deliveries (desk submissions) |\n")
+	p("|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
 	for _, res := range r.results {
 		var fivexx []string
 		for _, k := range slices.Sorted(mapKeys(res.statuses)) {
@@ -64,13 +64,27 @@ func (r *report) markdown() string {
 		for _, k := range slices.Sorted(mapKeys(res.deliveries)) {
 			dl = append(dl, fmt.Sprintf("%s %d", k, res.deliveries[k]))
 		}
-		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d of %d | %s | %d | %s | %s | %s |\n",
-			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever,
-			res.duplicates, res.lostAcks, res.replaysChecked, res.created, orNone(strings.Join(fivexx, ", ")), res.statuses["409"],
-			res.longestBlocked.Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "))
+		if res.reconciled > 0 {
+			dl = append(dl, fmt.Sprintf("(%d submitted after a reconcile)", res.reconciled))
+		}
+		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d | %d of %d | %s | %d | %s | %s | %s (%d) |\n",
+			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever, res.hops,
+			res.duplicates, res.lostAcks, res.replaysIdentical, res.intents, orNone(strings.Join(fivexx, ", ")), res.statuses["409"],
+			res.longestBlocked.Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "), res.deskSubmissions)
 	}
-	p("\n\"Recovery\" is from the heal to the first success of an intent that began after it. \"Longest blocked\" runs from a key's first 409 to its definite answer. " +
-		"Deliveries are the whole outbox so far, after it drained; unknown ones are expected only where the desk misbehaved.\n\n")
+	p("\n\"Moved replica\": intents whose client met a transport error or spent its budget on one replica and sent the same key to the other. " +
+		"\"5xx and no answer\" counts attempts: refused (connection refused), timeout (no answer within the 2 s attempt), broken (reset or EOF). " +
+		"\"Longest blocked\" runs from a key's first 409 to its definite answer. \"Recovery\" runs from the heal to the first success of an intent that began after it. " +
+		"Deliveries are the scenario's outbox rows after the drain, by state; an unknown or failed one is expected only where the desk misbehaved, and is listed below, then reconciled.\n\n")
+	var stopped []string
+	for _, res := range r.results {
+		for _, u := range res.undelivered {
+			stopped = append(stopped, fmt.Sprintf("- %s: %s", res.scenario.name, u))
+		}
+	}
+	if len(stopped) > 0 {
+		p("### Deliveries that ended unknown or failed\n\n%s\n\n", strings.Join(stopped, "\n"))
+	}
 	p("### The faults, and /readyz and /metrics meanwhile\n\nEach replica was asked every 250 ms, with a 3 s timeout (status×count; none: no answer in time).\n\n")
 	p("| scenario | fault | /readyz | /metrics |\n|---|---|---|---|\n")
 	for _, res := range r.results {

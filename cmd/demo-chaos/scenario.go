@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -152,13 +151,17 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 type result struct {
 	scenario                           scenario
 	intents, created, refused, unknown int
-	resolvedCompleted, resolvedNever   int
+	hops                               int // intents that moved to the other replica
+	resolvedCompleted, resolvedNever   int // the unknown ones, as the outcome route settled them
 	duplicates, lostAcks               int
-	replaysChecked                     int
+	replaysChecked, replaysIdentical   int
 	statuses                           map[string]int
 	longestBlocked, recovery           time.Duration
 	readyz, metrics                    *probe
-	deliveries                         map[string]int // outbox states after the drain
+	deliveries                         map[string]int // this scenario's outbox rows, by state, after the drain
+	undelivered                        []string       // the rows that ended unknown or failed: id, state, last error
+	reconciled                         int            // of them, submitted after a reconcile
+	deskSubmissions                    int            // the desk's submissions for this scenario's requests
 	failures                           []string
 }
 
@@ -238,7 +241,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	if err != nil {
 		return nil, err
 	}
-	return res, e.check(ctx, res, intents, settler.clients)
+	return res, e.check(ctx, res, topic, intents, settler)
 }
 
 // afterHeal is how long the load goes on after the heal.
@@ -269,185 +272,4 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// check settles the unknown outcomes, then checks the scenario's intents
-// and the whole database.
-func (e *env) check(ctx context.Context, res *result, intents []*intent, clients [2]*client.Client) error {
-	res.intents = len(intents)
-	for _, in := range intents {
-		switch in.outcome {
-		case "created":
-			res.created++
-		case "refused":
-			res.refused++
-		case "unknown":
-			res.unknown++
-			if err := e.resolve(ctx, res, in, clients); err != nil {
-				return err
-			}
-		}
-	}
-
-	// The database as a whole: one business row per completed create, and
-	// none without its key.
-	var keys, rows, orphans, keyless, stuck int
-	for _, q := range []struct {
-		dest *int
-		sql  string
-	}{
-		{&keys, `SELECT count(*) FROM idempotency_keys WHERE actor_id = $1 AND operation = 'demo-requests.create' AND state = 'completed' AND status_code = 201`},
-		{&rows, `SELECT count(*) FROM demo_requests WHERE actor_id = $1`},
-		{&orphans, `SELECT count(*) FROM demo_requests r WHERE r.actor_id = $1 AND NOT EXISTS (
-			SELECT 1 FROM idempotency_keys k WHERE k.actor_id = r.actor_id AND k.result_id = r.id::text)`},
-		{&keyless, `SELECT count(*) FROM idempotency_keys k WHERE k.actor_id = $1 AND k.state = 'completed' AND k.status_code = 201
-			AND NOT EXISTS (SELECT 1 FROM demo_requests r WHERE r.id::text = k.result_id)`},
-		{&stuck, `SELECT count(*) FROM idempotency_keys WHERE actor_id = $1 AND state = 'in_progress' AND lease_until < now() - interval '5 seconds'`},
-	} {
-		if err := e.db.GetContext(ctx, q.dest, q.sql, actor); err != nil {
-			return err
-		}
-	}
-	res.duplicates = rows - keys + orphans
-	if rows != keys || orphans > 0 || keyless > 0 {
-		res.fail("%d business rows for %d completed keys (%d rows without a key, %d keys without a row)", rows, keys, orphans, keyless)
-	}
-	if stuck > 0 {
-		res.fail("%d keys in progress past their lease and 5 s", stuck)
-	}
-
-	// What the clients saw: each success has its row, under its key, and
-	// replays the bytes stored.
-	for _, in := range intents {
-		if in.outcome != "created" {
-			continue
-		}
-		var resultID string
-		var stored []byte
-		err := e.db.QueryRowContext(ctx, `SELECT k.result_id, k.response_body FROM idempotency_keys k
-			JOIN demo_requests r ON r.id::text = k.result_id
-			WHERE k.actor_id = $1 AND k.operation = 'demo-requests.create' AND k.idem_key = $2`, actor, in.it.Key).Scan(&resultID, &stored)
-		if err != nil || resultID != in.requestID {
-			res.lostAcks++
-			res.fail("intent %s: the client got request %s, the database has %q (%v)", in.it.Key, in.requestID, resultID, err)
-			continue
-		}
-		body, status, err := e.replay(ctx, in)
-		if err != nil {
-			return err
-		}
-		res.replaysChecked++
-		if status != http.StatusCreated || !bytes.Equal(body, stored) {
-			res.fail("intent %s: the replay is %d %q, not the stored bytes", in.it.Key, status, body)
-		}
-	}
-	return e.checkOutbox(ctx, res)
-}
-
-// resolve asks the outcome route what became of an unknown intent, on
-// either replica, until it is completed or never happened.
-func (e *env) resolve(ctx context.Context, res *result, in *intent, clients [2]*client.Client) error {
-	deadline := time.Now().Add(lease + 15*time.Second)
-	for n := 0; ; n++ {
-		o, err := clients[n%2].Resolve(ctx, in.it.Key)
-		switch {
-		case err == nil && o.State == "completed":
-			res.resolvedCompleted++
-			return nil
-		case err == nil && o.State == "unknown":
-			res.resolvedNever++ // the create never happened: no row, and none is expected
-			return nil
-		case time.Now().After(deadline):
-			res.fail("intent %s: outcome still %q (%v) %v after the scenario", in.it.Key, o.State, err, lease+15*time.Second)
-			return nil
-		}
-		sleepCtx(ctx, 250*time.Millisecond)
-	}
-}
-
-// replay sends the intent again as it was, and returns the answer's bytes.
-func (e *env) replay(ctx context.Context, in *intent) ([]byte, int, error) {
-	for n := 0; ; n++ {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.replicas[n%2].url+"/v1/demo-requests", bytes.NewReader(in.it.Body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", in.it.Key)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err == nil && resp.StatusCode < 500 {
-				return body, resp.StatusCode, nil
-			}
-		}
-		if n == 20 {
-			return nil, 0, fmt.Errorf("replay of %s: no answer after 20 tries: %v", in.it.Key, err)
-		}
-		sleepCtx(ctx, 250*time.Millisecond)
-	}
-}
-
-// checkOutbox waits for the backlog to drain, then checks that every
-// submitted delivery is the desk's one submission for its request.
-func (e *env) checkOutbox(ctx context.Context, res *result) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var pending int
-		if err := e.db.GetContext(ctx, &pending, `SELECT count(*) FROM outbox WHERE state = 'pending'`); err != nil {
-			return err
-		}
-		if pending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			res.fail("%d deliveries still pending 60 s after the scenario", pending)
-			break
-		}
-		sleepCtx(ctx, 250*time.Millisecond)
-	}
-	res.deliveries = map[string]int{}
-	var states []struct {
-		State string `db:"state"`
-		N     int    `db:"n"`
-	}
-	if err := e.db.SelectContext(ctx, &states, `SELECT state, count(*) AS n FROM outbox GROUP BY state`); err != nil {
-		return err
-	}
-	for _, s := range states {
-		res.deliveries[s.State] = s.N
-	}
-	if n := res.deliveries["unknown"] + res.deliveries["failed"]; n > 0 && !res.scenario.deskFault {
-		res.fail("%d deliveries unknown or failed although the desk was healthy", n)
-	}
-	var submitted []struct {
-		ID  string `db:"request_id"`
-		Ref string `db:"provider_reference"`
-	}
-	if err := e.db.SelectContext(ctx, &submitted, `SELECT request_id, provider_reference FROM outbox WHERE state = 'submitted'`); err != nil {
-		return err
-	}
-	var held []struct {
-		Key string `db:"key"`
-		Ref string `db:"reference"`
-	}
-	if err := e.deskDB.SelectContext(ctx, &held, `SELECT key, reference FROM submissions`); err != nil {
-		return err
-	}
-	desk := map[string]string{}
-	for _, h := range held {
-		desk[h.Key] = h.Ref
-	}
-	for _, s := range submitted {
-		if ref, ok := desk["demo-request:"+s.ID]; !ok || ref != s.Ref {
-			res.fail("request %s is submitted with reference %s, the desk holds %q", s.ID, s.Ref, ref)
-		}
-	}
-	var requests int
-	if err := e.db.GetContext(ctx, &requests, `SELECT count(*) FROM demo_requests`); err != nil {
-		return err
-	}
-	if len(held) > requests {
-		res.fail("the desk holds %d submissions for %d requests", len(held), requests)
-	}
-	return nil
 }
