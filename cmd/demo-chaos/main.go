@@ -40,7 +40,9 @@ type options struct {
 	short     bool
 	intents   int
 	workers   int
+	work      time.Duration
 	out       string
+	keep      bool
 }
 
 func main() {
@@ -49,7 +51,9 @@ func main() {
 	flag.BoolVar(&o.short, "short", false, "the short campaign make test runs: two scenarios, a few hundred intents")
 	flag.IntVar(&o.intents, "intents", 15000, "intents in the campaign, shared out among its scenarios (at least; a scenario that runs long sends more)")
 	flag.IntVar(&o.workers, "workers", 24, "concurrent clients")
+	flag.DurationVar(&o.work, "work", 300*time.Millisecond, "every 4th intent holds its claim this long (Workshop-Delay), as a create with outside work would, so that faults meet claims in progress (0: none)")
 	flag.StringVar(&o.out, "out", "docs/chaos.md", "markdown file to write the report into, between its markers (empty: none)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the processes' logs (they are kept anyway when a check fails)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -70,7 +74,7 @@ func main() {
 // run runs the campaign of o and returns its report; an error means the
 // campaign could not run (or its report not be written), not that a check
 // failed.
-func run(ctx context.Context, o options, progress io.Writer) (*report, error) {
+func run(ctx context.Context, o options, progress io.Writer) (rep *report, err error) {
 	began := time.Now()
 	scs, err := pick(o)
 	if err != nil {
@@ -86,8 +90,12 @@ func run(ctx context.Context, o options, progress io.Writer) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer env.tearDown()
-	rep := &report{started: began, short: o.short, workers: o.workers, intents: o.intents, pgSource: env.pg.Source}
+	env.keep = o.keep
+	defer func() {
+		env.keep = env.keep || err != nil || rep.failed()
+		env.tearDown()
+	}()
+	rep = &report{started: began, short: o.short, workers: o.workers, intents: o.intents, work: o.work, pgSource: env.pg.Source}
 	for n, sc := range scs {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()

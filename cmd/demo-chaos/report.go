@@ -15,6 +15,7 @@ type report struct {
 	short    bool
 	workers  int
 	intents  int
+	work     time.Duration
 	pgSource string
 	results  []*result
 }
@@ -38,10 +39,16 @@ func (r *report) markdown() string {
 	if r.short {
 		cmd = "`go run ./cmd/demo-chaos -short`"
 	}
-	p("## Latest campaign\n\n%s, %s, %s in all; PostgreSQL: %s, durable; two `demo-api serve` replicas (lease %s), each through its own fault proxy; "+
-		"the review desk; %d clients (api/client: one key per intent, a 5 s budget; an intent whose outcome is unknown on one replica is sent again, same key, to the other), "+
-		"sending at least %d intents, spread evenly over each scenario's timeline.\n\n",
-		cmd, r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed.Round(time.Second), r.pgSource, lease, r.workers, r.intents)
+	work := "no intent holds its claim"
+	if r.work > 0 {
+		work = fmt.Sprintf("every 4th intent holds its claim %s (`Workshop-Delay`)", r.work)
+	}
+	p("## Latest campaign\n\n%s, %s, %s in all; PostgreSQL: %s, durable; two `demo-api serve` replicas (lease %s; replica 1 %s, replica 2 %s), "+
+		"each through its own fault proxy; the review desk; %d workers sending at least %d intents, spread evenly over each scenario's timeline; %s. "+
+		"Each intent goes through api/client (one key, a %s budget per replica, a 2 s attempt timeout); "+
+		"after a transport error or a spent budget it moves, same key and bytes, to the other replica, for %s at most.\n\n",
+		cmd, r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed.Round(time.Second), r.pgSource, lease, paths[0], paths[1],
+		r.workers, r.intents, work, sendBudget, intentBudget)
 	verdict := "every check passed"
 	if r.failed() {
 		verdict = fmt.Sprintf("**%d checks FAILED**", len(r.failures()))
@@ -89,6 +96,17 @@ func (r *report) markdown() string {
 	p("| scenario | fault | /readyz | /metrics |\n|---|---|---|---|\n")
 	for _, res := range r.results {
 		p("| %s | %s | %s | %s |\n", res.scenario.name, res.scenario.what, res.readyz, res.metrics)
+	}
+	p("\n### What the replicas did with the keys\n\nThe idempotency outcomes of the load's creates, from the replicas' logs (claimed and replayed: the ordinary ones; the rest: what the fault made happen).\n\n")
+	p("| scenario | claimed | replayed | others |\n|---|---:|---:|---|\n")
+	for _, res := range r.results {
+		var others []string
+		for _, k := range slices.Sorted(mapKeys(res.outcomes)) {
+			if k != "claimed" && k != "replayed" {
+				others = append(others, fmt.Sprintf("%s %d", k, res.outcomes[k]))
+			}
+		}
+		p("| %s | %d | %d | %s |\n", res.scenario.name, res.outcomes["claimed"], res.outcomes["replayed"], orNone(strings.Join(others, ", ")))
 	}
 	if fs := r.failures(); len(fs) > 0 {
 		p("\n### Failed checks\n\n")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/demo-api/demo-api/api/client"
 	"github.com/demo-api/demo-api/internal/faultproxy"
+	"github.com/demo-api/demo-api/internal/httpapi"
 )
 
 // scenario is one fault: inject breaks something while the load runs, heal
@@ -26,11 +27,20 @@ type scenario struct {
 	deskFault    bool // the review desk misbehaves: deliveries may end unknown
 }
 
+// links sets the database links of both replicas to l.
 func links(l faultproxy.Link) func(context.Context, *env) error {
 	return func(_ context.Context, e *env) error {
 		for _, r := range e.replicas {
 			r.proxy.Set(l)
 		}
+		return nil
+	}
+}
+
+// link sets the database link of replica i to l.
+func link(i int, l faultproxy.Link) func(context.Context, *env) error {
+	return func(_ context.Context, e *env) error {
+		e.replicas[i].proxy.Set(l)
 		return nil
 	}
 }
@@ -54,9 +64,9 @@ func pgRestart(mode string) func(context.Context, *env) error {
 func nothing(context.Context, *env) error { return nil }
 
 var scenarios = []scenario{
-	{name: "sigkill-replica", what: "SIGKILL replica 1 under load, restart it 2 s later", hold: 2 * time.Second,
-		inject: kill(0, syscall.SIGKILL), heal: restart(0)},
-	{name: "sigterm-replica", what: "SIGTERM replica 2 (a graceful stop), restart it 2 s later", hold: 2 * time.Second,
+	{name: "sigkill-replica", what: "SIGKILL replica 2 (two-phase: its claims are left in progress) under load, restart it 2 s later", hold: 2 * time.Second,
+		inject: kill(1, syscall.SIGKILL), heal: restart(1)},
+	{name: "sigterm-replica", what: "SIGTERM replica 2 (a graceful stop: its claims finish), restart it 2 s later", hold: 2 * time.Second,
 		inject: kill(1, syscall.SIGTERM), heal: restart(1)},
 	{name: "pg-restart-fast", what: "pg_ctl restart -m fast", hold: 0, inject: pgRestart("fast"), heal: nothing},
 	{name: "pg-restart-immediate", what: "pg_ctl restart -m immediate (a crash, then recovery)", hold: 0, inject: pgRestart("immediate"), heal: nothing},
@@ -64,27 +74,27 @@ var scenarios = []scenario{
 		inject: links(faultproxy.Cut), heal: links(faultproxy.Up)},
 	{name: "blackhole-5s", what: "both links hold every byte for 5 s", hold: 5 * time.Second,
 		inject: links(faultproxy.Blackhole), heal: links(faultproxy.Up)},
-	{name: "blackhole-past-lease", what: "both links hold every byte for 7 s, longer than the 4 s lease", hold: 7 * time.Second,
-		inject: links(faultproxy.Blackhole), heal: links(faultproxy.Up)},
+	{name: "blackhole-past-lease", what: "replica 2's link holds every byte for 7 s, longer than the 4 s lease: replica 1 takes over its claims, then its held finishes arrive", hold: 7 * time.Second,
+		inject: link(1, faultproxy.Blackhole), heal: link(1, faultproxy.Up)},
 	{name: "mute-then-cut", what: "replies dropped for 2 s (statements run, answers lost), then the links cut for 1 s", hold: 3 * time.Second,
 		inject: func(ctx context.Context, e *env) error {
 			links(faultproxy.Mute)(ctx, e)
 			time.AfterFunc(2*time.Second, func() { links(faultproxy.Cut)(ctx, e) })
 			return nil
 		}, heal: links(faultproxy.Up)},
-	{name: "kill-dispatcher", what: "the desk holds its answers; SIGKILL replica 2 (a dispatcher) meanwhile, restart it", hold: 2 * time.Second,
+	{name: "kill-dispatcher", what: "the desk holds its answers; SIGKILL replica 1 (a dispatcher) meanwhile, restart it", hold: 2 * time.Second,
 		inject: func(ctx context.Context, e *env) error {
 			if err := e.deskFaults(`{"holdAnswer":"10s"}`); err != nil {
 				return err
 			}
 			time.Sleep(500 * time.Millisecond) // some submissions are accepted and held
-			return kill(1, syscall.SIGKILL)(ctx, e)
+			return kill(0, syscall.SIGKILL)(ctx, e)
 		},
 		heal: func(ctx context.Context, e *env) error {
 			if err := e.deskFaults(`{}`); err != nil {
 				return err
 			}
-			return restart(1)(ctx, e)
+			return restart(0)(ctx, e)
 		}, deskFault: true},
 	{name: "desk-down", what: "the review desk down for 4 s", hold: 4 * time.Second, inject: desk(`{"down":true}`), heal: desk(`{}`), deskFault: true},
 	{name: "desk-slow", what: "the review desk 2 s slow (past the 1 s call timeout) for 4 s", hold: 4 * time.Second,
@@ -156,6 +166,7 @@ type result struct {
 	duplicates, lostAcks               int
 	replaysChecked, replaysIdentical   int
 	statuses                           map[string]int
+	outcomes                           map[string]int // the replicas' idempotency outcomes of the load's creates, from their logs
 	longestBlocked, recovery           time.Duration
 	readyz, metrics                    *probe
 	deliveries                         map[string]int // this scenario's outbox rows, by state, after the drain
@@ -184,6 +195,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 		}
 		workers[i] = w
 	}
+	marks := e.markLogs()
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var probes sync.WaitGroup
 	for _, r := range e.replicas {
@@ -202,8 +214,12 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	for i, w := range workers {
 		wg.Go(func() {
 			for j := 0; pace.take(ctx); j++ {
-				it, _ := client.NewIntent(client.CreateInput{Topic: topic, Note: fmt.Sprintf("worker %d, intent %d", i, j)})
-				in := &intent{it: it, topic: topic, note: fmt.Sprintf("worker %d, intent %d", i, j), started: time.Now()}
+				note := fmt.Sprintf("worker %d, intent %d", i, j)
+				it, _ := client.NewIntent(client.CreateInput{Topic: topic, Note: note})
+				if o.work > 0 && j%4 == 3 {
+					it.Header.Set(httpapi.HeaderDelay, o.work.String())
+				}
+				in := &intent{it: it, topic: topic, note: note, started: time.Now()}
 				w.send(ctx, in, (i+j)%2)
 				if in.outcome != "unknown" {
 					t.answered(it.Key, in.answered)
@@ -237,6 +253,9 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 		return nil, fmt.Errorf("inject or heal: %w", err)
 	}
 	res.statuses, res.longestBlocked = t.statuses, t.blocked
+	if res.outcomes, err = e.outcomesSince(marks); err != nil {
+		return nil, fmt.Errorf("read the replicas' logs: %w", err)
+	}
 	settler, err := newWorker(e, &http.Client{Transport: e.transport}, &answers{m: map[string][]byte{}}, nil)
 	if err != nil {
 		return nil, err
