@@ -174,6 +174,9 @@ type result struct {
 	reconciled                         int            // of them, submitted after a reconcile
 	deskSubmissions                    int            // the desk's submissions for this scenario's requests
 	failures                           []string
+
+	topic string    // of the scenario's intents
+	sent  []*intent // the scenario's intents
 }
 
 func (r *result) fail(format string, args ...any) {
@@ -256,11 +259,18 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	if res.outcomes, err = e.outcomesSince(marks); err != nil {
 		return nil, fmt.Errorf("read the replicas' logs: %w", err)
 	}
-	settler, err := newWorker(e, &http.Client{Transport: e.transport}, &answers{m: map[string][]byte{}}, nil)
+	settler, err := e.settler()
 	if err != nil {
 		return nil, err
 	}
+	res.topic, res.sent = topic, intents
 	return res, e.check(ctx, res, topic, intents, settler)
+}
+
+// settler is a worker for the checks: it sends again an intent that
+// never happened, counting nothing.
+func (e *env) settler() (*worker, error) {
+	return newWorker(e, &http.Client{Transport: e.transport}, &answers{m: map[string][]byte{}}, nil)
 }
 
 // afterHeal is how long the load goes on after the heal.
