@@ -4,7 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // TestShortCampaign runs the short campaign (two scenarios: a replica
@@ -16,7 +17,7 @@ func TestShortCampaign(t *testing.T) {
 		t.Skip("starts PostgreSQL, the desk and two replicas")
 	}
 	var progress strings.Builder
-	rep, err := run(context.Background(), options{short: true, workers: 8, pace: 50 * time.Millisecond}, &progress)
+	rep, err := run(context.Background(), options{short: true, intents: 400, workers: 8}, &progress)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
@@ -24,12 +25,89 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatalf("%d scenarios ran, want 2", len(rep.results))
 	}
 	for _, res := range rep.results {
-		if res.created == 0 || res.replaysChecked != res.created {
-			t.Errorf("%s: %d created, %d replays checked: the load did not run", res.scenario.name, res.created, res.replaysChecked)
+		if res.created == 0 || res.replaysChecked != res.intents {
+			t.Errorf("%s: %d intents, %d created, %d replays checked: the load or the checks did not run",
+				res.scenario.name, res.intents, res.created, res.replaysChecked)
 		}
 	}
 	if rep.failed() {
 		t.Fatalf("checks failed:\n%s\n%s", strings.Join(rep.failures(), "\n"), rep.markdown())
 	}
 	t.Logf("\n%s", rep.markdown())
+}
+
+// TestChecksCatchBrokenPromises runs a calm scenario, then breaks in the
+// databases each promise the campaign checks — a second business row for
+// an intent, a stored answer changed, an acknowledged request gone, a key
+// stuck in progress, a desk submission for no request — and requires the
+// checks to report every one: a check that cannot fail proves nothing.
+func TestChecksCatchBrokenPromises(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, the desk and two replicas")
+	}
+	ctx := context.Background()
+	var progress strings.Builder
+	e, err := setUp(ctx, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	defer e.tearDown()
+	calm := scenario{name: "calm", what: "nothing breaks", inject: nothing, heal: nothing}
+	res, err := e.runScenario(ctx, calm, 1, 40, options{workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.failures) > 0 || res.created < 4 {
+		t.Fatalf("the calm scenario: %d created, failures %v", res.created, res.failures)
+	}
+	var created []*intent
+	for _, in := range res.sent {
+		if in.outcome == "created" {
+			created = append(created, in)
+		}
+	}
+	dup, changed, gone := created[0], created[1], created[2]
+	for _, q := range []struct {
+		db   *sqlx.DB
+		sql  string
+		args []any
+	}{
+		{e.db, `INSERT INTO demo_requests (id, actor_id, topic, note, state, created_at)
+			SELECT gen_random_uuid(), actor_id, topic, note, state, created_at FROM demo_requests WHERE id = $1`, []any{dup.requestID}},
+		{e.db, `UPDATE idempotency_keys SET response_body = response_body || ' '::bytea WHERE idem_key = $1`, []any{changed.it.Key}},
+		{e.db, `DELETE FROM demo_requests WHERE id = $1`, []any{gone.requestID}},
+		{e.db, `INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token, lease_until, created_at, expires_at)
+			VALUES ($1, 'demo-requests.create', 'stuck-key', 'x', 'in_progress', gen_random_uuid(), now() - interval '1 minute', now(), now() + interval '1 day')`, []any{actor}},
+		{e.deskDB, `INSERT INTO submissions (key, fingerprint, request_id, topic, note, reference, accepted_at)
+			VALUES ('demo-request:' || $1, 'x', $1, $2, '', 'ref-of-nothing', now())`, []any{"00000000-0000-0000-0000-000000000001", res.topic}},
+	} {
+		if _, err := q.db.ExecContext(ctx, q.sql, q.args...); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+	}
+
+	again := &result{scenario: calm}
+	settler, err := e.settler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.check(ctx, again, res.topic, res.sent, settler); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(again.failures, "\n")
+	for _, want := range []string{
+		"intent " + dup.it.Key + ": 2 business rows",
+		"intent " + changed.it.Key + ": the client got",
+		"intent " + changed.it.Key + ": the replay is",
+		"intent " + gone.it.Key + ": the client got request " + gone.requestID,
+		"keys in progress past their lease",
+		"the desk holds submission ref-of-nothing for request 00000000-0000-0000-0000-000000000001, which does not exist",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no failure says %q; the failures:\n%s", want, all)
+		}
+	}
+	if again.duplicates != 1 || again.lostAcks != 1 {
+		t.Errorf("%d duplicates and %d lost acknowledgements, want 1 and 1", again.duplicates, again.lostAcks)
+	}
 }

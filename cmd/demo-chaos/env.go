@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,15 +34,26 @@ const (
 	lease = 4 * time.Second
 )
 
+// paths are the replicas' idempotency paths: the first creates in one
+// statement (the service's own choice for a create), the second claims,
+// works and finishes (as an operation with outside work would), so that a
+// fault also meets claims in progress and their leases, and the two paths
+// meet on the same keys.
+var paths = [2]string{"one_phase", "two_phase"}
+
 // env is what a campaign runs against.
 type env struct {
 	progress io.Writer
 	tmp, bin string
+	keep     bool // keep tmp, with the processes' logs, after the campaign
 	pg       *pgtest.Server
 	db       *sqlx.DB // the API's database, directly
 	deskDB   *sqlx.DB
 	desk     *proc
 	replicas [2]*replica
+	// transport is the clients': enough idle connections for every
+	// worker, on both replicas.
+	transport *http.Transport
 }
 
 // proc is a child process that prints "… listening on http://ADDR" first.
@@ -69,6 +81,8 @@ func (e *env) logf(format string, args ...any) {
 // replicas.
 func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 	e := &env{progress: progress}
+	e.transport = http.DefaultTransport.(*http.Transport).Clone()
+	e.transport.MaxIdleConnsPerHost = 64
 	defer func() {
 		if err != nil {
 			e.tearDown()
@@ -131,7 +145,7 @@ func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 			"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + u.String(), "LISTEN_ADDR=" + addr,
 			"API_TOKENS=" + actor + ":" + auth.Hash(token), "LOG_FORMAT=json", "IDEMPOTENCY_LEASE=" + lease.String(),
 			"SHUTDOWN_TIMEOUT=5s", "PROVIDER_URL=" + e.desk.url, "DISPATCH_CALL_TIMEOUT=1s",
-			"DISPATCH_FIRST_RETRY=200ms", "DISPATCH_MAX_ATTEMPTS=12"}}
+			"DISPATCH_FIRST_RETRY=200ms", "DISPATCH_MAX_ATTEMPTS=12", "IDEMPOTENCY_PATH=" + paths[i], "WORKSHOP=true"}}
 		e.replicas[i] = r
 		if err := e.start(ctx, r.proc, "/readyz"); err != nil {
 			return nil, err
@@ -155,10 +169,13 @@ func (e *env) tearDown() {
 			db.Close()
 		}
 	}
+	e.transport.CloseIdleConnections()
 	if e.pg != nil {
 		e.pg.Stop()
 	}
-	if e.tmp != "" {
+	if e.keep {
+		e.logf("the processes' logs are in %s", e.tmp)
+	} else if e.tmp != "" {
 		os.RemoveAll(e.tmp)
 	}
 }
@@ -253,4 +270,49 @@ func tail(path string) string {
 	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(len(lines)-20, 0):], "\n")
+}
+
+// logMarks are the sizes of the replicas' logs at a moment, to read what
+// they logged since.
+type logMarks [2]int64
+
+func (e *env) markLogs() logMarks {
+	var m logMarks
+	for i, r := range e.replicas {
+		if fi, err := os.Stat(r.log); err == nil {
+			m[i] = fi.Size()
+		}
+	}
+	return m
+}
+
+// outcomesSince counts the idempotency outcomes of the creates the
+// replicas logged since m (a replica's log outlives its restarts).
+func (e *env) outcomesSince(m logMarks) (map[string]int, error) {
+	out := map[string]int{}
+	for i, r := range e.replicas {
+		f, err := os.Open(r.log)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := f.Seek(m[i], io.SeekStart); err != nil {
+			f.Close()
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var line struct {
+				Msg, Route, Outcome string
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "request" && line.Route == "/v1/demo-requests" && line.Outcome != "" {
+				out[line.Outcome]++
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

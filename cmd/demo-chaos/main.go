@@ -38,18 +38,22 @@ import (
 type options struct {
 	scenarios string
 	short     bool
+	intents   int
 	workers   int
-	pace      time.Duration
+	work      time.Duration
 	out       string
+	keep      bool
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenarios, "scenarios", "", "comma-separated scenarios to run (default: all): "+strings.Join(scenarioNames(), ", "))
 	flag.BoolVar(&o.short, "short", false, "the short campaign make test runs: two scenarios, a few hundred intents")
+	flag.IntVar(&o.intents, "intents", 15000, "intents in the campaign, shared out among its scenarios (at least; a scenario that runs long sends more)")
 	flag.IntVar(&o.workers, "workers", 24, "concurrent clients")
-	flag.DurationVar(&o.pace, "pace", 20*time.Millisecond, "each client's pause between intents")
+	flag.DurationVar(&o.work, "work", 300*time.Millisecond, "every 4th intent holds its claim this long (Workshop-Delay), as a create with outside work would, so that faults meet claims in progress (0: none)")
 	flag.StringVar(&o.out, "out", "docs/chaos.md", "markdown file to write the report into, between its markers (empty: none)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the processes' logs (they are kept anyway when a check fails)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -70,27 +74,34 @@ func main() {
 // run runs the campaign of o and returns its report; an error means the
 // campaign could not run (or its report not be written), not that a check
 // failed.
-func run(ctx context.Context, o options, progress io.Writer) (*report, error) {
+func run(ctx context.Context, o options, progress io.Writer) (rep *report, err error) {
 	began := time.Now()
 	scs, err := pick(o)
 	if err != nil {
 		return nil, err
 	}
 	if o.short {
-		o.workers, o.pace = min(o.workers, 8), max(o.pace, 50*time.Millisecond)
+		o.intents, o.workers = min(o.intents, 400), min(o.workers, 8)
+	}
+	if o.intents < 1 || o.workers < 1 {
+		return nil, fmt.Errorf("-intents and -workers must be at least 1")
 	}
 	env, err := setUp(ctx, progress)
 	if err != nil {
 		return nil, err
 	}
-	defer env.tearDown()
-	rep := &report{started: began, short: o.short, workers: o.workers, pace: o.pace, pgSource: env.pg.Source}
-	for _, sc := range scs {
+	env.keep = o.keep
+	defer func() {
+		env.keep = env.keep || err != nil || rep.failed()
+		env.tearDown()
+	}()
+	rep = &report{started: began, short: o.short, workers: o.workers, intents: o.intents, work: o.work, pgSource: env.pg.Source}
+	for n, sc := range scs {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
 		env.logf("scenario %s", sc.name)
-		res, err := env.runScenario(ctx, sc, o)
+		res, err := env.runScenario(ctx, sc, n+1, max(o.intents/len(scs), 1), o)
 		if err != nil {
 			return rep, fmt.Errorf("scenario %s: %w", sc.name, err)
 		}

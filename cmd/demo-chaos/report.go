@@ -14,7 +14,8 @@ type report struct {
 	elapsed  time.Duration
 	short    bool
 	workers  int
-	pace     time.Duration
+	intents  int
+	work     time.Duration
 	pgSource string
 	results  []*result
 }
@@ -38,10 +39,16 @@ func (r *report) markdown() string {
 	if r.short {
 		cmd = "`go run ./cmd/demo-chaos -short`"
 	}
-	p("## Latest campaign\n\n%s, %s, %s in all; PostgreSQL: %s, durable; two `demo-api serve` replicas (lease %s), each through its own fault proxy; "+
-		"the review desk; %d clients (api/client: one key per intent, a 5 s budget; an intent whose outcome is unknown on one replica is sent again, same key, to the other), "+
-		"each pausing %s between intents.\n\n",
-		cmd, r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed.Round(time.Second), r.pgSource, lease, r.workers, r.pace)
+	work := "no intent holds its claim"
+	if r.work > 0 {
+		work = fmt.Sprintf("every 4th intent holds its claim %s (`Workshop-Delay`)", r.work)
+	}
+	p("## Latest campaign\n\n%s, %s, %s in all; PostgreSQL: %s, durable; two `demo-api serve` replicas (lease %s; replica 1 %s, replica 2 %s), "+
+		"each through its own fault proxy; the review desk; %d workers sending at least %d intents, spread evenly over each scenario's timeline; %s. "+
+		"Each intent goes through api/client (one key, a %s budget per replica, a 2 s attempt timeout); "+
+		"after a transport error or a spent budget it moves, same key and bytes, to the other replica, for %s at most.\n\n",
+		cmd, r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed.Round(time.Second), r.pgSource, lease, paths[0], paths[1],
+		r.workers, r.intents, work, sendBudget, intentBudget)
 	verdict := "every check passed"
 	if r.failed() {
 		verdict = fmt.Sprintf("**%d checks FAILED**", len(r.failures()))
@@ -51,8 +58,8 @@ func (r *report) markdown() string {
 		total, dups, lost = total+res.intents, dups+res.duplicates, lost+res.lostAcks
 	}
 	p("**%d intents, %d duplicates, %d lost acknowledgements: %s.**\n\n", total, dups, lost, verdict)
-	p("| scenario | intents | created / refused / unknown | unknown settled: done / never | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | recovery | deliveries after the drain |\n")
-	p("|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|---|\n")
+	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | recovery | deliveries (desk submissions) |\n")
+	p("|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
 	for _, res := range r.results {
 		var fivexx []string
 		for _, k := range slices.Sorted(mapKeys(res.statuses)) {
@@ -64,17 +71,42 @@ func (r *report) markdown() string {
 		for _, k := range slices.Sorted(mapKeys(res.deliveries)) {
 			dl = append(dl, fmt.Sprintf("%s %d", k, res.deliveries[k]))
 		}
-		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d of %d | %s | %d | %s | %s | %s |\n",
-			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever,
-			res.duplicates, res.lostAcks, res.replaysChecked, res.created, orNone(strings.Join(fivexx, ", ")), res.statuses["409"],
-			res.longestBlocked.Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "))
+		if res.reconciled > 0 {
+			dl = append(dl, fmt.Sprintf("(%d submitted after a reconcile)", res.reconciled))
+		}
+		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d | %d of %d | %s | %d | %s | %s | %s (%d) |\n",
+			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever, res.hops,
+			res.duplicates, res.lostAcks, res.replaysIdentical, res.intents, orNone(strings.Join(fivexx, ", ")), res.statuses["409"],
+			res.longestBlocked.Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "), res.deskSubmissions)
 	}
-	p("\n\"Recovery\" is from the heal to the first success of an intent that began after it. \"Longest blocked\" runs from a key's first 409 to its definite answer. " +
-		"Deliveries are the whole outbox so far, after it drained; unknown ones are expected only where the desk misbehaved.\n\n")
+	p("\n\"Moved replica\": intents whose client met a transport error or spent its budget on one replica and sent the same key to the other. " +
+		"\"5xx and no answer\" counts attempts: refused (connection refused), timeout (no answer within the 2 s attempt), broken (reset or EOF). " +
+		"\"Longest blocked\" runs from a key's first 409 to its definite answer. \"Recovery\" runs from the heal to the first success of an intent that began after it. " +
+		"Deliveries are the scenario's outbox rows after the drain, by state; an unknown or failed one is expected only where the desk misbehaved, and is listed below, then reconciled.\n\n")
+	var stopped []string
+	for _, res := range r.results {
+		for _, u := range res.undelivered {
+			stopped = append(stopped, fmt.Sprintf("- %s: %s", res.scenario.name, u))
+		}
+	}
+	if len(stopped) > 0 {
+		p("### Deliveries that ended unknown or failed\n\n%s\n\n", strings.Join(stopped, "\n"))
+	}
 	p("### The faults, and /readyz and /metrics meanwhile\n\nEach replica was asked every 250 ms, with a 3 s timeout (status×count; none: no answer in time).\n\n")
 	p("| scenario | fault | /readyz | /metrics |\n|---|---|---|---|\n")
 	for _, res := range r.results {
 		p("| %s | %s | %s | %s |\n", res.scenario.name, res.scenario.what, res.readyz, res.metrics)
+	}
+	p("\n### What the replicas did with the keys\n\nThe idempotency outcomes of the load's creates, from the replicas' logs (claimed and replayed: the ordinary ones; the rest: what the fault made happen).\n\n")
+	p("| scenario | claimed | replayed | others |\n|---|---:|---:|---|\n")
+	for _, res := range r.results {
+		var others []string
+		for _, k := range slices.Sorted(mapKeys(res.outcomes)) {
+			if k != "claimed" && k != "replayed" {
+				others = append(others, fmt.Sprintf("%s %d", k, res.outcomes[k]))
+			}
+		}
+		p("| %s | %d | %d | %s |\n", res.scenario.name, res.outcomes["claimed"], res.outcomes["replayed"], orNone(strings.Join(others, ", ")))
 	}
 	if fs := r.failures(); len(fs) > 0 {
 		p("\n### Failed checks\n\n")

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/demo-api/demo-api/api/client"
 	"github.com/demo-api/demo-api/internal/faultproxy"
+	"github.com/demo-api/demo-api/internal/httpapi"
 )
 
 // scenario is one fault: inject breaks something while the load runs, heal
@@ -28,11 +27,20 @@ type scenario struct {
 	deskFault    bool // the review desk misbehaves: deliveries may end unknown
 }
 
+// links sets the database links of both replicas to l.
 func links(l faultproxy.Link) func(context.Context, *env) error {
 	return func(_ context.Context, e *env) error {
 		for _, r := range e.replicas {
 			r.proxy.Set(l)
 		}
+		return nil
+	}
+}
+
+// link sets the database link of replica i to l.
+func link(i int, l faultproxy.Link) func(context.Context, *env) error {
+	return func(_ context.Context, e *env) error {
+		e.replicas[i].proxy.Set(l)
 		return nil
 	}
 }
@@ -56,9 +64,9 @@ func pgRestart(mode string) func(context.Context, *env) error {
 func nothing(context.Context, *env) error { return nil }
 
 var scenarios = []scenario{
-	{name: "sigkill-replica", what: "SIGKILL replica 1 under load, restart it 2 s later", hold: 2 * time.Second,
-		inject: kill(0, syscall.SIGKILL), heal: restart(0)},
-	{name: "sigterm-replica", what: "SIGTERM replica 2 (a graceful stop), restart it 2 s later", hold: 2 * time.Second,
+	{name: "sigkill-replica", what: "SIGKILL replica 2 (two-phase: its claims are left in progress) under load, restart it 2 s later", hold: 2 * time.Second,
+		inject: kill(1, syscall.SIGKILL), heal: restart(1)},
+	{name: "sigterm-replica", what: "SIGTERM replica 2 (a graceful stop: its claims finish), restart it 2 s later", hold: 2 * time.Second,
 		inject: kill(1, syscall.SIGTERM), heal: restart(1)},
 	{name: "pg-restart-fast", what: "pg_ctl restart -m fast", hold: 0, inject: pgRestart("fast"), heal: nothing},
 	{name: "pg-restart-immediate", what: "pg_ctl restart -m immediate (a crash, then recovery)", hold: 0, inject: pgRestart("immediate"), heal: nothing},
@@ -66,27 +74,27 @@ var scenarios = []scenario{
 		inject: links(faultproxy.Cut), heal: links(faultproxy.Up)},
 	{name: "blackhole-5s", what: "both links hold every byte for 5 s", hold: 5 * time.Second,
 		inject: links(faultproxy.Blackhole), heal: links(faultproxy.Up)},
-	{name: "blackhole-past-lease", what: "both links hold every byte for 7 s, longer than the 4 s lease", hold: 7 * time.Second,
-		inject: links(faultproxy.Blackhole), heal: links(faultproxy.Up)},
+	{name: "blackhole-past-lease", what: "replica 2's link holds every byte for 7 s, longer than the 4 s lease: replica 1 takes over its claims, then its held finishes arrive", hold: 7 * time.Second,
+		inject: link(1, faultproxy.Blackhole), heal: link(1, faultproxy.Up)},
 	{name: "mute-then-cut", what: "replies dropped for 2 s (statements run, answers lost), then the links cut for 1 s", hold: 3 * time.Second,
 		inject: func(ctx context.Context, e *env) error {
 			links(faultproxy.Mute)(ctx, e)
 			time.AfterFunc(2*time.Second, func() { links(faultproxy.Cut)(ctx, e) })
 			return nil
 		}, heal: links(faultproxy.Up)},
-	{name: "kill-dispatcher", what: "the desk holds its answers; SIGKILL replica 2 (a dispatcher) meanwhile, restart it", hold: 2 * time.Second,
+	{name: "kill-dispatcher", what: "the desk holds its answers; SIGKILL replica 1 (a dispatcher) meanwhile, restart it", hold: 2 * time.Second,
 		inject: func(ctx context.Context, e *env) error {
 			if err := e.deskFaults(`{"holdAnswer":"10s"}`); err != nil {
 				return err
 			}
 			time.Sleep(500 * time.Millisecond) // some submissions are accepted and held
-			return kill(1, syscall.SIGKILL)(ctx, e)
+			return kill(0, syscall.SIGKILL)(ctx, e)
 		},
 		heal: func(ctx context.Context, e *env) error {
 			if err := e.deskFaults(`{}`); err != nil {
 				return err
 			}
-			return restart(1)(ctx, e)
+			return restart(0)(ctx, e)
 		}, deskFault: true},
 	{name: "desk-down", what: "the review desk down for 4 s", hold: 4 * time.Second, inject: desk(`{"down":true}`), heal: desk(`{}`), deskFault: true},
 	{name: "desk-slow", what: "the review desk 2 s slow (past the 1 s call timeout) for 4 s", hold: 4 * time.Second,
@@ -101,48 +109,6 @@ func scenarioNames() []string {
 		names = append(names, sc.name)
 	}
 	return names
-}
-
-// intent is one intent as its client saw it.
-type intent struct {
-	it        *client.Intent
-	outcome   string // created, refused, unknown
-	requestID string
-	started   time.Time
-	answered  time.Time
-}
-
-// tally counts what the clients saw, attempt by attempt.
-type tally struct {
-	mu        sync.Mutex
-	statuses  map[string]int       // "503 unavailable", "409", "no answer", …
-	first409  map[string]time.Time // by key
-	blocked   time.Duration        // the longest first 409 → definite answer
-	transport int
-}
-
-func (t *tally) attempt(a client.Attempt) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch {
-	case a.Status == 0:
-		t.statuses["no answer"]++
-	case a.Status == http.StatusConflict:
-		t.statuses["409"]++
-		if _, ok := t.first409[a.Intent]; !ok {
-			t.first409[a.Intent] = time.Now()
-		}
-	case a.Status >= 500:
-		t.statuses[strconv.Itoa(a.Status)]++
-	}
-}
-
-func (t *tally) answered(key string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if first, ok := t.first409[key]; ok {
-		t.blocked = max(t.blocked, at.Sub(first))
-	}
 }
 
 // probe is what /readyz or /metrics answered during a scenario.
@@ -195,33 +161,44 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 type result struct {
 	scenario                           scenario
 	intents, created, refused, unknown int
-	resolvedCompleted, resolvedNever   int
+	hops                               int // intents that moved to the other replica
+	resolvedCompleted, resolvedNever   int // the unknown ones, as the outcome route settled them
 	duplicates, lostAcks               int
-	replaysChecked                     int
+	replaysChecked, replaysIdentical   int
 	statuses                           map[string]int
+	outcomes                           map[string]int // the replicas' idempotency outcomes of the load's creates, from their logs
 	longestBlocked, recovery           time.Duration
 	readyz, metrics                    *probe
-	deliveries                         map[string]int // outbox states after the drain
+	deliveries                         map[string]int // this scenario's outbox rows, by state, after the drain
+	undelivered                        []string       // the rows that ended unknown or failed: id, state, last error
+	reconciled                         int            // of them, submitted after a reconcile
+	deskSubmissions                    int            // the desk's submissions for this scenario's requests
 	failures                           []string
+
+	topic string    // of the scenario's intents
+	sent  []*intent // the scenario's intents
 }
 
 func (r *result) fail(format string, args ...any) {
 	r.failures = append(r.failures, fmt.Sprintf(format, args...))
 }
 
-// runScenario runs the load, the fault and the checks of sc.
-func (e *env) runScenario(ctx context.Context, sc scenario, o options) (*result, error) {
+// runScenario runs the load, the fault and the checks of sc, the n-th
+// scenario of the campaign; quota is its share of the intents.
+func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o options) (*result, error) {
 	res := &result{scenario: sc, readyz: newProbe(), metrics: newProbe()}
-	t := &tally{statuses: map[string]int{}, first409: map[string]time.Time{}}
-	clients := [2]*client.Client{}
-	for i, r := range e.replicas {
-		c, err := client.New(client.Config{BaseURL: r.url, Token: token, Budget: 5 * time.Second, OnAttempt: t.attempt})
+	t := newTally()
+	ans := &answers{m: map[string][]byte{}}
+	hc := &http.Client{Transport: recorder{next: e.transport, answers: ans}}
+	workers := make([]*worker, o.workers)
+	for i := range workers {
+		w, err := newWorker(e, hc, ans, t)
 		if err != nil {
 			return nil, err
 		}
-		clients[i] = c
+		workers[i] = w
 	}
-	loadCtx, stopLoad := context.WithCancel(ctx)
+	marks := e.markLogs()
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var probes sync.WaitGroup
 	for _, r := range e.replicas {
@@ -229,78 +206,75 @@ func (e *env) runScenario(ctx context.Context, sc scenario, o options) (*result,
 		probes.Go(func() { watch(probeCtx, r.url+"/metrics", res.metrics) })
 	}
 
+	// The load: the quota spread over the timeline (a second before the
+	// fault, the fault, two seconds after the heal).
+	topic := fmt.Sprintf("chaos %s %d", sc.name, n)
+	pace := newPacer(quota, time.Second+sc.hold+afterHeal)
 	var mu sync.Mutex
 	var intents []*intent
 	var healedAt atomic.Pointer[time.Time]
 	var wg sync.WaitGroup
-	for w := range o.workers {
+	for i, w := range workers {
 		wg.Go(func() {
-			for n := 0; loadCtx.Err() == nil; n++ {
-				in := send(ctx, clients, (w+n)%2, sc.name, w, n, t)
+			for j := 0; pace.take(ctx); j++ {
+				note := fmt.Sprintf("worker %d, intent %d", i, j)
+				it, _ := client.NewIntent(client.CreateInput{Topic: topic, Note: note})
+				if o.work > 0 && j%4 == 3 {
+					it.Header.Set(httpapi.HeaderDelay, o.work.String())
+				}
+				in := &intent{it: it, topic: topic, note: note, started: time.Now()}
+				w.send(ctx, in, (i+j)%2)
+				if in.outcome != "unknown" {
+					t.answered(it.Key, in.answered)
+				}
 				mu.Lock()
 				intents = append(intents, in)
 				if h := healedAt.Load(); h != nil && in.outcome == "created" && in.started.After(*h) && res.recovery == 0 {
 					res.recovery = in.answered.Sub(*h) // the first success that began after the heal
 				}
 				mu.Unlock()
-				sleepCtx(loadCtx, o.pace)
 			}
 		})
 	}
 
 	sleepCtx(ctx, time.Second)
-	if err := sc.inject(ctx, e); err != nil {
-		stopLoad()
-		wg.Wait()
-		stopProbes()
-		probes.Wait()
-		return nil, fmt.Errorf("inject: %w", err)
+	err := sc.inject(ctx, e)
+	if err == nil {
+		sleepCtx(ctx, sc.hold)
+		err = sc.heal(ctx, e)
+		now := time.Now()
+		healedAt.Store(&now)
+		res.readyz.healed.Store(true)
+		res.metrics.healed.Store(true)
+		sleepCtx(ctx, afterHeal)
 	}
-	sleepCtx(ctx, sc.hold)
-	err := sc.heal(ctx, e)
-	now := time.Now()
-	healedAt.Store(&now)
-	res.readyz.healed.Store(true)
-	res.metrics.healed.Store(true)
-	sleepCtx(ctx, 2*time.Second)
-	stopLoad()
+	pace.end()
 	wg.Wait()
 	stopProbes()
 	probes.Wait()
 	if err != nil {
-		return nil, fmt.Errorf("heal: %w", err)
+		return nil, fmt.Errorf("inject or heal: %w", err)
 	}
 	res.statuses, res.longestBlocked = t.statuses, t.blocked
-	return res, e.check(ctx, res, intents, clients)
+	if res.outcomes, err = e.outcomesSince(marks); err != nil {
+		return nil, fmt.Errorf("read the replicas' logs: %w", err)
+	}
+	settler, err := e.settler()
+	if err != nil {
+		return nil, err
+	}
+	res.topic, res.sent = topic, intents
+	return res, e.check(ctx, res, topic, intents, settler)
 }
 
-// send sends one new intent, starting at replica r; an intent whose outcome
-// is unknown there (the replica refuses connections, or is down) is sent
-// again, with the same key, through the other one.
-func send(ctx context.Context, clients [2]*client.Client, r int, scenario string, w, n int, t *tally) *intent {
-	it, _ := client.NewIntent(client.CreateInput{Topic: "chaos " + scenario, Note: fmt.Sprintf("worker %d, intent %d", w, n)})
-	in := &intent{it: it, started: time.Now()}
-	var res client.Result
-	var err error
-	for try := range 2 {
-		res, err = clients[(r+try)%2].Send(ctx, it)
-		if _, unknown := errors.AsType[*client.OutcomeUnknownError](err); !unknown {
-			break
-		}
-	}
-	in.answered = time.Now()
-	switch _, unknown := errors.AsType[*client.OutcomeUnknownError](err); {
-	case err == nil:
-		in.outcome, in.requestID = "created", res.Request.RequestID
-		t.answered(it.Key, in.answered)
-	case unknown:
-		in.outcome = "unknown"
-	default:
-		in.outcome = "refused" // a definite answer other than 201
-		t.answered(it.Key, in.answered)
-	}
-	return in
+// settler is a worker for the checks: it sends again an intent that
+// never happened, counting nothing.
+func (e *env) settler() (*worker, error) {
+	return newWorker(e, &http.Client{Transport: e.transport}, &answers{m: map[string][]byte{}}, nil)
 }
+
+// afterHeal is how long the load goes on after the heal.
+const afterHeal = 2 * time.Second
 
 func newProbe() *probe { return &probe{during: map[int]int{}, after: map[int]int{}} }
 
@@ -327,185 +301,4 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// check settles the unknown outcomes, then checks the scenario's intents
-// and the whole database.
-func (e *env) check(ctx context.Context, res *result, intents []*intent, clients [2]*client.Client) error {
-	res.intents = len(intents)
-	for _, in := range intents {
-		switch in.outcome {
-		case "created":
-			res.created++
-		case "refused":
-			res.refused++
-		case "unknown":
-			res.unknown++
-			if err := e.resolve(ctx, res, in, clients); err != nil {
-				return err
-			}
-		}
-	}
-
-	// The database as a whole: one business row per completed create, and
-	// none without its key.
-	var keys, rows, orphans, keyless, stuck int
-	for _, q := range []struct {
-		dest *int
-		sql  string
-	}{
-		{&keys, `SELECT count(*) FROM idempotency_keys WHERE actor_id = $1 AND operation = 'demo-requests.create' AND state = 'completed' AND status_code = 201`},
-		{&rows, `SELECT count(*) FROM demo_requests WHERE actor_id = $1`},
-		{&orphans, `SELECT count(*) FROM demo_requests r WHERE r.actor_id = $1 AND NOT EXISTS (
-			SELECT 1 FROM idempotency_keys k WHERE k.actor_id = r.actor_id AND k.result_id = r.id::text)`},
-		{&keyless, `SELECT count(*) FROM idempotency_keys k WHERE k.actor_id = $1 AND k.state = 'completed' AND k.status_code = 201
-			AND NOT EXISTS (SELECT 1 FROM demo_requests r WHERE r.id::text = k.result_id)`},
-		{&stuck, `SELECT count(*) FROM idempotency_keys WHERE actor_id = $1 AND state = 'in_progress' AND lease_until < now() - interval '5 seconds'`},
-	} {
-		if err := e.db.GetContext(ctx, q.dest, q.sql, actor); err != nil {
-			return err
-		}
-	}
-	res.duplicates = rows - keys + orphans
-	if rows != keys || orphans > 0 || keyless > 0 {
-		res.fail("%d business rows for %d completed keys (%d rows without a key, %d keys without a row)", rows, keys, orphans, keyless)
-	}
-	if stuck > 0 {
-		res.fail("%d keys in progress past their lease and 5 s", stuck)
-	}
-
-	// What the clients saw: each success has its row, under its key, and
-	// replays the bytes stored.
-	for _, in := range intents {
-		if in.outcome != "created" {
-			continue
-		}
-		var resultID string
-		var stored []byte
-		err := e.db.QueryRowContext(ctx, `SELECT k.result_id, k.response_body FROM idempotency_keys k
-			JOIN demo_requests r ON r.id::text = k.result_id
-			WHERE k.actor_id = $1 AND k.operation = 'demo-requests.create' AND k.idem_key = $2`, actor, in.it.Key).Scan(&resultID, &stored)
-		if err != nil || resultID != in.requestID {
-			res.lostAcks++
-			res.fail("intent %s: the client got request %s, the database has %q (%v)", in.it.Key, in.requestID, resultID, err)
-			continue
-		}
-		body, status, err := e.replay(ctx, in)
-		if err != nil {
-			return err
-		}
-		res.replaysChecked++
-		if status != http.StatusCreated || !bytes.Equal(body, stored) {
-			res.fail("intent %s: the replay is %d %q, not the stored bytes", in.it.Key, status, body)
-		}
-	}
-	return e.checkOutbox(ctx, res)
-}
-
-// resolve asks the outcome route what became of an unknown intent, on
-// either replica, until it is completed or never happened.
-func (e *env) resolve(ctx context.Context, res *result, in *intent, clients [2]*client.Client) error {
-	deadline := time.Now().Add(lease + 15*time.Second)
-	for n := 0; ; n++ {
-		o, err := clients[n%2].Resolve(ctx, in.it.Key)
-		switch {
-		case err == nil && o.State == "completed":
-			res.resolvedCompleted++
-			return nil
-		case err == nil && o.State == "unknown":
-			res.resolvedNever++ // the create never happened: no row, and none is expected
-			return nil
-		case time.Now().After(deadline):
-			res.fail("intent %s: outcome still %q (%v) %v after the scenario", in.it.Key, o.State, err, lease+15*time.Second)
-			return nil
-		}
-		sleepCtx(ctx, 250*time.Millisecond)
-	}
-}
-
-// replay sends the intent again as it was, and returns the answer's bytes.
-func (e *env) replay(ctx context.Context, in *intent) ([]byte, int, error) {
-	for n := 0; ; n++ {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.replicas[n%2].url+"/v1/demo-requests", bytes.NewReader(in.it.Body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", in.it.Key)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err == nil && resp.StatusCode < 500 {
-				return body, resp.StatusCode, nil
-			}
-		}
-		if n == 20 {
-			return nil, 0, fmt.Errorf("replay of %s: no answer after 20 tries: %v", in.it.Key, err)
-		}
-		sleepCtx(ctx, 250*time.Millisecond)
-	}
-}
-
-// checkOutbox waits for the backlog to drain, then checks that every
-// submitted delivery is the desk's one submission for its request.
-func (e *env) checkOutbox(ctx context.Context, res *result) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var pending int
-		if err := e.db.GetContext(ctx, &pending, `SELECT count(*) FROM outbox WHERE state = 'pending'`); err != nil {
-			return err
-		}
-		if pending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			res.fail("%d deliveries still pending 60 s after the scenario", pending)
-			break
-		}
-		sleepCtx(ctx, 250*time.Millisecond)
-	}
-	res.deliveries = map[string]int{}
-	var states []struct {
-		State string `db:"state"`
-		N     int    `db:"n"`
-	}
-	if err := e.db.SelectContext(ctx, &states, `SELECT state, count(*) AS n FROM outbox GROUP BY state`); err != nil {
-		return err
-	}
-	for _, s := range states {
-		res.deliveries[s.State] = s.N
-	}
-	if n := res.deliveries["unknown"] + res.deliveries["failed"]; n > 0 && !res.scenario.deskFault {
-		res.fail("%d deliveries unknown or failed although the desk was healthy", n)
-	}
-	var submitted []struct {
-		ID  string `db:"request_id"`
-		Ref string `db:"provider_reference"`
-	}
-	if err := e.db.SelectContext(ctx, &submitted, `SELECT request_id, provider_reference FROM outbox WHERE state = 'submitted'`); err != nil {
-		return err
-	}
-	var held []struct {
-		Key string `db:"key"`
-		Ref string `db:"reference"`
-	}
-	if err := e.deskDB.SelectContext(ctx, &held, `SELECT key, reference FROM submissions`); err != nil {
-		return err
-	}
-	desk := map[string]string{}
-	for _, h := range held {
-		desk[h.Key] = h.Ref
-	}
-	for _, s := range submitted {
-		if ref, ok := desk["demo-request:"+s.ID]; !ok || ref != s.Ref {
-			res.fail("request %s is submitted with reference %s, the desk holds %q", s.ID, s.Ref, ref)
-		}
-	}
-	var requests int
-	if err := e.db.GetContext(ctx, &requests, `SELECT count(*) FROM demo_requests`); err != nil {
-		return err
-	}
-	if len(held) > requests {
-		res.fail("the desk holds %d submissions for %d requests", len(held), requests)
-	}
-	return nil
 }
