@@ -80,7 +80,8 @@ func newFaultEnv(t *testing.T, params ...string) *faultEnv {
 	m.Outbox(store, logger) // as serve registers it: another collector that reads the database
 	h, err := httpapi.NewServer(httpapi.Deps{Logger: logger, Metrics: m,
 		Keys: store, Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens,
-		Ready: store.Ping, TTL: testTTL, Lease: testLease})
+		Ready: store.Ping, TTL: testTTL, Lease: testLease,
+		Path: idempotency.TwoPhase}) // its claim is a statement on the request's own context
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,4 +295,49 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || took > 6*time.Second {
 		t.Fatalf("create in a partition: %d after %v, want 503 with Retry-After within 6 s", resp.StatusCode, took.Round(time.Millisecond))
 	}
+}
+
+// TestClientGoneBeforeTheClaimIsNotA500: a client that gives up while its
+// request waits for a database connection (every one is busy, as in a
+// partition) is not a server error: the request is counted as client_gone,
+// not as a 500.
+func TestClientGoneBeforeTheClaimIsNotA500(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t)
+	e.db.SetMaxOpenConns(1)
+	held, err := e.db.Connx(context.Background()) // the pool's one connection, busy
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	e.client.Timeout = 300 * time.Millisecond
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/demo-requests", strings.NewReader(body1))
+	req.Header.Set("Authorization", "Bearer "+tokenAlice)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "key-gone")
+	if resp, err := e.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the create answered %d while no connection was free", resp.StatusCode)
+	}
+	e.client.Timeout = 5 * time.Second // a scrape waits up to 1 s for its database gauges
+	var body string
+	if !testkit.Eventually(10*time.Second, func() bool { // the claim's release waits up to 5 s for a connection too
+		_, body, _ = e.get(t, "/metrics")
+		return strings.Contains(body, `demo_api_http_request_duration_seconds_count{route="/v1/demo-requests",status="client_gone"} 1`)
+	}) {
+		t.Fatalf("the request the client left is not counted as client_gone:\n%s", grepLines(body, "/v1/demo-requests"))
+	}
+	if strings.Contains(body, `route="/v1/demo-requests",status="500"`) {
+		t.Fatal("the request the client left is counted as a 500")
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

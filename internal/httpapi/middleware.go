@@ -29,13 +29,14 @@ const (
 
 // logInfo collects what the request line logs; handlers fill it in.
 type logInfo struct {
-	actor   string
-	keyHash string
-	outcome idempotency.Outcome
-	path    idempotency.Path
-	attempt int // X-Client-Attempt
-	code    string
-	dropped bool // the connection was closed without an answer (Workshop-Drop-Response)
+	actor      string
+	keyHash    string
+	outcome    idempotency.Outcome
+	path       idempotency.Path
+	attempt    int // X-Client-Attempt
+	code       string
+	dropped    bool // the connection was closed without an answer (Workshop-Drop-Response)
+	clientGone bool // the client left before the answer, and the request ended for it
 }
 
 func info(r *http.Request) *logInfo {
@@ -72,6 +73,8 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 		switch {
 		case li.dropped:
 			status, statusLabel = 0, "dropped" // no answer was sent
+		case li.clientGone:
+			status, statusLabel = 0, "client_gone" // no one to answer
 		case status == 0:
 			status = http.StatusOK // nothing written: net/http sends 200
 		}
@@ -87,6 +90,9 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 		}
 		if li.dropped {
 			attrs = append(attrs, slog.Bool("response_dropped", true))
+		}
+		if li.clientGone {
+			attrs = append(attrs, slog.Bool("client_gone", true))
 		}
 		if li.actor != "" {
 			attrs = append(attrs, slog.String("actor", li.actor))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,6 +115,13 @@ func render(err error) idempotency.Response {
 
 // writeError writes err as a problem, logging it once when it is ours (5xx).
 func writeError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// The client left, and the request ended because it did (say while
+		// it waited for a database connection): not a server error. No one
+		// reads an answer; the request line says client_gone.
+		info(r).clientGone = true
+		return
+	}
 	resp := render(err)
 	if resp.Status >= 500 {
 		logger.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r))
