@@ -46,6 +46,12 @@ type faultEnv struct {
 // server's database URL.
 func newFaultEnv(t *testing.T, params ...string) *faultEnv {
 	t.Helper()
+	return newFaultEnvOn(t, "", params...)
+}
+
+// newFaultEnvOn builds one whose operations all take path.
+func newFaultEnvOn(t *testing.T, path idempotency.Path, params ...string) *faultEnv {
+	t.Helper()
 	dbURL := pgtest.NewURL(t)
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -80,8 +86,7 @@ func newFaultEnv(t *testing.T, params ...string) *faultEnv {
 	m.Outbox(store, logger) // as serve registers it: another collector that reads the database
 	h, err := httpapi.NewServer(httpapi.Deps{Logger: logger, Metrics: m,
 		Keys: store, Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens,
-		Ready: store.Ping, TTL: testTTL, Lease: testLease,
-		Path: idempotency.TwoPhase}) // its claim is a statement on the request's own context
+		Ready: store.Ping, TTL: testTTL, Lease: testLease, Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +308,7 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 // not as a 500.
 func TestClientGoneBeforeTheClaimIsNotA500(t *testing.T) {
 	t.Parallel()
-	e := newFaultEnv(t)
+	e := newFaultEnvOn(t, idempotency.TwoPhase) // its claim runs on the request's own context
 	e.db.SetMaxOpenConns(1)
 	held, err := e.db.Connx(context.Background()) // the pool's one connection, busy
 	if err != nil {
