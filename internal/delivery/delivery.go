@@ -67,11 +67,10 @@ type Status struct {
 // Due is a row a dispatcher took: the request to hand over, and the attempt
 // this is (1 for the first).
 type Due struct {
-	RequestID   string `db:"request_id"`
-	ProviderKey string `db:"-"` // ProviderKey(RequestID)
-	Attempt     int    `db:"attempts"`
-	Topic       string `db:"topic"`
-	Note        string `db:"note"`
+	RequestID string `db:"request_id"`
+	Attempt   int    `db:"attempts"`
+	Topic     string `db:"topic"`
+	Note      string `db:"note"`
 }
 
 // Mark is what one attempt decided for its row: the new state, and for a
@@ -219,9 +218,10 @@ func (d *Dispatcher) round(ctx context.Context) (int, error) {
 func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 	ctx, cancel := context.WithTimeout(ctx, 2*d.CallTimeout)
 	defer cancel()
+	key := ProviderKey(row.RequestID)
 	if row.Attempt > 1 {
 		receipt, err := d.call(ctx, "status", func(ctx context.Context) (reviewdesk.Receipt, error) {
-			return d.Desk.Status(ctx, row.ProviderKey)
+			return d.Desk.Status(ctx, key)
 		})
 		switch {
 		case err == nil:
@@ -235,7 +235,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 		}
 	}
 	receipt, err := d.call(ctx, "submit", func(ctx context.Context) (reviewdesk.Receipt, error) {
-		return d.Desk.Submit(ctx, row.ProviderKey, reviewdesk.Submission{RequestID: row.RequestID, Topic: row.Topic, Note: row.Note})
+		return d.Desk.Submit(ctx, key, reviewdesk.Submission{RequestID: row.RequestID, Topic: row.Topic, Note: row.Note})
 	})
 	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); ok {
 		return Mark{RequestID: row.RequestID, State: Failed, Error: refused.Error()}

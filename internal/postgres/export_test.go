@@ -10,6 +10,7 @@ func Statements() map[string]string {
 		"cancel_demo_request_one_phase": cancelDemoRequest.onePhase,
 		"outbox_take_due":               takeDueSQL,
 		"outbox_settle":                 settleSQL,
-		"outbox_reconciled":             reconciledSQL,
+		"outbox_accepted":               acceptedSQL,
+		"outbox_requeued":               requeuedSQL,
 	}
 }

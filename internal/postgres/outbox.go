@@ -62,9 +62,6 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 	err := s.namedSelect(ctx, &due, takeDueSQL, map[string]any{
 		"now": s.now(), "batch": n, "token": token, "lease_us": lease.Microseconds(),
 	})
-	for i := range due {
-		due[i].ProviderKey = delivery.ProviderKey(due[i].RequestID)
-	}
 	return due, err
 }
 
@@ -76,14 +73,10 @@ func (s *Store) Settle(ctx context.Context, token string, marks []delivery.Mark)
 	for i, m := range marks {
 		ids[i], states[i], refs[i], errs[i], retry[i] = m.RequestID, m.State, m.Reference, m.Error, m.Retry.Microseconds()
 	}
-	q, args, err := sqlx.Named(settleSQL, map[string]any{
+	res, err := s.db.NamedExecContext(ctx, settleSQL, map[string]any{
 		"now": s.now(), "token": token, "ids": pq.Array(ids), "states": pq.Array(states),
 		"refs": pq.Array(refs), "errors": pq.Array(errs), "retry_us": pq.Array(retry),
 	})
-	if err != nil {
-		return 0, err
-	}
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(q), args...)
 	if err != nil {
 		return 0, dbErr(err)
 	}
@@ -106,26 +99,32 @@ WHERE o.request_id = $1 AND r.actor_id = $2`, id, actor)
 	return st, dbErr(err)
 }
 
-// reconciledSQL records the desk's answer about a request: accepted (a
-// reference) makes any delivery submitted, and the mark of a dispatcher still
-// holding it then matches nothing; never accepted puts an unknown delivery
-// back in the queue, due now, as if never tried (the desk just said so).
-// (No colon in its literals: sqlx would read one as a parameter.)
-var reconciledSQL = `WITH ` + clockCTE + `
-UPDATE outbox o SET updated_at = clock.now, lease_token = NULL,
-    state = CASE WHEN :reference <> '' THEN 'submitted' ELSE 'pending' END,
-    provider_reference = nullif(:reference, ''),
-    next_attempt_at = CASE WHEN :reference <> '' THEN NULL ELSE clock.now END,
-    attempts = CASE WHEN :reference <> '' THEN o.attempts ELSE 0 END,
-    last_error = CASE WHEN :reference <> '' THEN NULL
-                      ELSE 'reconciled, the review desk never accepted it, so it is queued again' END
+// The desk's answer about a request, as reconcile records it. Accepted (a
+// reference): any delivery not yet submitted is, and the mark of a
+// dispatcher still holding it then matches nothing. Never accepted: an
+// unknown delivery goes back in the queue, due now, as if never tried (the
+// desk just said so); a pending one is left to its dispatcher, which asks
+// before it sends.
+var (
+	acceptedSQL = `WITH ` + clockCTE + `
+UPDATE outbox o SET state = 'submitted', provider_reference = :reference, next_attempt_at = NULL,
+    lease_token = NULL, last_error = NULL, updated_at = clock.now
 FROM clock
-WHERE o.request_id = CAST(:id AS uuid)
-  AND (o.state = 'unknown' OR (:reference <> '' AND o.state <> 'submitted'))`
+WHERE o.request_id = CAST(:id AS uuid) AND o.state <> 'submitted'`
+	requeuedSQL = `WITH ` + clockCTE + `
+UPDATE outbox o SET state = 'pending', attempts = 0, next_attempt_at = clock.now, lease_token = NULL,
+    last_error = 'reconciled, the review desk never accepted it, so it is queued again', updated_at = clock.now
+FROM clock
+WHERE o.request_id = CAST(:id AS uuid) AND o.state = 'unknown'` // no colon in a literal: sqlx would read a parameter
+)
 
 // Reconciled implements delivery.Store.
 func (s *Store) Reconciled(ctx context.Context, id, reference string) error {
-	_, err := s.db.NamedExecContext(ctx, reconciledSQL, map[string]any{"now": s.now(), "id": id, "reference": reference})
+	query := acceptedSQL
+	if reference == "" {
+		query = requeuedSQL
+	}
+	_, err := s.db.NamedExecContext(ctx, query, map[string]any{"now": s.now(), "id": id, "reference": reference})
 	return dbErr(err)
 }
 
