@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -192,7 +193,7 @@ func (e *env) checkReplays(ctx context.Context, res *result, intents []*intent) 
 				mu.Lock()
 				switch {
 				case err != nil:
-					firstErr = cmpOr(firstErr, err)
+					firstErr = cmp.Or(firstErr, err)
 				case status != http.StatusCreated || !replayed || want == nil || !bytes.Equal(body, want):
 					res.replaysChecked++
 					res.fail("intent %s: the replay is %d (replayed %t) %q, not %q", in.it.Key, status, replayed, body, want)
@@ -210,13 +211,6 @@ func (e *env) checkReplays(ctx context.Context, res *result, intents []*intent) 
 	close(next)
 	wg.Wait()
 	return firstErr
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // replay sends the intent again as it was, on either replica until one

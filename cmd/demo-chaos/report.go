@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -62,13 +63,13 @@ func (r *report) markdown() string {
 	p("|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
 	for _, res := range r.results {
 		var fivexx []string
-		for _, k := range slices.Sorted(mapKeys(res.statuses)) {
+		for _, k := range slices.Sorted(maps.Keys(res.statuses)) {
 			if k != "409" {
 				fivexx = append(fivexx, fmt.Sprintf("%s: %d", k, res.statuses[k]))
 			}
 		}
 		var dl []string
-		for _, k := range slices.Sorted(mapKeys(res.deliveries)) {
+		for _, k := range slices.Sorted(maps.Keys(res.deliveries)) {
 			dl = append(dl, fmt.Sprintf("%s %d", k, res.deliveries[k]))
 		}
 		if res.reconciled > 0 {
@@ -101,7 +102,7 @@ func (r *report) markdown() string {
 	p("| scenario | claimed | replayed | others |\n|---|---:|---:|---|\n")
 	for _, res := range r.results {
 		var others []string
-		for _, k := range slices.Sorted(mapKeys(res.outcomes)) {
+		for _, k := range slices.Sorted(maps.Keys(res.outcomes)) {
 			if k != "claimed" && k != "replayed" {
 				others = append(others, fmt.Sprintf("%s %d", k, res.outcomes[k]))
 			}

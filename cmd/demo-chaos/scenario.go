@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -135,7 +136,7 @@ func (p *probe) String() string {
 	defer p.mu.Unlock()
 	show := func(m map[int]int) string {
 		var parts []string
-		for _, s := range slices.Sorted(mapKeys(m)) {
+		for _, s := range slices.Sorted(maps.Keys(m)) {
 			name := strconv.Itoa(s)
 			if s == 0 {
 				name = "none"
@@ -145,16 +146,6 @@ func (p *probe) String() string {
 		return strings.Join(parts, " ")
 	}
 	return fmt.Sprintf("during: %s; after: %s; slowest %s", show(p.during), show(p.after), p.slowest.Round(time.Millisecond))
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // result is one scenario's figures and failed checks.
