@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/demo-api/demo-api/internal/postgres"
 )
@@ -123,38 +122,40 @@ SELECT id, now() + interval '1 hour', now(), now() FROM demo_requests`); err != 
 	if err := deskDB.GetContext(ctx, &d.submissions, `SELECT count(*) FROM submissions`); err != nil {
 		return err
 	}
-	calls, err := scrape(ctx, srv.base+"/metrics", "demo_api_outbox_provider_calls_total")
+	calls, err := providerCalls(ctx, srv.base+"/metrics")
 	if err != nil {
 		return err
 	}
-	d.submitCalls, d.statusCalls = int(calls[`call="submit"`]), int(calls[`call="status"`])
+	d.submitCalls, d.statusCalls = calls["submit"], calls["status"]
 	b.rep.drain = &d
 	return nil
 }
 
-// scrape returns the values of metric by its labels, e.g. `call="submit"`.
-func scrape(ctx context.Context, url, metric string) (map[string]float64, error) {
+// providerCalls reads serve's count of calls to the desk by kind (submit,
+// status) from its metrics.
+func providerCalls(ctx context.Context, url string) (map[string]int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Accept", "text/plain")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	values := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, metric+"{")
-		if !ok {
-			continue
-		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
-			values[labels] = v
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	calls := map[string]int{}
+	for _, m := range families["demo_api_outbox_provider_calls_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "call" {
+				calls[l.GetValue()] = int(m.GetCounter().GetValue())
+			}
 		}
 	}
-	return values, sc.Err()
+	return calls, nil
 }
