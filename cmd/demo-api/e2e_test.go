@@ -248,7 +248,7 @@ func TestCommands(t *testing.T) {
 	if _, err := db.Exec(`
 INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token, lease_until,
                               status_code, response_body, created_at, expires_at)
-SELECT 'alice', 'demo-requests.create', 'old-' || i, 'fp', 'completed', gen_random_uuid(), NULL,
+SELECT 'alice', 'demo-requests.create', 'old-' || i, 'fp', 'completed'::key_state, gen_random_uuid(), NULL,
        201, '{}'::bytea, now() - interval '2 days', now() - interval '1 day'
 FROM generate_series(1, 5) i
 UNION ALL

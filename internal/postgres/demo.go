@@ -61,7 +61,7 @@ func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
 func (s *Store) DemoRequest(ctx context.Context, actor, id string) (demo.Request, error) {
 	var r demo.Request
 	err := s.db.GetContext(ctx, &r, `
-SELECT r.id, r.actor_id, r.state, r.topic, r.note, r.created_at, r.cancelled_at, coalesce(o.state, '') AS delivery
+SELECT r.id, r.actor_id, r.state, r.topic, r.note, r.created_at, r.cancelled_at, coalesce(o.state::text, '') AS delivery
 FROM demo_requests r LEFT JOIN outbox o ON o.request_id = r.id
 WHERE r.id = $1 AND r.actor_id = $2`, id, actor)
 	if errors.Is(err, sql.ErrNoRows) {

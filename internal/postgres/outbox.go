@@ -45,7 +45,7 @@ FROM taken JOIN demo_requests r ON r.id = taken.request_id`
 var settleSQL = `WITH ` + clockCTE + `, async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true)
 ), mark AS (
-    SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:states AS text[]), CAST(:refs AS text[]),
+    SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:states AS delivery_state[]), CAST(:refs AS text[]),
                          CAST(:errors AS text[]), CAST(:retry_us AS bigint[]))
         AS m(request_id, state, reference, error, retry_us)
 )

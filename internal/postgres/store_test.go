@@ -409,3 +409,24 @@ func TestStatementsAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrationsDownAndUp takes every migration down and up again on a
+// database the service has used.
+func TestMigrationsDownAndUp(t *testing.T) {
+	s, db, _ := newStore(t)
+	onePhase(t, s, idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}, "fp",
+		created(s, newRequest("alice", "t")))
+	if err := postgres.Migrate(db, -4); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'`); n != 0 {
+		t.Fatalf("%d tables left after all migrations went down", n)
+	}
+	if err := postgres.Migrate(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	if cr := onePhase(t, s, idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-2"}, "fp",
+		created(s, newRequest("alice", "t"))); !cr.Claimed {
+		t.Fatal("no create after the migrations went up again")
+	}
+}
