@@ -74,27 +74,34 @@ var completedRow = []column{
 	{"expires_at", "clock.now + CAST(:ttl_us AS bigint) * interval '1 microsecond'"},
 }
 
-// claimSQL builds the statement that writes a key row where the scope is
-// free: the claim (row = claimedRow) or a one-phase create (row =
-// completedRow, with the operation's effect). It is one statement, committed
-// on its own, so a concurrent request sees the row at once, and the unique
-// scope decides the race. Its parts run on one snapshot:
+// claimSQL builds a statement that writes a key row where the scope is free:
+// the claim (row = claimedRow) or a one-phase create (row = completedRow,
+// with the operation's effect). It is one statement, committed on its own,
+// so a concurrent request sees the row at once, and the unique scope decides
+// the race. Its parts run on one snapshot:
 //
 //   - prev reads the row as it was, so a request that does not write learns
 //     in the same round trip whether to replay, wait or refuse;
-//   - fresh inserts the row; ON CONFLICT DO NOTHING skips it, without a lock
-//     or a write, when the scope is taken. A concurrent first request that
-//     has not committed yet makes it wait on the unique index, then skip;
-//     its row is not in this snapshot, so the caller runs the statement
-//     again and finds it;
-//   - takeover replaces a row by takeOverRule. It locks only a row it takes
-//     over and rechecks the rule once it holds the lock, so of two racing
-//     takeovers one wins;
+//   - the INSERT writes the row where prev found none; ON CONFLICT DO NOTHING
+//     skips it, without a lock or a write, when the scope is taken. A
+//     concurrent first request that has not committed yet makes it wait on
+//     the unique index, then skip; its row is not in this snapshot, so the
+//     caller runs the statement again and finds it;
+//   - with takeOver, takeover replaces a row by takeOverRule. It locks only a
+//     row it takes over and rechecks the rule once it holds the lock, so of
+//     two racing takeovers one wins;
 //   - finished is the row this statement wrote, if any: the effect (the
 //     business change, written as CTEs that select FROM finished, the last
 //     one named effect) happens only with it.
 //
 // So a replay or a 409 writes nothing: it costs a read, not a commit.
+//
+// Rows to take over are rare (a key reused after its TTL, an owner that
+// died), and an UPDATE costs PostgreSQL about a tenth of the statement to set
+// up even when it changes nothing. So each statement comes in two forms
+// (writeStatements): without takeover, run first, and with it, run only when
+// the first found a row to take over; it reads the row again on a new
+// snapshot and decides afresh.
 //
 // A claim must be visible at once, not durable, so it commits without waiting
 // for its WAL flush (synchronous_commit off for this transaction alone). A
@@ -102,7 +109,7 @@ var completedRow = []column{
 // flushing its commit flushes the claim before it; a finish whose claim was
 // lost finds no row, creates nothing, and the retry claims again. A one-phase
 // create commits durably: it is the creation.
-func claimSQL(row []column, effect string, async bool) string {
+func claimSQL(row []column, effect string, async, takeOver bool) string {
 	var names, values, sets []string
 	for _, c := range row {
 		names = append(names, c.name)
@@ -116,19 +123,19 @@ func claimSQL(row []column, effect string, async bool) string {
 )`
 		asyncJoin = " CROSS JOIN async_commit"
 	}
-	q := `WITH ` + clockCTE + asyncCTE + `, prev AS (
-    SELECT fingerprint, state, lease_until, status_code, response_body,
-           response_headers, result_id, created_at, completed_at, expires_at
-    FROM idempotency_keys
-    WHERE actor_id = :actor AND operation = :operation AND idem_key = :key
-), fresh AS (
-    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
+	insert := `INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
         ` + strings.Join(names, ", ") + `)
     SELECT :actor, :operation, :key,
         ` + strings.Join(values, ", ") + `
     FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
     ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
-    RETURNING k.result_id
+    RETURNING k.result_id`
+	writes := `, finished AS (
+    ` + insert + `
+)`
+	if takeOver {
+		writes = `, fresh AS (
+    ` + insert + `
 ), takeover AS (
     UPDATE idempotency_keys k SET
         ` + strings.Join(sets, ",\n        ") + `
@@ -138,10 +145,24 @@ func claimSQL(row []column, effect string, async bool) string {
     RETURNING k.result_id
 ), finished AS (
     SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
-)` + effectCTEs(effect) + `
+)`
+	}
+	return `WITH ` + clockCTE + asyncCTE + `, prev AS (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = :actor AND operation = :operation AND idem_key = :key
+)` + writes + effectCTEs(effect) + `
 SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, ` + effectCount(effect) + ` AS effect, prev.*
 FROM clock` + asyncJoin + ` LEFT JOIN prev ON true`
-	return q
+}
+
+// writeStatements are the two forms of a statement that writes a key row
+// (claimSQL): for a free scope, and able to take over a row.
+type writeStatements struct{ free, takeOver string }
+
+func newWriteStatements(row []column, effect string, async bool) writeStatements {
+	return writeStatements{free: claimSQL(row, effect, async, false), takeOver: claimSQL(row, effect, async, true)}
 }
 
 // finishSQL builds the two-phase finish: ONE statement, hence one
@@ -178,8 +199,8 @@ func effectCount(effect string) string {
 
 // keyStatements are the statements of one kind of effect.
 type keyStatements struct {
-	onePhase string // claimSQL(completedRow, effect, false)
-	finish   string // finishSQL(effect)
+	onePhase writeStatements // with completedRow
+	finish   string          // finishSQL(effect)
 }
 
 func newKeyStatements(effect string) keyStatements {
@@ -187,11 +208,11 @@ func newKeyStatements(effect string) keyStatements {
 		// An effect that does not read finished would commit without its key.
 		panic("postgres: a business write must select FROM finished: " + effect)
 	}
-	return keyStatements{onePhase: claimSQL(completedRow, effect, false), finish: finishSQL(effect)}
+	return keyStatements{onePhase: newWriteStatements(completedRow, effect, false), finish: finishSQL(effect)}
 }
 
 var (
-	claimStatement = claimSQL(claimedRow, "", true)
+	claimStatements = newWriteStatements(claimedRow, "", true)
 	// answerOnly completes a key with no business change (a refusal).
 	answerOnly = newKeyStatements("")
 )
@@ -286,6 +307,27 @@ type claimRow struct {
 	recordRow
 }
 
+// write runs w's statement for a free scope and, only when the row it found
+// is one to take over (idempotency.Decide, which agrees with takeOverRule),
+// the statement that takes it over. row holds what the last one returned.
+func (s *Store) write(ctx context.Context, tx *sqlx.Tx, w writeStatements, fp string, args map[string]any, row *claimRow) (idempotency.ClaimResult, error) {
+	if err := s.queryRow(ctx, tx, w.free, args, row); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	cr, err := row.result()
+	if err != nil || cr.Claimed || cr.Prev == nil {
+		return cr, err
+	}
+	if k := idempotency.Decide(cr.Prev, fp, cr.Now).Kind; k != idempotency.TakeOverExpired && k != idempotency.TakeOverLease {
+		return cr, nil
+	}
+	*row = claimRow{}
+	if err := s.queryRow(ctx, tx, w.takeOver, args, row); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	return row.result()
+}
+
 func (r claimRow) result() (idempotency.ClaimResult, error) {
 	prev, err := r.record()
 	return idempotency.ClaimResult{Claimed: r.Claimed, Prev: prev, Now: r.Now}, err
@@ -297,11 +339,7 @@ func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp, token strin
 		"now": s.now(), "actor": sc.Actor, "operation": sc.Operation, "key": sc.Key,
 		"fingerprint": fp, "token": token, "lease_us": lease.Microseconds(), "ttl_us": ttl.Microseconds(),
 	}
-	var row claimRow
-	if err := s.queryRow(ctx, nil, claimStatement, args, &row); err != nil {
-		return idempotency.ClaimResult{}, err
-	}
-	return row.result()
+	return s.write(ctx, nil, claimStatements, fp, args, &claimRow{})
 }
 
 // ClaimAndFinishAtomically implements idempotency.Store: the one-phase
@@ -317,9 +355,10 @@ func (s *Store) ClaimAndFinishAtomically(ctx context.Context, sc idempotency.Sco
 		return idempotency.ClaimResult{}, err
 	}
 	args["ttl_us"] = ttl.Microseconds()
-	var row claimRow
+	var cr idempotency.ClaimResult
 	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
-		if err := s.queryRow(ctx, tx, stmts.onePhase, args, &row); err != nil {
+		var row claimRow
+		if cr, err = s.write(ctx, tx, stmts.onePhase, fp, args, &row); err != nil {
 			return err
 		}
 		return checkEffect(e, row.Claimed, row.Effect)
@@ -327,7 +366,7 @@ func (s *Store) ClaimAndFinishAtomically(ctx context.Context, sc idempotency.Sco
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	return row.result()
+	return cr, nil
 }
 
 // CreateResultAndFinishAtomically implements idempotency.Store: the

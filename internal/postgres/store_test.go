@@ -410,6 +410,44 @@ func TestStatementsAsWritten(t *testing.T) {
 	}
 }
 
+// TestFreeScopeStatementLeavesStaleRows checks the split of claimSQL: the
+// statement run first, for a free scope, returns a row it may take over and
+// changes nothing; Store.Claim then takes it over with the second statement.
+func TestFreeScopeStatementLeavesStaleRows(t *testing.T) {
+	s, db, clk := newStore(t)
+	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
+	_, first := claim(t, s, sc, "fp")
+	clk.Advance(lease + time.Second) // the first owner died
+
+	rows, err := db.NamedQuery(postgres.Statements()["claim"], map[string]any{
+		"now": clk.Now(), "actor": sc.Actor, "operation": sc.Operation, "key": sc.Key, "fingerprint": "fp",
+		"token": uuid.NewString(), "lease_us": lease.Microseconds(), "ttl_us": ttl.Microseconds(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claimed, found bool
+	for rows.Next() {
+		row := map[string]any{}
+		if err := rows.MapScan(row); err != nil {
+			t.Fatal(err)
+		}
+		claimed, found = row["claimed"].(bool), row["fingerprint"] != nil
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if claimed || !found {
+		t.Fatalf("free-scope statement on a claim past its lease: claimed %v, row returned %v; want false, true", claimed, found)
+	}
+	if n := count(t, db, `SELECT count(*) FROM idempotency_keys WHERE claim_token = $1`, first.Token); n != 1 {
+		t.Fatal("the free-scope statement changed the row")
+	}
+	if cr, _ := claim(t, s, sc, "fp"); !cr.Claimed || idempotency.Decide(cr.Prev, "fp", cr.Now).Kind != idempotency.TakeOverLease {
+		t.Fatalf("Store.Claim = %+v, want a lease takeover", cr)
+	}
+}
+
 // TestMigrationsDownAndUp takes every migration down and up again on a
 // database the service has used.
 func TestMigrationsDownAndUp(t *testing.T) {

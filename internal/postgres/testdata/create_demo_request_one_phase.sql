@@ -5,7 +5,7 @@ WITH clock AS (
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys
     WHERE actor_id = :actor AND operation = :operation AND idem_key = :key
-), fresh AS (
+), finished AS (
     INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
         fingerprint, state, claim_token, lease_until, status_code, response_body, response_headers, result_id, created_at, completed_at, expires_at)
     SELECT :actor, :operation, :key,
@@ -13,26 +13,6 @@ WITH clock AS (
     FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
     ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
     RETURNING k.result_id
-), takeover AS (
-    UPDATE idempotency_keys k SET
-        fingerprint = :fingerprint,
-        state = 'completed',
-        claim_token = CAST(:token AS uuid),
-        lease_until = NULL,
-        status_code = CAST(:status AS integer),
-        response_body = CAST(:body AS bytea),
-        response_headers = CAST(:headers AS jsonb),
-        result_id = :result_id,
-        created_at = clock.now,
-        completed_at = clock.now,
-        expires_at = clock.now + CAST(:ttl_us AS bigint) * interval '1 microsecond'
-    FROM clock
-    WHERE k.actor_id = :actor AND k.operation = :operation AND k.idem_key = :key
-      AND ((k.expires_at <= clock.now AND (k.state = 'completed' OR k.lease_until <= clock.now))
-        OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = :fingerprint))
-    RETURNING k.result_id
-), finished AS (
-    SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
 ),
 request AS (
     INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
