@@ -57,10 +57,24 @@ const (
 	baselineInsertSQL = `INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
 VALUES ($1::uuid, $2, $3, $4, $5, now())
 RETURNING created_at`
+
+	// baselineEffectSQL is the whole business effect of a create without the
+	// idempotency layer: the request and, FROM it, its outbox row, in one
+	// statement as the service writes them (BASELINE_OUTBOX=true).
+	baselineEffectSQL = `WITH request AS (
+    INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
+    VALUES ($1::uuid, $2, $3, $4, $5, now())
+    RETURNING id, created_at
+), effect AS (
+    INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at)
+    SELECT id, created_at, created_at, created_at FROM request
+)
+SELECT created_at FROM request`
 )
 
 // serveBaseline runs the baseline server until ctx ends. It reads
-// DATABASE_URL, LISTEN_ADDR and API_TOKENS, logs to stderr and prints
+// DATABASE_URL, LISTEN_ADDR, API_TOKENS and BASELINE_OUTBOX (true: each
+// request also writes its outbox row), logs to stderr and prints
 // "baseline listening on http://ADDR" to stdout once it listens.
 func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
@@ -73,7 +87,11 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 		return err
 	}
 	defer db.Close()
-	insert, err := db.PreparexContext(ctx, baselineInsertSQL)
+	query := baselineInsertSQL
+	if getenv("BASELINE_OUTBOX") == "true" {
+		query = baselineEffectSQL
+	}
+	insert, err := db.PreparexContext(ctx, query)
 	if err != nil {
 		return fmt.Errorf("prepare the baseline insert: %w", err)
 	}

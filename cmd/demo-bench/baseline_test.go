@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -25,14 +26,22 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // TestBaselineServer runs the baseline server on a migrated database: it
 // authenticates and validates like the API, answers a create with a 201 that
 // has the API's headers and body members, inserts one row, logs one line
-// per request, and stops when its context ends.
+// per request, and stops when its context ends. With BASELINE_OUTBOX=true
+// each request also writes its outbox row.
 func TestBaselineServer(t *testing.T) {
+	for _, outbox := range []bool{false, true} {
+		t.Run(fmt.Sprintf("outbox=%v", outbox), func(t *testing.T) { testBaselineServer(t, outbox) })
+	}
+}
+
+func testBaselineServer(t *testing.T, outbox bool) {
 	dbURL := pgtest.NewURL(t)
 	const token = "tok-baseline"
 	env := map[string]string{
-		"DATABASE_URL": dbURL,
-		"LISTEN_ADDR":  "127.0.0.1:0",
-		"API_TOKENS":   "bench:" + auth.Hash(token),
+		"DATABASE_URL":    dbURL,
+		"LISTEN_ADDR":     "127.0.0.1:0",
+		"API_TOKENS":      "bench:" + auth.Hash(token),
+		"BASELINE_OUTBOX": fmt.Sprint(outbox),
 	}
 	logPath := filepath.Join(t.TempDir(), "baseline.log")
 	logFile, err := os.Create(logPath)
@@ -121,6 +130,13 @@ func TestBaselineServer(t *testing.T) {
 	}
 	if rows != 1 {
 		t.Errorf("%d rows for request %s, want 1", rows, id)
+	}
+	var outboxRows int
+	if err := db.Get(&outboxRows, `SELECT count(*) FROM outbox WHERE request_id = $1 AND state = 'pending'`, id); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{false: 0, true: 1}[outbox]; outboxRows != want {
+		t.Errorf("%d outbox rows for request %s, want %d", outboxRows, id, want)
 	}
 	var keys int
 	if err := db.Get(&keys, `SELECT count(*) FROM idempotency_keys`); err != nil || keys != 0 {

@@ -17,38 +17,41 @@ import (
 // Scenario names.
 const (
 	scBaseline = "baseline"
-	scCreate   = "create"    // the one-phase path, as the service runs a create
-	scCreate2P = "create-2p" // the same create on the two-phase path (IDEMPOTENCY_PATH=two_phase)
+	scOutbox   = "baseline+outbox" // the baseline that also writes the outbox row: the create's business effect
+	scCreate   = "create"          // the one-phase path, as the service runs a create
+	scCreate2P = "create-2p"       // the same create on the two-phase path (IDEMPOTENCY_PATH=two_phase)
 	scReplay   = "replay"
 )
 
 // scenarios are every scenario, in the order the report lists them.
-var scenarios = []string{scBaseline, scCreate, scCreate2P, scReplay}
+var scenarios = []string{scBaseline, scOutbox, scCreate, scCreate2P, scReplay}
 
 // The bodies: the same size for the create and the baseline; the topic tells
 // their rows apart.
 var (
 	createBody   = []byte(`{"topic":"bench-create","note":"a demo request filed by the load generator"}`)
 	baselineBody = []byte(`{"topic":"bench-insert","note":"a demo request filed by the load generator"}`)
+	outboxBody   = []byte(`{"topic":"bench-outbox","note":"a demo request filed by the load generator"}`)
 )
 
 // client sends the benchmark's requests: creates, replays and storms to
-// demo-api, baseline requests to the baseline server, all as actor "bench".
+// demo-api, baseline requests to the baseline servers, all as actor "bench".
 type client struct {
 	api, baseline *serverProc
+	outbox        *serverProc // the baseline server with BASELINE_OUTBOX=true
 	twoPhase      *serverProc // demo-api with IDEMPOTENCY_PATH=two_phase
 	token         string
 	hc            *http.Client
 	seq           atomic.Int64 // for unique keys
 	tag           string       // unique per run, in every key
 
-	created, inserted atomic.Int64 // 201s of creates (first ones) and of the baseline
+	created, inserted, effected atomic.Int64 // 201s of creates (first ones) and of the baselines
 
 	mu   sync.Mutex
 	pool []string // completed create keys, replayed by the replay scenario
 }
 
-func newClient(api, twoPhase, baseline *serverProc, token string, maxConns int) *client {
+func newClient(api, twoPhase, baseline, outbox *serverProc, token string, maxConns int) *client {
 	tr := &http.Transport{
 		MaxIdleConns:        maxConns,
 		MaxIdleConnsPerHost: maxConns,
@@ -56,7 +59,7 @@ func newClient(api, twoPhase, baseline *serverProc, token string, maxConns int) 
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &client{api: api, twoPhase: twoPhase, baseline: baseline, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, tag: randHex(4)}
+	return &client{api: api, twoPhase: twoPhase, baseline: baseline, outbox: outbox, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, tag: randHex(4)}
 }
 
 // reply is what the benchmark keeps of a response.
@@ -101,12 +104,16 @@ type request func(ctx context.Context, w, i int) (reply, bool)
 // call once the phase is over (it publishes created keys to the pool).
 func (c *client) scenario(name string, workers int) (request, func()) {
 	switch name {
-	case scBaseline:
+	case scBaseline, scOutbox:
+		srv, body, sent := c.baseline, baselineBody, &c.inserted
+		if name == scOutbox {
+			srv, body, sent = c.outbox, outboxBody, &c.effected
+		}
 		return func(ctx context.Context, w, i int) (reply, bool) {
-			r := c.post(ctx, c.baseline, "", baselineBody)
+			r := c.post(ctx, srv, "", body)
 			ok := r.err == nil && r.status == http.StatusCreated
 			if ok {
-				c.inserted.Add(1)
+				sent.Add(1)
 			}
 			return r, ok
 		}, func() {}

@@ -175,12 +175,17 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		return 1, err
 	}
 	defer base.stop()
+	baseOutbox, err := startBaseline(ctx, "baseline-outbox", tmp, dbURL, token, "BASELINE_OUTBOX=true")
+	if err != nil {
+		return 1, err
+	}
+	defer baseOutbox.stop()
 	srv2p, err := startServer(ctx, "server-2p", []string{bin, "serve"}, tmp, append(serverEnv(dbURL, token), "IDEMPOTENCY_PATH=two_phase"))
 	if err != nil {
 		return 1, err
 	}
 	defer srv2p.stop()
-	b.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, srv2p.cmd.Process.Pid, base.cmd.Process.Pid}}
+	b.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, srv2p.cmd.Process.Pid, base.cmd.Process.Pid, baseOutbox.cmd.Process.Pid}}
 	if !cpuMeasured {
 		b.logf("CPU and memory: %s", notMeasured)
 	} else if b.cpu.postmasterPid, err = postmasterPid(ctx, b.stats); err != nil {
@@ -192,7 +197,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	defer b.benchDB.Close()
 	b.benchDB.SetMaxOpenConns(8)
 
-	cl := newClient(srv, srv2p, base, token, o.stormSize+64)
+	cl := newClient(srv, srv2p, base, baseOutbox, token, o.stormSize+64)
 	if err := b.mainRounds(ctx, cl); err != nil {
 		return 1, err
 	}
@@ -307,15 +312,19 @@ func (b *bench) mainRounds(ctx context.Context, cl *client) error {
 
 // checkRows compares the business rows with the 201s the server sent.
 func (b *bench) checkRows(ctx context.Context, cl *client) error {
-	var creates, inserts int
+	var creates, inserts, effects int
 	if err := b.benchDB.GetContext(ctx, &creates, `SELECT count(*) FROM demo_requests WHERE topic = 'bench-create'`); err != nil {
 		return err
 	}
 	if err := b.benchDB.GetContext(ctx, &inserts, `SELECT count(*) FROM demo_requests WHERE topic = 'bench-insert'`); err != nil {
 		return err
 	}
-	b.rep.rowsCreate, b.rep.rowsBaseline = creates, inserts
-	b.rep.sentCreate, b.rep.sentBaseline = int(cl.created.Load()), int(cl.inserted.Load())
+	// A request of the outbox baseline counts once it has its outbox row.
+	if err := b.benchDB.GetContext(ctx, &effects, `SELECT count(*) FROM demo_requests r JOIN outbox o ON o.request_id = r.id WHERE r.topic = 'bench-outbox'`); err != nil {
+		return err
+	}
+	b.rep.rowsCreate, b.rep.rowsBaseline, b.rep.rowsOutbox = creates, inserts, effects
+	b.rep.sentCreate, b.rep.sentBaseline, b.rep.sentOutbox = int(cl.created.Load()), int(cl.inserted.Load()), int(cl.effected.Load())
 	return nil
 }
 
@@ -393,12 +402,17 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 		return err
 	}
 	defer base.stop()
+	baseOutbox, err := startBaseline(ctx, "baseline-outbox-counted", tmp, url, token, "BASELINE_OUTBOX=true")
+	if err != nil {
+		return err
+	}
+	defer baseOutbox.stop()
 	srv2p, err := startServer(ctx, "server-2p-counted", []string{bin, "serve"}, tmp, append(serverEnv(url, token), "IDEMPOTENCY_PATH=two_phase"))
 	if err != nil {
 		return err
 	}
 	defer srv2p.stop()
-	cl := newClient(srv, srv2p, base, token, 16)
+	cl := newClient(srv, srv2p, base, baseOutbox, token, 16)
 	req, after := cl.scenario(scCreate, 1)
 	closedLoop(ctx, 1, 0, 50, req) // keys to replay, and warm connections
 	after()

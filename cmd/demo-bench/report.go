@@ -64,9 +64,9 @@ type report struct {
 
 	drain *drainRun
 
-	peakRSS, rssAfter        int64
-	rowsCreate, rowsBaseline int
-	sentCreate, sentBaseline int
+	peakRSS, rssAfter                    int64
+	rowsCreate, rowsBaseline, rowsOutbox int
+	sentCreate, sentBaseline, sentOutbox int
 }
 
 // Targets of the issue.
@@ -286,9 +286,9 @@ func (r *report) targets() []target {
 		}
 	}
 	ts = append(ts, target{name: "errors in the baseline/create/replay phases", measured: fmt.Sprint(errs), want: "0", met: errs == 0, hard: true})
-	rowsOK := r.rowsCreate == r.sentCreate && r.rowsBaseline == r.sentBaseline
-	ts = append(ts, target{name: "business rows = 201s (create, baseline)",
-		measured: fmt.Sprintf("%d = %d, %d = %d", r.rowsCreate, r.sentCreate, r.rowsBaseline, r.sentBaseline),
+	rowsOK := r.rowsCreate == r.sentCreate && r.rowsBaseline == r.sentBaseline && r.rowsOutbox == r.sentOutbox
+	ts = append(ts, target{name: "business rows = 201s (create, baseline, baseline+outbox)",
+		measured: fmt.Sprintf("%d = %d, %d = %d, %d = %d", r.rowsCreate, r.sentCreate, r.rowsBaseline, r.sentBaseline, r.rowsOutbox, r.sentOutbox),
 		want:     "equal", met: rowsOK, hard: true})
 	return ts
 }
@@ -357,10 +357,11 @@ func (r *report) markdown() string {
 		"`create` is a create as the service runs it (the one-phase path), `create-2p` the same create sent to a second server started with IDEMPOTENCY_PATH=two_phase (claim, then finish). "+
 		"The baseline is a server of its own, demo-bench started again as `demo-bench %s`: the same chi middleware in the same order "+
 		"(request id, JSON request log and latency histogram, panic recovery, bearer authentication), the same body rules and "+
-		"demo.CreateInput.Validate, postgres.Open's connection settings, one prepared INSERT, and the same 201 answer, without the idempotency layer.\n",
+		"demo.CreateInput.Validate, postgres.Open's connection settings, one prepared INSERT, and the same 201 answer, without the idempotency layer. "+
+		"`baseline+outbox` is a second one, started with BASELINE_OUTBOX=true, whose one prepared statement also writes the request's outbox row: the create's whole business effect, without the layer.\n",
 		e.pgVersion, e.pgSource, strings.Join(e.settings, ", "), baselineCommand)
 	p("- Load: closed loop, each client sends its next request when the last one answered (Go net/http, keep-alive). "+
-		"%d rounds; in each, for 1, 8 and 32 clients: baseline, create, create-2p, replay (order rotated each round), %s each after a %s warm-up; "+
+		"%d rounds; in each, for 1, 8 and 32 clients: baseline, baseline+outbox, create, create-2p, replay (order rotated each round), %s each after a %s warm-up; "+
 		"then %d storms of %d requests on one fresh key (one-phase create). Figures are medians across rounds; ratios are medians of the per-round ratios.\n\n",
 		r.opts.rounds, r.opts.duration, r.opts.warmup, r.opts.storms, r.opts.stormSize)
 
@@ -412,12 +413,16 @@ func (r *report) markdown() string {
 		}
 	}
 
-	p("### Ratios\n\n| clients | create / baseline | create-2p / baseline | replay / create | replay / baseline |\n|---:|---|---|---|---|\n")
+	p("### Ratios\n\n| clients | create / baseline | create-2p / baseline | replay / create | replay / baseline | create / baseline+outbox | baseline+outbox / baseline |\n|---:|---|---|---|---|---|---|\n")
 	for _, c := range concurrencies {
 		cb, c2b := ratios(r.phases, scCreate, scBaseline, c), ratios(r.phases, scCreate2P, scBaseline, c)
 		rc, rb := ratios(r.phases, scReplay, scCreate, c), ratios(r.phases, scReplay, scBaseline, c)
-		p("| %d | **%.2f×** (%s) | **%.2f×** (%s) | **%.2f×** (%s) | %.2f× |\n", c, median(cb), joinf(cb, "%.2f"), median(c2b), joinf(c2b, "%.2f"), median(rc), joinf(rc, "%.2f"), median(rb))
+		co, ob := ratios(r.phases, scCreate, scOutbox, c), ratios(r.phases, scOutbox, scBaseline, c)
+		p("| %d | **%.2f×** (%s) | **%.2f×** (%s) | **%.2f×** (%s) | %.2f× | %.2f× (%s) | %.2f× |\n", c, median(cb), joinf(cb, "%.2f"), median(c2b), joinf(c2b, "%.2f"),
+			median(rc), joinf(rc, "%.2f"), median(rb), median(co), joinf(co, "%.2f"), median(ob))
 	}
+	p("\nbaseline+outbox is the baseline server writing the create's whole business effect, the request and its outbox row in one statement, " +
+		"without the idempotency layer: create / baseline+outbox is what the layer itself costs, the outbox apart.\n")
 	p("\n")
 
 	p("### Database work per request\n\n")
@@ -561,7 +566,7 @@ func (r *report) cpuSection(p func(format string, args ...any)) {
 		return
 	}
 	p("### CPU per request\n\nCPU time (user + system) during the measured phases, per request, medians across rounds. \"Cores busy\" is the three together per second of wall time; "+
-		"\"Servers\" is demo-api and the baseline server together (the one not under load adds next to nothing). \"machine busy\" is every process and the kernel (/proc/stat), including whatever else runs on the machine (the machine has %d CPUs).\n\n", r.env.cpus)
+		"\"Servers\" is the two demo-api and the two baseline servers together (those not under load add next to nothing). \"machine busy\" is every process and the kernel (/proc/stat), including whatever else runs on the machine (the machine has %d CPUs).\n\n", r.env.cpus)
 	p("| scenario | clients | servers | PostgreSQL | load generator | total | cores busy | machine busy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, sc := range scenarios {
 		for _, c := range concurrencies {

@@ -92,12 +92,12 @@ func startAPI(ctx context.Context, name, bin, dir, databaseURL, token string) (*
 
 // startBaseline runs this program again as the baseline server (see
 // baseline.go), on a database that startAPI has migrated.
-func startBaseline(ctx context.Context, name, dir, databaseURL, token string) (*serverProc, error) {
+func startBaseline(ctx context.Context, name, dir, databaseURL, token string, env ...string) (*serverProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this program to start the baseline server: %w", err)
 	}
-	return startServer(ctx, name, []string{self, baselineCommand}, dir, serverEnv(databaseURL, token))
+	return startServer(ctx, name, []string{self, baselineCommand}, dir, append(serverEnv(databaseURL, token), env...))
 }
 
 // startServer runs argv with env, learns its address from the line
