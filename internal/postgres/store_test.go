@@ -448,12 +448,27 @@ func TestFreeScopeStatementLeavesStaleRows(t *testing.T) {
 	}
 }
 
-// TestMigrationsDownAndUp takes every migration down and up again on a
-// database the service has used.
+// TestMigrationsDownAndUp takes the last migration down and up again over
+// the rows a create left, then every migration down and up again.
 func TestMigrationsDownAndUp(t *testing.T) {
 	s, db, _ := newStore(t)
-	onePhase(t, s, idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}, "fp",
-		created(s, newRequest("alice", "t")))
+	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
+	r := newRequest("alice", "t")
+	onePhase(t, s, sc, "fp", created(s, r))
+	if err := postgres.Migrate(db, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Migrate(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM idempotency_keys k JOIN outbox o ON o.request_id = CAST(k.result_id AS uuid)
+		WHERE k.state = 'completed' AND o.state = 'pending'`); n != 1 {
+		t.Fatalf("%d completed keys with a pending delivery after the last migration went down and up, want 1", n)
+	}
+	if cr := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t"))); cr.Claimed || cr.Prev == nil || cr.Prev.Response.ResultID != r.ID {
+		t.Fatalf("the key after the migrations = %+v, want the replay of %s", cr, r.ID)
+	}
+
 	if err := postgres.Migrate(db, -4); err != nil {
 		t.Fatal(err)
 	}
