@@ -5,7 +5,10 @@
 //
 //   - baseline: POST /v1/demo-requests on the baseline server, the business
 //     insert through the same HTTP pieces without the idempotency layer;
-//   - create: POST /v1/demo-requests with a fresh Idempotency-Key;
+//   - baseline+outbox: the same on a second baseline server that also writes
+//     the request's outbox row, the create's whole business effect;
+//   - create: POST /v1/demo-requests with a fresh Idempotency-Key, on the
+//     one-phase path; create-2p: the same on a server on the two-phase path;
 //   - replay: the same request again with a completed key;
 //
 // each at 1, 8 and 32 closed-loop clients, then same-key storms (500
