@@ -96,18 +96,21 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		}
 		fs.BoolVar(p, flagName, b, help+" ($"+name+")")
 	}
+	positive := func(p *int, name, flagName string, def int, help string) {
+		n, err := strconv.Atoi(env(name, strconv.Itoa(def)))
+		if err != nil || n < 1 {
+			envErrs = append(envErrs, envErr{flagName, fmt.Errorf("%s: %q is not a positive number", name, getenv(name))})
+			n = def
+		}
+		fs.IntVar(p, flagName, n, help+" ($"+name+")")
+	}
 	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL ($DATABASE_URL)")
 	fs.StringVar(&c.listenAddr, "listen", env("LISTEN_ADDR", ":8080"), "listen address ($LISTEN_ADDR)")
 	dur(&c.ttl, "IDEMPOTENCY_TTL", "ttl", "24h", "how long a completed key is replayed")
 	dur(&c.lease, "IDEMPOTENCY_LEASE", "lease", "30s", "how long a claim is owned before a retry may take it over")
 	dur(&c.sweepInterval, "SWEEP_INTERVAL", "sweep-interval", "1m", "how often the sweeper deletes expired keys")
 	dur(&c.shutdownTimeout, "SHUTDOWN_TIMEOUT", "shutdown-timeout", "25s", "how long in-flight requests get to finish on SIGTERM")
-	batch, err := strconv.Atoi(env("SWEEP_BATCH", "500"))
-	if err != nil || batch < 1 {
-		envErrs = append(envErrs, envErr{"sweep-batch", fmt.Errorf("SWEEP_BATCH: %q is not a positive number", getenv("SWEEP_BATCH"))})
-		batch = 500
-	}
-	fs.IntVar(&c.sweepBatch, "sweep-batch", batch, "rows the sweeper deletes per statement ($SWEEP_BATCH)")
+	positive(&c.sweepBatch, "SWEEP_BATCH", "sweep-batch", 500, "rows the sweeper deletes per statement")
 	fs.StringVar(&c.tokens, "tokens", env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
 	boolean(&c.workshop, "WORKSHOP", "workshop", false, "accept the Workshop-* headers")
 	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
@@ -116,12 +119,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	boolean(&c.unprepared, "DATABASE_UNPREPARED", "unprepared", false, "do not prepare statements, for a pooler in transaction mode")
 	fs.StringVar(&c.providerURL, "provider-url", env("PROVIDER_URL", ""), "the review desk's URL, e.g. http://127.0.0.1:8090; empty: serve dispatches nothing ($PROVIDER_URL)")
 	boolean(&c.dispatch, "DISPATCH", "dispatch", true, "serve runs the dispatcher when PROVIDER_URL is set")
-	attempts, err := strconv.Atoi(env("DISPATCH_MAX_ATTEMPTS", "8"))
-	if err != nil || attempts < 1 {
-		envErrs = append(envErrs, envErr{"dispatch-max-attempts", fmt.Errorf("DISPATCH_MAX_ATTEMPTS: %q is not a positive number", getenv("DISPATCH_MAX_ATTEMPTS"))})
-		attempts = 8
-	}
-	fs.IntVar(&c.dispatchAttempts, "dispatch-max-attempts", attempts, "attempts before an unclear delivery is unknown ($DISPATCH_MAX_ATTEMPTS)")
+	positive(&c.dispatchAttempts, "DISPATCH_MAX_ATTEMPTS", "dispatch-max-attempts", 8, "attempts before an unclear delivery is unknown")
 	dur(&c.dispatchRetry, "DISPATCH_FIRST_RETRY", "dispatch-first-retry", "1s", "the wait after a first failed delivery; it doubles, jittered, up to 1m")
 	dur(&c.dispatchTimeout, "DISPATCH_CALL_TIMEOUT", "dispatch-call-timeout", "5s", "how long one call to the review desk may take; a taken row's lease is three")
 	// -h must not print a password or the token hashes found in the environment.
