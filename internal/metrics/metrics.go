@@ -95,19 +95,13 @@ var (
 
 // claimGauges reads the in-progress claims from the database at scrape time.
 func claimGauges(claims ClaimCounter, logger *slog.Logger) prometheus.Collector {
-	type reading struct {
-		n           int
-		oldest, now time.Time
-	}
-	return newDBCollector("idempotency_claims", logger, func(ctx context.Context) (reading, error) {
+	return newDBCollector("idempotency_claims", logger, func(ctx context.Context) ([]float64, error) {
 		n, oldest, now, err := claims.InProgress(ctx)
-		return reading{n, oldest, now}, err
-	}, func(r reading) []float64 {
 		oldestAge := 0.0
-		if r.n > 0 {
-			oldestAge = max(r.now.Sub(r.oldest).Seconds(), 0)
+		if n > 0 {
+			oldestAge = max(now.Sub(oldest).Seconds(), 0)
 		}
-		return []float64{float64(r.n), oldestAge}
+		return []float64{float64(n), oldestAge}, err
 	}, inProgressDesc, oldestDesc)
 }
 
@@ -117,30 +111,29 @@ func claimGauges(claims ClaimCounter, logger *slog.Logger) prometheus.Collector 
 // demo_api_metrics_read_age_seconds says how old they are, and
 // demo_api_metrics_collect_errors_total counts the scrape; both carry the
 // collector's name.
-type dbCollector[T any] struct {
+type dbCollector struct {
 	name      string
 	logger    *slog.Logger
-	read      func(context.Context) (T, error)
-	values    func(T) []float64 // one per gauge, in order
+	read      func(context.Context) ([]float64, error) // one value per gauge, in order
 	gauges    []*prometheus.Desc
 	errs, age *prometheus.Desc
-	last      lastGood[T]
+	last      lastGood
 }
 
-func newDBCollector[T any](name string, logger *slog.Logger, read func(context.Context) (T, error),
-	values func(T) []float64, gauges ...*prometheus.Desc) *dbCollector[T] {
-	c := &dbCollector[T]{name: name, logger: logger, read: read, values: values, gauges: gauges}
+func newDBCollector(name string, logger *slog.Logger, read func(context.Context) ([]float64, error),
+	gauges ...*prometheus.Desc) *dbCollector {
+	c := &dbCollector{name: name, logger: logger, read: read, gauges: gauges}
 	c.errs, c.age = readDescs(name)
 	return c
 }
 
-func (c *dbCollector[T]) Describe(ch chan<- *prometheus.Desc) {
+func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range append(c.gauges, c.errs, c.age) {
 		ch <- d
 	}
 }
 
-func (c *dbCollector[T]) Collect(ch chan<- prometheus.Metric) {
+func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	r, readAt, failed, err := c.last.get(c.read)
 	if err != nil {
 		c.logger.Error("collect metrics from the database", "collector", c.name, "err", err, "last_good_read_at", readAt)
@@ -150,7 +143,7 @@ func (c *dbCollector[T]) Collect(ch chan<- prometheus.Metric) {
 		return // never read: no value rather than a made-up 0
 	}
 	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, time.Since(readAt).Seconds())
-	for i, v := range c.values(r) {
+	for i, v := range r {
 		ch <- prometheus.MustNewConstMetric(c.gauges[i], prometheus.GaugeValue, v)
 	}
 }
@@ -169,7 +162,7 @@ func readDescs(collector string) (errs, age *prometheus.Desc) {
 // readTimeout is how long a scrape waits for a database read.
 const readTimeout = time.Second
 
-// lastGood reads a value from the database for the scrapes, without letting
+// lastGood reads values from the database for the scrapes, without letting
 // the database fail or stall them. A scrape waits for a read at most
 // readTimeout; when the read fails or is late, the scrape gets the last good
 // value. At most one read runs at a time: in a partition lib/pq does not
@@ -177,9 +170,9 @@ const readTimeout = time.Second
 // up), so a scrape that finds a read past its deadline neither waits for it
 // nor starts another, and the next read starts once it returns. Its zero
 // value is ready to use.
-type lastGood[T any] struct {
+type lastGood struct {
 	mu       sync.Mutex
-	value    T
+	value    []float64
 	readAt   time.Time     // of value; zero until a read succeeds
 	failed   int           // scrapes that got no fresh value
 	inFlight chan struct{} // closed when the read in flight returns; nil when none runs
@@ -189,7 +182,7 @@ type lastGood[T any] struct {
 
 // get returns the last good value, when it was read (zero if never), how
 // many scrapes so far got no fresh value, and, if this one did not, why.
-func (l *lastGood[T]) get(read func(context.Context) (T, error)) (v T, readAt time.Time, failed int, err error) {
+func (l *lastGood) get(read func(context.Context) ([]float64, error)) (v []float64, readAt time.Time, failed int, err error) {
 	l.mu.Lock()
 	if l.inFlight == nil {
 		l.inFlight, l.deadline = make(chan struct{}), time.Now().Add(readTimeout)
@@ -219,7 +212,7 @@ func (l *lastGood[T]) get(read func(context.Context) (T, error)) (v T, readAt ti
 }
 
 // run reads once and keeps what it read, if it could.
-func (l *lastGood[T]) run(read func(context.Context) (T, error), done chan struct{}) {
+func (l *lastGood) run(read func(context.Context) ([]float64, error), done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
 	v, err := read(ctx)

@@ -72,14 +72,8 @@ var (
 
 // backlogGauges reads the outbox backlog from the database at scrape time.
 func backlogGauges(backlog BacklogCounter, logger *slog.Logger) prometheus.Collector {
-	type reading struct {
-		n         int
-		oldestDue time.Duration
-	}
-	return newDBCollector("outbox_backlog", logger, func(ctx context.Context) (reading, error) {
-		n, oldest, err := backlog.Backlog(ctx)
-		return reading{n, oldest}, err
-	}, func(r reading) []float64 {
-		return []float64{float64(r.n), r.oldestDue.Seconds()}
+	return newDBCollector("outbox_backlog", logger, func(ctx context.Context) ([]float64, error) {
+		n, oldestDue, err := backlog.Backlog(ctx)
+		return []float64{float64(n), oldestDue.Seconds()}, err
 	}, backlogDesc, oldestDueDesc)
 }
