@@ -4,15 +4,14 @@ package postgres
 // keeps them in testdata as plain SQL to read.
 func Statements() map[string]string {
 	return map[string]string{
-		"claim":                                  claimStatements.free,
-		"claim_takeover":                         claimStatements.takeOver,
-		"create_demo_request_one_phase":          insertDemoRequest.onePhase.free,
-		"create_demo_request_one_phase_takeover": insertDemoRequest.onePhase.takeOver,
-		"create_demo_request_finish":             insertDemoRequest.finish,
-		"cancel_demo_request_one_phase":          cancelDemoRequest.onePhase.free,
-		"outbox_take_due":                        takeDueSQL,
-		"outbox_settle":                          settleSQL,
-		"outbox_accepted":                        acceptedSQL,
-		"outbox_requeued":                        requeuedSQL,
+		"claim":                         claimStatements.free,
+		"claim_takeover":                claimStatements.takeOver,
+		"create_demo_request_one_phase": insertDemoRequest.onePhase.free,
+		"create_demo_request_finish":    insertDemoRequest.finish,
+		"cancel_demo_request_one_phase": cancelDemoRequest.onePhase.free,
+		"outbox_take_due":               takeDueSQL,
+		"outbox_settle":                 settleSQL,
+		"outbox_accepted":               acceptedSQL,
+		"outbox_requeued":               requeuedSQL,
 	}
 }

@@ -309,23 +309,26 @@ type claimRow struct {
 
 // write runs w's statement for a free scope and, only when the row it found
 // is one to take over (idempotency.Decide, which agrees with takeOverRule),
-// the statement that takes it over. row holds what the last one returned.
-func (s *Store) write(ctx context.Context, tx *sqlx.Tx, w writeStatements, fp string, args map[string]any, row *claimRow) (idempotency.ClaimResult, error) {
-	if err := s.queryRow(ctx, tx, w.free, args, row); err != nil {
-		return idempotency.ClaimResult{}, err
+// the statement that takes it over. It returns what the last one found and
+// how many rows its effect changed.
+func (s *Store) write(ctx context.Context, tx *sqlx.Tx, w writeStatements, fp string, args map[string]any) (idempotency.ClaimResult, int, error) {
+	var row claimRow
+	if err := s.queryRow(ctx, tx, w.free, args, &row); err != nil {
+		return idempotency.ClaimResult{}, 0, err
 	}
 	cr, err := row.result()
 	if err != nil || cr.Claimed || cr.Prev == nil {
-		return cr, err
+		return cr, row.Effect, err
 	}
 	if k := idempotency.Decide(cr.Prev, fp, cr.Now).Kind; k != idempotency.TakeOverExpired && k != idempotency.TakeOverLease {
-		return cr, nil
+		return cr, row.Effect, nil
 	}
-	*row = claimRow{}
-	if err := s.queryRow(ctx, tx, w.takeOver, args, row); err != nil {
-		return idempotency.ClaimResult{}, err
+	row = claimRow{}
+	if err := s.queryRow(ctx, tx, w.takeOver, args, &row); err != nil {
+		return idempotency.ClaimResult{}, 0, err
 	}
-	return row.result()
+	cr, err = row.result()
+	return cr, row.Effect, err
 }
 
 func (r claimRow) result() (idempotency.ClaimResult, error) {
@@ -339,7 +342,8 @@ func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp, token strin
 		"now": s.now(), "actor": sc.Actor, "operation": sc.Operation, "key": sc.Key,
 		"fingerprint": fp, "token": token, "lease_us": lease.Microseconds(), "ttl_us": ttl.Microseconds(),
 	}
-	return s.write(ctx, nil, claimStatements, fp, args, &claimRow{})
+	cr, _, err := s.write(ctx, nil, claimStatements, fp, args)
+	return cr, err
 }
 
 // ClaimAndFinishAtomically implements idempotency.Store: the one-phase
@@ -357,11 +361,11 @@ func (s *Store) ClaimAndFinishAtomically(ctx context.Context, sc idempotency.Sco
 	args["ttl_us"] = ttl.Microseconds()
 	var cr idempotency.ClaimResult
 	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
-		var row claimRow
-		if cr, err = s.write(ctx, tx, stmts.onePhase, fp, args, &row); err != nil {
+		var changed int
+		if cr, changed, err = s.write(ctx, tx, stmts.onePhase, fp, args); err != nil {
 			return err
 		}
-		return checkEffect(e, row.Claimed, row.Effect)
+		return checkEffect(e, cr.Claimed, changed)
 	})
 	if err != nil {
 		return idempotency.ClaimResult{}, err
