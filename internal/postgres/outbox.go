@@ -95,8 +95,11 @@ WHERE o.request_id = $1 AND r.actor_id = $2`, id, actor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, apperr.Errorf(apperr.NotFound, "no delivery of demo request %q", id)
 	}
+	if err != nil {
+		return st, dbErr(err)
+	}
 	st.ProviderKey = delivery.ProviderKey(st.RequestID)
-	return st, dbErr(err)
+	return st, nil
 }
 
 // The desk's answer about a request, as reconcile records it. Accepted (a
