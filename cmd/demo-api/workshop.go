@@ -390,7 +390,7 @@ func (w *workshop) stepExternal() error {
 	// What the earlier steps created is handed over first: the desk going
 	// down must catch only this step's request.
 	for _, id := range w.created {
-		if _, err := w.awaitDelivery("/v1/demo-requests/"+id+"/delivery", func(st deliveryView) bool { return st.State != "pending" }); err != nil {
+		if _, err := w.awaitDelivery("/v1/demo-requests/" + id + "/delivery"); err != nil {
 			return err
 		}
 	}
@@ -405,7 +405,7 @@ func (w *workshop) stepExternal() error {
 		return errors.New("could not create a request to hand over")
 	}
 	path := "/v1/demo-requests/" + id + "/delivery"
-	st, err := w.awaitDelivery(path, func(st deliveryView) bool { return st.State != "pending" })
+	st, err := w.awaitDelivery(path)
 	if err != nil {
 		return err
 	}
@@ -423,7 +423,7 @@ func (w *workshop) stepExternal() error {
 	if err := expect(w.send(http.MethodPost, path+"/reconcile", "", ""), 200, ""); err != nil {
 		return err
 	}
-	got, err := w.awaitDelivery(path, func(st deliveryView) bool { return st.State != "pending" })
+	got, err := w.awaitDelivery(path)
 	if err != nil {
 		return err
 	}
@@ -445,9 +445,9 @@ type deliveryView struct {
 	Attempts                              int
 }
 
-// awaitDelivery reads the delivery at path until done says so, printing
-// each change, for at most 30 s.
-func (w *workshop) awaitDelivery(path string, done func(deliveryView) bool) (deliveryView, error) {
+// awaitDelivery reads the delivery at path until it is no longer pending,
+// printing each change, for at most 30 s.
+func (w *workshop) awaitDelivery(path string) (deliveryView, error) {
 	w.printf("(reading %s until it changes)\n", path)
 	var last deliveryView
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
@@ -467,7 +467,7 @@ func (w *workshop) awaitDelivery(path string, done func(deliveryView) bool) (del
 			w.printf("< %s after %d attempts\n", st.State, st.Attempts)
 			last = st
 		}
-		if done(st) {
+		if st.State != "pending" {
 			return st, nil
 		}
 	}
