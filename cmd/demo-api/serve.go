@@ -2,21 +2,25 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
 // serve runs the API until ctx ends, then shuts down gracefully: it stops
@@ -46,6 +50,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Workshop:   cfg.workshop,
 		Metrics:    m,
 		Path:       idempotency.Path(cfg.path),
+	}
+	if cfg.workshop && disp.Desk != nil {
+		deps.DeskFaults = deskFaults(disp.Desk)
 	}
 	handler, err := httpapi.NewServer(deps)
 	if err != nil {
@@ -78,6 +85,8 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared,
 		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
+	page := pageAddr(ln.Addr().(*net.TCPAddr))
+	fmt.Fprintf(stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
 
 	select {
 	case err := <-served:
@@ -95,6 +104,31 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// pageAddr is the address a person on this machine opens the pages at: a
+// server on every interface is reached at localhost too.
+func pageAddr(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		return net.JoinHostPort("localhost", strconv.Itoa(a.Port))
+	}
+	return a.String()
+}
+
+// deskFaults sets the desk's fault knobs for the workshop page, within 5 s.
+func deskFaults(desk *reviewdesk.Client) func(context.Context, json.RawMessage) error {
+	return func(ctx context.Context, faults json.RawMessage) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		err := desk.SetFaults(ctx, faults)
+		switch {
+		case errors.Is(err, reviewdesk.ErrFaultsDisabled):
+			return apperr.Errorf(apperr.WorkshopDisabled, "the review desk refuses its fault knobs: start it with PROVIDER_FAULTS=true (make run does)")
+		case err != nil:
+			return &apperr.Error{Code: apperr.Unavailable, Message: "the review desk did not take the faults", RetryAfter: time.Second, Err: err}
+		}
+		return nil
+	}
 }
 
 // openStore opens cfg's database, brings its schema up to date, and

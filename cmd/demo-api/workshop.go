@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/term"
+
+	"github.com/demo-api/demo-api/internal/web"
 )
 
 const workshopUsage = `usage: demo-api workshop [--base URL] [--token T] [--step NAME | --all] [--ttl D] [--provider URL]
@@ -33,24 +35,50 @@ and a server that gives up on a delivery within seconds
 (DISPATCH_MAX_ATTEMPTS=4); make run starts both so.
 `
 
-// workshopStep is one branch of the contract, shown and checked.
+// workshopStep is one branch of the contract, shown and checked. The
+// steps, in order, and what each says come from the list the workshop page
+// walks too (web.Steps); here is how the terminal runs each.
 type workshopStep struct {
-	name, says string
-	run        func(w *workshop) error
+	web.Step
+	run func(w *workshop) error
 }
 
-var workshopSteps = []workshopStep{
-	{"claim", "the first request with a key runs once: 201, Location, no Idempotent-Replayed", (*workshop).stepClaim},
-	{"replay", "a retry with the same key and payload gets the stored answer byte for byte, with Idempotent-Replayed: true", (*workshop).stepReplay},
-	{"mismatch", "the same key with another payload: 422 key_payload_mismatch with a describedby Link; nothing runs", (*workshop).stepMismatch},
-	{"in-progress", "a retry while the first runs: 409 operation_in_progress with Retry-After and a monitor Link; with Prefer: wait it gets the replay (needs WORKSHOP=true)", (*workshop).stepInProgress},
-	{"lost-response", "the first answer is lost after the commit; the retry gets the replay (needs WORKSHOP=true)", (*workshop).stepLostResponse},
-	{"transient", "a failure after the claim: 503 with Retry-After, the claim released; the retry runs as a first request (needs WORKSHOP=true)", (*workshop).stepTransient},
-	{"refusal", "a business refusal after the claim (topic \"blocked\") is an answer: 422 topic_refused, stored and replayed", (*workshop).stepRefusal},
-	{"bad-request", "a request without a key is refused before anything is stored: 400 idempotency_key_missing with a describedby Link", (*workshop).stepBadRequest},
-	{"cancel", "the second operation: cancel answers 200, its retry replays it, a new key gets 422 request_not_cancellable", (*workshop).stepCancel},
-	{"external", "a stuck external call: with the review desk down the delivery goes from pending to unknown; reconcile asks the desk, which never took it, so it is queued again and sent once (needs --provider)", (*workshop).stepExternal},
-	{"expiry", "after the TTL the same key is a new intent: 201 with a new requestId (needs --ttl of at most 2m)", (*workshop).stepExpiry},
+var workshopSteps = stepsOf(web.Steps(), map[string]func(*workshop) error{
+	"claim":         (*workshop).stepClaim,
+	"replay":        (*workshop).stepReplay,
+	"mismatch":      (*workshop).stepMismatch,
+	"in-progress":   (*workshop).stepInProgress,
+	"lost-response": (*workshop).stepLostResponse,
+	"transient":     (*workshop).stepTransient,
+	"refusal":       (*workshop).stepRefusal,
+	"bad-request":   (*workshop).stepBadRequest,
+	"cancel":        (*workshop).stepCancel,
+	"external":      (*workshop).stepExternal,
+	"expiry":        (*workshop).stepExpiry,
+})
+
+// stepsOf pairs each listed step with its run, and refuses a list and a
+// set of runs that do not match one to one.
+func stepsOf(list []web.Step, runs map[string]func(*workshop) error) []workshopStep {
+	var steps []workshopStep
+	for _, s := range list {
+		run, ok := runs[s.Name]
+		if !ok {
+			panic("workshop: no run for the step " + s.Name)
+		}
+		steps = append(steps, workshopStep{s, run})
+	}
+	if len(steps) != len(runs) {
+		panic("workshop: a run for a step that is not in the list")
+	}
+	return steps
+}
+
+// needs says what a step needs of the server, as the terminal reader sets it.
+var needs = map[string]string{
+	"workshop": " (needs WORKSHOP=true)",
+	"desk":     " (needs --provider)",
+	"ttl":      " (needs --ttl of at most 2m)",
 }
 
 // errSkip marks a step that could not run here.
@@ -97,7 +125,7 @@ func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	case *step != "" && *all, *step == "" && !*all:
 		return &exitError{exitRefused, errors.New("give --step NAME or --all")}
 	case *step != "":
-		i := slices.IndexFunc(workshopSteps, func(s workshopStep) bool { return s.name == *step })
+		i := slices.IndexFunc(workshopSteps, func(s workshopStep) bool { return s.Name == *step })
 		if i < 0 {
 			return &exitError{exitRefused, fmt.Errorf("no step %q; the steps: %s", *step, strings.Join(stepNames(), ", "))}
 		}
@@ -108,7 +136,7 @@ func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		w.printf("\n%s\n", w.paint("1", "== "+s.name+": "+s.says))
+		w.printf("\n%s\n", w.paint("1", "== "+s.Name+": "+s.Says+needs[s.Needs]))
 		err := s.run(w)
 		switch {
 		case errors.Is(err, errSkip):
@@ -129,7 +157,7 @@ func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
 func stepNames() []string {
 	var names []string
 	for _, s := range workshopSteps {
-		names = append(names, s.name)
+		names = append(names, s.Name)
 	}
 	return names
 }

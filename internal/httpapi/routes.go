@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/demo-api/demo-api/internal/web"
 )
 
 // operations is the table of idempotent operations: it feeds the router
@@ -31,6 +33,13 @@ func (s *server) routes() http.Handler {
 	}
 	r.Method(http.MethodGet, "/problems/{code}", handleProblemPage(s.Logger))
 
+	// The pages (package web): the create page and the workshop page.
+	pages := web.Handler(web.Config{Workshop: s.Workshop, TTL: s.TTL, Lease: s.Lease,
+		DeskFaults: s.Workshop && s.DeskFaults != nil})
+	r.Method(http.MethodGet, "/", pages)
+	r.Method(http.MethodGet, "/workshop", pages)
+	r.Method(http.MethodGet, "/ui/*", pages)
+
 	ops := s.operations()
 	r.Group(func(r chi.Router) {
 		r.Use(authenticate(s.Logger, s.Tokens))
@@ -43,6 +52,9 @@ func (s *server) routes() http.Handler {
 			r.Method(http.MethodPost, "/v1/demo-requests/{id}/delivery/reconcile", handleReconcile(s.Logger, s.Deliveries))
 		}
 		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, ops))
+		if s.Workshop && s.DeskFaults != nil {
+			r.Method(http.MethodPut, "/workshop/desk-faults", handleDeskFaults(s.Logger, s.DeskFaults))
+		}
 	})
 	return r
 }

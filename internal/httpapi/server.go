@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -35,6 +36,9 @@ type Deps struct {
 	// Workshop enables the Workshop-* request headers; without it they are
 	// refused with 400 workshop_disabled.
 	Workshop bool
+	// DeskFaults, if set with Workshop, sets the review desk's fault knobs
+	// (PUT /workshop/desk-faults), for the workshop page's external step.
+	DeskFaults func(ctx context.Context, faults json.RawMessage) error
 	// Metrics, if set, records outcomes and latencies; it also serves /metrics.
 	Metrics Metrics
 	// Path, if set, makes every operation take this path; tests run every

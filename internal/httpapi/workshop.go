@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -113,4 +116,34 @@ func dropConnection(logger *slog.Logger, w http.ResponseWriter, r *http.Request)
 		panic(http.ErrAbortHandler)
 	}
 	conn.Close()
+}
+
+// maxDeskFaults bounds the body of PUT /workshop/desk-faults.
+const maxDeskFaults = 4 << 10
+
+// handleDeskFaults is PUT /workshop/desk-faults: it hands a JSON object of
+// the review desk's faults ({"down":true}, {} to clear) to the desk, so
+// that the workshop page, which calls only this origin, can make the
+// external call stick. It is routed only with the workshop on.
+//
+// Errors: malformed_json, body_too_large, workshop_disabled (the desk
+// refuses its knobs), unavailable.
+func handleDeskFaults(logger *slog.Logger, set func(context.Context, json.RawMessage) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeskFaults))
+		var obj map[string]json.RawMessage
+		switch {
+		case errors.As(err, new(*http.MaxBytesError)):
+			err = apperr.Errorf(apperr.BodyTooLarge, "the faults must be at most %d bytes", maxDeskFaults)
+		case err == nil && json.Unmarshal(b, &obj) != nil:
+			err = apperr.Errorf(apperr.MalformedJSON, "send the desk's faults as a JSON object, such as {\"down\":true}, or {} to clear them")
+		case err == nil:
+			err = set(r.Context(), b)
+		}
+		if err != nil {
+			writeError(logger, w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, json.RawMessage(b))
+	})
 }

@@ -129,6 +129,32 @@ func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
 	return Receipt{}, &UnclearError{Op: "status", Err: fmt.Errorf("status %d", status)}
 }
 
+// ErrFaultsDisabled is SetFaults's answer from a desk started without its
+// fault knobs.
+var ErrFaultsDisabled = errors.New("reviewdesk: the desk refuses its fault knobs (PROVIDER_FAULTS is off)")
+
+// SetFaults replaces the desk's fault knobs with faults, a JSON object such
+// as {"down":true}; {} clears them. Workshops use it.
+//
+// Errors: ErrFaultsDisabled, or why the desk did not take them.
+func (c *Client) SetFaults(ctx context.Context, faults []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/v1/faults", bytes.NewReader(faults))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	status, answer, err := c.do(req)
+	switch {
+	case err != nil:
+		return fmt.Errorf("reviewdesk: set faults: %w", err)
+	case status == http.StatusForbidden:
+		return ErrFaultsDisabled
+	case status != http.StatusOK:
+		return fmt.Errorf("reviewdesk: set faults: status %d: %.200s", status, answer)
+	}
+	return nil
+}
+
 func (c *Client) do(req *http.Request) (int, []byte, error) {
 	resp, err := c.hc.Do(req)
 	if err != nil {
