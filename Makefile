@@ -16,6 +16,8 @@
 #   make chaos      the fault campaign; writes docs/chaos.md (make test runs a
 #                   short one)
 #   make fuzz       each fuzz target for FUZZTIME (30s); make test runs their seeds
+#   make screenshots  the browser tests, writing the README's screenshots to
+#                   docs/screenshots
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
@@ -25,7 +27,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test cross bench chaos fuzz build vet fmt db-stop db-reset clean
+.PHONY: run test cross bench chaos fuzz screenshots build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -75,6 +77,10 @@ bench:
 
 chaos:
 	$(GO) run ./cmd/demo-chaos
+
+screenshots:
+	mkdir -p docs/screenshots
+	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run '^TestBrowser' ./cmd/demo-api
 
 FUZZTIME ?= 30s
 fuzz:

@@ -58,9 +58,12 @@ func serveInProcess(t *testing.T, env ...string) (string, *sqlx.DB) {
 }
 
 // recorder is a reverse proxy in front of the server that records each
-// attempt's key and X-Client-Attempt, and adds headers to chosen attempts.
+// POST's path, key and X-Client-Attempt, and adds headers to chosen
+// attempts. A connection the server closed without an answer is closed the
+// same way to the client.
 type recorder struct {
 	mu       sync.Mutex
+	paths    []string
 	keys     []string
 	attempts []string
 	add      map[string]map[string]string // X-Client-Attempt → headers
@@ -69,9 +72,11 @@ type recorder struct {
 func (rec *recorder) proxy(t *testing.T, target string) string {
 	u, _ := url.Parse(target)
 	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { panic(http.ErrAbortHandler) }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			rec.mu.Lock()
+			rec.paths = append(rec.paths, r.URL.Path)
 			rec.keys = append(rec.keys, r.Header.Get("Idempotency-Key"))
 			rec.attempts = append(rec.attempts, r.Header.Get("X-Client-Attempt"))
 			for k, v := range rec.add[r.Header.Get("X-Client-Attempt")] {

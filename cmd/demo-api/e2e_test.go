@@ -18,6 +18,7 @@ import (
 	_ "github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/browsertest"
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/testkit"
 )
@@ -38,6 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := pgtest.Run(m)
+	browsertest.Close()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

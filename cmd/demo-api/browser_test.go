@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/browsertest"
+	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/web"
+)
+
+// The browser tests drive the pages in a real Chromium against demo-api
+// serve on a real PostgreSQL, behind a recorder that counts what reached
+// the server.
+
+// page is one server and one tab on its create page, signed in as alice.
+type page struct {
+	t    *testing.T
+	tab  *browsertest.Tab
+	ctx  context.Context
+	base string
+	db   *sqlx.DB
+	rec  *recorder
+}
+
+func openPage(t *testing.T, path string, env ...string) *page {
+	t.Helper()
+	server, db := serveInProcess(t, env...)
+	p := &page{t: t, db: db, rec: &recorder{}}
+	p.base = p.rec.proxy(t, server)
+	p.tab = browsertest.NewTab(t)
+	p.ctx = p.tab.Ctx
+	p.do(chromedp.Navigate(p.base + path))
+	if path == "/" {
+		p.do(chromedp.SendKeys(chromedp.CSS("#token"), e2eToken), chromedp.Click(chromedp.CSS("#sign-in-form button")),
+			chromedp.WaitVisible(chromedp.CSS("#topic")))
+	}
+	return p
+}
+
+func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// wait waits until the JavaScript expression is true.
+func (p *page) wait(expr string, timeout time.Duration) {
+	p.t.Helper()
+	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
+		p.t.Fatalf("waiting for %s: %v", expr, err)
+	}
+}
+
+func (p *page) eval(expr string) string {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		p.t.Fatalf("%s: %v", expr, err)
+	}
+	return v
+}
+
+// state is the outcome on show: created, refused, outcome-unknown, or "".
+func (p *page) state() string {
+	return p.eval(`document.querySelector('#outcome').hidden ? '' : document.querySelector('#outcome').dataset.state`)
+}
+
+func (p *page) waitState(state string, timeout time.Duration) {
+	p.t.Helper()
+	p.wait(`!document.querySelector('#outcome').hidden && document.querySelector('#outcome').dataset.state === '`+state+`'`, timeout)
+}
+
+// detail is the value of an outcome detail, such as requestId or key.
+func (p *page) detail(name string) string {
+	return p.eval(`(document.querySelector('#outcome-details dd[data-name="` + name + `"]') || {}).textContent || ''`)
+}
+
+// set sets the value of the element sel, as a script would.
+func set(sel, value string) chromedp.Action[chromedp.Void] {
+	v, _ := json.Marshal(value)
+	return chromedp.Evaluate[chromedp.Void](`document.querySelector('` + sel + `').value = ` + string(v))
+}
+
+// fill types the fields, as a person would.
+func (p *page) fill(topic, note string) {
+	p.t.Helper()
+	p.do(set("#topic", ""), chromedp.SendKeys(chromedp.CSS("#topic"), topic),
+		set("#note", ""), chromedp.SendKeys(chromedp.CSS("#note"), note))
+}
+
+// creates returns the keys and attempt numbers of the creates that reached
+// the server.
+func (p *page) creates() (keys, attempts []string) {
+	p.rec.mu.Lock()
+	defer p.rec.mu.Unlock()
+	for i, path := range p.rec.paths {
+		if path == "/v1/demo-requests" {
+			keys, attempts = append(keys, p.rec.keys[i]), append(attempts, p.rec.attempts[i])
+		}
+	}
+	return keys, attempts
+}
+
+// oneKey fails unless every create that reached the server carried one key,
+// numbered 1, 2, …; it returns the key.
+func (p *page) oneKey() string {
+	p.t.Helper()
+	keys, attempts := p.creates()
+	if len(keys) == 0 {
+		p.t.Fatal("no create reached the server")
+	}
+	for i := range keys {
+		if keys[i] != keys[0] || attempts[i] != strconv.Itoa(i+1) {
+			p.t.Fatalf("the creates carried keys %v, attempts %v; want one key, attempts 1..n", keys, attempts)
+		}
+	}
+	return keys[0]
+}
+
+func (p *page) rows() int { return rows(p.t, p.db) }
+
+// created checks that the page shows the one request of the database.
+func (p *page) created() {
+	p.t.Helper()
+	var id string
+	if err := p.db.Get(&id, `SELECT id FROM demo_requests`); err != nil {
+		p.t.Fatalf("want one request: %v", err)
+	}
+	if got := p.detail("requestId"); got != id {
+		p.t.Fatalf("the page shows request %q, the database holds %q", got, id)
+	}
+}
+
+func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	presses := []struct {
+		name  string
+		press chromedp.Action[chromedp.Void]
+	}{
+		{"a double click", chromedp.DoubleClick(chromedp.CSS("#create-button"))},
+		{"two clicks 20 ms apart", chromedp.Evaluate[chromedp.Void](
+			`document.querySelector('#create-button').click(); setTimeout(() => document.querySelector('#create-form').requestSubmit(), 20)`)},
+		{"Enter twice", chromedp.Steps(chromedp.KeyEvent("\r"), chromedp.KeyEvent("\r"))},
+	}
+	for i, c := range presses {
+		p.rec.mu.Lock()
+		p.rec.paths, p.rec.keys, p.rec.attempts = nil, nil, nil
+		p.rec.mu.Unlock()
+		p.fill("double "+strconv.Itoa(i), "pressed twice")
+		p.do(chromedp.Focus(chromedp.CSS("#topic")), c.press)
+		p.waitState("created", 10*time.Second)
+		t.Log(c.name)
+		p.oneKey()
+		if keys, _ := p.creates(); len(keys) != 1 {
+			t.Fatalf("%s: %d creates reached the server, want 1", c.name, len(keys))
+		}
+		if n := p.rows(); n != i+1 {
+			t.Fatalf("%s: %d requests, want %d", c.name, n, i+1)
+		}
+	}
+	p.tab.Screenshot(t, "created")
+}
+
+func TestBrowserReloadDuringAHeldAttempt(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	p.fill("reload", "the first attempt is held 1 s")
+	p.do(set("#switch-delay", "1s"), chromedp.Click(chromedp.CSS("#create-button")))
+	if !testkit.Eventually(5*time.Second, func() bool { keys, _ := p.creates(); return len(keys) == 1 }) {
+		t.Fatal("the first attempt never reached the server")
+	}
+	p.do(chromedp.Reload())
+	p.waitState("created", 10*time.Second)
+	key := p.oneKey()
+	if _, attempts := p.creates(); len(attempts) < 2 {
+		t.Fatalf("attempts %v: the reloaded page sent nothing", attempts)
+	}
+	if p.rows() != 1 {
+		t.Fatalf("%d requests after the reload, want 1", p.rows())
+	}
+	p.created()
+	if notice := p.eval(`document.querySelector('#notice').textContent`); !strings.Contains(notice, key) {
+		t.Fatalf("the page says %q, not that it resumed key %s", notice, key)
+	}
+}
+
+// unknown sends an intent whose first attempt the server holds longer than
+// the budget, and checks that the page says "outcome unknown" in time.
+func (p *page) unknown(topic string) string {
+	p.t.Helper()
+	p.fill(topic, "held longer than the budget")
+	p.do(set("#switch-delay", "8s"))
+	start := time.Now()
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("outcome-unknown", 8*time.Second)
+	if took := time.Since(start); took > 5*time.Second+1500*time.Millisecond {
+		p.t.Fatalf("outcome unknown after %s, want the 5 s budget and a small margin", took)
+	}
+	key := p.oneKey()
+	if got := p.detail("key"); got != key {
+		p.t.Fatalf("the page shows key %q, the server saw %q", got, key)
+	}
+	return key
+}
+
+func TestBrowserTimeoutThenCheckStatus(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	p.unknown("timeout")
+	p.tab.Screenshot(t, "outcome-unknown")
+	sent, _ := p.creates()
+	// The first attempt still runs (8 s): Check status says so, then, once
+	// it finished, shows the stored answer.
+	for deadline := time.Now().Add(15 * time.Second); p.state() != "created"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("Check status never showed the created request: %s", p.state())
+		}
+		p.do(chromedp.Click(chromedp.CSS("#check-status")), chromedp.Sleep(500*time.Millisecond))
+	}
+	p.created()
+	if after, _ := p.creates(); len(after) != len(sent) {
+		t.Fatalf("Check status sent %d creates; it must send none", len(after)-len(sent))
+	}
+}
+
+func TestBrowserChangedFieldsAfterOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	old := p.unknown("changed")
+	p.do(set("#switch-delay", ""), chromedp.SendKeys(chromedp.CSS("#note"), " and changed"))
+	if notice := p.eval(`document.querySelector('#notice').textContent`); !strings.Contains(notice, "new intent") || !strings.Contains(notice, old) {
+		t.Fatalf("the page says %q, not that key %s was dropped for a new intent", notice, old)
+	}
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("created", 10*time.Second)
+	keys, _ := p.creates()
+	if last := keys[len(keys)-1]; last == old || slices.Index(keys, last) != len(keys)-1 {
+		t.Fatalf("the changed fields were sent with keys %v; want a new key after %s", keys, old)
+	}
+}
+
+func TestBrowserRefusal(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	p.fill("blocked", "a topic the rules refuse")
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("refused", 10*time.Second)
+	if code, title := p.detail("code"), p.detail("title"); code != "topic_refused" || title == "" || p.detail("detail") == "" {
+		t.Fatalf("the refusal shows code %q, title %q", code, title)
+	}
+	if keys, _ := p.creates(); len(keys) != 1 {
+		t.Fatalf("%d creates for a refusal, want 1", len(keys))
+	}
+	p.tab.Screenshot(t, "refused")
+}
+
+func TestBrowserShowsMarkupAsText(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	markup := `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`
+	p.fill("markup", markup)
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("created", 10*time.Second)
+	if got := p.detail("note"); got != markup {
+		t.Fatalf("the note shows as %q, want the text %q", got, markup)
+	}
+	if v := p.eval(`String(window.pwned) + document.querySelectorAll('main img, main script').length`); v != "undefined0" {
+		t.Fatalf("the note's markup ran or was parsed: %s", v)
+	}
+}
+
+// TestBrowserCSP: the pages' policy refuses an inline script, and the
+// browser tests see the refusal, so a page that broke the policy would fail
+// them.
+func TestBrowserCSP(t *testing.T) {
+	t.Parallel()
+	server, _ := serveInProcess(t)
+	tab := browsertest.NewTab(t)
+	msgs := chromedp.Console(tab.Ctx)
+	err := chromedp.Do(tab.Ctx, chromedp.Navigate(server+"/workshop"), chromedp.Evaluate[chromedp.Void](
+		`const s = document.createElement('script'); s.textContent = 'window.inline = 1'; document.body.append(s)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m, err := range msgs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if browsertest.Fault(m) && strings.Contains(m.Text, "Content Security Policy") {
+			break
+		}
+	}
+	if v, _ := chromedp.Run(tab.Ctx, chromedp.Evaluate[string](`String(window.inline)`)); v != "undefined" {
+		t.Fatalf("an inline script ran: window.inline = %s", v)
+	}
+	tab.Forgive("Content Security Policy")
+}
+
+func TestBrowserWorkshopPage(t *testing.T) {
+	t.Parallel()
+	desk := testkit.StartDesk(t, nil)
+	p := openPage(t, "/workshop", "IDEMPOTENCY_TTL=4s", "IDEMPOTENCY_LEASE=4s",
+		"PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
+	p.do(chromedp.SendKeys(chromedp.CSS("#token"), e2eToken),
+		chromedp.WaitVisible(chromedp.CSS("#step-expiry")), chromedp.Click(chromedp.CSS("#run-all")))
+	p.wait(`/passed/.test(document.querySelector('#summary').textContent)`, 2*time.Minute)
+	verdicts := p.eval(`[...document.querySelectorAll('.step')].map(s => s.id + ' ' + s.querySelector('.verdict').textContent).join('\n')`)
+	if n := strings.Count(verdicts, " PASS "); n != len(web.Steps()) {
+		t.Fatalf("%d of %d steps passed:\n%s", n, len(web.Steps()), verdicts)
+	}
+	p.tab.Screenshot(t, "workshop")
+}

@@ -1,0 +1,202 @@
+// Package browsertest runs a real headless Chromium (or Chrome) for the
+// browser tests, the way pgtest runs a real PostgreSQL: it finds the
+// system's browser, downloads nothing, and fails with what to install when
+// there is none. Each test gets a tab of its own, in a browser context of
+// its own (its own sessionStorage), and fails if the page wrote a console
+// error, threw, or broke its Content-Security-Policy. Only tests import it.
+package browsertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// candidates are the browsers tried, by name on PATH or at their usual
+// places on macOS and Windows, after $CHROME_PATH.
+func candidates() []string {
+	names := []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"}
+	switch runtime.GOOS {
+	case "darwin":
+		names = append(names,
+			"/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+			"/Applications/Chromium.app/Contents/MacOS/Chromium")
+	case "windows":
+		for _, dir := range []string{os.Getenv("ProgramFiles"), os.Getenv("ProgramFiles(x86)"), os.Getenv("LocalAppData")} {
+			if dir != "" {
+				names = append(names, filepath.Join(dir, `Google\Chrome\Application\chrome.exe`))
+			}
+		}
+	}
+	return names
+}
+
+// Find returns the path of the browser the tests drive.
+func Find() (string, error) {
+	if p := os.Getenv("CHROME_PATH"); p != "" {
+		return exec.LookPath(p)
+	}
+	for _, c := range candidates() {
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("browsertest: no Chromium or Chrome found: install one (Debian: apt-get install chromium; macOS and Windows: Google Chrome), or set CHROME_PATH to its binary")
+}
+
+// browser is the one browser of the test binary, started by the first tab.
+var browser struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+func start() {
+	path, err := Find()
+	if err != nil {
+		browser.err = err
+		return
+	}
+	dir, err := os.MkdirTemp("", "browsertest-")
+	if err != nil {
+		browser.err = err
+		return
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.UserDataDir(dir),
+		chromedp.WindowSize(1000, 1200),
+		// No calls to the outside: this machine, a CI runner or a laptop in
+		// a workshop room may have no network.
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-quic", true),
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses root with its sandbox
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	if err := chromedp.Do(ctx); err != nil {
+		cancel()
+		cancelAlloc()
+		os.RemoveAll(dir)
+		browser.err = fmt.Errorf("browsertest: start %s: %w", path, err)
+		return
+	}
+	browser.ctx = ctx
+	browser.cancel = func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
+}
+
+// Close stops the browser, if a test started it; call it from TestMain.
+func Close() {
+	if browser.cancel != nil {
+		browser.cancel()
+	}
+}
+
+// Tab is one tab of the browser.
+type Tab struct {
+	Ctx context.Context // for chromedp.Run and chromedp.Do
+
+	mu       sync.Mutex
+	forgiven []string
+}
+
+// NewTab opens a tab, which closes when t ends. The test fails if the tab's
+// pages write a console error, throw, or break their
+// Content-Security-Policy. An error of the network log, such as "the
+// server responded with a status of 409", is the answer a test asked for,
+// not a fault of the page, and is not counted.
+func NewTab(t testing.TB) *Tab {
+	t.Helper()
+	browser.once.Do(start)
+	if browser.err != nil {
+		t.Fatal(browser.err)
+	}
+	ctx, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tab := &Tab{Ctx: ctx}
+	var faults []string
+	messages := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if Fault(m) {
+				faults = append(faults, m.String())
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		tab.mu.Lock()
+		defer tab.mu.Unlock()
+		for _, f := range faults {
+			if !slices.ContainsFunc(tab.forgiven, func(s string) bool { return strings.Contains(f, s) }) {
+				t.Errorf("the page wrote to the console: %s", f)
+			}
+		}
+	})
+	return tab
+}
+
+// Forgive lets the faults that contain s pass, for a test that causes them
+// on purpose.
+func (tab *Tab) Forgive(s string) {
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	tab.forgiven = append(tab.forgiven, s)
+}
+
+// Fault reports whether a console message is a fault of the page: an
+// uncaught exception, a console error, or a Content-Security-Policy
+// violation, but not an error of the network log.
+func Fault(m chromedp.ConsoleMessage) bool {
+	switch {
+	case m.IsException():
+		return true
+	case strings.Contains(m.Text, "Content Security Policy"):
+		return true
+	case m.Source == "network":
+		return false
+	}
+	return m.Type == chromedp.ConsoleError
+}
+
+// Screenshot saves a PNG of what the tab shows as name.png: in $SCREENSHOTS_DIR when
+// set (make screenshots writes the README's), else in the test's artifact
+// directory.
+func (tab *Tab) Screenshot(t *testing.T, name string) {
+	t.Helper()
+	png, err := chromedp.Run(tab.Ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if len(png) < 8 || string(png[1:4]) != "PNG" {
+		t.Fatalf("screenshot %s is no PNG", name)
+	}
+	dir := os.Getenv("SCREENSHOTS_DIR")
+	if dir == "" {
+		dir = t.ArtifactDir()
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
