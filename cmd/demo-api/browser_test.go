@@ -145,7 +145,8 @@ func (p *page) created() {
 
 func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
 	t.Parallel()
-	p := openPage(t, "/")
+	desk := testkit.StartDesk(t, nil)
+	p := openPage(t, "/", "PROVIDER_URL="+desk.URL)
 	presses := []struct {
 		name  string
 		press chromedp.Action[chromedp.Void]
@@ -170,6 +171,11 @@ func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
 		if n := p.rows(); n != i+1 {
 			t.Fatalf("%s: %d requests, want %d", c.name, n, i+1)
 		}
+	}
+	// The created request's hand-over to the desk, as it moves.
+	p.wait(`document.querySelector('#outcome-details dd[data-name="delivery"]').textContent === 'pending → submitted'`, 10*time.Second)
+	if n := desk.Submissions(t); n != len(presses) {
+		t.Fatalf("the desk holds %d submissions, want %d", n, len(presses))
 	}
 	p.tab.Screenshot(t, "created")
 }

@@ -91,19 +91,19 @@ function showCreated(request, how) {
     ['state', request.state],
     ['delivery', request.delivery || 'pending'],
   ]);
-  followDelivery(n, request.requestId);
+  followDelivery(n, request.requestId, request.delivery || 'pending');
 }
 
-// followDelivery shows the hand-over to the review desk as it moves, for
-// at most 30 s.
-async function followDelivery(n, id) {
-  let seen = '';
-  for (const end = Date.now() + 30000; Date.now() < end && n === shown; ) {
+// followDelivery shows the hand-over to the review desk as it moves from
+// its state when shown, for at most 30 s.
+async function followDelivery(n, id, from) {
+  const seen = [from];
+  for (const end = Date.now() + 30000; Date.now() < end && n === shown && seen.at(-1) === 'pending'; ) {
     try {
       const d = await getJSON(`/v1/demo-requests/${encodeURIComponent(id)}/delivery`, store.token());
       if (n !== shown) return;
-      if (d.state !== seen.split(' → ').pop()) seen = seen ? `${seen} → ${d.state}` : d.state;
-      setDetail('delivery', seen);
+      if (d.state !== seen.at(-1)) seen.push(d.state);
+      setDetail('delivery', seen.join(' → '));
       if (d.state !== 'pending') return;
     } catch {
       // The next read may get through.

@@ -1,0 +1,65 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/postgres"
+)
+
+// TestDeskFaults: PUT /workshop/desk-faults hands a JSON object to the
+// desk, refuses anything else with a problem, and is not routed without the
+// workshop.
+func TestDeskFaults(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	withDeskFaults := func(d *httpapi.Deps, _ *postgres.Store) {
+		d.DeskFaults = func(_ context.Context, f json.RawMessage) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, string(f))
+			if strings.Contains(string(f), "refused") {
+				return apperr.Errorf(apperr.WorkshopDisabled, "the review desk refuses its fault knobs")
+			}
+			return nil
+		}
+	}
+	put := func(e *env, body string) reply {
+		return e.must(req{method: http.MethodPut, path: "/workshop/desk-faults", token: tokenAlice, body: body})
+	}
+	e := newEnv(t, withWorkshop(), withDeskFaults)
+	cases := []struct {
+		body   string
+		status int
+		code   string
+	}{
+		{`{"down":true}`, 200, ""},
+		{`{}`, 200, ""},
+		{`[1]`, 400, apperr.MalformedJSON},
+		{`{"down":`, 400, apperr.MalformedJSON},
+		{`{"refused":true}`, 400, apperr.WorkshopDisabled},
+		{`{"delay":"` + strings.Repeat("9", 5000) + `"}`, 413, apperr.BodyTooLarge},
+	}
+	for _, c := range cases {
+		r := put(e, c.body)
+		if r.Status != c.status || (c.code != "" && r.problem(t) != c.code) {
+			t.Errorf("PUT %.30s: %d %s, want %d %s", c.body, r.Status, r.Body, c.status, c.code)
+		}
+	}
+	if r := e.must(req{method: http.MethodPut, path: "/workshop/desk-faults", body: `{}`}); r.Status != 401 {
+		t.Errorf("without a token: %d, want 401", r.Status)
+	}
+	if strings.Join(got, " ") != `{"down":true} {} {"refused":true}` {
+		t.Errorf("the desk was handed %q", got)
+	}
+	if r := put(newEnv(t, withDeskFaults), `{}`); r.Status != 404 {
+		t.Errorf("with the workshop off: %d, want 404", r.Status)
+	}
+}
