@@ -51,6 +51,7 @@ var contentTypes = map[string]string{
 	".css":  "text/css; charset=utf-8",
 	".js":   "text/javascript; charset=utf-8",
 	".json": "application/json",
+	".svg":  "image/svg+xml",
 }
 
 // Handler serves the pages, their assets and config.json.

@@ -21,6 +21,7 @@ func TestHandler(t *testing.T) {
 		{"/ui/style.css", "200", "text/css; charset=utf-8"},
 		{"/ui/steps.json", "200", "application/json"},
 		{"/ui/config.json", "200", "application/json"},
+		{"/ui/icon.svg", "200", "image/svg+xml"},
 		{"/ui/missing.js", "404", ""},
 		{"/ui/", "404", ""},
 		{"/ui/../web.go", "404", ""},
