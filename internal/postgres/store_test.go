@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/migrations"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -469,7 +471,11 @@ func TestMigrationsDownAndUp(t *testing.T) {
 		t.Fatalf("the key after the migrations = %+v, want the replay of %s", cr, r.ID)
 	}
 
-	if err := postgres.Migrate(db, -4); err != nil {
+	ups, err := fs.Glob(migrations.FS, "*.up.sql")
+	if err != nil || len(ups) == 0 {
+		t.Fatalf("the migrations: %v, %v", ups, err)
+	}
+	if err := postgres.Migrate(db, -len(ups)); err != nil { // every one of them down
 		t.Fatal(err)
 	}
 	if n := count(t, db, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'`); n != 0 {
