@@ -2,13 +2,10 @@
 // Pressing it makes one intent (client.js); the intent lives in this tab's
 // sessionStorage until its outcome is definite, so a double click, Enter
 // twice or a reload go on with the same key instead of making a new one.
-import { call, getJSON, newIntent, renew, resolve, send } from './client.js';
+import { call, getJSON, newIntent, renew, resolve, send, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
 const store = {
-  token: () => sessionStorage.getItem('demo-api.token'),
-  setToken: (t) => sessionStorage.setItem('demo-api.token', t),
-  dropToken: () => sessionStorage.removeItem('demo-api.token'),
   intent: () => JSON.parse(sessionStorage.getItem('demo-api.intent') || 'null'),
   save: (intent) => sessionStorage.setItem('demo-api.intent', JSON.stringify(intent)),
   drop: () => sessionStorage.removeItem('demo-api.intent'),
@@ -100,7 +97,7 @@ async function followDelivery(n, id, from) {
   const seen = [from];
   for (const end = Date.now() + 30000; Date.now() < end && n === shown && seen.at(-1) === 'pending'; ) {
     try {
-      const d = await getJSON(`/v1/demo-requests/${encodeURIComponent(id)}/delivery`, store.token());
+      const d = await getJSON(`/v1/demo-requests/${encodeURIComponent(id)}/delivery`, token.get());
       if (n !== shown) return;
       if (d.state !== seen.at(-1)) seen.push(d.state);
       setDetail('delivery', seen.join(' → '));
@@ -147,7 +144,7 @@ async function go(intent) {
   intent.log.forEach(logLine);
   try {
     const res = await send(intent, {
-      token: store.token(),
+      token: token.get(),
       save: store.save,
       log: (line) => {
         intent.log.push(line);
@@ -225,11 +222,11 @@ async function onCheckStatus() {
   if (!intent || busy) return;
   setBusy(true);
   try {
-    const o = await resolve(intent.key, store.token());
+    const o = await resolve(intent.key, token.get());
     if (o.state === 'completed') {
       store.drop();
       if (o.status >= 200 && o.status < 300 && o.resultId) {
-        const request = await getJSON(`/v1/demo-requests/${encodeURIComponent(o.resultId)}`, store.token());
+        const request = await getJSON(`/v1/demo-requests/${encodeURIComponent(o.resultId)}`, token.get());
         showCreated(request, `${o.status}, the stored answer of key ${intent.key}`);
       } else {
         show('Refused', [['status', o.status], ['key', intent.key], ['detail', 'the stored answer of this key is a refusal']]);
@@ -268,13 +265,13 @@ function signedIn(yes) {
 async function start() {
   $('sign-in-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    store.setToken($('token').value.trim());
+    token.set($('token').value.trim());
     $('token').value = '';
     signedIn(true);
     resume();
   });
   $('sign-out').addEventListener('click', () => {
-    store.dropToken();
+    token.drop();
     signedIn(false);
   });
   $('create-form').addEventListener('submit', onCreate);
@@ -288,8 +285,8 @@ async function start() {
   } catch {
     // Without the config the switches stay hidden.
   }
-  signedIn(Boolean(store.token()));
-  if (store.token()) resume();
+  signedIn(Boolean(token.get()));
+  if (token.get()) resume();
 }
 
 // resume takes up an intent a reload interrupted: within its deadline it

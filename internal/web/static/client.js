@@ -23,6 +23,14 @@ export const rules = {
 };
 
 export const createPath = '/v1/demo-requests';
+
+// token is the bearer token of this tab, kept in sessionStorage: never in
+// the URL, never in a log.
+export const token = {
+  get: () => sessionStorage.getItem('demo-api.token') || '',
+  set: (t) => sessionStorage.setItem('demo-api.token', t),
+  drop: () => sessionStorage.removeItem('demo-api.token'),
+};
 export const createOperation = 'demo-requests.create';
 
 // retryable reports whether an answer is worth sending again with the same

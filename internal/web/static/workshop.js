@@ -2,10 +2,9 @@
 // what each must show, come from steps.json, the list demo-api workshop
 // walks too; each step here makes its exchanges from this browser and
 // checks the answers the way the terminal's does.
-import { call, newKey } from './client.js';
+import { call, newKey, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
-const token = () => sessionStorage.getItem('demo-api.token') || '';
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const body = JSON.stringify({ topic: 'workshop', note: 'shown step by step' });
 
@@ -37,7 +36,7 @@ class Step {
   // send makes one request and shows it and its answer as a person reads
   // them. It returns {status, header, body, dropped}.
   async send(method, path, { key, body: reqBody, headers = {} } = {}) {
-    const h = { Authorization: `Bearer ${token()}`, ...headers };
+    const h = { Authorization: `Bearer ${token.get()}`, ...headers };
     if (reqBody) h['Content-Type'] = 'application/json';
     if (key) h['Idempotency-Key'] = key;
     const lines = [`> ${method} ${path}`];
@@ -238,7 +237,7 @@ async function awaitDelivery(w, path) {
   w.note(`(reading ${path} until it changes)`);
   let last = '';
   for (const end = Date.now() + 30000; Date.now() < end; await sleep(250)) {
-    const got = await call('GET', path, { headers: { Authorization: `Bearer ${token()}` } });
+    const got = await call('GET', path, { headers: { Authorization: `Bearer ${token.get()}` } });
     check(got.status === 200, `GET ${path}: ${got.status}`);
     const st = JSON.parse(got.body);
     const seen = `< ${st.state} after ${st.attempts} attempts`;
@@ -273,8 +272,8 @@ async function runStep(section, step) {
 
 async function start() {
   const tokenInput = $('token');
-  tokenInput.value = token();
-  tokenInput.addEventListener('input', () => sessionStorage.setItem('demo-api.token', tokenInput.value.trim()));
+  tokenInput.value = token.get();
+  tokenInput.addEventListener('input', () => token.set(tokenInput.value.trim()));
   $('token-form').addEventListener('submit', (event) => event.preventDefault());
 
   config = JSON.parse((await call('GET', '/ui/config.json')).body);
