@@ -114,17 +114,23 @@ func (p *page) creates() (keys, attempts []string) {
 }
 
 // oneKey fails unless every create that reached the server carried one key,
-// numbered 1, 2, …; it returns the key.
+// numbered 1, 2, …; it returns the key. An attempt may arrive twice: the
+// browser itself sends a request again, unchanged, when a connection it
+// reused closes without an answer (the page cannot turn that off, and the
+// key makes it harmless).
 func (p *page) oneKey() string {
 	p.t.Helper()
 	keys, attempts := p.creates()
 	if len(keys) == 0 {
 		p.t.Fatal("no create reached the server")
 	}
+	n := 0
 	for i := range keys {
-		if keys[i] != keys[0] || attempts[i] != strconv.Itoa(i+1) {
+		a, _ := strconv.Atoi(attempts[i])
+		if keys[i] != keys[0] || (a != n && a != n+1) || a == 0 {
 			p.t.Fatalf("the creates carried keys %v, attempts %v; want one key, attempts 1..n", keys, attempts)
 		}
+		n = a
 	}
 	return keys[0]
 }
@@ -225,9 +231,15 @@ func (p *page) unknown(topic string) string {
 func TestBrowserTimeoutThenCheckStatus(t *testing.T) {
 	t.Parallel()
 	p := openPage(t, "/")
-	p.unknown("timeout")
+	key := p.unknown("timeout")
 	p.tab.Screenshot(t, "outcome-unknown")
 	sent, _ := p.creates()
+	// A reload past the deadline shows the same outcome, and sends nothing.
+	p.do(chromedp.Reload())
+	p.waitState("outcome-unknown", 5*time.Second)
+	if got := p.detail("key"); got != key {
+		t.Fatalf("after the reload the page shows key %q, want %s", got, key)
+	}
 	// The first attempt still runs (8 s): Check status says so, then, once
 	// it finished, shows the stored answer.
 	for deadline := time.Now().Add(15 * time.Second); p.state() != "created"; {
@@ -239,6 +251,62 @@ func TestBrowserTimeoutThenCheckStatus(t *testing.T) {
 	p.created()
 	if after, _ := p.creates(); len(after) != len(sent) {
 		t.Fatalf("Check status sent %d creates; it must send none", len(after)-len(sent))
+	}
+}
+
+// TestBrowserNeverSeenThenSendAgain: no attempt reaches the server; Check
+// status finds the key never seen and offers Send again, which sends the
+// same key.
+func TestBrowserNeverSeenThenSendAgain(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	p.rec.mu.Lock()
+	p.rec.cut = true
+	p.rec.mu.Unlock()
+	p.fill("unreachable", "the server is out of reach")
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("outcome-unknown", 8*time.Second)
+	key := p.oneKey()
+	p.rec.mu.Lock()
+	p.rec.cut = false
+	p.rec.mu.Unlock()
+	p.do(chromedp.Click(chromedp.CSS("#check-status")))
+	p.wait(`!document.querySelector('#send-again').hidden`, 5*time.Second)
+	if status := p.detail("status"); !strings.Contains(status, "never seen") {
+		t.Fatalf("Check status says %q, want never seen", status)
+	}
+	p.do(chromedp.Click(chromedp.CSS("#send-again")))
+	p.waitState("created", 10*time.Second)
+	if p.oneKey() != key || p.rows() != 1 {
+		t.Fatalf("Send again: %d rows; want one, created with key %s", p.rows(), key)
+	}
+	p.created()
+}
+
+// TestBrowserSecondTab: while one tab sends an intent, Create in a second
+// tab of the same browser starts none.
+func TestBrowserSecondTab(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	second := &page{t: t, db: p.db, rec: p.rec, base: p.base, tab: p.tab.Sibling(t)}
+	second.ctx = second.tab.Ctx
+	second.do(chromedp.Navigate(p.base + "/"))
+	second.wait(`!document.querySelector('#create').hidden || !document.querySelector('#sign-in').hidden`, 5*time.Second)
+	if second.eval(`String(document.querySelector('#sign-in').hidden)`) == "false" {
+		second.do(chromedp.SendKeys(chromedp.CSS("#token"), e2eToken), chromedp.Click(chromedp.CSS("#sign-in-form button")))
+	}
+	p.fill("two tabs", "the first tab is held 2 s")
+	second.fill("two tabs", "the first tab is held 2 s")
+	p.do(set("#switch-delay", "3s"), chromedp.Click(chromedp.CSS("#create-button")))
+	if !testkit.Eventually(5*time.Second, func() bool { keys, _ := p.creates(); return len(keys) == 1 }) {
+		t.Fatal("the first tab's attempt never reached the server")
+	}
+	second.do(chromedp.Click(chromedp.CSS("#create-button")))
+	second.wait(`document.querySelector('#notice').textContent.includes('Another tab')`, 5*time.Second)
+	p.waitState("created", 10*time.Second)
+	p.oneKey()
+	if p.rows() != 1 {
+		t.Fatalf("%d requests from two tabs, want 1", p.rows())
 	}
 }
 

@@ -67,6 +67,7 @@ type recorder struct {
 	keys     []string
 	attempts []string
 	add      map[string]map[string]string // X-Client-Attempt → headers
+	cut      bool                         // close every connection without forwarding: the server is out of reach
 }
 
 func (rec *recorder) proxy(t *testing.T, target string) string {
@@ -83,6 +84,12 @@ func (rec *recorder) proxy(t *testing.T, target string) string {
 				r.Header.Set(k, v)
 			}
 			rec.mu.Unlock()
+		}
+		rec.mu.Lock()
+		cut := rec.cut
+		rec.mu.Unlock()
+		if cut {
+			panic(http.ErrAbortHandler)
 		}
 		rp.ServeHTTP(w, r)
 	}))

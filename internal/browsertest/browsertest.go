@@ -124,7 +124,20 @@ func NewTab(t testing.TB) *Tab {
 	if browser.err != nil {
 		t.Fatal(browser.err)
 	}
-	ctx, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
+	return open(t, browser.ctx, chromedp.WithNewBrowserContext())
+}
+
+// Sibling opens another tab beside tab, in its browser context: it shares
+// the origin's locks and storage, but not sessionStorage, as a second tab
+// a person opens does.
+func (tab *Tab) Sibling(t testing.TB) *Tab {
+	t.Helper()
+	return open(t, tab.Ctx)
+}
+
+func open(t testing.TB, parent context.Context, opts ...chromedp.ContextOption) *Tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(parent, opts...)
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatal(err)
 	}
