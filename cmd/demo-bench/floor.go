@@ -75,7 +75,7 @@ func floorWorks() []floorWork {
 			body, _ := json.Marshal(r)
 			resp := idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: r.ID,
 				Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + r.ID}}
-			if err := db.store.CreateResultAndFinishAtomically(ctx, c, idempotency.Decided{Response: resp, Effect: db.store.InsertDemoRequest(r)}); err != nil {
+			if err := db.store.FinishClaimAtomically(ctx, c, idempotency.Decided{Response: resp, Effect: db.store.InsertDemoRequest(r)}); err != nil {
 				return err
 			}
 			mu.Lock()
@@ -105,7 +105,7 @@ func floorWorks() []floorWork {
 			body, _ := json.Marshal(r)
 			resp := idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: r.ID,
 				Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + r.ID}}
-			cr, err := db.store.ClaimAndFinishAtomically(ctx, scope(1<<40+seq), fp, uuid.NewString(), ttl, idempotency.Decided{Response: resp, Effect: db.store.InsertDemoRequest(r)})
+			cr, err := db.store.CreateResultAndFinishAtomically(ctx, scope(1<<40+seq), fp, uuid.NewString(), ttl, idempotency.Decided{Response: resp, Effect: db.store.InsertDemoRequest(r)})
 			if err == nil && !cr.Claimed {
 				err = fmt.Errorf("one-phase key %d not written", seq)
 			}

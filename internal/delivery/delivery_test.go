@@ -52,7 +52,7 @@ func (e *env) accept(t *testing.T, n int) []string {
 		d := idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}"), ResultID: r.ID},
 			Effect: e.store.InsertDemoRequest(r)}
 		sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: r.ID}
-		if _, err := e.store.ClaimAndFinishAtomically(context.Background(), sc, "fp", uuid.NewString(), time.Hour, d); err != nil {
+		if _, err := e.store.CreateResultAndFinishAtomically(context.Background(), sc, "fp", uuid.NewString(), time.Hour, d); err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = r.ID

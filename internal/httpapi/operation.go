@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -47,8 +48,41 @@ type route struct {
 	handler         http.Handler
 }
 
-func idempotentRoute[In, Out any](s *server, method, pattern string, op operation[In, Out]) route {
-	return route{method: method, pattern: pattern, operation: op.name, handler: idempotent(s, op)}
+// idempotentRoute is the route of op, or an error naming what op lacks: an
+// operation declared half-way is refused when the server is made, not on
+// its first request.
+func idempotentRoute[In, Out any](s *server, method, pattern string, op operation[In, Out]) (route, error) {
+	if err := op.check(); err != nil {
+		return route{}, err
+	}
+	return route{method: method, pattern: pattern, operation: op.name, handler: idempotent(s, op)}, nil
+}
+
+// check reports an operation that lacks a part, by its name.
+func (op operation[In, Out]) check() error {
+	var missing []string
+	for _, p := range []struct {
+		part   string
+		absent bool
+	}{
+		{"a path (one_phase or two_phase)", op.path != idempotency.OnePhase && op.path != idempotency.TwoPhase},
+		{"decode", op.decode == nil},
+		{"significant", op.significant == nil},
+		{"decide", op.decide == nil},
+		{"render", op.render == nil},
+		{"write", op.write == nil},
+	} {
+		if p.absent {
+			missing = append(missing, p.part)
+		}
+	}
+	switch {
+	case op.name == "":
+		return errors.New("httpapi: an operation without a name")
+	case len(missing) > 0:
+		return fmt.Errorf("httpapi: operation %s lacks %s", op.name, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // Request headers of the client side of the contract.
@@ -113,7 +147,11 @@ func idempotent[In, Out any](s *server, op operation[In, Out]) http.Handler {
 			if err != nil {
 				return idempotency.Decided{}, err
 			}
-			return idempotency.Decided{Response: resp, Effect: op.write(out)}, nil
+			effect := op.write(out)
+			if effect == nil {
+				return idempotency.Decided{}, fmt.Errorf("operation %s decided %d without its business write", op.name, resp.Status)
+			}
+			return idempotency.Decided{Response: resp, Effect: effect}, nil
 		})
 		li := info(r)
 		li.outcome, li.path = res.Outcome, res.Path

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -11,16 +12,19 @@ import (
 
 // operations is the table of idempotent operations: it feeds the router
 // and the outcome route. A new operation is one line here (see
-// demo_requests.go for what the line names).
-func (s *server) operations() []route {
-	return []route{
-		idempotentRoute(s, http.MethodPost, "/v1/demo-requests", createDemoRequest(s.Demo, s.Writes)),
-		idempotentRoute(s, http.MethodPost, "/v1/demo-requests/{id}/cancel", cancelDemoRequest(s.Demo, s.Writes)),
-	}
+// demo_requests.go for what the line names). An operation that lacks a
+// part is refused by NewServer.
+func (s *server) operations() ([]route, error) {
+	var routes []route
+	var errs []error
+	add := func(r route, err error) { routes, errs = append(routes, r), append(errs, err) }
+	add(idempotentRoute(s, http.MethodPost, "/v1/demo-requests", createDemoRequest(s.Demo, s.Writes)))
+	add(idempotentRoute(s, http.MethodPost, "/v1/demo-requests/{id}/cancel", cancelDemoRequest(s.Demo, s.Writes)))
+	return routes, errors.Join(errs...)
 }
 
-// routes is the whole API surface.
-func (s *server) routes() http.Handler {
+// routes is the whole API surface; ops are the idempotent operations.
+func (s *server) routes(ops []route) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, s.logRequests, recoverPanics(s.Logger))
 	r.NotFound(handleProblem(s.Logger, errNoRoute))
@@ -40,7 +44,6 @@ func (s *server) routes() http.Handler {
 	r.Method(http.MethodGet, "/workshop", pages)
 	r.Method(http.MethodGet, "/ui/*", pages)
 
-	ops := s.operations()
 	r.Group(func(r chi.Router) {
 		r.Use(authenticate(s.Logger, s.Tokens))
 		for _, op := range ops {

@@ -228,7 +228,7 @@ func testLeaseTakeover(t *testing.T, path idempotency.Path) {
 	}
 	// The dead owner wakes up and tries to finish: fenced out.
 	zombie := demo.Request{ID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Actor: "alice", State: "accepted", Topic: "zombie", CreatedAt: clk.Now()}
-	err = e.store.CreateResultAndFinishAtomically(context.Background(), deadClaim,
+	err = e.store.FinishClaimAtomically(context.Background(), deadClaim,
 		idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}")}, Effect: e.store.InsertDemoRequest(zombie)})
 	if !errors.Is(err, idempotency.ErrLeaseLost) {
 		t.Fatalf("finish of the dead owner: %v, want ErrLeaseLost", err)

@@ -92,5 +92,9 @@ func NewServer(d Deps) (http.Handler, error) {
 	if s.idem, err = idempotency.NewRunner(cfg); err != nil {
 		return nil, err
 	}
-	return s.routes(), nil
+	ops, err := s.operations()
+	if err != nil {
+		return nil, err
+	}
+	return s.routes(ops), nil
 }

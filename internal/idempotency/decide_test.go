@@ -132,7 +132,7 @@ func TestDecideAgreesWithTheStatements(t *testing.T) {
 				if path == idempotency.TwoPhase {
 					cr, err = s.Claim(ctx, sc, tt.fp, uuid.NewString(), lease, time.Hour)
 				} else {
-					cr, err = s.ClaimAndFinishAtomically(ctx, sc, tt.fp, uuid.NewString(), time.Hour,
+					cr, err = s.CreateResultAndFinishAtomically(ctx, sc, tt.fp, uuid.NewString(), time.Hour,
 						idempotency.Decided{Response: idempotency.Response{Status: 422, Body: []byte(`{}`)}})
 				}
 				if err != nil {

@@ -90,15 +90,17 @@ type Store interface {
 	// token, or takes over an expired one or one whose lease passed with the
 	// same fingerprint, in one atomic statement committed before it returns.
 	Claim(ctx context.Context, s Scope, fp, token string, lease, ttl time.Duration) (ClaimResult, error)
-	// CreateResultAndFinishAtomically commits d's effect and completes the
-	// claim with d's response in one transaction, only while c's token holds
-	// the key. Errors: ErrLeaseLost, ErrEffectNotApplied (nothing committed).
-	CreateResultAndFinishAtomically(ctx context.Context, c Claim, d Decided) error
-	// ClaimAndFinishAtomically is the one-phase form: in one statement it
-	// inserts the record already completed with d's response, and d's
-	// effect, where Claim would have claimed; otherwise it changes nothing
-	// and reports the record that stopped it. Errors: ErrEffectNotApplied.
-	ClaimAndFinishAtomically(ctx context.Context, s Scope, fp, token string, ttl time.Duration, d Decided) (ClaimResult, error)
+	// CreateResultAndFinishAtomically is the path both demo operations take
+	// (one phase): in one statement it inserts the record already completed
+	// with d's response, and FROM it d's effect, where Claim would have
+	// claimed; otherwise it changes nothing and reports the record that
+	// stopped it. Errors: ErrEffectNotApplied.
+	CreateResultAndFinishAtomically(ctx context.Context, s Scope, fp, token string, ttl time.Duration, d Decided) (ClaimResult, error)
+	// FinishClaimAtomically is the two-phase finish: it commits d's effect
+	// and completes the claim with d's response in one transaction, only
+	// while c's token holds the key. Errors: ErrLeaseLost,
+	// ErrEffectNotApplied (nothing committed).
+	FinishClaimAtomically(ctx context.Context, c Claim, d Decided) error
 	// Release deletes the in-progress record of c so the key can run again.
 	Release(ctx context.Context, c Claim) error
 	// Lookup returns the record of a scope, nil if none, and the store's time.
@@ -252,7 +254,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 		var cr ClaimResult
 		var err error
 		if req.Path == OnePhase {
-			cr, err = r.cfg.Store.ClaimAndFinishAtomically(ctx, s, fp, token, r.cfg.TTL, *decided)
+			cr, err = r.cfg.Store.CreateResultAndFinishAtomically(ctx, s, fp, token, r.cfg.TTL, *decided)
 		} else {
 			cr, err = r.cfg.Store.Claim(ctx, s, fp, token, r.cfg.Lease, r.cfg.TTL)
 		}
@@ -365,7 +367,7 @@ func (r *Runner) run(ctx context.Context, c Claim, res Result, work Work) (Resul
 	defer cancel()
 	d, err := work(wctx, r.cfg.Now())
 	if err == nil {
-		err = r.cfg.Store.CreateResultAndFinishAtomically(wctx, c, d)
+		err = r.cfg.Store.FinishClaimAtomically(wctx, c, d)
 	}
 	switch {
 	case err == nil:

@@ -346,11 +346,10 @@ func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp, token strin
 	return cr, err
 }
 
-// ClaimAndFinishAtomically implements idempotency.Store: the one-phase
-// create. The key is inserted already completed with d's answer and, FROM
-// it, d's business change — createResultAndFinishAtomically in one
-// statement, one commit.
-func (s *Store) ClaimAndFinishAtomically(ctx context.Context, sc idempotency.Scope, fp, token string, ttl time.Duration, d idempotency.Decided) (idempotency.ClaimResult, error) {
+// CreateResultAndFinishAtomically implements idempotency.Store: the
+// one-phase path. The key is inserted already completed with d's answer
+// and, FROM it, d's business change: one statement, one commit.
+func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, sc idempotency.Scope, fp, token string, ttl time.Duration, d idempotency.Decided) (idempotency.ClaimResult, error) {
 	stmts, args, e, err := statementsOf(d)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
@@ -373,10 +372,10 @@ func (s *Store) ClaimAndFinishAtomically(ctx context.Context, sc idempotency.Sco
 	return cr, nil
 }
 
-// CreateResultAndFinishAtomically implements idempotency.Store: the
-// two-phase finish. d's business change and the completion of the key commit
+// FinishClaimAtomically implements idempotency.Store: the two-phase
+// finish. d's business change and the completion of the key commit
 // in one statement, fenced by the claim token.
-func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error {
+func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error {
 	stmts, args, e, err := statementsOf(d)
 	if err != nil {
 		return err

@@ -79,7 +79,7 @@ func refused() idempotency.Decided {
 
 func create(ctx context.Context, s *postgres.Store, c idempotency.Claim, topic string) (demo.Request, error) {
 	r := newRequest(c.Scope.Actor, topic)
-	return r, s.CreateResultAndFinishAtomically(ctx, c, created(s, r))
+	return r, s.FinishClaimAtomically(ctx, c, created(s, r))
 }
 
 func TestStoreScenarios(t *testing.T) {
@@ -136,7 +136,7 @@ func TestStoreScenarios(t *testing.T) {
 		if n := count(t, db, `SELECT count(*) FROM demo_requests`) + count(t, db, `SELECT count(*) FROM outbox`); n != 0 {
 			t.Fatalf("%d business and outbox rows after a lost lease, want 0", n)
 		}
-		if err := s.CreateResultAndFinishAtomically(ctx, first, refused()); !errors.Is(err, idempotency.ErrLeaseLost) {
+		if err := s.FinishClaimAtomically(ctx, first, refused()); !errors.Is(err, idempotency.ErrLeaseLost) {
 			t.Fatalf("plain finish with the stale token: err = %v, want ErrLeaseLost", err)
 		}
 		if _, err := create(ctx, s, secondClaim, "fresh"); err != nil {
@@ -205,7 +205,7 @@ func TestStoreScenarios(t *testing.T) {
 			k := sc
 			k.Key = "done-" + string(rune('a'+i))
 			_, c := claim(t, s, k, "fp")
-			if err := s.CreateResultAndFinishAtomically(ctx, c, refused()); err != nil {
+			if err := s.FinishClaimAtomically(ctx, c, refused()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -264,7 +264,7 @@ func TestStoreScenarios(t *testing.T) {
 
 func onePhase(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string, d idempotency.Decided) idempotency.ClaimResult {
 	t.Helper()
-	cr, err := s.ClaimAndFinishAtomically(context.Background(), sc, fp, uuid.NewString(), ttl, d)
+	cr, err := s.CreateResultAndFinishAtomically(context.Background(), sc, fp, uuid.NewString(), ttl, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = s.ClaimAndFinishAtomically(ctx, sc, "fp", uuid.NewString(), ttl, created(s, newRequest("alice", "t")))
+				results[i], errs[i] = s.CreateResultAndFinishAtomically(ctx, sc, "fp", uuid.NewString(), ttl, created(s, newRequest("alice", "t")))
 			})
 		}
 		close(start)
@@ -371,7 +371,7 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 			at := time.Now().UTC().Truncate(time.Microsecond)
 			c.State, c.CancelledAt = demo.StateCancelled, &at
 			d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: s.CancelDemoRequest(c)}
-			return s.ClaimAndFinishAtomically(ctx, idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}, r.ID, uuid.NewString(), ttl, d)
+			return s.CreateResultAndFinishAtomically(ctx, idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}, r.ID, uuid.NewString(), ttl, d)
 		}
 		if cr, err := cancel("c-1"); err != nil || !cr.Claimed {
 			t.Fatalf("first cancel = %+v, %v", cr, err)
