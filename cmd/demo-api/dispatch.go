@@ -30,7 +30,7 @@ func dispatcher(cfg config, store *postgres.Store, logger *slog.Logger, m delive
 // or without serve, on one database.
 func dispatch(ctx context.Context, cfg config, stderr io.Writer) error {
 	logger := cfg.logger(stderr).With("service", "dispatcher")
-	store, closeDB, err := openStore(ctx, cfg)
+	store, closeDB, err := openStore(ctx, cfg, postgres.LongStatements)
 	if err != nil {
 		return err
 	}

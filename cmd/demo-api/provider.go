@@ -50,7 +50,7 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	}
 	cfg := config{logFormat: *format}
 	logger := cfg.logger(stderr).With("service", "review-desk")
-	db, err := postgres.Open(ctx, *dbURL)
+	db, err := postgres.Open(ctx, *dbURL, postgres.LongStatements)
 	if err != nil {
 		return err
 	}

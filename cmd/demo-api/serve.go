@@ -24,14 +24,21 @@ import (
 // its own), stops the sweeper and the dispatcher, and returns nil.
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger := cfg.logger(stderr)
-	store, closeDB, err := openStore(ctx, cfg)
+	store, closeDB, err := openStore(ctx, cfg, postgres.KeyStatements)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	// The sweeper's and the dispatcher's batches run on a pool of their
+	// own, with the long bound.
+	chores, closeChores, err := openStore(ctx, cfg, postgres.LongStatements)
+	if err != nil {
+		return err
+	}
+	defer closeChores()
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
 	m := metrics.New(store, logger)
-	disp := dispatcher(cfg, store, logger, m.Outbox(store, logger))
+	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
 
 	deps := httpapi.Deps{
 		Logger:     logger,
@@ -66,7 +73,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { sweep(sweepCtx, logger, store, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
+	wg.Go(func() { sweep(sweepCtx, logger, chores, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
 	if disp.Desk != nil && cfg.dispatch {
 		wg.Go(func() { disp.Run(sweepCtx) })
 	}
@@ -97,10 +104,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openStore opens cfg's database, brings its schema up to date, and
-// returns its store and how to close it.
-func openStore(ctx context.Context, cfg config) (*postgres.Store, func() error, error) {
-	db, err := postgres.Open(ctx, cfg.databaseURL)
+// openStore opens cfg's database with statements bounded by
+// statementTimeout, brings its schema up to date, and returns its store and
+// how to close it.
+func openStore(ctx context.Context, cfg config, statementTimeout time.Duration) (*postgres.Store, func() error, error) {
+	db, err := postgres.Open(ctx, cfg.databaseURL, statementTimeout)
 	if err != nil {
 		return nil, nil, err
 	}

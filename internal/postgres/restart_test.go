@@ -30,7 +30,7 @@ func TestReleaseRetriedAcrossARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pg.Stop() })
-	db, err := postgres.Open(ctx, pg.URL("postgres"))
+	db, err := postgres.Open(ctx, pg.URL("postgres"), postgres.KeyStatements)
 	if err != nil {
 		t.Fatal(err)
 	}
