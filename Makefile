@@ -1,7 +1,8 @@
 # demo-api: make run serves the API on :8080 with a development PostgreSQL;
 # make test runs every test against a real PostgreSQL it starts itself.
 #
-#   make run        the API on :8080 (LISTEN_ADDR) and the review desk on
+#   make run        the API on 127.0.0.1:8080 (LISTEN_ADDR; LISTEN_ADDR=0.0.0.0:8080
+#                   opens it, and its workshop knobs, to the room) and the review desk on
 #                   127.0.0.1:8090 (PROVIDER_LISTEN_ADDR), with a development database
 #                   from scripts/dev-db.sh: DATABASE_URL if set, else Docker,
 #                   else a cluster of its own in .data/pg on 127.0.0.1:54329.
@@ -51,7 +52,7 @@ run: build
 	trap 'kill $$desk 2>/dev/null; wait $$desk 2>/dev/null' EXIT; \
 	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" PROVIDER_URL="http://$$desk_addr" \
 	DISPATCH_MAX_ATTEMPTS="$${DISPATCH_MAX_ATTEMPTS:-4}" \
-	LISTEN_ADDR="$${LISTEN_ADDR:-:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
+	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
 	./bin/demo-api serve
 
 # The whole suite, with the race detector. The integration tests use

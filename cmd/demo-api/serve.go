@@ -84,6 +84,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared,
 		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
+	if cfg.workshop && !loopback(ln.Addr()) {
+		logger.Warn("workshop knobs are on and the server listens beyond this machine: "+
+			"anyone who reaches it may hold, fail or drop requests; listen on 127.0.0.1 unless that is meant",
+			"addr", ln.Addr().String())
+	}
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
 
 	select {
@@ -119,4 +124,10 @@ func openStore(ctx context.Context, cfg config, statementTimeout time.Duration) 
 	store := postgres.New(db)
 	store.Unprepared = cfg.unprepared
 	return store, db.Close, nil
+}
+
+// loopback reports whether addr can be reached only from this machine.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
