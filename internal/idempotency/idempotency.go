@@ -233,7 +233,8 @@ const (
 // Do runs work at most once for the request's scope and fingerprint.
 //
 // Errors: operation_in_progress (with RetryAfter) while another attempt owns
-// the key, or after this one lost its lease; key_payload_mismatch when the
+// the key, or after this one lost its lease; ctx's error when its client left
+// while it waited for another attempt; key_payload_mismatch when the
 // key was used with a different fingerprint; any error of the store or of
 // the work (the claim, if any, released).
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
@@ -315,6 +316,9 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			if !rerun {
 				res.Outcome = OutcomeInProgress
 				r.observe(s, req.Path, res.Outcome)
+				if err := clientCtx.Err(); err != nil {
+					return res, fmt.Errorf("wait for the first attempt: the client left: %w", err)
+				}
 				return res, inProgress(d.RetryAfter())
 			}
 			res.Waited, decided = true, nil // decide afresh if this request now runs
