@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -60,4 +63,50 @@ func TestWorkshopBeyondLoopbackWarns(t *testing.T) {
 			t.Errorf("serve on %s with WORKSHOP=%s: warned %v, want %v; its log:\n%s", tt.addr, tt.workshop, warned, tt.warn, stderr.String())
 		}
 	}
+}
+
+// TestProviderClosesSlowBody: the review desk has the API's read timeout
+// (HTTP_READ_TIMEOUT, here 1 s): a connection that sends its body slowly is
+// closed, not held for as long as the sender likes.
+func TestProviderClosesSlowBody(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"PROVIDER_DATABASE_URL": pgtest.NewURL(t), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0",
+		"HTTP_READ_TIMEOUT": "1s"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"provider"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	var addr string
+	for end := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if line, ok := strings.CutPrefix(stdout.String(), "review desk listening on http://"); ok {
+			addr = strings.TrimSpace(line)
+		}
+	}
+	if addr == "" {
+		t.Fatalf("the desk printed no address:\n%s", stderr.String())
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /v1/submissions HTTP/1.1\r\nHost: desk\r\nContent-Type: application/json\r\n"+
+		"Idempotency-Key: slow\r\nContent-Length: 1000\r\n\r\n{")
+	go func() { // a byte every 100 ms: the body would take 100 s
+		for range 1000 {
+			time.Sleep(100 * time.Millisecond)
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	conn.SetReadDeadline(start.Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("the desk still holds the slow connection after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	t.Logf("the desk closed the slow connection after %v", time.Since(start).Round(time.Millisecond))
 }
