@@ -40,6 +40,7 @@ type config struct {
 	dispatchAttempts int
 	dispatchRetry    time.Duration
 	dispatchTimeout  time.Duration
+	metricsAddr      string // dispatch serves /metrics here; empty: not at all
 }
 
 // commandUsage is the first line of each command's -h.
@@ -125,6 +126,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	positive(&c.dispatchAttempts, "DISPATCH_MAX_ATTEMPTS", "dispatch-max-attempts", 8, "attempts before an unclear delivery is unknown")
 	dur(&c.dispatchRetry, "DISPATCH_FIRST_RETRY", "dispatch-first-retry", "1s", "the wait after a first failed delivery; it doubles, jittered, up to 1m")
 	dur(&c.dispatchTimeout, "DISPATCH_CALL_TIMEOUT", "dispatch-call-timeout", "5s", "how long one call to the review desk may take; a taken row's lease is three")
+	if cmd == "dispatch" {
+		fs.StringVar(&c.metricsAddr, "metrics-listen", env("METRICS_ADDR", ""), "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics ($METRICS_ADDR)")
+	}
 	// -h must not print a password or the token hashes found in the environment.
 	fs.Lookup("database-url").DefValue = ""
 	fs.Lookup("tokens").DefValue = ""

@@ -110,3 +110,31 @@ func TestProviderClosesSlowBody(t *testing.T) {
 	}
 	t.Logf("the desk closed the slow connection after %v", time.Since(start).Round(time.Millisecond))
 }
+
+// TestDispatchServesMetrics: demo-api dispatch, a process of its own,
+// serves /metrics on the address METRICS_ADDR names, with the outbox's
+// metrics.
+func TestDispatchServesMetrics(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": pgtest.NewURL(t), "PROVIDER_URL": "http://127.0.0.1:1",
+		"METRICS_ADDR": "127.0.0.1:0"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dispatch"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	var url string
+	for end := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if line, ok := strings.CutPrefix(stdout.String(), "dispatcher metrics on "); ok {
+			url = strings.TrimSpace(line)
+		}
+	}
+	if url == "" {
+		t.Fatalf("dispatch printed no metrics address:\n%s", stderr.String())
+	}
+	if body := get(t, url); !strings.Contains(body, "\ndemo_api_outbox_backlog 0\n") {
+		t.Fatalf("the dispatcher's /metrics has no outbox backlog:\n%s", body)
+	}
+}
