@@ -227,7 +227,7 @@ const (
 	// releaseBackoff and maxReleaseBackoff space the attempts of a release
 	// that failed.
 	releaseBackoff    = 100 * time.Millisecond
-	maxReleaseBackoff = 2 * time.Second
+	maxReleaseBackoff = time.Second
 )
 
 // Do runs work at most once for the request's scope and fingerprint.
