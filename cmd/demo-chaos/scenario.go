@@ -73,14 +73,14 @@ var scenarios = []scenario{
 		inject: kill(1, syscall.SIGTERM), heal: restart(1)},
 	{name: "pg-restart-fast", what: "pg_ctl restart -m fast", hold: 0, inject: pgRestart("fast"), heal: nothing},
 	{name: "pg-restart-immediate", what: "pg_ctl restart -m immediate (a crash, then recovery)", hold: 0, inject: pgRestart("immediate"), heal: nothing},
-	{name: "pg-restart-held", what: "both links cut and pg_ctl restart -m immediate while two-phase claims are held 1.5 s: their owners give up with a 503 and their releases fail; the links come back 2 s later",
-		hold: 2 * time.Second, work: 1500 * time.Millisecond,
+	{name: "pg-restart-held", what: "both links cut and pg_ctl restart -m immediate while two-phase claims are held 1 s: their owners give up with a 503 and their releases fail; the links come back 2 s later",
+		hold: 2 * time.Second, work: time.Second,
 		inject: func(ctx context.Context, e *env) error {
 			links(faultproxy.Cut)(ctx, e)
 			return pgRestart("immediate")(ctx, e)
 		}, heal: links(faultproxy.Up)},
-	{name: "pg-restart-owner-died", what: "SIGKILL replica 2 and pg_ctl restart -m immediate while two-phase claims are held 1.5 s; restart replica 2 2 s later",
-		hold: 2 * time.Second, work: 1500 * time.Millisecond,
+	{name: "pg-restart-owner-died", what: "SIGKILL replica 2 and pg_ctl restart -m immediate while two-phase claims are held 1 s; restart replica 2 2 s later",
+		hold: 2 * time.Second, work: time.Second,
 		inject: func(ctx context.Context, e *env) error {
 			kill(1, syscall.SIGKILL)(ctx, e)
 			return pgRestart("immediate")(ctx, e)
