@@ -88,7 +88,11 @@ func (r *report) markdown() string {
 		"Deliveries are the scenario's outbox rows after the drain, by state; an unknown or failed one is expected only where the desk misbehaved, and is listed below, then reconciled.\n\n")
 	var stopped []string
 	for _, res := range r.results {
-		for _, u := range res.undelivered {
+		for i, u := range res.undelivered {
+			if i == maxListed {
+				stopped = append(stopped, fmt.Sprintf("- %s: … and %d more", res.scenario.name, len(res.undelivered)-i))
+				break
+			}
 			stopped = append(stopped, fmt.Sprintf("- %s: %s", res.scenario.name, u))
 		}
 	}
@@ -154,3 +158,6 @@ func writeSection(path, md string) error {
 	}
 	return os.WriteFile(path, []byte(s[:i+len(beginMarker)]+"\n"+md+s[j:]), 0o644)
 }
+
+// maxListed is how many stopped deliveries the report lists per scenario.
+const maxListed = 5
