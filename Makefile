@@ -1,4 +1,4 @@
-# demo-api: make run serves the API on :8080 with a development PostgreSQL;
+# demo-api: make run serves the API on 127.0.0.1:8080 with a development PostgreSQL;
 # make test runs every test against a real PostgreSQL it starts itself.
 #
 #   make run        the API on 127.0.0.1:8080 (LISTEN_ADDR; LISTEN_ADDR=0.0.0.0:8080
