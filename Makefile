@@ -1,7 +1,8 @@
-# demo-api: make run serves the API on :8080 with a development PostgreSQL;
+# demo-api: make run serves the API on 127.0.0.1:8080 with a development PostgreSQL;
 # make test runs every test against a real PostgreSQL it starts itself.
 #
-#   make run        the API on :8080 (LISTEN_ADDR) and the review desk on
+#   make run        the API on 127.0.0.1:8080 (LISTEN_ADDR; LISTEN_ADDR=0.0.0.0:8080
+#                   opens it, and its workshop knobs, to the room) and the review desk on
 #                   127.0.0.1:8090 (PROVIDER_LISTEN_ADDR), with a development database
 #                   from scripts/dev-db.sh: DATABASE_URL if set, else Docker,
 #                   else a cluster of its own in .data/pg on 127.0.0.1:54329.
@@ -15,7 +16,7 @@
 #   make bench      the benchmark; writes docs/bench.md
 #   make chaos      the fault campaign; writes docs/chaos.md (make test runs a
 #                   short one)
-#   make fuzz       each fuzz target for FUZZTIME (30s); make test runs their seeds
+#   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
 #   make screenshots  the browser tests, writing the README's screenshots to
 #                   docs/screenshots
 SHELL := /bin/bash
@@ -53,7 +54,7 @@ run: build
 	trap 'kill $$desk 2>/dev/null; wait $$desk 2>/dev/null' EXIT; \
 	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" PROVIDER_URL="http://$$desk_addr" \
 	DISPATCH_MAX_ATTEMPTS="$${DISPATCH_MAX_ATTEMPTS:-4}" \
-	LISTEN_ADDR="$${LISTEN_ADDR:-:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
+	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
 	./bin/demo-api serve
 
 # The whole suite, with the race detector. The integration tests use
@@ -83,10 +84,13 @@ screenshots:
 	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run '^TestBrowser' ./cmd/demo-api
 
 FUZZTIME ?= 30s
+# Every fuzz target, found where it is written, so a new one cannot be left out.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./internal/idempotency
-	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./internal/idempotency
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCreate$$' -fuzztime $(FUZZTIME) ./internal/httpapi
+	@set -eo pipefail; grep -r --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*' . | sed 's/:func / /' | sort | \
+	while read -r file name; do \
+	  echo "fuzz $$name in $$(dirname $$file) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$(dirname $$file)"; \
+	done
 
 vet:
 	$(GO) vet ./...

@@ -169,6 +169,11 @@ func (e *OutcomeUnknownError) Error() string {
 	return fmt.Sprintf("client: outcome unknown for key %s after %d attempts (last: %s): resolve the key", e.Key, e.Attempts, e.Last)
 }
 
+// ErrContractBroken is wrapped by the error of an answer that breaks the
+// server's contract, such as a 201 whose body has no requestId. It is not
+// retried: the server would send it again.
+var ErrContractBroken = errors.New("client: the server broke the contract")
+
 // Create makes a new intent of in and sends it.
 func (c *Client) Create(ctx context.Context, in CreateInput) (Result, error) {
 	it, err := NewIntent(in)
@@ -185,7 +190,7 @@ const minAttempt = 50 * time.Millisecond
 // out.
 //
 // Errors: *ProblemError (definite refusal), *OutcomeUnknownError (budget
-// spent), ctx's error.
+// spent), ErrContractBroken (a 2xx without a requestId), ctx's error.
 func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 	start := time.Now()
 	deadline := start.Add(c.cfg.Budget)
@@ -217,6 +222,11 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 			a.Decision = "stop: a definite answer, not retried"
 			c.report(a.Attempt)
 			return Result{}, a.refusal
+		}
+		if errors.Is(a.Err, ErrContractBroken) {
+			a.Decision = "stop: not retried, the server would answer the same"
+			c.report(a.Attempt)
+			return Result{}, a.Err
 		}
 		if err := ctx.Err(); err != nil {
 			a.Decision = "stop: " + err.Error()
@@ -312,6 +322,10 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 			a.Err = fmt.Errorf("decode the answer: %w", err)
 			return a
 		}
+		if r.Request.RequestID == "" {
+			a.Err = fmt.Errorf("%w: a %d without a requestId for key %s: %.200s", ErrContractBroken, resp.StatusCode, it.Key, body)
+			return a
+		}
 		a.result = &r
 		return a
 	}
@@ -362,8 +376,17 @@ type Outcome struct {
 // Resolve asks the server what became of key, for an intent whose outcome
 // is unknown. It never sends the create: when the answer is "unknown", the
 // create did not happen (or its record expired), and the caller decides
-// whether to make a new intent.
+// whether to make a new intent. It ends by ctx's deadline, or after the
+// attempt timeout when ctx has none.
+//
+// Errors: ErrContractBroken (a 200 without a known state), ctx's error, a
+// transport error, or one that names an unexpected status.
 func (c *Client) Resolve(ctx context.Context, key string) (Outcome, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		defer cancel()
+	}
 	u := c.cfg.BaseURL + "/v1/idempotency-keys/" + url.PathEscape(key) + "?operation=" + Operation
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -389,6 +412,9 @@ func (c *Client) Resolve(ctx context.Context, key string) (Outcome, error) {
 		}
 		if err := json.Unmarshal(body, &o); err != nil {
 			return Outcome{}, fmt.Errorf("client: decode the outcome: %w", err)
+		}
+		if o.State != "completed" && o.State != "in_progress" {
+			return Outcome{}, fmt.Errorf("%w: an outcome of state %q: %.200s", ErrContractBroken, o.State, body)
 		}
 		return Outcome{Key: key, State: o.State, Status: o.Status, ResultID: o.ResultID, LeaseRemainingSeconds: o.LeaseRemainingSeconds}, nil
 	case http.StatusNotFound:

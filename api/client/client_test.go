@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -199,5 +200,75 @@ func TestEveryAttemptIsTheClients(t *testing.T) {
 	}
 	if want := []string{"1", "1", "2"}; !slices.Equal(s.attempts, want) {
 		t.Fatalf("the server saw attempts %v, want %v", s.attempts, want)
+	}
+}
+
+// TestResolveIsTimeBounded: against a server that accepts the connection and
+// never answers, Resolve ends at the context's deadline, or at the attempt
+// timeout when the context has none; it never hangs.
+func TestResolveIsTimeBounded(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // accept, read nothing, answer nothing
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	c := newClient(t, "http://"+ln.Addr().String(), 5*time.Second) // attempt timeout 500 ms
+	deadlineCtx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	for name, tt := range map[string]struct {
+		ctx    context.Context
+		within time.Duration
+	}{"no deadline": {context.Background(), 2 * time.Second}, "a deadline": {deadlineCtx, time.Second}} {
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { _, err := c.Resolve(tt.ctx, "key-hang"); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: Resolve of a server that never answers succeeded", name)
+			}
+			if took := time.Since(start); took > tt.within {
+				t.Errorf("%s: Resolve took %v, want at most %v", name, took, tt.within)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Resolve still hangs after 5 s", name)
+		}
+	}
+}
+
+// TestSuccessWithoutRequestIDIsAnError: a 2xx whose body has no requestId
+// is the server breaking the contract, not a success with an empty id; the
+// client says so and does not retry it.
+func TestSuccessWithoutRequestIDIsAnError(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []func(http.ResponseWriter, *http.Request){func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{}`))
+	}}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	res, err := newClient(t, srv.URL, 5*time.Second).Create(context.Background(), client.CreateInput{Topic: "t"})
+	if !errors.Is(err, client.ErrContractBroken) {
+		t.Fatalf("a 201 with {}: %+v, %v; want ErrContractBroken", res, err)
+	}
+	if len(s.keys) != 1 {
+		t.Fatalf("the client sent %d attempts, want 1", len(s.keys))
 	}
 }

@@ -50,7 +50,7 @@ func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Dur
 }
 
 func purgeCmd(ctx context.Context, cfg config, stdout io.Writer) error {
-	db, err := postgres.Open(ctx, cfg.databaseURL)
+	db, err := postgres.Open(ctx, cfg.databaseURL, postgres.LongStatements)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func purgeCmd(ctx context.Context, cfg config, stdout io.Writer) error {
 }
 
 func migrateCmd(ctx context.Context, cfg config, direction string, stdout io.Writer) error {
-	db, err := postgres.Open(ctx, cfg.databaseURL)
+	db, err := postgres.Open(ctx, cfg.databaseURL, postgres.LongStatements)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +30,8 @@ type config struct {
 	refusedTopics   string
 	logFormat       string
 	shutdownTimeout time.Duration
-	path            string // "" (each operation's own), one_phase or two_phase
+	readTimeout     time.Duration // of an HTTP request, headers and body
+	path            string        // "" (each operation's own), one_phase or two_phase
 	unprepared      bool
 
 	// The dispatcher (package delivery).
@@ -38,6 +40,7 @@ type config struct {
 	dispatchAttempts int
 	dispatchRetry    time.Duration
 	dispatchTimeout  time.Duration
+	metricsAddr      string // dispatch serves /metrics here; empty: not at all
 }
 
 // commandUsage is the first line of each command's -h.
@@ -109,6 +112,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	dur(&c.ttl, "IDEMPOTENCY_TTL", "ttl", "24h", "how long a completed key is replayed")
 	dur(&c.lease, "IDEMPOTENCY_LEASE", "lease", "30s", "how long a claim is owned before a retry may take it over")
 	dur(&c.sweepInterval, "SWEEP_INTERVAL", "sweep-interval", "1m", "how often the sweeper deletes expired keys")
+	dur(&c.readTimeout, "HTTP_READ_TIMEOUT", "read-timeout", "30s", "how long a request may take to arrive, headers and body")
 	dur(&c.shutdownTimeout, "SHUTDOWN_TIMEOUT", "shutdown-timeout", "25s", "how long in-flight requests get to finish on SIGTERM")
 	positive(&c.sweepBatch, "SWEEP_BATCH", "sweep-batch", 500, "rows the sweeper deletes per statement")
 	fs.StringVar(&c.tokens, "tokens", env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
@@ -122,6 +126,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	positive(&c.dispatchAttempts, "DISPATCH_MAX_ATTEMPTS", "dispatch-max-attempts", 8, "attempts before an unclear delivery is unknown")
 	dur(&c.dispatchRetry, "DISPATCH_FIRST_RETRY", "dispatch-first-retry", "1s", "the wait after a first failed delivery; it doubles, jittered, up to 1m")
 	dur(&c.dispatchTimeout, "DISPATCH_CALL_TIMEOUT", "dispatch-call-timeout", "5s", "how long one call to the review desk may take; a taken row's lease is three")
+	if cmd == "dispatch" {
+		fs.StringVar(&c.metricsAddr, "metrics-listen", env("METRICS_ADDR", ""), "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics ($METRICS_ADDR)")
+	}
 	// -h must not print a password or the token hashes found in the environment.
 	fs.Lookup("database-url").DefValue = ""
 	fs.Lookup("tokens").DefValue = ""
@@ -182,4 +189,18 @@ func (c config) refused() map[string]bool {
 		}
 	}
 	return m
+}
+
+// httpServer is an HTTP server of h with the timeouts every server of the
+// project has (the API, the review desk, the dispatcher's metrics): a client
+// that sends its request slowly, or keeps an idle connection, is cut off.
+func (c config) httpServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(5*time.Second, c.readTimeout),
+		ReadTimeout:       c.readTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 
 	"github.com/demo-api/demo-api/internal/delivery"
+	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
@@ -27,16 +30,30 @@ func dispatcher(cfg config, store *postgres.Store, logger *slog.Logger, m delive
 }
 
 // dispatch runs the dispatcher alone until ctx ends; several may run, with
-// or without serve, on one database.
-func dispatch(ctx context.Context, cfg config, stderr io.Writer) error {
+// or without serve, on one database. With cfg.metricsAddr it serves its
+// metrics there (GET /metrics), as serve does on its own address.
+func dispatch(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger := cfg.logger(stderr).With("service", "dispatcher")
-	store, closeDB, err := openStore(ctx, cfg)
+	store, closeDB, err := openStore(ctx, cfg, postgres.LongStatements)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	logger.Info("dispatching", "provider", cfg.providerURL, "max_attempts", cfg.dispatchAttempts)
-	dispatcher(cfg, store, logger, nil).Run(ctx)
+	m := metrics.New(store, logger)
+	if cfg.metricsAddr != "" {
+		ln, err := net.Listen("tcp", cfg.metricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen for metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		srv := cfg.httpServer(mux, logger)
+		go srv.Serve(ln)
+		defer srv.Close()
+		fmt.Fprintf(stdout, "dispatcher metrics on http://%s/metrics\n", ln.Addr())
+	}
+	logger.Info("dispatching", "provider", cfg.providerURL, "max_attempts", cfg.dispatchAttempts, "metrics", cfg.metricsAddr)
+	dispatcher(cfg, store, logger, m.Outbox(store, logger)).Run(ctx)
 	logger.Info("stopped")
 	return nil
 }

@@ -92,7 +92,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		if err != nil {
 			return err
 		}
-		return dispatch(ctx, cfg, stderr)
+		return dispatch(ctx, cfg, stdout, stderr)
 	case "purge-expired":
 		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr)
 		if err != nil {

@@ -7,9 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -27,6 +25,11 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	addr := fs.String("listen", cmp.Or(getenv("PROVIDER_LISTEN_ADDR"), ":8090"), "listen address ($PROVIDER_LISTEN_ADDR)")
 	faults := fs.Bool("faults", false, "accept PUT /v1/faults, the fault knobs ($PROVIDER_FAULTS)")
 	format := fs.String("log-format", cmp.Or(getenv("LOG_FORMAT"), "json"), "json or text ($LOG_FORMAT)")
+	readTimeout, err := time.ParseDuration(cmp.Or(getenv("HTTP_READ_TIMEOUT"), "30s"))
+	if err != nil {
+		return fmt.Errorf("HTTP_READ_TIMEOUT: %w", err)
+	}
+	fs.DurationVar(&readTimeout, "read-timeout", readTimeout, "how long a request may take to arrive, headers and body ($HTTP_READ_TIMEOUT)")
 	if v := getenv("PROVIDER_FAULTS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -48,9 +51,9 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	if *dbURL == "" {
 		return errors.New("set PROVIDER_DATABASE_URL (or -database-url) to the review desk's PostgreSQL URL")
 	}
-	cfg := config{logFormat: *format}
+	cfg := config{logFormat: *format, readTimeout: readTimeout}
 	logger := cfg.logger(stderr).With("service", "review-desk")
-	db, err := postgres.Open(ctx, *dbURL)
+	db, err := postgres.Open(ctx, *dbURL, postgres.LongStatements)
 	if err != nil {
 		return err
 	}
@@ -66,8 +69,7 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: desk.Handler(), ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := cfg.httpServer(desk.Handler(), logger) // the API's timeouts
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("serving", "addr", ln.Addr().String(), "faults", *faults)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -28,14 +27,21 @@ import (
 // its own), stops the sweeper and the dispatcher, and returns nil.
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger := cfg.logger(stderr)
-	store, closeDB, err := openStore(ctx, cfg)
+	store, closeDB, err := openStore(ctx, cfg, postgres.KeyStatements)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	// The sweeper's and the dispatcher's batches run on a pool of their
+	// own, with the long bound.
+	chores, closeChores, err := openStore(ctx, cfg, postgres.LongStatements)
+	if err != nil {
+		return err
+	}
+	defer closeChores()
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
 	m := metrics.New(store, logger)
-	disp := dispatcher(cfg, store, logger, m.Outbox(store, logger))
+	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
 
 	deps := httpapi.Deps{
 		Logger:     logger,
@@ -62,18 +68,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := cfg.httpServer(handler, logger)
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { sweep(sweepCtx, logger, store, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
+	wg.Go(func() { sweep(sweepCtx, logger, chores, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
 	if disp.Desk != nil && cfg.dispatch {
 		wg.Go(func() { disp.Run(sweepCtx) })
 	}
@@ -84,6 +83,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared,
 		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
+	if cfg.workshop && !loopback(ln.Addr()) {
+		logger.Warn("workshop knobs are on and the server listens beyond this machine: "+
+			"anyone who reaches it may hold, fail or drop requests; listen on 127.0.0.1 unless that is meant",
+			"addr", ln.Addr().String())
+	}
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
 	page := pageAddr(ln.Addr().(*net.TCPAddr))
 	fmt.Fprintf(stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
@@ -131,10 +135,11 @@ func deskFaults(desk *reviewdesk.Client) func(context.Context, json.RawMessage) 
 	}
 }
 
-// openStore opens cfg's database, brings its schema up to date, and
-// returns its store and how to close it.
-func openStore(ctx context.Context, cfg config) (*postgres.Store, func() error, error) {
-	db, err := postgres.Open(ctx, cfg.databaseURL)
+// openStore opens cfg's database with statements bounded by
+// statementTimeout, brings its schema up to date, and returns its store and
+// how to close it.
+func openStore(ctx context.Context, cfg config, statementTimeout time.Duration) (*postgres.Store, func() error, error) {
+	db, err := postgres.Open(ctx, cfg.databaseURL, statementTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -145,4 +150,10 @@ func openStore(ctx context.Context, cfg config) (*postgres.Store, func() error, 
 	store := postgres.New(db)
 	store.Unprepared = cfg.unprepared
 	return store, db.Close, nil
+}
+
+// loopback reports whether addr can be reached only from this machine.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

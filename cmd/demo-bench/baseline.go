@@ -82,7 +82,7 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 	if err != nil {
 		return fmt.Errorf("API_TOKENS: %w", err)
 	}
-	db, err := postgres.Open(ctx, getenv("DATABASE_URL"))
+	db, err := postgres.Open(ctx, getenv("DATABASE_URL"), postgres.KeyStatements)
 	if err != nil {
 		return err
 	}

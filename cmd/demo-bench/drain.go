@@ -46,7 +46,7 @@ func (b *bench) drain(ctx context.Context, admin *sqlx.DB, pgURL func(string) st
 		}
 		defer admin.ExecContext(context.WithoutCancel(ctx), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
 	}
-	db, err := postgres.Open(ctx, pgURL(dbName))
+	db, err := postgres.Open(ctx, pgURL(dbName), postgres.LongStatements)
 	if err != nil {
 		return err
 	}

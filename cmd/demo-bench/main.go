@@ -340,7 +340,7 @@ func (b *bench) floor(ctx context.Context, dbURL string) error {
 		if syncOff {
 			url += "&synchronous_commit=off"
 		}
-		db, err := postgres.Open(ctx, url)
+		db, err := postgres.Open(ctx, url, postgres.KeyStatements)
 		if err != nil {
 			return err
 		}

@@ -189,10 +189,25 @@ type tally struct {
 	statuses map[string]int       // "503", "409", "no answer", …
 	first409 map[string]time.Time // by key
 	blocked  time.Duration        // the longest first 409 → definite answer
+	// After the heal: the longest time from the heal (or a later first
+	// 409) to a definite answer, for keys whose owner may have died (an
+	// attempt broke under the request: its replica was killed) and for the
+	// others. A dead owner's claim waits for its lease by design; a live
+	// one's must be released as soon as the database answers.
+	healedAt                      time.Time
+	ownerDied                     map[string]bool // by key
+	afterHealAlive, afterHealDied time.Duration
 }
 
 func newTally() *tally {
-	return &tally{statuses: map[string]int{}, first409: map[string]time.Time{}}
+	return &tally{statuses: map[string]int{}, first409: map[string]time.Time{}, ownerDied: map[string]bool{}}
+}
+
+// heal notes when the fault healed.
+func (t *tally) heal(at time.Time) {
+	t.mu.Lock()
+	t.healedAt = at
+	t.mu.Unlock()
 }
 
 func (t *tally) attempt(a client.Attempt) {
@@ -202,7 +217,11 @@ func (t *tally) attempt(a client.Attempt) {
 	case a.Status == 0 && errors.Is(a.Err, context.Canceled):
 		// the worker moved the intent to the other replica
 	case a.Status == 0:
-		t.statuses[noAnswer(a.Err)]++
+		why := noAnswer(a.Err)
+		t.statuses[why]++
+		if why == "broken" {
+			t.ownerDied[a.Intent] = true
+		}
 	case a.Status == http.StatusConflict:
 		t.statuses["409"]++
 		if _, ok := t.first409[a.Intent]; !ok {
@@ -229,7 +248,22 @@ func noAnswer(err error) string {
 func (t *tally) answered(key string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if first, ok := t.first409[key]; ok {
-		t.blocked = max(t.blocked, at.Sub(first))
+	first, ok := t.first409[key]
+	if !ok {
+		return
+	}
+	t.blocked = max(t.blocked, at.Sub(first))
+	if t.healedAt.IsZero() || !at.After(t.healedAt) {
+		return
+	}
+	from := t.healedAt
+	if first.After(from) {
+		from = first
+	}
+	b := at.Sub(from)
+	if t.ownerDied[key] {
+		t.afterHealDied = max(t.afterHealDied, b)
+	} else {
+		t.afterHealAlive = max(t.afterHealAlive, b)
 	}
 }

@@ -59,8 +59,8 @@ func (r *report) markdown() string {
 		total, dups, lost = total+res.intents, dups+res.duplicates, lost+res.lostAcks
 	}
 	p("**%d intents, %d duplicates, %d lost acknowledgements: %s.**\n\n", total, dups, lost, verdict)
-	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | recovery | deliveries (desk submissions) |\n")
-	p("|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
+	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | blocked after the heal: owner alive / died | recovery | deliveries (desk submissions) |\n")
+	p("|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---|---:|---|\n")
 	for _, res := range r.results {
 		var fivexx []string
 		for _, k := range slices.Sorted(maps.Keys(res.statuses)) {
@@ -75,18 +75,24 @@ func (r *report) markdown() string {
 		if res.reconciled > 0 {
 			dl = append(dl, fmt.Sprintf("(%d submitted after a reconcile)", res.reconciled))
 		}
-		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d | %d of %d | %s | %d | %s | %s | %s (%d) |\n",
+		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d | %d of %d | %s | %d | %s | %s / %s | %s | %s (%d) |\n",
 			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever, res.hops,
 			res.duplicates, res.lostAcks, res.replaysIdentical, res.intents, orNone(strings.Join(fivexx, ", ")), res.statuses["409"],
-			res.longestBlocked.Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "), res.deskSubmissions)
+			res.longestBlocked.Round(time.Millisecond), res.blockedAfterHeal[0].Round(time.Millisecond),
+			res.blockedAfterHeal[1].Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "), res.deskSubmissions)
 	}
 	p("\n\"Moved replica\": intents whose client met a transport error or spent its budget on one replica and sent the same key to the other. " +
 		"\"5xx and no answer\" counts attempts: refused (connection refused), timeout (no answer within the 2 s attempt), broken (reset or EOF). " +
-		"\"Longest blocked\" runs from a key's first 409 to its definite answer. \"Recovery\" runs from the heal to the first success of an intent that began after it. " +
+		"\"Longest blocked\" runs from a key's first 409 to its definite answer; \"after the heal\" from the heal (or a later first 409), " +
+		"split by whether the key's owner may have died (an attempt broke under the request: its replica was killed), whose claim waits for its lease by design. \"Recovery\" runs from the heal to the first success of an intent that began after it. " +
 		"Deliveries are the scenario's outbox rows after the drain, by state; an unknown or failed one is expected only where the desk misbehaved, and is listed below, then reconciled.\n\n")
 	var stopped []string
 	for _, res := range r.results {
-		for _, u := range res.undelivered {
+		for i, u := range res.undelivered {
+			if i == maxListed {
+				stopped = append(stopped, fmt.Sprintf("- %s: … and %d more", res.scenario.name, len(res.undelivered)-i))
+				break
+			}
 			stopped = append(stopped, fmt.Sprintf("- %s: %s", res.scenario.name, u))
 		}
 	}
@@ -152,3 +158,6 @@ func writeSection(path, md string) error {
 	}
 	return os.WriteFile(path, []byte(s[:i+len(beginMarker)]+"\n"+md+s[j:]), 0o644)
 }
+
+// maxListed is how many stopped deliveries the report lists per scenario.
+const maxListed = 5

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -25,7 +26,8 @@ type scenario struct {
 	name, what   string
 	hold         time.Duration
 	inject, heal func(ctx context.Context, e *env) error
-	deskFault    bool // the review desk misbehaves: deliveries may end unknown
+	deskFault    bool          // the review desk misbehaves: deliveries may end unknown
+	work         time.Duration // if set, how long every 4th intent holds its claim (instead of -work)
 }
 
 // links sets the database links of both replicas to l.
@@ -71,7 +73,21 @@ var scenarios = []scenario{
 		inject: kill(1, syscall.SIGTERM), heal: restart(1)},
 	{name: "pg-restart-fast", what: "pg_ctl restart -m fast", hold: 0, inject: pgRestart("fast"), heal: nothing},
 	{name: "pg-restart-immediate", what: "pg_ctl restart -m immediate (a crash, then recovery)", hold: 0, inject: pgRestart("immediate"), heal: nothing},
+	{name: "pg-restart-held", what: "both links cut and pg_ctl restart -m immediate while two-phase claims are held 1 s: their owners give up with a 503 and their releases fail; the links come back 2 s later",
+		hold: 2 * time.Second, work: time.Second,
+		inject: func(ctx context.Context, e *env) error {
+			links(faultproxy.Cut)(ctx, e)
+			return pgRestart("immediate")(ctx, e)
+		}, heal: links(faultproxy.Up)},
+	{name: "pg-restart-owner-died", what: "SIGKILL replica 2 and pg_ctl restart -m immediate while two-phase claims are held 1 s; restart replica 2 2 s later",
+		hold: 2 * time.Second, work: time.Second,
+		inject: func(ctx context.Context, e *env) error {
+			kill(1, syscall.SIGKILL)(ctx, e)
+			return pgRestart("immediate")(ctx, e)
+		}, heal: restart(1)},
 	{name: "cut-link-3s", what: "both replicas' database links cut for 3 s", hold: 3 * time.Second,
+		inject: links(faultproxy.Cut), heal: links(faultproxy.Up)},
+	{name: "cut-link-12s", what: "both links cut for 12 s, longer than an intent's 10 s: its client ends in outcome unknown, which the outcome route settles", hold: 12 * time.Second,
 		inject: links(faultproxy.Cut), heal: links(faultproxy.Up)},
 	{name: "blackhole-5s", what: "both links hold every byte for 5 s", hold: 5 * time.Second,
 		inject: links(faultproxy.Blackhole), heal: links(faultproxy.Up)},
@@ -98,6 +114,8 @@ var scenarios = []scenario{
 			return restart(0)(ctx, e)
 		}, deskFault: true},
 	{name: "desk-down", what: "the review desk down for 4 s", hold: 4 * time.Second, inject: desk(`{"down":true}`), heal: desk(`{}`), deskFault: true},
+	{name: "desk-down-long", what: "the review desk down for 10 s, longer than a delivery's attempts: deliveries end unknown, and are reconciled", hold: 10 * time.Second,
+		inject: desk(`{"down":true}`), heal: desk(`{}`), deskFault: true},
 	{name: "desk-slow", what: "the review desk 2 s slow (past the 1 s call timeout) for 4 s", hold: 4 * time.Second,
 		inject: desk(`{"delay":"2s"}`), heal: desk(`{}`), deskFault: true},
 	{name: "desk-drop", what: "the review desk accepts and drops its next 50 answers", hold: 4 * time.Second,
@@ -159,6 +177,7 @@ type result struct {
 	statuses                           map[string]int
 	outcomes                           map[string]int // the replicas' idempotency outcomes of the load's creates, from their logs
 	longestBlocked, recovery           time.Duration
+	blockedAfterHeal                   [2]time.Duration // owner alive, owner died (tally.afterHeal*)
 	readyz, metrics                    *probe
 	deliveries                         map[string]int // this scenario's outbox rows, by state, after the drain
 	undelivered                        []string       // the rows that ended unknown or failed: id, state, last error
@@ -210,8 +229,8 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 			for j := 0; pace.take(ctx); j++ {
 				note := fmt.Sprintf("worker %d, intent %d", i, j)
 				it, _ := client.NewIntent(client.CreateInput{Topic: topic, Note: note})
-				if o.work > 0 && j%4 == 3 {
-					it.Header.Set(httpapi.HeaderDelay, o.work.String())
+				if work := cmp.Or(sc.work, o.work); work > 0 && j%4 == 3 {
+					it.Header.Set(httpapi.HeaderDelay, work.String())
 				}
 				in := &intent{it: it, topic: topic, note: note, started: time.Now()}
 				w.send(ctx, in, (i+j)%2)
@@ -235,6 +254,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 		err = sc.heal(ctx, e)
 		now := time.Now()
 		healedAt.Store(&now)
+		t.heal(now)
 		res.readyz.healed.Store(true)
 		res.metrics.healed.Store(true)
 		sleepCtx(ctx, afterHeal)
@@ -247,6 +267,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 		return nil, fmt.Errorf("inject or heal: %w", err)
 	}
 	res.statuses, res.longestBlocked = t.statuses, t.blocked
+	res.blockedAfterHeal = [2]time.Duration{t.afterHealAlive, t.afterHealDied}
 	if res.outcomes, err = e.outcomesSince(marks); err != nil {
 		return nil, fmt.Errorf("read the replicas' logs: %w", err)
 	}
@@ -261,7 +282,10 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 // settler is a worker for the checks: it sends again an intent that
 // never happened, counting nothing.
 func (e *env) settler() (*worker, error) {
-	return newWorker(e, &http.Client{Transport: e.transport}, &answers{m: map[string][]byte{}}, nil)
+	// It records the answers it gets, as the load's workers do: the checks
+	// compare what its client got with what the key stores.
+	ans := &answers{m: map[string][]byte{}}
+	return newWorker(e, &http.Client{Transport: recorder{next: e.transport, answers: ans}}, ans, nil)
 }
 
 // afterHeal is how long the load goes on after the heal.

@@ -178,3 +178,36 @@ func TestDroppedResponseIsNotLoggedAs200(t *testing.T) {
 		t.Fatal("the dropped response was not counted as dropped")
 	}
 }
+
+// TestPreferWaitClientGone: a retry that waits for the owner's answer and
+// whose client hangs up meanwhile is logged and counted as client_gone, as
+// on the other paths, not as a 409 no one read.
+func TestPreferWaitClientGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withWorkshop())
+	claimed, release := e.hold()
+	defer closeOnce(release)
+	go e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-gone"}, body: body1, header: holdHeader})
+	<-claimed
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if r, err := e.do(ctx, req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-gone"}, body: body1,
+		header: map[string]string{"Prefer": "wait=5"}}); err == nil {
+		t.Fatalf("the waiter whose client left got an answer: %d", r.Status)
+	}
+	var line string
+	if !testkit.Eventually(5*time.Second, func() bool {
+		for l := range strings.SplitSeq(e.logs.String(), "\n") {
+			if strings.Contains(l, `"route":"/v1/demo-requests"`) && strings.Contains(l, `"outcome":"in_progress"`) {
+				line = l
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("no request line for the waiter:\n%s", e.logs.String())
+	}
+	if !strings.Contains(line, `"client_gone":true`) || strings.Contains(line, `"status":409`) {
+		t.Fatalf("the waiter whose client left is logged as\n%s\nwant client_gone, not 409", line)
+	}
+}

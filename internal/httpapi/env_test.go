@@ -99,7 +99,7 @@ func forEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), pgtest.NewURL(t))
+	db, err := postgres.Open(context.Background(), pgtest.NewURL(t), postgres.KeyStatements)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func startBenchServer(tb testing.TB) (*httptest.Server, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	db, err := postgres.Open(context.Background(), pgtest.NewURL(tb)) // as the service opens it
+	db, err := postgres.Open(context.Background(), pgtest.NewURL(tb), postgres.KeyStatements) // as the service opens it
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func BenchmarkPreferWait(b *testing.B) {
 	var counters [2]*lookupCounter
 	tokens, _ := auth.Parse("bench:" + auth.Hash("bench-token"))
 	for i := range servers {
-		db, err := postgres.Open(context.Background(), dbURL)
+		db, err := postgres.Open(context.Background(), dbURL, postgres.KeyStatements)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -219,14 +220,23 @@ const (
 	// reruns bounds how often one request runs its statement again after a
 	// snapshot missed a concurrent row.
 	reruns = 3
-	// releaseTimeout bounds the release of a claim after a failed work.
+	// releaseTimeout bounds one attempt to release a claim.
 	releaseTimeout = 5 * time.Second
+	// releaseWait is how long a request waits for its release before it
+	// answers: plenty for a database that answers, short of a partition's
+	// wait. The release goes on in the background.
+	releaseWait = time.Second
+	// releaseBackoff and maxReleaseBackoff space the attempts of a release
+	// that failed.
+	releaseBackoff    = 100 * time.Millisecond
+	maxReleaseBackoff = time.Second
 )
 
 // Do runs work at most once for the request's scope and fingerprint.
 //
 // Errors: operation_in_progress (with RetryAfter) while another attempt owns
-// the key, or after this one lost its lease; key_payload_mismatch when the
+// the key, or after this one lost its lease; ctx's error when its client left
+// while it waited for another attempt; key_payload_mismatch when the
 // key was used with a different fingerprint; any error of the store or of
 // the work (the claim, if any, released).
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
@@ -251,6 +261,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			decided = &d
 		}
 		token := uuid.NewString()
+		leaseEnd := time.Now().Add(r.cfg.Lease) // no later than the store's
 		var cr ClaimResult
 		var err error
 		if req.Path == OnePhase {
@@ -267,7 +278,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			if req.Path == TwoPhase {
 				// The claim may have committed with its reply lost: release
 				// it by its token, so the key is not blocked for a lease.
-				r.release(ctx, Claim{Scope: s, Token: token})
+				r.release(ctx, Claim{Scope: s, Token: token}, leaseEnd)
 			}
 			return r.failed(res, s, fmt.Errorf("claim key: %w", err))
 		}
@@ -279,7 +290,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 				res.Response = decided.Response
 				return res, nil
 			}
-			return r.run(ctx, Claim{Scope: s, Token: token}, res, work)
+			return r.run(ctx, Claim{Scope: s, Token: token}, leaseEnd, res, work)
 		}
 		switch d.Kind {
 		case Replay:
@@ -307,6 +318,9 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			if !rerun {
 				res.Outcome = OutcomeInProgress
 				r.observe(s, req.Path, res.Outcome)
+				if err := clientCtx.Err(); err != nil {
+					return res, fmt.Errorf("wait for the first attempt: the client left: %w", err)
+				}
 				return res, inProgress(d.RetryAfter())
 			}
 			res.Waited, decided = true, nil // decide afresh if this request now runs
@@ -362,7 +376,7 @@ func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time)
 // gets a context detached from the client's, bounded by WorkBudget: a client
 // that hangs up must not cancel the finish, and the work must end well before
 // another request may take the key over.
-func (r *Runner) run(ctx context.Context, c Claim, res Result, work Work) (Result, error) {
+func (r *Runner) run(ctx context.Context, c Claim, leaseEnd time.Time, res Result, work Work) (Result, error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
 	defer cancel()
 	d, err := work(wctx, r.cfg.Now())
@@ -382,18 +396,54 @@ func (r *Runner) run(ctx context.Context, c Claim, res Result, work Work) (Resul
 	res.Outcome = OutcomeReleased
 	r.observe(c.Scope, TwoPhase, res.Outcome)
 	defer r.waiters.wake(c.Scope, nil) // once released, a waiter may claim
-	if rerr := r.release(ctx, c); rerr != nil {
-		// The key frees itself once the lease passes.
-		return res, errors.Join(err, fmt.Errorf("release claim: %w", rerr))
+	if rerr := r.release(ctx, c, leaseEnd); rerr != nil {
+		return res, errors.Join(err, fmt.Errorf("release claim (retried in the background): %w", rerr))
 	}
 	return res, err
 }
 
-// release deletes claim c, on a context of its own: the client may be gone.
-func (r *Runner) release(ctx context.Context, c Claim) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+// release deletes claim c so that its key can run again, on a context of its
+// own (the client may be gone). While the store cannot hear it (a restart, a
+// partition), it keeps trying in the background with bounded, jittered
+// backoff until it succeeds or the lease ends at leaseEnd (the key then frees
+// itself): so a key whose owner gave up is free as soon as the database
+// answers again, and the Retry-After of the owner's 503 is true. It waits
+// for the first attempt at most releaseWait, and returns its error.
+func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
+	first := make(chan error, 1)
+	go r.releaseUntil(context.WithoutCancel(ctx), c, leaseEnd, first)
+	select {
+	case err := <-first:
+		return err
+	case <-time.After(releaseWait):
+		return fmt.Errorf("no answer within %v", releaseWait)
+	}
+}
+
+// releaseUntil tries to release c until it succeeds or leaseEnd, and sends
+// the error of its first attempt to first.
+func (r *Runner) releaseUntil(ctx context.Context, c Claim, leaseEnd time.Time, first chan<- error) {
+	ctx, cancel := context.WithDeadline(ctx, leaseEnd)
 	defer cancel()
-	return r.cfg.Store.Release(rctx, c)
+	for attempt, wait := 1, releaseBackoff; ; attempt, wait = attempt+1, min(2*wait, maxReleaseBackoff) {
+		actx, cancelAttempt := context.WithTimeout(ctx, releaseTimeout)
+		err := r.cfg.Store.Release(actx, c)
+		cancelAttempt()
+		if attempt == 1 {
+			first <- err
+		}
+		if err == nil {
+			if attempt > 1 {
+				r.waiters.wake(c.Scope, nil) // a waiter here may claim now
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait/2 + rand.N(wait/2)):
+		}
+	}
 }
 
 func (r *Runner) failed(res Result, s Scope, err error) (Result, error) {

@@ -27,12 +27,27 @@ import (
 	"github.com/demo-api/demo-api/migrations"
 )
 
-// Open connects to the database at url and checks that it answers.
+// Statement bounds for Open: how long one statement of a pool may run on the
+// server (statement_timeout). A read or write on the pool's connections waits
+// that and a margin at most, so a partitioned database is an error within it.
+const (
+	// KeyStatements bounds a request's statements: the key statements (and
+	// the reads beside them) take milliseconds, so a partition is answered
+	// 503 within seconds.
+	KeyStatements = 2 * time.Second
+	// LongStatements bounds the batches of the sweeper and the dispatcher,
+	// and the commands that run alone (migrate, purge, provider).
+	LongStatements = 10 * time.Second
+)
+
+// Open connects to the database at url and checks that it answers. Its
+// statements run for at most statementTimeout (KeyStatements or
+// LongStatements) unless the URL sets its own statement_timeout.
 //
 // It sets lib/pq's binary_parameters: a statement with arguments then costs one
 // network round trip (Parse, Bind, Execute in one go) instead of two, and
 // []byte arguments travel as raw bytes, which suits the bytea response body.
-func Open(ctx context.Context, url string) (*sqlx.DB, error) {
+func Open(ctx context.Context, url string, statementTimeout time.Duration) (*sqlx.DB, error) {
 	cfg, err := pq.NewConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
@@ -49,7 +64,7 @@ func Open(ctx context.Context, url string) (*sqlx.DB, error) {
 		cfg.Runtime = map[string]string{}
 	}
 	if _, ok := cfg.Runtime["statement_timeout"]; !ok {
-		cfg.Runtime["statement_timeout"] = "10s"
+		cfg.Runtime["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
 	}
 	connector, err := pq.NewConnectorConfig(cfg)
 	if err != nil {
@@ -74,7 +89,8 @@ func Open(ctx context.Context, url string) (*sqlx.DB, error) {
 
 // ioLimit is how long one read or write on a connection may block: the
 // statement timeout (in PostgreSQL's form: milliseconds, or with a unit Go
-// reads, such as 10s) and a margin; 15 s for a form it does not read.
+// reads, such as 10s) and a margin for its error to arrive, a fifth of it
+// and at least half a second; 15 s for a form it does not read.
 func ioLimit(statementTimeout string) time.Duration {
 	d, err := time.ParseDuration(statementTimeout)
 	if ms, errMS := strconv.Atoi(statementTimeout); errMS == nil {
@@ -83,7 +99,7 @@ func ioLimit(statementTimeout string) time.Duration {
 	if err != nil || d <= 0 {
 		return 15 * time.Second
 	}
-	return d + 2*time.Second
+	return d + max(d/5, 500*time.Millisecond)
 }
 
 // boundedDialer dials connections whose every read and write fails after

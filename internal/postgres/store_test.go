@@ -31,7 +31,7 @@ const (
 
 // openDB opens a fresh migrated database the way the service does.
 func openDB(t *testing.T) *sqlx.DB {
-	db, err := postgres.Open(context.Background(), pgtest.NewURL(t))
+	db, err := postgres.Open(context.Background(), pgtest.NewURL(t), postgres.KeyStatements)
 	if err != nil {
 		t.Fatal(err)
 	}

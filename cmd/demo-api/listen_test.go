@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/pgtest"
+)
+
+// syncBuffer is a strings.Builder that serve may write while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestWorkshopBeyondLoopbackWarns: serve logs a warning when the workshop
+// knobs are on and it listens on an address other machines can reach; not
+// on loopback, and not with the knobs off.
+func TestWorkshopBeyondLoopbackWarns(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewURL(t)
+	for _, tt := range []struct {
+		addr, workshop string
+		warn           bool
+	}{
+		{"0.0.0.0:0", "true", true},
+		{"127.0.0.1:0", "true", false},
+		{"0.0.0.0:0", "false", false},
+	} {
+		env := map[string]string{"DATABASE_URL": url, "API_TOKENS": "alice:" + auth.Hash("tok"),
+			"LISTEN_ADDR": tt.addr, "WORKSHOP": tt.workshop}
+		ctx, cancel := context.WithCancel(context.Background())
+		var stdout, stderr syncBuffer
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, &stdout, &stderr) }()
+		for end := time.Now().Add(10 * time.Second); !strings.Contains(stdout.String(), "listening") && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("serve on %s: %v\n%s", tt.addr, err, stderr.String())
+		}
+		if warned := strings.Contains(stderr.String(), "workshop knobs are on"); warned != tt.warn {
+			t.Errorf("serve on %s with WORKSHOP=%s: warned %v, want %v; its log:\n%s", tt.addr, tt.workshop, warned, tt.warn, stderr.String())
+		}
+	}
+}
+
+// TestProviderClosesSlowBody: the review desk has the API's read timeout
+// (HTTP_READ_TIMEOUT, here 1 s): a connection that sends its body slowly is
+// closed, not held for as long as the sender likes.
+func TestProviderClosesSlowBody(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"PROVIDER_DATABASE_URL": pgtest.NewURL(t), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0",
+		"HTTP_READ_TIMEOUT": "1s"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"provider"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	var addr string
+	for end := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if line, ok := strings.CutPrefix(stdout.String(), "review desk listening on http://"); ok {
+			addr = strings.TrimSpace(line)
+		}
+	}
+	if addr == "" {
+		t.Fatalf("the desk printed no address:\n%s", stderr.String())
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /v1/submissions HTTP/1.1\r\nHost: desk\r\nContent-Type: application/json\r\n"+
+		"Idempotency-Key: slow\r\nContent-Length: 1000\r\n\r\n{")
+	go func() { // a byte every 100 ms: the body would take 100 s
+		for range 1000 {
+			time.Sleep(100 * time.Millisecond)
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	conn.SetReadDeadline(start.Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("the desk still holds the slow connection after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	t.Logf("the desk closed the slow connection after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestDispatchServesMetrics: demo-api dispatch, a process of its own,
+// serves /metrics on the address METRICS_ADDR names, with the outbox's
+// metrics.
+func TestDispatchServesMetrics(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": pgtest.NewURL(t), "PROVIDER_URL": "http://127.0.0.1:1",
+		"METRICS_ADDR": "127.0.0.1:0"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dispatch"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	var url string
+	for end := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if line, ok := strings.CutPrefix(stdout.String(), "dispatcher metrics on "); ok {
+			url = strings.TrimSpace(line)
+		}
+	}
+	if url == "" {
+		t.Fatalf("dispatch printed no metrics address:\n%s", stderr.String())
+	}
+	if body := get(t, url); !strings.Contains(body, "\ndemo_api_outbox_backlog 0\n") {
+		t.Fatalf("the dispatcher's /metrics has no outbox backlog:\n%s", body)
+	}
+}
