@@ -44,8 +44,9 @@ type Deps struct {
 	// Path, if set, makes every operation take this path; tests run every
 	// branch on both.
 	Path idempotency.Path
-	// Now is the clock works decide with (default time.Now).
-	Now func() time.Time
+	// Clock is the clock works decide with and waits are measured by
+	// (default time.Now); leases and expiry use the store's.
+	Clock func() time.Time
 	// InWork, if set, runs inside every work before it decides, with the
 	// work's context and the client's request: tests hold or fail a request
 	// there.
@@ -84,7 +85,7 @@ func NewServer(d Deps) (http.Handler, error) {
 		return nil, errors.New("httpapi: Deps needs at least one token")
 	}
 	s := &server{Deps: d}
-	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Now: d.Now}
+	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome
 	}

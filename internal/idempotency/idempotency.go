@@ -179,8 +179,10 @@ type Config struct {
 	Lease time.Duration // how long a claim is owned before another may take it over
 	// MaxWait caps Request.Wait (default 10 s).
 	MaxWait time.Duration
-	// Now is the clock a work decides with (default time.Now).
-	Now func() time.Time
+	// Clock is the Runner's clock (default time.Now): the time a work
+	// decides with, and how long a request waits. Leases and expiry are
+	// decided on the store's clock.
+	Clock func() time.Time
 	// Observe, if set, is told every outcome as it happens (for metrics).
 	Observe func(operation string, p Path, o Outcome)
 }
@@ -206,10 +208,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 10 * time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
-	return &Runner{cfg: cfg}, nil
+	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}}, nil
 }
 
 // WorkBudget is how long a claimed work may run: half the lease, so that it
@@ -232,7 +234,14 @@ const (
 	maxReleaseBackoff = time.Second
 )
 
-// Do runs work at most once for the request's scope and fingerprint.
+// Do runs work at most once for the request's scope and fingerprint, on
+// the request's path.
+//
+// Two clocks decide, each named where it is read: the store's
+// (ClaimResult.Now, the database clock) for what the contract decides,
+// leases and expiry, so that replicas agree; and the Runner's clock
+// (Config.Clock) for the rest: the time a work decides with, and how long a
+// request waits.
 //
 // Errors: operation_in_progress (with RetryAfter) while another attempt owns
 // the key, or after this one lost its lease; ctx's error when its client left
@@ -240,100 +249,127 @@ const (
 // key was used with a different fingerprint; any error of the store or of
 // the work (the claim, if any, released).
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
-	s, fp := req.Scope, req.Fingerprint
-	waitUntil := time.Now().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
-	res := Result{Path: req.Path}
-	clientCtx := ctx // a waiting request stops when its client leaves
 	if req.Path == OnePhase {
-		// The one statement is the finish: a client that hangs up must not
-		// cancel it, as on the two-phase path.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
-		defer cancel()
+		return r.onePhase(ctx, req, work)
 	}
-	var decided *Decided // one phase: decided once, before the statement
-	for rerun := 0; ; {
-		if req.Path == OnePhase && decided == nil {
-			d, err := work(ctx, r.cfg.Now())
-			if err != nil {
-				return r.failed(res, s, err)
-			}
-			decided = &d
-		}
-		token := uuid.NewString()
-		leaseEnd := time.Now().Add(r.cfg.Lease) // no later than the store's
-		var cr ClaimResult
-		var err error
-		if req.Path == OnePhase {
-			cr, err = r.cfg.Store.CreateResultAndFinishAtomically(ctx, s, fp, token, r.cfg.TTL, *decided)
-		} else {
-			cr, err = r.cfg.Store.Claim(ctx, s, fp, token, r.cfg.Lease, r.cfg.TTL)
-		}
-		if errors.Is(err, ErrEffectNotApplied) && rerun+1 < reruns {
-			rerun++
-			decided = nil // read and decide again
-			continue
-		}
+	return r.twoPhase(ctx, req, work)
+}
+
+// onePhase decides first, then runs one statement that writes the key
+// completed with the answer and the business change where the scope is
+// free (CreateResultAndFinishAtomically), or reports the row that holds it.
+func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, error) {
+	res := Result{Path: OnePhase}
+	waitUntil := r.waitUntil(req)
+	// The statement is the finish: a client that hangs up must not cancel
+	// it. Waiting for another attempt stops with the client, though.
+	clientCtx := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
+	defer cancel()
+	for tries := 0; ; tries++ {
+		d, err := work(ctx, r.cfg.Clock())
 		if err != nil {
-			if req.Path == TwoPhase {
-				// The claim may have committed with its reply lost: release
-				// it by its token, so the key is not blocked for a lease.
-				r.release(ctx, Claim{Scope: s, Token: token}, leaseEnd)
-			}
-			return r.failed(res, s, fmt.Errorf("claim key: %w", err))
+			return r.failed(res, req.Scope, err)
 		}
-		d := Decide(cr.Prev, fp, cr.Now)
-		if cr.Claimed {
-			res.Outcome = claimOutcome(d.Kind)
-			r.observe(s, req.Path, res.Outcome)
-			if req.Path == OnePhase {
-				res.Response = decided.Response
-				return res, nil
-			}
-			return r.run(ctx, Claim{Scope: s, Token: token}, leaseEnd, res, work)
-		}
-		switch d.Kind {
-		case Replay:
-			res.Outcome, res.Replayed, res.Response = OutcomeReplayed, true, cr.Prev.Response
-			r.observe(s, req.Path, res.Outcome)
+		cr, err := r.cfg.Store.CreateResultAndFinishAtomically(ctx, req.Scope, req.Fingerprint, uuid.NewString(), r.cfg.TTL, d)
+		switch {
+		case errors.Is(err, ErrEffectNotApplied) && tries+1 < reruns:
+			continue // the row the work read changed: read and decide again
+		case err != nil:
+			return r.failed(res, req.Scope, fmt.Errorf("claim key: %w", err))
+		case cr.Claimed:
+			res.Outcome, res.Response = claimOutcome(Decide(cr.Prev, req.Fingerprint, cr.Now).Kind), d.Response
+			r.observe(req.Scope, OnePhase, res.Outcome)
 			return res, nil
-		case Mismatch:
-			res.Outcome = OutcomeMismatch
-			r.observe(s, req.Path, res.Outcome)
-			return res, apperr.Errorf(apperr.KeyPayloadMismatch,
-				"this idempotency key was already used with a different request payload")
-		case Busy:
-			// Wait no longer than the owner's deadline: past it the owner
-			// is gone, and only its lease keeps the key.
-			until := waitUntil
-			if deadline := time.Now().Add(d.WorkLeft); deadline.Before(until) {
-				until = deadline
-			}
-			answer, rerun := r.await(clientCtx, s, fp, until)
-			if answer != nil {
-				res.Outcome, res.Replayed, res.Waited, res.Response = OutcomeReplayed, true, true, *answer
-				r.observe(s, req.Path, res.Outcome)
-				return res, nil
-			}
-			if !rerun {
-				res.Outcome = OutcomeInProgress
-				r.observe(s, req.Path, res.Outcome)
-				if err := clientCtx.Err(); err != nil {
-					return res, fmt.Errorf("wait for the first attempt: the client left: %w", err)
-				}
-				return res, inProgress(d.RetryAfter())
-			}
-			res.Waited, decided = true, nil // decide afresh if this request now runs
-			continue
 		}
-		// Decide says claim or take over, yet the statement did not: a row
-		// its snapshot could not see took the scope. Run it again.
-		r.observe(s, req.Path, OutcomeRerun)
-		if rerun++; rerun == reruns {
-			res.Outcome = OutcomeInProgress
-			return res, inProgress(time.Second)
+		if done, err := r.taken(clientCtx, req, cr, waitUntil, &res, tries); done {
+			return res, err
 		}
 	}
+}
+
+// twoPhase claims the key in its own commit, runs the work, and finishes
+// the claim fenced by its token (run).
+func (r *Runner) twoPhase(ctx context.Context, req Request, work Work) (Result, error) {
+	res := Result{Path: TwoPhase}
+	waitUntil := r.waitUntil(req)
+	for tries := 0; ; tries++ {
+		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
+		leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
+		cr, err := r.cfg.Store.Claim(ctx, req.Scope, req.Fingerprint, c.Token, r.cfg.Lease, r.cfg.TTL)
+		if err != nil {
+			// The claim may have committed with its reply lost: release it
+			// by its token, so the key is not blocked for a lease.
+			r.release(ctx, c, leaseEnd)
+			return r.failed(res, req.Scope, fmt.Errorf("claim key: %w", err))
+		}
+		if cr.Claimed {
+			res.Outcome = claimOutcome(Decide(cr.Prev, req.Fingerprint, cr.Now).Kind)
+			r.observe(req.Scope, TwoPhase, res.Outcome)
+			return r.run(ctx, c, leaseEnd, res, work)
+		}
+		if done, err := r.taken(ctx, req, cr, waitUntil, &res, tries); done {
+			return res, err
+		}
+	}
+}
+
+// waitUntil is when a request that finds its key in progress stops waiting
+// for another attempt's answer (Prefer: wait, capped).
+func (r *Runner) waitUntil(req Request) time.Time {
+	return r.cfg.Clock().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
+}
+
+// taken answers a request whose statement found the scope held by the row
+// cr.Prev, as Decide says on the store's clock: replay, mismatch, or busy
+// (409, or the replay after a wait). It reports done false when the request
+// should run its statement again: the owner released the key while it
+// waited, or a row its snapshot could not see took the scope (at most
+// reruns times in all).
+func (r *Runner) taken(ctx context.Context, req Request, cr ClaimResult, waitUntil time.Time, res *Result, tries int) (done bool, err error) {
+	d := Decide(cr.Prev, req.Fingerprint, cr.Now)
+	switch d.Kind {
+	case Replay:
+		res.Outcome, res.Replayed, res.Response = OutcomeReplayed, true, cr.Prev.Response
+		r.observe(req.Scope, res.Path, res.Outcome)
+		return true, nil
+	case Mismatch:
+		res.Outcome = OutcomeMismatch
+		r.observe(req.Scope, res.Path, res.Outcome)
+		return true, apperr.Errorf(apperr.KeyPayloadMismatch,
+			"this idempotency key was already used with a different request payload")
+	case Busy:
+		// Wait no longer than the owner's deadline: past it the owner is
+		// gone, and only its lease keeps the key.
+		until := waitUntil
+		if deadline := r.cfg.Clock().Add(d.WorkLeft); deadline.Before(until) {
+			until = deadline
+		}
+		answer, again := r.await(ctx, req.Scope, req.Fingerprint, until)
+		switch {
+		case answer != nil:
+			res.Outcome, res.Replayed, res.Waited, res.Response = OutcomeReplayed, true, true, *answer
+			r.observe(req.Scope, res.Path, res.Outcome)
+			return true, nil
+		case again:
+			res.Waited = true // the owner released the key: run as a first request
+			return false, nil
+		}
+		res.Outcome = OutcomeInProgress
+		r.observe(req.Scope, res.Path, res.Outcome)
+		if err := ctx.Err(); err != nil {
+			return true, fmt.Errorf("wait for the first attempt: the client left: %w", err)
+		}
+		return true, inProgress(d.RetryAfter())
+	}
+	// Decide says claim or take over, yet the statement did not: a row its
+	// snapshot could not see took the scope. Run it again.
+	r.observe(req.Scope, res.Path, OutcomeRerun)
+	if tries+1 >= reruns {
+		res.Outcome = OutcomeInProgress
+		return true, inProgress(time.Second)
+	}
+	return false, nil
 }
 
 // await waits until until for the answer of the attempt that owns s: handed
@@ -343,7 +379,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 // owner released it, or its lease passed).
 func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time) (answer *Response, rerun bool) {
 	e := r.waiters.register(s)
-	for ctx.Err() == nil && time.Now().Before(until) {
+	for ctx.Err() == nil && r.cfg.Clock().Before(until) {
 		if r.waiters.wait(ctx, e, until) {
 			return e.resp, e.resp == nil
 		}
@@ -379,7 +415,7 @@ func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time)
 func (r *Runner) run(ctx context.Context, c Claim, leaseEnd time.Time, res Result, work Work) (Result, error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
 	defer cancel()
-	d, err := work(wctx, r.cfg.Now())
+	d, err := work(wctx, r.cfg.Clock())
 	if err == nil {
 		err = r.cfg.Store.FinishClaimAtomically(wctx, c, d)
 	}

@@ -20,8 +20,9 @@ const pollInterval = time.Second
 // a second and hands what it finds to the others. A waiter holds no database
 // connection and no lock while it waits.
 type waiters struct {
-	mu sync.Mutex
-	m  map[Scope]*waitEntry
+	clock func() time.Time // the Runner's
+	mu    sync.Mutex
+	m     map[Scope]*waitEntry
 }
 
 type waitEntry struct {
@@ -65,7 +66,7 @@ func (w *waiters) unregister(s Scope, e *waitEntry) {
 // woken.
 func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool {
 	poll := time.Duration(float64(pollInterval) * (0.5 + rand.Float64()))
-	t := time.NewTimer(min(time.Until(until), poll))
+	t := time.NewTimer(min(until.Sub(w.clock()), poll))
 	defer t.Stop()
 	select {
 	case <-e.done:
@@ -82,7 +83,7 @@ func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool 
 func (w *waiters) takePoll(e *waitEntry) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if now := time.Now(); now.After(e.nextPoll) {
+	if now := w.clock(); now.After(e.nextPoll) {
 		e.nextPoll = now.Add(pollInterval)
 		return true
 	}
