@@ -153,25 +153,37 @@ func (d *Dispatcher) setDefaults() {
 }
 
 // Run dispatches until ctx ends, in Loops concurrent rounds. A round that
-// fails (the database is away) is logged and tried again after a pause.
+// fails (the database is away) is logged and tried again after a pause
+// that doubles with each failure in a row, up to maxFailedPause, so a
+// database that is gone for long is asked, and logged, a few times a
+// second at most.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.defaults()
 	var wg sync.WaitGroup
 	for range d.Loops {
 		wg.Go(func() {
+			pause := d.Idle
 			for ctx.Err() == nil {
 				n, err := d.round(ctx)
-				if err != nil && ctx.Err() == nil {
-					d.Logger.Warn("dispatch round failed", "err", err)
-				}
-				if n == 0 || err != nil {
+				switch {
+				case err != nil && ctx.Err() == nil:
+					d.Logger.Warn("dispatch round failed", "err", err, "next_try_in", pause)
+					sleep(ctx, pause/2+rand.N(pause))
+					pause = min(2*pause, maxFailedPause)
+				case n == 0:
+					pause = d.Idle
 					sleep(ctx, d.Idle/2+rand.N(d.Idle))
+				default:
+					pause = d.Idle
 				}
 			}
 		})
 	}
 	wg.Wait()
 }
+
+// maxFailedPause bounds the pause after failed rounds.
+const maxFailedPause = 5 * time.Second
 
 // Once runs one round: it takes up to Batch due rows, hands each over, and
 // records the marks. It returns how many rows it took.

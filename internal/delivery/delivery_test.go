@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -358,4 +359,39 @@ func TestGiveUpAndReconcile(t *testing.T) {
 			t.Fatalf("bob reads alice's delivery: %v, want not_found", err)
 		}
 	})
+}
+
+// TestRunBacksOffWhileTheDatabaseIsGone: rounds that fail in a row pause
+// longer each time, so a database gone for long is not asked, and logged,
+// dozens of times a second.
+func TestRunBacksOffWhileTheDatabaseIsGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.db.Close() // every round now fails
+	var logs syncBuffer
+	d := &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	d.Run(ctx)
+	// 8 loops: at a steady 200 ms pause they would fail about 160 times.
+	if n := strings.Count(logs.String(), "dispatch round failed"); n == 0 || n > 60 {
+		t.Fatalf("%d failed rounds logged in 4 s, want a few dozen at most (and at least one)", n)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
