@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 
 	"github.com/demo-api/demo-api/internal/delivery"
@@ -41,9 +40,9 @@ func dispatch(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	defer closeDB()
 	m := metrics.New(store, logger)
 	if cfg.metricsAddr != "" {
-		ln, err := net.Listen("tcp", cfg.metricsAddr)
+		ln, err := listen(cfg.metricsAddr, "METRICS_ADDR")
 		if err != nil {
-			return fmt.Errorf("listen for metrics: %w", err)
+			return err
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.Handler())

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"time"
 
@@ -61,9 +60,9 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err := provider.Migrate(db); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := listen(*addr, "PROVIDER_LISTEN_ADDR")
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	desk, err := provider.NewServer(db, logger, *faults)
 	if err != nil {

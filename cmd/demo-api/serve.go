@@ -64,9 +64,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.listenAddr)
+	ln, err := listen(cfg.listenAddr, "LISTEN_ADDR")
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	srv := cfg.httpServer(handler, logger)
 
