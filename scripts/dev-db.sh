@@ -141,6 +141,21 @@ running() { as_pg "$bin/pg_ctl" status -D "$pgdata" >/dev/null 2>&1; }
 # running_port prints the port of the running cluster (postmaster.pid, line 4).
 running_port() { sed -n 4p "$pgdata/postmaster.pid" 2>/dev/null; }
 
+# refuse_while_in_use stops a reset while a server (make run) still uses the
+# local cluster: deleting it under the server leaves it failing every
+# second.
+refuse_while_in_use() {
+  [[ -f "$pgdata/PG_VERSION" ]] || return 0
+  bin="$(bindir)" || return 0
+  running && [[ -x "$bin/psql" ]] || return 0
+  local n
+  n="$(as_pg "$bin/psql" -h "$pgsock" -p "$(running_port)" -U postgres -d postgres -Atc \
+    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" 2>/dev/null)" || return 0
+  if [[ "$n" =~ ^[0-9]+$ ]] && ((n > 0)); then
+    die "$n connections still use the local cluster: stop make run (Ctrl-C) first, then make db-reset"
+  fi
+}
+
 stop_local() {
   if [[ ! -f "$pgdata/PG_VERSION" ]]; then
     log "no local cluster in $pgdata"
@@ -251,6 +266,7 @@ case "${1:-}" in
     exit 0
     ;;
   reset)
+    refuse_while_in_use
     stop_local
     rm -rf "$pgdata" "$pgsock" "$pglog" "$toollog"
     log "deleted the local cluster in $pgdata"
