@@ -51,7 +51,7 @@ run: build
 	echo "demo-api: workshop headers enabled; try the curl lines of README.md"; \
 	PROVIDER_DATABASE_URL="$$desk_url" PROVIDER_LISTEN_ADDR="$$desk_addr" PROVIDER_FAULTS=true \
 	LOG_FORMAT="$${LOG_FORMAT:-text}" ./bin/demo-api provider & desk=$$!; \
-	trap 'kill $$desk 2>/dev/null; wait $$desk 2>/dev/null' EXIT; \
+	trap 'kill $$desk 2>/dev/null || true; wait $$desk 2>/dev/null || true' EXIT; \
 	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" PROVIDER_URL="http://$$desk_addr" \
 	DISPATCH_MAX_ATTEMPTS="$${DISPATCH_MAX_ATTEMPTS:-4}" \
 	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
