@@ -33,7 +33,6 @@ func TestShortCampaign(t *testing.T) {
 	if rep.failed() {
 		t.Fatalf("checks failed:\n%s\n%s", strings.Join(rep.failures(), "\n"), rep.markdown())
 	}
-	t.Logf("\n%s", rep.markdown())
 }
 
 // TestChecksCatchBrokenPromises runs a calm scenario, then breaks in the

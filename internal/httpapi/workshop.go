@@ -68,7 +68,7 @@ func (ws workshop) knobs(r *http.Request) (knobs, error) {
 	var err error
 	if delay != "" {
 		if k.delay, err = time.ParseDuration(delay); err != nil || k.delay < 0 || k.delay >= ws.maxDelay {
-			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration below %s, such as 10s", HeaderDelay, ws.maxDelay)
+			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration below %s (half the lease), such as %s", HeaderDelay, ws.maxDelay, ws.maxDelay/2)
 		}
 	}
 	switch fail {
