@@ -123,7 +123,7 @@ type Intent struct {
 	Method    string // http.MethodPost
 	Path      string // e.g. /v1/demo-requests
 	Key       string
-	Body      []byte // the exact bytes every attempt sends; nil for none
+	Body      []byte // the exact bytes every attempt sends; none for a cancel
 	// Header holds extra headers every attempt sends (say a workshop knob).
 	Header http.Header
 }
@@ -330,11 +330,7 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 	a := attemptResult{Attempt: Attempt{Intent: it.Key, N: n}}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var sent io.Reader = http.NoBody
-	if it.Body != nil {
-		sent = bytes.NewReader(it.Body)
-	}
-	req, err := http.NewRequestWithContext(actx, it.Method, c.cfg.BaseURL+it.Path, sent)
+	req, err := http.NewRequestWithContext(actx, it.Method, c.cfg.BaseURL+it.Path, bytes.NewReader(it.Body))
 	if err != nil {
 		a.Err = err
 		return a
@@ -343,7 +339,7 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
-	if it.Body != nil {
+	if len(it.Body) > 0 {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Idempotency-Key", it.Key)
@@ -352,6 +348,12 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 	// connection breaks, as it would for a request with an Idempotency-Key:
 	// every attempt is this loop's, numbered and within the budget.
 	req.GetBody = nil
+	if len(it.Body) == 0 {
+		// The transport resends a request without a body (http.NoBody)
+		// all the same: this one gets an empty body it cannot rewind,
+		// which goes out as an empty chunked body.
+		req.Body = io.NopCloser(bytes.NewReader(nil))
+	}
 	// Wait for a running first attempt rather than take a 409, as long as
 	// the answer can still arrive within this attempt.
 	if w := int((timeout - 500*time.Millisecond) / time.Second); w >= 1 {

@@ -206,6 +206,26 @@ func TestEveryAttemptIsTheClients(t *testing.T) {
 	}
 }
 
+// TestEveryAttemptIsTheClientsWithoutABody: the same for a cancel, which
+// has no body; Go's transport would resend a bodyless request with an
+// Idempotency-Key even without GetBody.
+func TestEveryAttemptIsTheClientsWithoutABody(t *testing.T) {
+	t.Parallel()
+	ok := status(200, "", 0)
+	s := &script{answers: []func(http.ResponseWriter, *http.Request){ok, drop, ok}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := newClient(t, srv.URL, 5*time.Second)
+	for _, id := range []string{"r1", "r2"} { // the first leaves an idle connection, which the second reuses
+		if _, err := c.Cancel(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"1", "1", "2"}; !slices.Equal(s.attempts, want) {
+		t.Fatalf("the server saw attempts %v, want %v", s.attempts, want)
+	}
+}
+
 // TestResolveIsTimeBounded: against a server that accepts the connection and
 // never answers, Resolve ends at the context's deadline, or at the attempt
 // timeout when the context has none; it never hangs.
