@@ -1,11 +1,15 @@
-// Package client is a Go client of demo-api that retries a create safely.
+// Package client is a Go client of demo-api that retries its idempotent
+// requests safely: the create and the cancel, and any other operation that
+// takes an Idempotency-Key.
 //
 // A server's Idempotency-Key contract is only as safe as the client that
 // uses it. This client keeps the client's half of it:
 //
-//   - one key per intent: NewIntent makes the key (a UUID) once, before the
-//     first attempt, and every attempt of the intent sends that key and the
-//     same body bytes. A changed payload is a new intent with a new key;
+//   - one key per intent: an Intent is one request the caller means to
+//     happen once (its method, path and body bytes), and its key (a UUID) is
+//     made once, before the first attempt; every attempt of the intent sends
+//     that key and the same bytes. A changed payload is a new intent with a
+//     new key. NewIntent and NewCancelIntent make the two of demo-api;
 //   - one total time budget per intent (5 s by default), not a count of
 //     attempts, with a timeout per attempt inside it;
 //   - bounded, jittered exponential backoff between attempts; a server's
@@ -13,8 +17,9 @@
 //   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a retry
 //     that finds the first attempt still running waits for its answer;
 //   - when the budget runs out with no definite answer, an
-//     *OutcomeUnknownError that carries the key; Resolve then asks the
-//     server what became of the key, and never sends the create again.
+//     *OutcomeUnknownError that carries the key and the operation;
+//     ResolveOperation then asks the server what became of the key, and
+//     never sends the request again.
 //
 // What is retried, with the same key and body: transport errors and
 // timeouts, 409 operation_in_progress, 429, 500, 502, 503 and 504. Never
@@ -44,8 +49,14 @@ import (
 	"github.com/google/uuid"
 )
 
-// Operation is the scope name of the create on the server, for Resolve.
-const Operation = "demo-requests.create"
+// The operations' names on the server: a key is scoped to its operation,
+// and the outcome route asks about a key of one.
+const (
+	OperationCreate = "demo-requests.create"
+	OperationCancel = "demo-requests.cancel"
+	// Operation is the create's name, as it was before the cancel came.
+	Operation = OperationCreate
+)
 
 // Config configures a Client. BaseURL and Token are required.
 type Config struct {
@@ -63,7 +74,7 @@ type Config struct {
 	OnAttempt func(Attempt)
 }
 
-// Client sends creates to one server.
+// Client sends idempotent requests to one server.
 type Client struct {
 	cfg Config
 	hc  *http.Client
@@ -94,7 +105,7 @@ type CreateInput struct {
 	Note  string `json:"note,omitempty"`
 }
 
-// DemoRequest is what the server created.
+// DemoRequest is what the server answers a create and a cancel with.
 type DemoRequest struct {
 	RequestID   string     `json:"requestId"`
 	State       string     `json:"state"`
@@ -104,31 +115,50 @@ type DemoRequest struct {
 	CancelledAt *time.Time `json:"cancelledAt,omitempty"`
 }
 
-// Intent is one create the caller means to happen once: its key and the
-// exact body bytes every attempt sends.
+// Intent is one idempotent request the caller means to happen once: what
+// it sends, and the key every attempt carries. Operation, Method, Path and
+// Key are required; NewIntent and NewCancelIntent fill them in.
 type Intent struct {
-	Key  string
-	Body []byte
+	Operation string // the server's name for it, for the outcome route
+	Method    string // http.MethodPost
+	Path      string // e.g. /v1/demo-requests
+	Key       string
+	Body      []byte // the exact bytes every attempt sends; none for a cancel
 	// Header holds extra headers every attempt sends (say a workshop knob).
 	Header http.Header
 }
 
-// NewIntent makes the intent of in, with a new key.
+// NewIntent makes the intent of a create of in, with a new key.
 func NewIntent(in CreateInput) (*Intent, error) {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return nil, err
 	}
-	return &Intent{Key: uuid.NewString(), Body: body, Header: http.Header{}}, nil
+	return newIntent(OperationCreate, "/v1/demo-requests", body), nil
+}
+
+// NewCancelIntent makes the intent of a cancel of requestID, with a new
+// key. A cancel sends no body: the request it names is its payload.
+func NewCancelIntent(requestID string) (*Intent, error) {
+	if requestID == "" {
+		return nil, errors.New("client: a cancel needs the requestId")
+	}
+	return newIntent(OperationCancel, "/v1/demo-requests/"+url.PathEscape(requestID)+"/cancel", nil), nil
+}
+
+func newIntent(operation, path string, body []byte) *Intent {
+	return &Intent{Operation: operation, Method: http.MethodPost, Path: path,
+		Key: uuid.NewString(), Body: body, Header: http.Header{}}
 }
 
 // Result is the definite success of an intent.
 type Result struct {
 	Key      string
-	Status   int  // 201
+	Status   int  // 201 for a create, 200 for a cancel
 	Replayed bool // the answer was the stored one (Idempotent-Replayed)
 	Waited   bool // the server waited for an earlier attempt (Preference-Applied)
 	Request  DemoRequest
+	Body     []byte // the answer's bytes (a replay's are the first answer's)
 	Attempts int
 }
 
@@ -157,16 +187,17 @@ func (e *ProblemError) Error() string {
 }
 
 // OutcomeUnknownError is returned when the budget ran out with no definite
-// answer: the create may or may not have happened. Ask with Resolve(Key);
-// do not send the create again with a new key.
+// answer: the request may or may not have run. Ask with
+// ResolveOperation(Operation, Key); do not send it again with a new key.
 type OutcomeUnknownError struct {
-	Key      string
-	Attempts int
-	Last     string // what the last attempt saw
+	Operation string
+	Key       string
+	Attempts  int
+	Last      string // what the last attempt saw
 }
 
 func (e *OutcomeUnknownError) Error() string {
-	return fmt.Sprintf("client: outcome unknown for key %s after %d attempts (last: %s): resolve the key", e.Key, e.Attempts, e.Last)
+	return fmt.Sprintf("client: outcome unknown for %s key %s after %d attempts (last: %s): resolve the key", e.Operation, e.Key, e.Attempts, e.Last)
 }
 
 // ErrContractBroken is wrapped by the error of an answer that breaks the
@@ -174,9 +205,22 @@ func (e *OutcomeUnknownError) Error() string {
 // retried: the server would send it again.
 var ErrContractBroken = errors.New("client: the server broke the contract")
 
-// Create makes a new intent of in and sends it.
+// Create makes a new intent of in and sends it. Result.Request is the
+// created request. Errors: those of Send.
 func (c *Client) Create(ctx context.Context, in CreateInput) (Result, error) {
 	it, err := NewIntent(in)
+	if err != nil {
+		return Result{}, err
+	}
+	return c.Send(ctx, it)
+}
+
+// Cancel makes a new intent of the cancel of requestID and sends it.
+// Result.Request is the cancelled request. Errors: those of Send; a
+// *ProblemError of 404 not_found (no such request of the caller's) or 422
+// request_not_cancellable (cancelled already, under another key).
+func (c *Client) Cancel(ctx context.Context, requestID string) (Result, error) {
+	it, err := NewCancelIntent(requestID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -187,11 +231,15 @@ func (c *Client) Create(ctx context.Context, in CreateInput) (Result, error) {
 const minAttempt = 50 * time.Millisecond
 
 // Send sends the intent until it gets a definite answer or its budget runs
-// out.
+// out. Every operation of demo-api answers a 2xx with a demo request.
 //
 // Errors: *ProblemError (definite refusal), *OutcomeUnknownError (budget
-// spent), ErrContractBroken (a 2xx without a requestId), ctx's error.
+// spent), ErrContractBroken (a 2xx without a requestId), ctx's error, or
+// one that names what an incomplete intent lacks.
 func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
+	if it.Operation == "" || it.Method == "" || it.Path == "" || it.Key == "" {
+		return Result{}, errors.New("client: an intent needs its Operation, Method, Path and Key")
+	}
 	start := time.Now()
 	deadline := start.Add(c.cfg.Budget)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -208,7 +256,7 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 	for n := 1; ; n++ {
 		left := time.Until(deadline)
 		if left < minAttempt {
-			return Result{}, &OutcomeUnknownError{Key: it.Key, Attempts: n - 1, Last: last}
+			return Result{}, &OutcomeUnknownError{Operation: it.Operation, Key: it.Key, Attempts: n - 1, Last: last}
 		}
 		a := c.attempt(ctx, it, n, min(left, c.cfg.AttemptTimeout))
 		a.Elapsed = time.Since(start)
@@ -241,7 +289,7 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 		if left < 2*minAttempt {
 			a.Decision = "give up: budget spent"
 			c.report(a.Attempt)
-			return Result{}, &OutcomeUnknownError{Key: it.Key, Attempts: n, Last: last}
+			return Result{}, &OutcomeUnknownError{Operation: it.Operation, Key: it.Key, Attempts: n, Last: last}
 		}
 		wait = min(wait, left-min(c.cfg.AttemptTimeout, left/2)) // leave room for one more attempt
 		a.Decision, a.Wait = "retry in "+wait.Round(time.Millisecond).String(), wait
@@ -282,7 +330,7 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 	a := attemptResult{Attempt: Attempt{Intent: it.Key, N: n}}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.cfg.BaseURL+"/v1/demo-requests", bytes.NewReader(it.Body))
+	req, err := http.NewRequestWithContext(actx, it.Method, c.cfg.BaseURL+it.Path, bytes.NewReader(it.Body))
 	if err != nil {
 		a.Err = err
 		return a
@@ -291,13 +339,21 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
-	req.Header.Set("Content-Type", "application/json")
+	if len(it.Body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Idempotency-Key", it.Key)
 	req.Header.Set("X-Client-Attempt", strconv.Itoa(n))
 	// Without GetBody the transport cannot resend on its own when a reused
 	// connection breaks, as it would for a request with an Idempotency-Key:
 	// every attempt is this loop's, numbered and within the budget.
 	req.GetBody = nil
+	if len(it.Body) == 0 {
+		// The transport resends a request without a body (http.NoBody)
+		// all the same: this one gets an empty body it cannot rewind,
+		// which goes out as an empty chunked body.
+		req.Body = io.NopCloser(bytes.NewReader(nil))
+	}
 	// Wait for a running first attempt rather than take a 409, as long as
 	// the answer can still arrive within this attempt.
 	if w := int((timeout - 500*time.Millisecond) / time.Second); w >= 1 {
@@ -317,7 +373,7 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		r := Result{Key: it.Key, Status: resp.StatusCode, Replayed: resp.Header.Get("Idempotent-Replayed") == "true",
-			Waited: resp.Header.Get("Preference-Applied") == "wait"}
+			Waited: resp.Header.Get("Preference-Applied") == "wait", Body: body}
 		if err := json.Unmarshal(body, &r.Request); err != nil {
 			a.Err = fmt.Errorf("decode the answer: %w", err)
 			return a
@@ -373,21 +429,28 @@ type Outcome struct {
 	LeaseRemainingSeconds int
 }
 
-// Resolve asks the server what became of key, for an intent whose outcome
-// is unknown. It never sends the create: when the answer is "unknown", the
-// create did not happen (or its record expired), and the caller decides
-// whether to make a new intent. It ends by ctx's deadline, or after the
-// attempt timeout when ctx has none.
+// Resolve asks what became of a create's key: ResolveOperation of
+// OperationCreate.
+func (c *Client) Resolve(ctx context.Context, key string) (Outcome, error) {
+	return c.ResolveOperation(ctx, OperationCreate, key)
+}
+
+// ResolveOperation asks the server what became of key of operation (say
+// OperationCancel), for an intent whose outcome is unknown. It never sends
+// the request: when the answer is "unknown", the request did not run under
+// this key (or its record expired), and the caller decides whether to make
+// a new intent. It ends by ctx's deadline, or after the attempt timeout
+// when ctx has none.
 //
 // Errors: ErrContractBroken (a 200 without a known state), ctx's error, a
 // transport error, or one that names an unexpected status.
-func (c *Client) Resolve(ctx context.Context, key string) (Outcome, error) {
+func (c *Client) ResolveOperation(ctx context.Context, operation, key string) (Outcome, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 		defer cancel()
 	}
-	u := c.cfg.BaseURL + "/v1/idempotency-keys/" + url.PathEscape(key) + "?operation=" + Operation
+	u := c.cfg.BaseURL + "/v1/idempotency-keys/" + url.PathEscape(key) + "?operation=" + url.QueryEscape(operation)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return Outcome{}, err

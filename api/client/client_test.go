@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ type script struct {
 	keys     []string
 	attempts []string
 	bodies   []string
+	requests []string // method, path and Content-Type of each attempt
 }
 
 func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -32,6 +34,7 @@ func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
 	s.attempts = append(s.attempts, r.Header.Get("X-Client-Attempt"))
 	s.bodies = append(s.bodies, string(b[:n]))
+	s.requests = append(s.requests, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type"))
 	i := len(s.keys) - 1
 	answer := s.answers[min(i, len(s.answers)-1)]
 	s.mu.Unlock()
@@ -147,7 +150,7 @@ func TestBudget(t *testing.T) {
 			took := time.Since(start)
 			srv.Close()
 			var unknown *client.OutcomeUnknownError
-			if !errors.As(err, &unknown) || unknown.Key != it.Key {
+			if !errors.As(err, &unknown) || unknown.Key != it.Key || unknown.Operation != client.OperationCreate {
 				t.Fatalf("got %v, want outcome unknown for key %s", err, it.Key)
 			}
 			if took > budget+50*time.Millisecond {
@@ -195,6 +198,26 @@ func TestEveryAttemptIsTheClients(t *testing.T) {
 	for range 2 { // the first leaves an idle connection, which the second reuses
 		it, _ := client.NewIntent(client.CreateInput{Topic: "t"})
 		if _, err := c.Send(context.Background(), it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"1", "1", "2"}; !slices.Equal(s.attempts, want) {
+		t.Fatalf("the server saw attempts %v, want %v", s.attempts, want)
+	}
+}
+
+// TestEveryAttemptIsTheClientsWithoutABody: the same for a cancel, which
+// has no body; Go's transport would resend a bodyless request with an
+// Idempotency-Key even without GetBody.
+func TestEveryAttemptIsTheClientsWithoutABody(t *testing.T) {
+	t.Parallel()
+	ok := status(200, "", 0)
+	s := &script{answers: []func(http.ResponseWriter, *http.Request){ok, drop, ok}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := newClient(t, srv.URL, 5*time.Second)
+	for _, id := range []string{"r1", "r2"} { // the first leaves an idle connection, which the second reuses
+		if _, err := c.Cancel(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -270,5 +293,81 @@ func TestSuccessWithoutRequestIDIsAnError(t *testing.T) {
 	}
 	if len(s.keys) != 1 {
 		t.Fatalf("the client sent %d attempts, want 1", len(s.keys))
+	}
+}
+
+// TestCancelIsAnIntentLikeACreate: the cancel goes through the same rules
+// as the create: its own path, no body, one key on every attempt, numbered,
+// and a retry after a 503.
+func TestCancelIsAnIntentLikeACreate(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []func(http.ResponseWriter, *http.Request){status(503, "unavailable", 0), status(200, "", 0)}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	res, err := newClient(t, srv.URL, 3*time.Second).Cancel(context.Background(), "8a0d8f0e")
+	srv.Close()
+	if err != nil || res.Status != http.StatusOK || res.Request.RequestID == "" || res.Attempts != 2 {
+		t.Fatalf("got %+v, %v; want the 200 on the second attempt", res, err)
+	}
+	want := "POST /v1/demo-requests/8a0d8f0e/cancel " // no body, so no Content-Type
+	if s.requests[0] != want || s.requests[1] != want || s.bodies[0] != "" {
+		t.Fatalf("the server saw %q with bodies %q, want %q twice with no body", s.requests, s.bodies, want)
+	}
+	if s.keys[0] == "" || s.keys[0] != s.keys[1] || !slices.Equal(s.attempts, []string{"1", "2"}) {
+		t.Fatalf("keys %q, attempts %q: want one key, attempts 1 and 2", s.keys, s.attempts)
+	}
+	if _, err := client.NewCancelIntent(""); err == nil {
+		t.Fatal("a cancel of no request made an intent")
+	}
+}
+
+// TestSendRefusesAnIncompleteIntent: an intent without its operation,
+// method, path or key is refused by name before anything is sent.
+func TestSendRefusesAnIncompleteIntent(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []func(http.ResponseWriter, *http.Request){status(201, "", 0)}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := newClient(t, srv.URL, time.Second)
+	for _, it := range []*client.Intent{
+		{Method: "POST", Path: "/v1/demo-requests", Key: "k"},
+		{Operation: client.OperationCreate, Path: "/v1/demo-requests", Key: "k"},
+		{Operation: client.OperationCreate, Method: "POST", Key: "k"},
+		{Operation: client.OperationCreate, Method: "POST", Path: "/v1/demo-requests"},
+	} {
+		if _, err := c.Send(context.Background(), it); err == nil || !strings.Contains(err.Error(), "Operation, Method, Path and Key") {
+			t.Errorf("Send(%+v): %v; want a refusal that names what it needs", it, err)
+		}
+	}
+	srv.Close()
+	if len(s.keys) != 0 {
+		t.Fatalf("the server saw %d requests, want none", len(s.keys))
+	}
+}
+
+// TestResolveNamesTheOperation: the outcome route is asked about the key of
+// the operation named, since a key is scoped to its operation.
+func TestResolveNamesTheOperation(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		w.Write([]byte(`{"state":"completed","status":200,"resultId":"r1"}`))
+	}))
+	defer srv.Close()
+	c := newClient(t, srv.URL, time.Second)
+	o, err := c.ResolveOperation(context.Background(), client.OperationCancel, "k 1")
+	if err != nil || o.State != "completed" || o.Status != 200 || o.ResultID != "r1" {
+		t.Fatalf("got %+v, %v", o, err)
+	}
+	if _, err := c.Resolve(context.Background(), "k2"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/v1/idempotency-keys/k 1?operation=demo-requests.cancel", "/v1/idempotency-keys/k2?operation=demo-requests.create"}
+	if !slices.Equal(asked, want) {
+		t.Fatalf("asked %q, want %q", asked, want)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/api/client"
@@ -248,6 +250,88 @@ func TestClientAgainstTheServer(t *testing.T) {
 		}
 		if never, err := c.Resolve(ctx, "never-sent"); err != nil || never.State != "unknown" {
 			t.Fatalf("resolve of a key never sent: %+v, %v", never, err)
+		}
+	})
+	// created makes a request to cancel, straight to the server.
+	created := func() string {
+		_, body, err := testkit.PostCreate(ctx, base, e2eToken, uuid.NewString(), `{"topic":"to cancel"}`)
+		var dr client.DemoRequest
+		if err != nil || json.Unmarshal(body, &dr) != nil || dr.RequestID == "" {
+			t.Fatalf("create a request to cancel: %v %s", err, body)
+		}
+		return dr.RequestID
+	}
+
+	t.Run("cancel: a lost response, then the retry replays; a second cancel is refused, not retried", func(t *testing.T) {
+		id := created()
+		rec := &recorder{add: map[string]map[string]string{"1": {"Workshop-Drop-Response": "true"}}}
+		it, err := client.NewCancelIntent(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClient(rec.proxy(t, base), 5*time.Second, 2*time.Second)
+		res, err := c.Send(ctx, it)
+		if err != nil || !res.Replayed || res.Attempts != 2 || res.Status != http.StatusOK || res.Request.State != "cancelled" {
+			t.Fatalf("got %+v, %v; want the replay of the 200 on attempt 2", res, err)
+		}
+		rec.checkAttempts(t, it.Key)
+		if want := "/v1/demo-requests/" + id + "/cancel"; rec.paths[0] != want || rec.paths[1] != want {
+			t.Fatalf("the attempts went to %q, want %s", rec.paths, want)
+		}
+		if n := testkit.Count(t, db, `SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled' AND cancelled_at = $2`,
+			id, res.Request.CancelledAt); n != 1 {
+			t.Fatalf("the request is not cancelled at the time the replay says (%v)", res.Request.CancelledAt)
+		}
+		if n := testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE operation = $1 AND idem_key = $2 AND status_code = 200`,
+			client.OperationCancel, it.Key); n != 1 {
+			t.Fatalf("%d completed cancel keys %s, want 1", n, it.Key)
+		}
+
+		again := &recorder{}
+		_, err = newClient(again.proxy(t, base), 5*time.Second, 2*time.Second).Cancel(ctx, id)
+		if p, ok := errors.AsType[*client.ProblemError](err); !ok || p.Status != 422 || p.Code != "request_not_cancellable" || len(again.keys) != 1 {
+			t.Fatalf("a second cancel: %v after %d attempts; want one 422 request_not_cancellable", err, len(again.keys))
+		}
+		if again.keys[0] == it.Key {
+			t.Fatal("Cancel reused the first cancel's key; a new cancel is a new intent")
+		}
+	})
+
+	t.Run("send --cancel: done, refused, outcome unknown, and --resolve of the cancel's key", func(t *testing.T) {
+		id := created()
+		send := func(args ...string) (string, error) {
+			var out strings.Builder
+			err := run(ctx, append([]string{"send", "--base", base, "--token", e2eToken}, args...), func(string) string { return "" }, &out, io.Discard)
+			return out.String(), err
+		}
+		if out, err := send("--cancel", id, "--key", "send-cancel-"+id); err != nil || !strings.Contains(out, "cancelled: request "+id+" (200) after 1 attempt") {
+			t.Fatalf("send --cancel: %v\n%s", err, out)
+		}
+		out, err := send("--cancel", id)
+		if e, ok := errors.AsType[*exitError](err); !ok || e.code != exitRefused || !strings.Contains(out, "refused: 422 request_not_cancellable") {
+			t.Fatalf("a second send --cancel: %v, want exit %d\n%s", err, exitRefused, out)
+		}
+		resolve := func(key, operation, want string) {
+			t.Helper()
+			if out, err := send("--resolve", key, "--operation", operation); err != nil || !strings.Contains(out, want) {
+				t.Fatalf("send --resolve %s --operation %s: %v\n%s\nwant %q", key, operation, err, out, want)
+			}
+		}
+		resolve("send-cancel-"+id, client.OperationCancel, "completed with 200, request "+id)
+		resolve("send-cancel-"+id, client.OperationCreate, "never seen") // a key is scoped to its operation
+
+		// A cancel held past the budget: exit 3, and the hint names the
+		// cancel's operation, whose key then resolves to the 200.
+		other := created()
+		out, err = send("--cancel", other, "--key", "send-cancel-held", "--header", "Workshop-Delay: 3s", "--budget", "1500ms", "--attempt-timeout", "1s")
+		if e, ok := errors.AsType[*exitError](err); !ok || e.code != exitUnknown || !strings.Contains(out, "--resolve send-cancel-held --operation "+client.OperationCancel) {
+			t.Fatalf("a held send --cancel: %v, want exit %d with the hint\n%s", err, exitUnknown, out)
+		}
+		if !testkit.Eventually(10*time.Second, func() bool {
+			out, err = send("--resolve", "send-cancel-held", "--operation", client.OperationCancel)
+			return err == nil && strings.Contains(out, "completed with 200, request "+other)
+		}) {
+			t.Fatalf("resolve of the held cancel: %v\n%s", err, out)
 		}
 	})
 }

@@ -43,10 +43,11 @@ func (h headerFlags) Set(v string) error {
 
 const sendUsage = `usage: demo-api send [flags]
 
-Creates a demo request through the Go client (api/client): one key for the
-intent, retries with that key within the budget, one line per attempt.
-Exit status: 0 created (or replayed), 1 refused, 3 outcome unknown (resolve
-the key with --resolve).
+Creates a demo request (or, with --cancel ID, cancels one) through the Go
+client (api/client): one key for the intent, retries with that key within
+the budget, one line per attempt.
+Exit status: 0 done (created, cancelled, or replayed), 1 refused, 3 outcome
+unknown (resolve the key with --resolve KEY --operation NAME).
 `
 
 // sendCmd is demo-api send.
@@ -60,7 +61,9 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	attempt := fs.Duration("attempt-timeout", 2*time.Second, "time for one attempt")
 	topic := fs.String("topic", "billing", "the request's topic")
 	note := fs.String("note", "", "the request's note")
+	cancel := fs.String("cancel", "", "cancel the request of this requestId instead of creating one")
 	resolve := fs.String("resolve", "", "ask what became of this key instead of sending")
+	operation := fs.String("operation", client.OperationCreate, "the operation of the --resolve key: "+client.OperationCreate+" or "+client.OperationCancel)
 	headers := headerFlags{}
 	fs.Var(headers, "header", "extra header 'Name: value' on every attempt, e.g. 'Workshop-Delay: 3s' (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -84,21 +87,24 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &exitError{exitRefused, err}
 	}
 	if *resolve != "" {
-		o, err := c.Resolve(ctx, *resolve)
+		o, err := c.ResolveOperation(ctx, *operation, *resolve)
 		if err != nil {
 			return err
 		}
 		switch o.State {
 		case "completed":
-			fmt.Fprintf(stdout, "key %s: completed with %d, request %s\n", o.Key, o.Status, o.ResultID)
+			fmt.Fprintf(stdout, "key %s of %s: completed with %d, request %s\n", o.Key, *operation, o.Status, o.ResultID)
 		case "in_progress":
-			fmt.Fprintf(stdout, "key %s: still in progress (lease %d s left): ask again later\n", o.Key, o.LeaseRemainingSeconds)
+			fmt.Fprintf(stdout, "key %s of %s: still in progress (lease %d s left): ask again later\n", o.Key, *operation, o.LeaseRemainingSeconds)
 		default:
-			fmt.Fprintf(stdout, "key %s: never seen, or its record expired: the create did not happen under this key\n", o.Key)
+			fmt.Fprintf(stdout, "key %s of %s: never seen, or its record expired: nothing ran under this key\n", o.Key, *operation)
 		}
 		return nil
 	}
 	it, err := client.NewIntent(client.CreateInput{Topic: *topic, Note: *note})
+	if *cancel != "" {
+		it, err = client.NewCancelIntent(*cancel)
+	}
 	if err != nil {
 		return err
 	}
@@ -115,14 +121,17 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "refused: %d %s: %s\n", refused.Status, refused.Code, refused.Detail)
 		return &exitError{exitRefused, err}
 	case errors.As(err, &unknown):
-		fmt.Fprintf(stdout, "outcome unknown: the budget ran out. Ask, do not send again: demo-api send --resolve %s\n", unknown.Key)
+		fmt.Fprintf(stdout, "outcome unknown: the budget ran out. Ask, do not send again: demo-api send --resolve %s --operation %s\n", unknown.Key, unknown.Operation)
 		return &exitError{exitUnknown, err}
 	case err != nil:
 		return err
 	}
 	how := "created"
+	if *cancel != "" {
+		how = "cancelled"
+	}
 	if res.Replayed {
-		how = "replayed (the request existed already)"
+		how = "replayed (this key's answer, stored the first time)"
 	}
 	fmt.Fprintf(stdout, "%s: request %s (%d) after %d attempt(s)\n", how, res.Request.RequestID, res.Status, res.Attempts)
 	return nil

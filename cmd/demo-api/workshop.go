@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/term"
 
+	"github.com/demo-api/demo-api/api/client"
 	"github.com/demo-api/demo-api/internal/web"
 )
 
@@ -190,15 +191,7 @@ func (w *workshop) send(method, path, key, body string, header ...string) exchan
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	w.printf("%s\n", w.paint("36", "> "+method+" "+path))
-	for _, h := range []string{"Idempotency-Key", "Prefer", "Workshop-Delay", "Workshop-Fail", "Workshop-Drop-Response"} {
-		if v := req.Header.Get(h); v != "" {
-			w.printf("%s\n", w.paint("36", "> "+h+": "+v))
-		}
-	}
-	if body != "" {
-		w.printf("%s\n", w.paint("36", "> "+body))
-	}
+	w.printRequest(method, path, req.Header, body)
 	resp, err := w.hc.Do(req)
 	if err != nil {
 		w.printf("< (no answer: %v)\n", err)
@@ -206,6 +199,26 @@ func (w *workshop) send(method, path, key, body string, header ...string) exchan
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	w.printAnswer(resp, b)
+	return exchange{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// printRequest prints a request as a person reads it: what it asks and the
+// headers of the contract.
+func (w *workshop) printRequest(method, path string, header http.Header, body string) {
+	w.printf("%s\n", w.paint("36", "> "+method+" "+path))
+	for _, h := range []string{"Idempotency-Key", "X-Client-Attempt", "Prefer", "Workshop-Delay", "Workshop-Fail", "Workshop-Drop-Response"} {
+		if v := header.Get(h); v != "" {
+			w.printf("%s\n", w.paint("36", "> "+h+": "+v))
+		}
+	}
+	if body != "" {
+		w.printf("%s\n", w.paint("36", "> "+body))
+	}
+}
+
+// printAnswer prints an answer and its body b as a person reads them.
+func (w *workshop) printAnswer(resp *http.Response, b []byte) {
 	w.printf("< %d %s\n", resp.StatusCode, http.StatusText(resp.StatusCode))
 	for _, h := range []string{"Location", "Idempotent-Replayed", "Retry-After", "Link", "Preference-Applied", "Content-Type"} {
 		if v := resp.Header.Get(h); v != "" {
@@ -215,7 +228,49 @@ func (w *workshop) send(method, path, key, body string, header ...string) exchan
 	if len(b) > 0 {
 		w.printf("< %s\n", bytes.TrimSpace(b))
 	}
-	return exchange{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// client is the Go client (api/client) against the API, its every attempt
+// printed like send's exchanges: a step that shows the client's retries
+// shows each of them.
+func (w *workshop) client() (*client.Client, error) {
+	hc := &http.Client{Transport: printedTransport{w: w, next: http.DefaultTransport}}
+	return client.New(client.Config{BaseURL: w.base, Token: w.token, HTTPClient: hc,
+		OnAttempt: func(a client.Attempt) { w.printf("(the client, attempt %d: %s)\n", a.N, a.Decision) }})
+}
+
+// printedTransport prints each exchange that passes through it.
+type printedTransport struct {
+	w    *workshop
+	next http.RoundTripper
+}
+
+func (p printedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body, req = b, req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	p.w.printRequest(req.Method, strings.TrimPrefix(req.URL.String(), p.w.base), req.Header, string(body))
+	resp, err := p.next.RoundTrip(req)
+	if err != nil {
+		p.w.printf("< (no answer: %v)\n", err)
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if err != nil {
+		p.w.printf("< (the answer broke off: %v)\n", err)
+		return nil, err
+	}
+	p.w.printAnswer(resp, b)
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp, nil
 }
 
 func (w *workshop) create(key, body string, header ...string) exchange {
@@ -387,16 +442,37 @@ func (w *workshop) stepCancel() error {
 	if id == "" {
 		return errors.New("could not create a request to cancel")
 	}
-	path := "/v1/demo-requests/" + id + "/cancel"
-	first := w.send(http.MethodPost, path, w.key("cancel-1"), "")
-	if err := expect(first, 200, ""); err != nil {
+	// The cancel goes through the Go client: one intent, its key on every
+	// attempt, retried only when the answer is not definite.
+	c, err := w.client()
+	if err != nil {
 		return err
 	}
-	again := w.send(http.MethodPost, path, w.key("cancel-1"), "")
-	if !bytes.Equal(again.body, first.body) || again.header.Get("Idempotent-Replayed") != "true" {
+	ctx := context.Background() // the client's budget bounds each intent
+	it, err := client.NewCancelIntent(id)
+	if err != nil {
+		return err
+	}
+	it.Key = w.key("cancel-1")
+	first, err := c.Send(ctx, it)
+	if err != nil || first.Status != http.StatusOK {
+		return fmt.Errorf("got %d, %v; want 200 with the cancelled request", first.Status, err)
+	}
+	// The same intent again, as a caller whose answer was lost sends it.
+	again, err := c.Send(ctx, it)
+	if err != nil || !bytes.Equal(again.Body, first.Body) || !again.Replayed {
 		return errors.New("the retry of the cancel must replay its 200")
 	}
-	return expect(w.send(http.MethodPost, path, w.key("cancel-2"), ""), 422, "request_not_cancellable")
+	next, err := client.NewCancelIntent(id)
+	if err != nil {
+		return err
+	}
+	next.Key = w.key("cancel-2")
+	_, err = c.Send(ctx, next)
+	if p, ok := errors.AsType[*client.ProblemError](err); !ok || p.Status != 422 || p.Code != "request_not_cancellable" {
+		return fmt.Errorf("got %v, want 422 request_not_cancellable", err)
+	}
+	return nil
 }
 
 func (w *workshop) stepExternal() error {
