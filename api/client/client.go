@@ -18,7 +18,7 @@
 //     that finds the first attempt still running waits for its answer;
 //   - when the budget runs out with no definite answer, an
 //     *OutcomeUnknownError that carries the key and the operation;
-//     ResolveOperation then asks the server what became of the key, and
+//     Resolve then asks the server what became of the key, and
 //     never sends the request again.
 //
 // What is retried, with the same key and body: transport errors and
@@ -188,7 +188,7 @@ func (e *ProblemError) Error() string {
 
 // OutcomeUnknownError is returned when the budget ran out with no definite
 // answer: the request may or may not have run. Ask with
-// ResolveOperation(Operation, Key); do not send it again with a new key.
+// Resolve(Operation, Key); do not send it again with a new key.
 type OutcomeUnknownError struct {
 	Operation string
 	Key       string
@@ -429,14 +429,8 @@ type Outcome struct {
 	LeaseRemainingSeconds int
 }
 
-// Resolve asks what became of a create's key: ResolveOperation of
-// OperationCreate.
-func (c *Client) Resolve(ctx context.Context, key string) (Outcome, error) {
-	return c.ResolveOperation(ctx, OperationCreate, key)
-}
-
-// ResolveOperation asks the server what became of key of operation (say
-// OperationCancel), for an intent whose outcome is unknown. It never sends
+// Resolve asks the server what became of key of operation (say
+// OperationCancel, or OutcomeUnknownError.Operation), for an intent whose outcome is unknown. It never sends
 // the request: when the answer is "unknown", the request did not run under
 // this key (or its record expired), and the caller decides whether to make
 // a new intent. It ends by ctx's deadline, or after the attempt timeout
@@ -444,7 +438,7 @@ func (c *Client) Resolve(ctx context.Context, key string) (Outcome, error) {
 //
 // Errors: ErrContractBroken (a 200 without a known state), ctx's error, a
 // transport error, or one that names an unexpected status.
-func (c *Client) ResolveOperation(ctx context.Context, operation, key string) (Outcome, error) {
+func (c *Client) Resolve(ctx context.Context, operation, key string) (Outcome, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)

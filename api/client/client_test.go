@@ -260,7 +260,7 @@ func TestResolveIsTimeBounded(t *testing.T) {
 	}{"no deadline": {context.Background(), 2 * time.Second}, "a deadline": {deadlineCtx, time.Second}} {
 		start := time.Now()
 		done := make(chan error, 1)
-		go func() { _, err := c.Resolve(tt.ctx, "key-hang"); done <- err }()
+		go func() { _, err := c.Resolve(tt.ctx, client.OperationCreate, "key-hang"); done <- err }()
 		select {
 		case err := <-done:
 			if err == nil {
@@ -359,11 +359,11 @@ func TestResolveNamesTheOperation(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := newClient(t, srv.URL, time.Second)
-	o, err := c.ResolveOperation(context.Background(), client.OperationCancel, "k 1")
+	o, err := c.Resolve(context.Background(), client.OperationCancel, "k 1")
 	if err != nil || o.State != "completed" || o.Status != 200 || o.ResultID != "r1" {
 		t.Fatalf("got %+v, %v", o, err)
 	}
-	if _, err := c.Resolve(context.Background(), "k2"); err != nil {
+	if _, err := c.Resolve(context.Background(), client.OperationCreate, "k2"); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"/v1/idempotency-keys/k 1?operation=demo-requests.cancel", "/v1/idempotency-keys/k2?operation=demo-requests.create"}

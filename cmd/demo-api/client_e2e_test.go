@@ -237,7 +237,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 		rec.checkAttempts(t, it.Key)
 		var o client.Outcome
 		if !testkit.Eventually(10*time.Second, func() bool {
-			o, err = c.Resolve(ctx, it.Key)
+			o, err = c.Resolve(ctx, it.Operation, it.Key)
 			return err == nil && o.State == "completed"
 		}) {
 			t.Fatalf("resolve: %+v, %v", o, err)
@@ -248,7 +248,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 		if n := rows(t, db) - before; n != 1 {
 			t.Fatalf("%d rows, want 1", n)
 		}
-		if never, err := c.Resolve(ctx, "never-sent"); err != nil || never.State != "unknown" {
+		if never, err := c.Resolve(ctx, client.OperationCreate, "never-sent"); err != nil || never.State != "unknown" {
 			t.Fatalf("resolve of a key never sent: %+v, %v", never, err)
 		}
 	})

@@ -87,7 +87,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &exitError{exitRefused, err}
 	}
 	if *resolve != "" {
-		o, err := c.ResolveOperation(ctx, *operation, *resolve)
+		o, err := c.Resolve(ctx, *operation, *resolve)
 		if err != nil {
 			return err
 		}

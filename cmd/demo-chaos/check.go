@@ -67,7 +67,7 @@ func (e *env) check(ctx context.Context, res *result, topic string, intents []*i
 func (e *env) settle(ctx context.Context, res *result, in *intent, s *worker) error {
 	deadline := time.Now().Add(settleFor)
 	for n := 0; ; n++ {
-		o, err := s.clients[n%2].Resolve(ctx, in.it.Key)
+		o, err := s.clients[n%2].Resolve(ctx, in.it.Operation, in.it.Key)
 		switch {
 		case err == nil && o.State == "completed":
 			res.resolvedCompleted++
