@@ -33,14 +33,16 @@ var cancelDemoRequest = keyStatements{
 
 var getDemoRequestSQL = statement("get_demo_request.sql")
 
-// InsertDemoRequest returns the write that creates r with its key.
+// InsertDemoRequest returns the write that creates r with its key. Its
+// arguments follow the key's in its files ($12 on in create_demo_request.sql).
 func (s *Store) InsertDemoRequest(r demo.Request) idempotency.Effect {
 	return &effect{what: "insert demo request", stmts: &createDemoRequest,
 		args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
 }
 
 // CancelDemoRequest returns the write that cancels r (as the work decided
-// it) with its key.
+// it) with its key. Its arguments follow the key's in its files ($12 on in
+// cancel_demo_request.sql).
 func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
 	return &effect{what: "cancel demo request", stmts: &cancelDemoRequest, conditional: true,
 		args: []any{r.State, r.CancelledAt, r.ID}}
