@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -19,244 +18,84 @@ import (
 // the end of a claim's lease is `lease_until` (Record.LeaseUntil; the
 // outcome route shows what is left of it as leaseRemainingSeconds).
 //
-// The statements use named parameters (:actor), which sqlx numbers in reading
-// order ($1, $2, …) when it prepares them; a type is given with CAST (sqlx
-// reads "::" as an escaped colon). Every time is the clock CTE: the database
-// clock, or the store's test clock. testdata/*.sql holds every assembled
-// statement, checked by a test, for reading.
-
-// clockCTE is the time of a statement.
-const clockCTE = `clock AS (
-    SELECT coalesce(CAST(:now AS timestamptz), now()) AS now
-)`
-
-// expiredRule is the expiry rule, written once: a record past its TTL that
-// no live lease holds (idempotency.Record.Expired). The table is k.
-const expiredRule = `(k.expires_at <= clock.now AND (k.state = 'completed' OR k.lease_until <= clock.now))`
-
-// takeOverRule is when a statement may replace a row (idempotency.Decide's
-// TakeOverExpired and TakeOverLease): it expired, or its owner's lease
-// passed and the same intent (fingerprint) asks again.
-const takeOverRule = expiredRule + `
-        OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = :fingerprint)`
-
-// column is one column of the key row a statement writes, and its value.
-type column struct{ name, value string }
-
-// claimedRow is the key row of a claim: in progress, owned for the lease.
-var claimedRow = []column{
-	{"fingerprint", ":fingerprint"},
-	{"state", "'in_progress'"},
-	{"claim_token", "CAST(:token AS uuid)"},
-	{"lease_until", "clock.now + CAST(:lease_us AS bigint) * interval '1 microsecond'"},
-	{"status_code", "NULL"},
-	{"response_body", "NULL"},
-	{"response_headers", "NULL"},
-	{"result_id", "NULL"},
-	{"created_at", "clock.now"},
-	{"completed_at", "NULL"},
-	{"expires_at", "clock.now + CAST(:ttl_us AS bigint) * interval '1 microsecond'"},
-}
-
-// completedRow is the key row of a one-phase create: born completed, with
-// its answer.
-var completedRow = []column{
-	{"fingerprint", ":fingerprint"},
-	{"state", "'completed'"},
-	{"claim_token", "CAST(:token AS uuid)"},
-	{"lease_until", "NULL"},
-	{"status_code", "CAST(:status AS integer)"},
-	{"response_body", "CAST(:body AS bytea)"},
-	{"response_headers", "CAST(:headers AS jsonb)"},
-	{"result_id", ":result_id"},
-	{"created_at", "clock.now"},
-	{"completed_at", "clock.now"},
-	{"expires_at", "clock.now + CAST(:ttl_us AS bigint) * interval '1 microsecond'"},
-}
-
-// claimSQL builds a statement that writes a key row where the scope is free:
-// the claim (row = claimedRow) or a one-phase create (row = completedRow,
-// with the operation's effect). It is one statement, committed on its own,
-// so a concurrent request sees the row at once, and the unique scope decides
-// the race. Its parts run on one snapshot:
+// Every statement is a file of sql/, which lists its parameters at its top;
+// the Go code passes them in that order. Every time is the clock CTE: the
+// database clock, or the store's test clock ($1, coalesce($1::timestamptz,
+// now())).
 //
-//   - prev reads the row as it was, so a request that does not write learns
-//     in the same round trip whether to replay, wait or refuse;
-//   - the INSERT writes the row where prev found none; ON CONFLICT DO NOTHING
-//     skips it, without a lock or a write, when the scope is taken. A
-//     concurrent first request that has not committed yet makes it wait on
-//     the unique index, then skip; its row is not in this snapshot, so the
-//     caller runs the statement again and finds it;
-//   - with takeOver, takeover replaces a row by takeOverRule. It locks only a
-//     row it takes over and rechecks the rule once it holds the lock, so of
-//     two racing takeovers one wins;
-//   - finished is the row this statement wrote, if any: the effect (the
-//     business change, written as CTEs that select FROM finished, the last
-//     one named effect) happens only with it.
-//
-// So a replay or a 409 writes nothing: it costs a read, not a commit.
-//
-// Rows to take over are rare (a key reused after its TTL, an owner that
-// died), and an UPDATE costs PostgreSQL about a tenth of the statement to set
-// up even when it changes nothing. So each statement comes in two forms
-// (writeStatements): without takeover, run first, and with it, run only when
-// the first found a row to take over; it reads the row again on a new
-// snapshot and decides afresh.
-//
-// A claim must be visible at once, not durable, so it commits without waiting
-// for its WAL flush (synchronous_commit off for this transaction alone). A
-// crash may lose a claim, never a creation: the finish commits durably, and
-// flushing its commit flushes the claim before it; a finish whose claim was
-// lost finds no row, creates nothing, and the retry claims again. A one-phase
-// create commits durably: it is the creation.
-func claimSQL(row []column, effect string, async, takeOver bool) string {
-	var names, values, sets []string
-	for _, c := range row {
-		names = append(names, c.name)
-		values = append(values, c.value)
-		sets = append(sets, c.name+" = "+c.value)
-	}
-	asyncCTE, asyncJoin := "", ""
-	if async {
-		asyncCTE = `, async_commit AS (
-    SELECT set_config('synchronous_commit', 'off', true)
-)`
-		asyncJoin = " CROSS JOIN async_commit"
-	}
-	insert := `INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
-        ` + strings.Join(names, ", ") + `)
-    SELECT :actor, :operation, :key,
-        ` + strings.Join(values, ", ") + `
-    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
-    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
-    RETURNING k.result_id`
-	writes := `, finished AS (
-    ` + insert + `
-)`
-	if takeOver {
-		writes = `, fresh AS (
-    ` + insert + `
-), takeover AS (
-    UPDATE idempotency_keys k SET
-        ` + strings.Join(sets, ",\n        ") + `
-    FROM clock
-    WHERE k.actor_id = :actor AND k.operation = :operation AND k.idem_key = :key
-      AND (` + takeOverRule + `)
-    RETURNING k.result_id
-), finished AS (
-    SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
-)`
-	}
-	return `WITH ` + clockCTE + asyncCTE + `, prev AS (
-    SELECT fingerprint, state, lease_until, status_code, response_body,
-           response_headers, result_id, created_at, completed_at, expires_at
-    FROM idempotency_keys
-    WHERE actor_id = :actor AND operation = :operation AND idem_key = :key
-)` + writes + effectCTEs(effect) + `
-SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, ` + effectCount(effect) + ` AS effect, prev.*
-FROM clock` + asyncJoin + ` LEFT JOIN prev ON true`
-}
+// A statement that writes a key row comes in two forms: one for a free
+// scope, run first, and one able to take over a row (a key reused after its
+// TTL, an owner that died), run only when the first found a row to take
+// over. sql/claim.sql says why, and what its parts do.
 
-// writeStatements are the two forms of a statement that writes a key row
-// (claimSQL): for a free scope, and able to take over a row.
+// writeStatements are the two forms of a statement that writes a key row.
 type writeStatements struct{ free, takeOver string }
 
-func newWriteStatements(row []column, effect string, async bool) writeStatements {
-	return writeStatements{free: claimSQL(row, effect, async, false), takeOver: claimSQL(row, effect, async, true)}
-}
+var claimStatements = writeStatements{free: statement("claim.sql"), takeOver: statement("claim_takeover.sql")}
 
-// finishSQL builds the two-phase finish: ONE statement, hence one
-// transaction, completes the key only while the caller's claim token still
-// holds it (the CTE finished), and the effect selects FROM finished: a lost
-// lease completes nothing and changes nothing.
-func finishSQL(effect string) string {
-	return `WITH ` + clockCTE + `, finished AS (
-    UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
-        status_code = CAST(:status AS integer), response_body = CAST(:body AS bytea),
-        response_headers = CAST(:headers AS jsonb), result_id = :result_id,
-        completed_at = clock.now
-    FROM clock
-    WHERE actor_id = :actor AND operation = :operation AND idem_key = :key
-      AND claim_token = CAST(:token AS uuid) AND state = 'in_progress'
-    RETURNING result_id
-)` + effectCTEs(effect) + `
-SELECT (SELECT count(*) FROM finished) = 1 AS claimed, ` + effectCount(effect) + ` AS effect`
-}
-
-func effectCTEs(effect string) string {
-	if effect == "" {
-		return ""
-	}
-	return ",\n" + strings.TrimSpace(effect)
-}
-
-func effectCount(effect string) string {
-	if effect == "" {
-		return "0"
-	}
-	return "(SELECT count(*) FROM effect)"
-}
-
-// keyStatements are the statements of one kind of effect.
+// keyStatements are the statements of one kind of effect, one per path:
+// the one-phase create in its two forms, and the two-phase finish, fenced
+// by the claim token. Each writes the business change FROM the key row it
+// writes (the CTE finished), so the change commits exactly with its key.
 type keyStatements struct {
-	onePhase writeStatements // with completedRow
-	finish   string          // finishSQL(effect)
+	onePhase writeStatements
+	finish   string
 }
 
-func newKeyStatements(effect string) keyStatements {
-	if effect != "" && !strings.Contains(effect, "FROM finished") {
-		// An effect that does not read finished would commit without its key.
-		panic("postgres: a business write must select FROM finished: " + effect)
-	}
-	return keyStatements{onePhase: newWriteStatements(completedRow, effect, false), finish: finishSQL(effect)}
+// answerOnly completes a key with no business change (a refusal).
+var answerOnly = keyStatements{
+	onePhase: writeStatements{free: statement("answer_only.sql"), takeOver: statement("answer_only_takeover.sql")},
+	finish:   statement("finish_claim_answer_only.sql"),
 }
 
-var (
-	claimStatements = newWriteStatements(claimedRow, "", true)
-	// answerOnly completes a key with no business change (a refusal).
-	answerOnly = newKeyStatements("")
-)
-
-// effect is the postgres store's idempotency.Effect: CTEs that select FROM
-// finished, their arguments, and whether they may find their row changed
-// since the work read it (then they run in a transaction that rolls back).
+// effect is the postgres store's idempotency.Effect: its statements, their
+// business arguments (after the key's, in the files' order), and whether
+// they may find their row changed since the work read it (then they run in
+// a transaction that rolls back).
 type effect struct {
 	what        string
 	stmts       *keyStatements
-	args        map[string]any
+	args        []any
 	conditional bool
 }
 
 func (e *effect) Describe() string { return e.what }
 
-// statementsOf returns the statements and arguments of d's effect.
-func statementsOf(d idempotency.Decided) (*keyStatements, map[string]any, *effect, error) {
+// effectOf returns d's effect, nil for none (an answer only).
+func effectOf(d idempotency.Decided) (*effect, error) {
 	if d.Effect == nil {
-		return &answerOnly, map[string]any{}, nil, nil
+		return nil, nil
 	}
 	e, ok := d.Effect.(*effect)
 	if !ok {
-		return nil, nil, nil, fmt.Errorf("postgres: %s is not an effect of this store", d.Effect.Describe())
+		return nil, fmt.Errorf("postgres: %s is not an effect of this store", d.Effect.Describe())
 	}
-	args := make(map[string]any, len(e.args)+12)
-	for k, v := range e.args {
-		args[k] = v
-	}
-	return e.stmts, args, e, nil
+	return e, nil
 }
 
-// answerArgs adds the stored answer of d and the scope to args.
-func (s *Store) answerArgs(args map[string]any, sc idempotency.Scope, fp, token string, d idempotency.Decided) error {
+// statementsOf returns the statements of e and its business arguments.
+func statementsOf(e *effect) (*keyStatements, []any) {
+	if e == nil {
+		return &answerOnly, nil
+	}
+	return e.stmts, e.args
+}
+
+// answer is the stored answer of a Decided, as the statements take it.
+type answer struct {
+	status   int
+	body     []byte
+	headers  string
+	resultID sql.NullString
+}
+
+func answerOf(d idempotency.Decided) (answer, error) {
 	headers, err := json.Marshal(d.Response.Header)
 	if err != nil {
-		return fmt.Errorf("encode headers: %w", err)
+		return answer{}, fmt.Errorf("encode headers: %w", err)
 	}
-	args["now"] = s.now()
-	args["actor"], args["operation"], args["key"] = sc.Actor, sc.Operation, sc.Key
-	args["fingerprint"], args["token"] = fp, token
-	args["status"], args["body"], args["headers"] = d.Response.Status, d.Response.Body, string(headers)
-	args["result_id"] = sql.NullString{String: d.Response.ResultID, Valid: d.Response.ResultID != ""}
-	return nil
+	return answer{status: d.Response.Status, body: d.Response.Body, headers: string(headers),
+		resultID: sql.NullString{String: d.Response.ResultID, Valid: d.Response.ResultID != ""}}, nil
 }
 
 // recordRow is a row of idempotency_keys as scanned.
@@ -299,7 +138,7 @@ func (r recordRow) record() (*idempotency.Record, error) {
 	return rec, nil
 }
 
-// claimRow is what claimSQL returns.
+// claimRow is what a statement that writes a key row returns.
 type claimRow struct {
 	Now     time.Time `db:"now"`
 	Claimed bool      `db:"claimed"`
@@ -308,10 +147,10 @@ type claimRow struct {
 }
 
 // write runs w's statement for a free scope and, only when the row it found
-// is one to take over (idempotency.Decide, which agrees with takeOverRule),
-// the statement that takes it over. It returns what the last one found and
-// how many rows its effect changed.
-func (s *Store) write(ctx context.Context, tx *sqlx.Tx, w writeStatements, fp string, args map[string]any) (idempotency.ClaimResult, int, error) {
+// is one to take over (idempotency.Decide, which agrees with the takeover
+// files), the statement that takes it over. It returns what the last one
+// found and how many rows its effect changed.
+func (s *Store) write(ctx context.Context, tx *sqlx.Tx, w writeStatements, fp string, args []any) (idempotency.ClaimResult, int, error) {
 	var row claimRow
 	if err := s.queryRow(ctx, tx, w.free, args, &row); err != nil {
 		return idempotency.ClaimResult{}, 0, err
@@ -336,28 +175,29 @@ func (r claimRow) result() (idempotency.ClaimResult, error) {
 	return idempotency.ClaimResult{Claimed: r.Claimed, Prev: prev, Now: r.Now}, err
 }
 
-// Claim implements idempotency.Store.
+// Claim implements idempotency.Store (sql/claim.sql).
 func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	args := map[string]any{
-		"now": s.now(), "actor": sc.Actor, "operation": sc.Operation, "key": sc.Key,
-		"fingerprint": fp, "token": token, "lease_us": lease.Microseconds(), "ttl_us": ttl.Microseconds(),
-	}
+	args := []any{s.now(), sc.Actor, sc.Operation, sc.Key, fp, token, lease.Microseconds(), ttl.Microseconds()}
 	cr, _, err := s.write(ctx, nil, claimStatements, fp, args)
 	return cr, err
 }
 
 // CreateResultAndFinishAtomically implements idempotency.Store: the
 // one-phase path. The key is inserted already completed with d's answer
-// and, FROM it, d's business change: one statement, one commit.
+// and, FROM it, d's business change: one statement, one commit (for
+// example sql/create_demo_request.sql).
 func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, sc idempotency.Scope, fp, token string, ttl time.Duration, d idempotency.Decided) (idempotency.ClaimResult, error) {
-	stmts, args, e, err := statementsOf(d)
+	e, err := effectOf(d)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	if err := s.answerArgs(args, sc, fp, token, d); err != nil {
+	a, err := answerOf(d)
+	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	args["ttl_us"] = ttl.Microseconds()
+	stmts, effectArgs := statementsOf(e)
+	args := append([]any{s.now(), sc.Actor, sc.Operation, sc.Key, fp, token,
+		a.status, a.body, a.headers, a.resultID, ttl.Microseconds()}, effectArgs...)
 	var cr idempotency.ClaimResult
 	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var changed int
@@ -374,16 +214,20 @@ func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, sc idempote
 
 // FinishClaimAtomically implements idempotency.Store: the two-phase
 // finish. d's business change and the completion of the key commit
-// in one statement, fenced by the claim token.
+// in one statement, fenced by the claim token (for example
+// sql/finish_claim_create_demo_request.sql).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error {
-	stmts, args, e, err := statementsOf(d)
+	e, err := effectOf(d)
 	if err != nil {
 		return err
 	}
-	if err := s.answerArgs(args, c.Scope, "", c.Token, d); err != nil {
+	a, err := answerOf(d)
+	if err != nil {
 		return err
 	}
-	delete(args, "fingerprint") // the finish is fenced by the token alone
+	stmts, effectArgs := statementsOf(e)
+	args := append([]any{s.now(), a.status, a.body, a.headers, a.resultID,
+		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, effectArgs...)
 	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var got struct {
 			Claimed bool `db:"claimed"`
@@ -413,16 +257,19 @@ func checkEffect(e *effect, wrote bool, n int) error {
 	return fmt.Errorf("finish: the business write %q changed nothing", e.what)
 }
 
+var (
+	releaseClaimSQL          = statement("release_claim.sql")
+	lookupKeySQL             = statement("lookup_key.sql")
+	purgeExpiredKeysSQL      = statement("purge_expired_keys.sql")
+	countInProgressClaimsSQL = statement("count_in_progress_claims.sql")
+)
+
 // Release implements idempotency.Store: it deletes the claim while it is
 // still c's and still in progress, so the next request with the key runs as a
 // first one. A finish whose commit went through unseen (the connection broke
 // after it) left the key completed, and the release leaves it alone.
 func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
-	_, err := s.db.ExecContext(ctx, `
-DELETE FROM idempotency_keys
-WHERE actor_id = $1 AND operation = $2 AND idem_key = $3
-  AND claim_token = $4::uuid AND state = 'in_progress'`,
-		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
+	_, err := s.db.ExecContext(ctx, releaseClaimSQL, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
 	return dbErr(err)
 }
 
@@ -432,12 +279,7 @@ func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.
 		Now time.Time `db:"now"`
 		recordRow
 	}
-	err := s.db.QueryRowxContext(ctx, `
-SELECT coalesce($1::timestamptz, now()) AS now, k.fingerprint, k.state, k.lease_until, k.status_code,
-       k.response_body, k.response_headers, k.result_id, k.created_at, k.completed_at, k.expires_at
-FROM (SELECT 1) one LEFT JOIN idempotency_keys k
-  ON k.actor_id = $2 AND k.operation = $3 AND k.idem_key = $4`,
-		s.now(), sc.Actor, sc.Operation, sc.Key).StructScan(&row)
+	err := s.db.QueryRowxContext(ctx, lookupKeySQL, s.now(), sc.Actor, sc.Operation, sc.Key).StructScan(&row)
 	if err != nil {
 		return nil, time.Time{}, dbErr(err)
 	}
@@ -445,23 +287,11 @@ FROM (SELECT 1) one LEFT JOIN idempotency_keys k
 	return rec, row.Now, err
 }
 
-// purgeSQL deletes up to :batch expired records, oldest first.
-var purgeSQL = `WITH ` + clockCTE + `
-DELETE FROM idempotency_keys
-WHERE (actor_id, operation, idem_key) IN (
-    SELECT k.actor_id, k.operation, k.idem_key
-    FROM idempotency_keys k, clock
-    WHERE ` + expiredRule + `
-    ORDER BY k.expires_at
-    LIMIT CAST(:batch AS integer)
-    FOR UPDATE OF k SKIP LOCKED
-)`
-
 // PurgeExpired deletes up to batch expired records: completed ones past their
 // TTL, and abandoned claims past both their TTL and their lease. A claim
 // whose lease is alive is never deleted. It returns how many it deleted.
 func (s *Store) PurgeExpired(ctx context.Context, batch int) (int64, error) {
-	res, err := s.db.NamedExecContext(ctx, purgeSQL, map[string]any{"now": s.now(), "batch": batch})
+	res, err := s.db.ExecContext(ctx, purgeExpiredKeysSQL, s.now(), batch)
 	if err != nil {
 		return 0, fmt.Errorf("purge expired keys: %w", dbErr(err))
 	}
@@ -476,10 +306,7 @@ func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, e
 		Oldest sql.NullTime `db:"oldest"`
 		Now    time.Time    `db:"now"`
 	}
-	err = s.db.GetContext(ctx, &row, `
-SELECT count(*) AS n, min(created_at) AS oldest, coalesce($1::timestamptz, now()) AS now
-FROM idempotency_keys WHERE lease_until IS NOT NULL -- in progress, by the table's CHECK
-`, s.now())
+	err = s.db.GetContext(ctx, &row, countInProgressClaimsSQL, s.now())
 	if err != nil {
 		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
 	}

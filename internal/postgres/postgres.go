@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -170,6 +171,23 @@ func Migrate(db *sqlx.DB, steps int) error {
 	return nil
 }
 
+// sqlFiles holds every statement the store runs, one file each: the file is
+// what PostgreSQL runs, with its parameters ($1, $2, … in reading order)
+// listed at its top. The Go code passes them positionally.
+//
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// statement returns the text of sql/name. It is called for package
+// variables, so a missing file stops the program as it starts, by its name.
+func statement(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name)
+	if err != nil {
+		panic("postgres: " + err.Error())
+	}
+	return string(b)
+}
+
 // Store implements the idempotency store and the business store.
 type Store struct {
 	db *sqlx.DB
@@ -181,50 +199,45 @@ type Store struct {
 	// planned on every run: set it only behind such a pooler. Set it before
 	// the Store is used.
 	Unprepared bool
-	stmts      sync.Map // query text → *sqlx.NamedStmt
+	stmts      sync.Map // query text → *sqlx.Stmt
 }
 
-// prepared returns the statement of query, which has named parameters
-// (:name), prepared once per Store (and, through database/sql, once per
-// connection). The key statements cost several times more to plan than to
-// run.
-func (s *Store) prepared(ctx context.Context, query string) (*sqlx.NamedStmt, error) {
+// prepared returns the statement of query prepared once per Store (and,
+// through database/sql, once per connection). The key statements cost
+// several times more to plan than to run.
+func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	if st, ok := s.stmts.Load(query); ok {
-		return st.(*sqlx.NamedStmt), nil
+		return st.(*sqlx.Stmt), nil
 	}
-	st, err := s.db.PrepareNamedContext(ctx, query)
+	st, err := s.db.PreparexContext(ctx, query)
 	if err != nil {
 		return nil, dbErr(err)
 	}
 	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
 		st.Close()
-		return prev.(*sqlx.NamedStmt), nil
+		return prev.(*sqlx.Stmt), nil
 	}
 	return st, nil
 }
 
-// queryRow runs the prepared query with args, in tx if not nil, and scans
-// its one row into dest.
-func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args map[string]any, dest any) error {
+// queryRow runs the prepared query with args ($1, $2, …), in tx if not nil,
+// and scans its one row into dest.
+func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest any) error {
 	if s.Unprepared {
-		q, list, err := sqlx.Named(query, args)
-		if err != nil {
-			return err
-		}
 		var on sqlx.QueryerContext = s.db
 		if tx != nil {
 			on = tx
 		}
-		return dbErr(on.QueryRowxContext(ctx, s.db.Rebind(q), list...).StructScan(dest))
+		return dbErr(on.QueryRowxContext(ctx, query, args...).StructScan(dest))
 	}
 	st, err := s.prepared(ctx, query)
 	if err != nil {
 		return err
 	}
 	if tx != nil {
-		st = tx.NamedStmtContext(ctx, st)
+		st = tx.StmtxContext(ctx, st)
 	}
-	return dbErr(st.QueryRowxContext(ctx, args).StructScan(dest))
+	return dbErr(st.QueryRowxContext(ctx, args...).StructScan(dest))
 }
 
 // inTx runs fn in a transaction when e is conditional, so that fn's error

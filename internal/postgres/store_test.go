@@ -3,10 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -389,42 +386,17 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 	})
 }
 
-var update = flag.Bool("update", false, "rewrite testdata/*.sql from the statements")
-
-// TestStatementsAsWritten keeps the assembled statements in testdata, as
-// plain SQL to read: the claim, the one-phase create and the fenced finish.
-// go test ./internal/postgres -run TestStatementsAsWritten -update rewrites them.
-func TestStatementsAsWritten(t *testing.T) {
-	for name, got := range postgres.Statements() {
-		path := filepath.Join("testdata", name+".sql")
-		if *update {
-			if err := os.WriteFile(path, []byte(got+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to write it)", err)
-		}
-		if string(want) != got+"\n" {
-			t.Errorf("%s differs from the statement the store runs; run with -update and review the diff", path)
-		}
-	}
-}
-
-// TestFreeScopeStatementLeavesStaleRows checks the split of claimSQL: the
+// TestFreeScopeStatementLeavesStaleRows checks the split of the claim: the
 // statement run first, for a free scope, returns a row it may take over and
-// changes nothing; Store.Claim then takes it over with the second statement.
+// changes nothing; Store.Claim then takes it over with claim_takeover.sql.
 func TestFreeScopeStatementLeavesStaleRows(t *testing.T) {
 	s, db, clk := newStore(t)
 	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
 	_, first := claim(t, s, sc, "fp")
 	clk.Advance(lease + time.Second) // the first owner died
 
-	rows, err := db.NamedQuery(postgres.Statements()["claim"], map[string]any{
-		"now": clk.Now(), "actor": sc.Actor, "operation": sc.Operation, "key": sc.Key, "fingerprint": "fp",
-		"token": uuid.NewString(), "lease_us": lease.Microseconds(), "ttl_us": ttl.Microseconds(),
-	})
+	rows, err := db.Queryx(readSQL(t, "claim.sql"), clk.Now(), sc.Actor, sc.Operation, sc.Key, "fp",
+		uuid.NewString(), lease.Microseconds(), ttl.Microseconds())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,38 @@
+-- answer_only.sql: the one-phase answer that changes nothing but the key
+-- (a refusal, such as a 422), for a free scope. It inserts the key row
+-- already completed with its answer. Where the scope is taken it writes
+-- nothing and returns the row there (prev), as claim.sql does, which
+-- explains the parts.
+--
+-- Parameters:
+--   $1  now              the test clock; NULL for the database clock
+--   $2  actor_id         the scope: the actor,
+--   $3  operation        the operation,
+--   $4  idem_key         and the Idempotency-Key
+--   $5  fingerprint      of the request's significant fields
+--   $6  claim_token      the request's token
+--   $7  status_code      the stored answer: its status,
+--   $8  response_body    its body,
+--   $9  response_headers its headers (a JSON object),
+--   $10 result_id        and the id of what it changed (NULL for none)
+--   $11 ttl_us           how long the key lives, in microseconds
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), prev AS (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
+), finished AS (
+    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
+        fingerprint, state, claim_token, lease_until, status_code, response_body,
+        response_headers, result_id, created_at, completed_at, expires_at)
+    SELECT $2, $3, $4,
+        $5, 'completed', $6::uuid, NULL, $7::integer, $8::bytea,
+        $9::jsonb, $10, clock.now, clock.now, clock.now + $11::bigint * interval '1 microsecond'
+    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
+    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
+    RETURNING k.result_id
+)
+SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
+FROM clock LEFT JOIN prev ON true

@@ -1,0 +1,64 @@
+-- claim.sql: claim a free scope for a two-phase request: write its key row
+-- in progress, owned by the claim token until the lease ends, and return the
+-- row the scope had before (prev), if any.
+--
+-- Parameters:
+--   $1 now          the test clock; NULL for the database clock
+--   $2 actor_id     the scope: the actor,
+--   $3 operation    the operation,
+--   $4 idem_key     and the Idempotency-Key
+--   $5 fingerprint  of the request's significant fields
+--   $6 claim_token  new on every claim: fences a slow owner out
+--   $7 lease_us     the lease, in microseconds
+--   $8 ttl_us       how long the key lives, in microseconds
+--
+-- It is one statement, committed on its own, so a concurrent request sees
+-- the row at once, and the unique scope decides the race. Its parts run on
+-- one snapshot:
+--
+--   - prev reads the row as it was, so a request that does not write learns
+--     in the same round trip whether to replay, wait or refuse;
+--   - the INSERT writes the row where prev found none; ON CONFLICT DO
+--     NOTHING skips it, without a lock or a write, when the scope is taken.
+--     A concurrent first request that has not committed yet makes it wait
+--     on the unique index, then skip; its row is not in this snapshot, so
+--     the caller runs the statement again and finds it;
+--   - finished is the row this statement wrote, if any.
+--
+-- So a replay or a 409 writes nothing: it costs a read, not a commit.
+--
+-- Rows to take over are rare (a key reused after its TTL, an owner that
+-- died), and an UPDATE costs PostgreSQL about a tenth of the statement to
+-- set up even when it changes nothing. So this statement does not take over;
+-- claim_takeover.sql does, and runs only when this one found a row to take
+-- over (idempotency.Decide); it reads the row again on a new snapshot and
+-- decides afresh.
+--
+-- A claim must be visible at once, not durable, so it commits without
+-- waiting for its WAL flush (synchronous_commit off for this transaction
+-- alone). A crash may lose a claim, never a creation: the finish commits
+-- durably, and flushing its commit flushes the claim before it; a finish
+-- whose claim was lost finds no row, creates nothing, and the retry claims
+-- again.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+), prev AS (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
+), finished AS (
+    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
+        fingerprint, state, claim_token, lease_until, status_code, response_body,
+        response_headers, result_id, created_at, completed_at, expires_at)
+    SELECT $2, $3, $4,
+        $5, 'in_progress', $6::uuid, clock.now + $7::bigint * interval '1 microsecond', NULL, NULL,
+        NULL, NULL, clock.now, NULL, clock.now + $8::bigint * interval '1 microsecond'
+    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
+    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
+    RETURNING k.result_id
+)
+SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
+FROM clock CROSS JOIN async_commit LEFT JOIN prev ON true

@@ -1,0 +1,10 @@
+-- outbox_delivery.sql: read the delivery of one of an actor's demo
+-- requests.
+--
+-- Parameters:
+--   $1 request_id  the demo request's id
+--   $2 actor_id    the actor it must belong to
+SELECT o.request_id, o.state, o.attempts, o.last_error, o.next_attempt_at,
+       o.provider_reference, o.updated_at
+FROM outbox o JOIN demo_requests r ON r.id = o.request_id
+WHERE o.request_id = $1 AND r.actor_id = $2

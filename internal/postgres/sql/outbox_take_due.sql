@@ -1,0 +1,30 @@
+-- outbox_take_due.sql: take up to a batch of due deliveries, oldest due
+-- first, skipping rows another dispatcher holds locked at this moment, and
+-- lease them to the caller's token: a taken row is due again when the lease
+-- passes (its dispatcher died). It returns each taken row with its demo
+-- request's fields.
+--
+-- Parameters:
+--   $1 now          the test clock; NULL for the database clock
+--   $2 batch        how many rows at most
+--   $3 lease_token  the dispatcher's token
+--   $4 lease_us     the lease, in microseconds
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), due AS (
+    SELECT o.request_id
+    FROM outbox o, clock
+    WHERE o.next_attempt_at <= clock.now -- pending, by the table's CHECK
+    ORDER BY o.next_attempt_at
+    LIMIT $2::integer
+    FOR UPDATE OF o SKIP LOCKED
+), taken AS (
+    UPDATE outbox o SET attempts = o.attempts + 1, lease_token = $3::uuid,
+        next_attempt_at = clock.now + $4::bigint * interval '1 microsecond',
+        updated_at = clock.now
+    FROM due, clock
+    WHERE o.request_id = due.request_id
+    RETURNING o.request_id, o.attempts
+)
+SELECT taken.request_id, taken.attempts, r.topic, r.note
+FROM taken JOIN demo_requests r ON r.id = taken.request_id

@@ -1,0 +1,245 @@
+package postgres_test
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/demo-api/demo-api/internal/postgres"
+)
+
+// readSQL returns the embedded file sql/name.
+func readSQL(t *testing.T, name string) string {
+	t.Helper()
+	b, err := fs.ReadFile(postgres.SQLFiles, "sql/"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var param = regexp.MustCompile(`\$(\d+)`)
+
+// TestEveryStatementPrepares prepares every file of sql/ against the
+// migrated schema, so a typo, a wrong column or a parameter of two types
+// fails here. It also checks what a reader relies on: the comment at the
+// top lists every parameter PostgreSQL found ($1 … $n, no more), the body
+// numbers them in reading order, and the Go code names the file.
+func TestEveryStatementPrepares(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := openDB(t).Connx(ctx) // a prepared statement lives on one connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var code strings.Builder
+	gofiles, _ := filepath.Glob("*.go")
+	for _, f := range gofiles {
+		if !strings.HasSuffix(f, "_test.go") {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code.Write(b)
+		}
+	}
+	files, err := fs.Glob(postgres.SQLFiles, "sql/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the statements: %v, %v", files, err)
+	}
+	for _, path := range files {
+		name := strings.TrimPrefix(path, "sql/")
+		text := readSQL(t, name)
+		if _, err := conn.ExecContext(ctx, "PREPARE stmt AS "+text); err != nil {
+			t.Errorf("%s does not prepare: %v", name, err)
+			continue
+		}
+		var n int
+		if err := conn.GetContext(ctx, &n, `SELECT coalesce(cardinality(parameter_types), 0) FROM pg_prepared_statements WHERE name = 'stmt'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, "DEALLOCATE stmt"); err != nil {
+			t.Fatal(err)
+		}
+
+		header, body := splitHeader(text)
+		if !strings.HasPrefix(header, "-- "+name+": ") {
+			t.Errorf("%s: its comment does not start with %q", name, "-- "+name+": ")
+		}
+		listed := map[int]bool{}
+		for _, m := range param.FindAllStringSubmatch(header, -1) {
+			i, _ := strconv.Atoi(m[1])
+			listed[i] = true
+		}
+		for i := 1; i <= n; i++ {
+			if !listed[i] {
+				t.Errorf("%s: its comment does not list $%d", name, i)
+			}
+		}
+		if len(listed) > n {
+			t.Errorf("%s: its comment lists %d parameters, the statement has %d", name, len(listed), n)
+		}
+		next := 1
+		for _, m := range param.FindAllStringSubmatch(body, -1) {
+			switch i, _ := strconv.Atoi(m[1]); {
+			case i == next:
+				next++
+			case i > next:
+				t.Errorf("%s: $%d comes before $%d; number the parameters in reading order", name, i, next)
+				next = i + 1
+			}
+		}
+		if !strings.Contains(code.String(), `statement("`+name+`")`) {
+			t.Errorf("%s: no Go code runs it (statement(%q))", name, name)
+		}
+	}
+}
+
+// splitHeader returns the comment lines at the top of a file and the rest,
+// without its comments.
+func splitHeader(text string) (header, body string) {
+	lines := strings.Split(text, "\n")
+	i := 0
+	for i < len(lines) && strings.HasPrefix(lines[i], "--") {
+		i++
+	}
+	var b strings.Builder
+	for _, l := range lines[i:] {
+		if j := strings.Index(l, "--"); j >= 0 {
+			l = l[:j]
+		}
+		b.WriteString(l + "\n")
+	}
+	return strings.Join(lines[:i], "\n"), b.String()
+}
+
+// TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether runs each one-phase
+// file on its own, with the parameters its comment lists: where it may
+// write (a free scope; for a takeover form, an expired row) it writes the
+// key row completed and, from it, the business rows; where the scope is
+// taken (a live claim; for a free-scope form, an expired row too) it writes
+// neither.
+func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
+	const (
+		actor = "alice"
+		op    = "demo-requests.create"
+		key   = "k-1"
+		fp    = "fp"
+	)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	type business struct {
+		args  func(id string) []any // $12 on, as the file lists them
+		setup string                // run with $1 = id before the statement
+		// alone counts the business rows the statement writes for $1
+		// (written of them when it writes); together is 1 when they are
+		// there with their key row, completed and naming them.
+		alone, together string
+		written         int
+	}
+	create := business{
+		args: func(id string) []any { return []any{id, "accepted", "t", "n", now} },
+		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1) +
+		               (SELECT count(*) FROM outbox WHERE request_id = $1)`,
+		together: `SELECT count(*) FROM idempotency_keys k
+		           JOIN demo_requests r ON r.id::text = k.result_id JOIN outbox o ON o.request_id = r.id
+		           WHERE k.state = 'completed' AND r.id = $1 AND o.state = 'pending'`,
+		written: 2, // the request and its outbox row
+	}
+	cancel := business{
+		args:     func(id string) []any { return []any{"cancelled", now, id} },
+		setup:    `INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at) VALUES ($1, 'alice', 'accepted', 't', 'n', now())`,
+		alone:    `SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled'`,
+		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.id::text = k.result_id WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'cancelled'`,
+		written:  1,
+	}
+	answerOnly := business{args: func(string) []any { return nil }}
+	cases := []struct {
+		file     string
+		takeOver bool
+		business business
+	}{
+		{"create_demo_request.sql", false, create},
+		{"create_demo_request_takeover.sql", true, create},
+		{"cancel_demo_request.sql", false, cancel},
+		{"cancel_demo_request_takeover.sql", true, cancel},
+		{"answer_only.sql", false, answerOnly},
+		{"answer_only_takeover.sql", true, answerOnly},
+	}
+	// The rows a scope may hold before: an expired answer, a live claim.
+	const (
+		expired = `INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token,
+			status_code, response_body, response_headers, created_at, completed_at, expires_at)
+			VALUES ('alice', 'demo-requests.create', 'k-1', 'old', 'completed', $1, 201, '{}', '{}',
+			now() - interval '2 days', now() - interval '2 days', now() - interval '1 day')`
+		live = `INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token,
+			lease_until, created_at, expires_at)
+			VALUES ('alice', 'demo-requests.create', 'k-1', 'fp', 'in_progress', $1,
+			now() + interval '30 seconds', now(), now() + interval '1 day')`
+	)
+	for _, c := range cases {
+		scopes := map[string]string{"taken by a live claim": live}
+		if c.takeOver {
+			scopes["holding an expired row"] = expired
+		} else {
+			scopes["free"] = ""
+			scopes["holding an expired row: not this form's to take"] = expired
+		}
+		for scope, before := range scopes {
+			writes := before == "" || (c.takeOver && before == expired)
+			t.Run(c.file+"/"+scope, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				db := openDB(t)
+				id, token := uuid.NewString(), uuid.NewString()
+				if before != "" {
+					db.MustExecContext(ctx, before, uuid.NewString())
+				}
+				b := c.business
+				if b.setup != "" {
+					db.MustExecContext(ctx, b.setup, id)
+				}
+				resultID := any(id)
+				if b.alone == "" {
+					resultID = nil
+				}
+				args := append([]any{nil, actor, op, key, fp, token, 201, []byte(`{"requestId":"` + id + `"}`),
+					`{"Location":"/v1/demo-requests/` + id + `"}`, resultID, (24 * time.Hour).Microseconds()}, b.args(id)...)
+				got := map[string]any{}
+				if err := db.QueryRowxContext(ctx, readSQL(t, c.file), args...).MapScan(got); err != nil {
+					t.Fatal(err)
+				}
+				keyRows := count(t, db, `SELECT count(*) FROM idempotency_keys WHERE claim_token = $1 AND state = 'completed'
+					AND fingerprint = 'fp' AND status_code = 201 AND result_id IS NOT DISTINCT FROM $2`, token, resultID)
+				if !writes {
+					if got["claimed"] != false || got["state"] == nil || keyRows != 0 {
+						t.Fatalf("claimed %v, previous row's state %s, %d key rows written; want false, the row there, 0", got["claimed"], got["state"], keyRows)
+					}
+					if b.alone != "" {
+						if n := count(t, db, b.alone, id); n != 0 {
+							t.Fatalf("%d business rows written without their key, want 0", n)
+						}
+					}
+					return
+				}
+				wantEffect := int64(min(b.written, 1)) // the rows of its last CTE, effect
+				if got["claimed"] != true || got["effect"] != wantEffect || keyRows != 1 {
+					t.Fatalf("claimed %v, effect %v, %d key rows; want true, %d, 1", got["claimed"], got["effect"], keyRows, wantEffect)
+				}
+				if b.alone != "" {
+					if n, m := count(t, db, b.alone, id), count(t, db, b.together, id); n != b.written || m != 1 {
+						t.Fatalf("%d business rows, with their key %d times; want %d, once", n, m, b.written)
+					}
+				}
+			})
+		}
+	}
+}
