@@ -26,6 +26,7 @@ import (
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/serving"
 )
 
 // baselineCommand, as the first argument, makes demo-bench the baseline
@@ -102,25 +103,9 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{ // as demo-api serve's
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	srv := serving.NewServer(handler, logger, 30*time.Second) // as demo-api serve's
 	fmt.Fprintf(stdout, "baseline listening on http://%s\n", ln.Addr())
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return serving.Serve(ctx, logger, srv, ln, 10*time.Second)
 }
 
 // baselineHandler is the baseline server's whole surface: POST
