@@ -41,6 +41,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/demo-api/demo-api/internal/faultproxy"
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
 )
@@ -388,13 +389,13 @@ func (b *bench) floor(ctx context.Context, dbURL string) error {
 // second pair of servers whose database connections go through a counting
 // proxy.
 func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL, token string) error {
-	proxy, err := startProxy(host + ":" + port)
+	proxy, err := faultproxy.Start(host + ":" + port)
 	if err != nil {
 		return err
 	}
-	defer proxy.close()
+	defer proxy.Close()
 	// Planning time too, for these sequential requests only.
-	url := strings.Replace(dbURL, host+":"+port, proxy.addr(), 1) + "&pg_stat_statements.track_planning=on"
+	url := strings.Replace(dbURL, host+":"+port, proxy.Addr(), 1) + "&pg_stat_statements.track_planning=on"
 	srv, err := startAPI(ctx, "server-counted", bin, tmp, url, token)
 	if err != nil {
 		return err
@@ -421,7 +422,7 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 	after()
 	for _, sc := range scenarios {
 		req, after := cl.scenario(sc, 1)
-		proxy.reset()
+		proxy.ResetRoundTrips()
 		var lr loadResult
 		pc, err := b.stats.measure(ctx, func() { lr = closedLoop(ctx, 1, 0, b.o.countRequests, req) })
 		after()
@@ -429,7 +430,7 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 			return err
 		}
 		rc := roundTripCount{scenario: sc, requests: lr.n, errors: lr.errors,
-			roundTrips: proxy.roundTrips(), statements: pc.calls, firstErr: lr.firstErr, db: pc}
+			roundTrips: proxy.RoundTrips(), statements: pc.calls, firstErr: lr.firstErr, db: pc}
 		b.rep.counts = append(b.rep.counts, rc)
 		b.logf("round trips %-8s: %.2f network, %.2f statements per request (errors %d %s)",
 			sc, rc.perReq(rc.roundTrips), rc.perReq(rc.statements), lr.errors, lr.firstErr)

@@ -2,6 +2,8 @@ package faultproxy_test
 
 import (
 	"bufio"
+	"encoding/binary"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -76,5 +78,66 @@ func TestLinks(t *testing.T) {
 	p.Set(faultproxy.Cut)
 	if _, err := say("cut"); err == nil {
 		t.Fatal("cut: the connection still answers")
+	}
+}
+
+// TestRoundTrips: the proxy counts a PostgreSQL client's Sync and Query
+// messages, whatever chunks they arrive in, and not those of its startup.
+func TestRoundTrips(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	msg := func(typ byte, body string) []byte {
+		b := []byte{typ, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(b[1:], uint32(4+len(body)))
+		return append(b, body...)
+	}
+	untyped := func(code uint32, body string) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
+		return append(binary.BigEndian.AppendUint32(b, code), body...)
+	}
+	var stream []byte
+	stream = append(stream, untyped(80877103, "")...)                        // SSLRequest
+	stream = append(stream, untyped(196608, "user\x00S\x00\x00")...)         // startup, with an S in its body
+	stream = append(stream, msg('P', "\x00SELECT 1\x00\x00\x00")...)         // Parse
+	stream = append(stream, msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00")...) // Bind
+	stream = append(stream, msg('S', "")...)                                 // Sync: 1
+	stream = append(stream, msg('Q', "SELECT 'S'\x00")...)                   // Query: 2
+	stream = append(stream, msg('S', "")...)                                 // Sync: 3
+	heard := make(chan int, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		n, _ := io.ReadFull(c, make([]byte, len(stream)))
+		heard <- n
+	}()
+	p, err := faultproxy.Start(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < len(stream); i += 3 { // chunks that split every header
+		c.Write(stream[i:min(i+3, len(stream))])
+		time.Sleep(time.Millisecond)
+	}
+	if n := <-heard; n != len(stream) {
+		t.Fatalf("the server heard %d of %d bytes", n, len(stream))
+	}
+	if got := p.RoundTrips(); got != 3 {
+		t.Errorf("RoundTrips %d, want 3", got)
+	}
+	p.ResetRoundTrips()
+	if got := p.RoundTrips(); got != 0 {
+		t.Errorf("RoundTrips after reset %d", got)
 	}
 }
