@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/demo-api/demo-api/internal/statusmix"
 )
 
 // phase is one measured closed-loop run.
@@ -102,7 +104,7 @@ type cell struct {
 	rps, p50, p99 []float64 // per round
 	errors, n     int
 	firstErr      string
-	statuses      map[int]int
+	statuses      statusmix.Mix
 }
 
 func cells(phases []phase) map[string]map[int]*cell {
@@ -113,7 +115,7 @@ func cells(phases []phase) map[string]map[int]*cell {
 		}
 		c := out[p.scenario][p.conc]
 		if c == nil {
-			c = &cell{statuses: map[int]int{}}
+			c = &cell{statuses: statusmix.Mix{}}
 			out[p.scenario][p.conc] = c
 		}
 		c.rps = append(c.rps, p.load.rps())
@@ -124,9 +126,7 @@ func cells(phases []phase) map[string]map[int]*cell {
 		if c.firstErr == "" {
 			c.firstErr = p.load.firstErr
 		}
-		for s, n := range p.load.statuses {
-			c.statuses[s] += n
-		}
+		c.statuses.Add(p.load.statuses)
 	}
 	return out
 }
@@ -395,7 +395,7 @@ func (r *report) markdown() string {
 	for _, sc := range scenarios {
 		for _, c := range concurrencies {
 			if x := cs[sc][c]; x != nil && x.errors > 0 {
-				p("- %s @%d: %d errors, first: %s; statuses: %s\n", sc, c, x.errors, x.firstErr, statusMix(x.statuses))
+				p("- %s @%d: %d errors, first: %s; statuses: %s\n", sc, c, x.errors, x.firstErr, x.statuses)
 			}
 		}
 	}
