@@ -166,7 +166,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	}
 	dbURL := pg.URL(dbName)
 	b.rep.env = describeEnv(ctx, admin, pg.Source)
-	b.rep.env.code = describeCode(ctx, root)
+	b.rep.env.Code = describeCode(ctx, root)
 
 	token := "bench-" + randHex(16)
 	srv, err := startAPI(ctx, "server", bin, tmp, dbURL, token) // migrates the database
@@ -459,19 +459,19 @@ func describeCode(ctx context.Context, root string) string {
 
 // describeEnv names the machine and the server settings that matter.
 func describeEnv(ctx context.Context, admin *sqlx.DB, source string) environment {
-	e := environment{goVersion: runtime.Version(), cpus: runtime.NumCPU(), pgSource: source, os: runtime.GOOS}
+	e := environment{GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), PGSource: source, OS: runtime.GOOS}
 	switch runtime.GOOS {
 	case "linux":
-		e.os = "Linux"
+		e.OS = "Linux"
 	case "darwin":
-		e.os = "macOS"
+		e.OS = "macOS"
 	case "windows":
-		e.os = "Windows"
+		e.OS = "Windows"
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				e.cpuModel = strings.TrimSpace(v)
+				e.CPUModel = strings.TrimSpace(v)
 				break
 			}
 		}
@@ -479,16 +479,16 @@ func describeEnv(ctx context.Context, admin *sqlx.DB, source string) environment
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		var kb int64
 		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
-		e.memBytes = kb << 10
+		e.MemBytes = kb << 10
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		e.kernel = strings.TrimSpace(string(b))
+		e.Kernel = strings.TrimSpace(string(b))
 	}
-	_ = admin.GetContext(ctx, &e.pgVersion, `SELECT split_part(version(), ' on ', 1)`)
+	_ = admin.GetContext(ctx, &e.PGVersion, `SELECT split_part(version(), ' on ', 1)`)
 	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "shared_buffers", "max_connections"} {
 		var v string
 		if err := admin.GetContext(ctx, &v, `SELECT current_setting($1)`, name); err == nil {
-			e.settings = append(e.settings, name+"="+v)
+			e.Settings = append(e.Settings, name+"="+v)
 		}
 	}
 	return e
