@@ -14,6 +14,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/serving"
 )
 
 // config is the configuration of every command. Each field has an
@@ -192,15 +193,8 @@ func (c config) refused() map[string]bool {
 }
 
 // httpServer is an HTTP server of h with the timeouts every server of the
-// project has (the API, the review desk, the dispatcher's metrics): a client
-// that sends its request slowly, or keeps an idle connection, is cut off.
+// project has (the API, the review desk, the dispatcher's metrics), reading
+// a request for at most c.readTimeout.
 func (c config) httpServer(h http.Handler, logger *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: min(5*time.Second, c.readTimeout),
-		ReadTimeout:       c.readTimeout,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	return serving.NewServer(h, logger, c.readTimeout)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/provider"
+	"github.com/demo-api/demo-api/internal/serving"
 )
 
 const providerUsage = "usage: demo-api provider [flags]\n\nRuns the review desk, the external service the dispatcher hands accepted requests to.\nEach flag has an environment variable, named in its help; a flag wins.\n"
@@ -69,16 +70,7 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	srv := cfg.httpServer(desk.Handler(), logger) // the API's timeouts
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	logger.Info("serving", "addr", ln.Addr().String(), "faults", *faults)
 	fmt.Fprintf(stdout, "review desk listening on http://%s\n", ln.Addr())
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return serving.Serve(ctx, logger, srv, ln, 10*time.Second)
 }

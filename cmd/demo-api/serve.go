@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
+	"github.com/demo-api/demo-api/internal/serving"
 )
 
 // serve runs the API until ctx ends, then shuts down gracefully: it stops
@@ -78,8 +78,6 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	defer func() { stopSweep(); wg.Wait() }()
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared,
 		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
@@ -92,22 +90,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	page := pageAddr(ln.Addr().(*net.TCPAddr))
 	fmt.Fprintf(stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
-	}
-	logger.Info("stopped")
-	return nil
+	return serving.Serve(ctx, logger, srv, ln, cfg.shutdownTimeout)
 }
 
 // pageAddr is the address a person on this machine opens the pages at: a

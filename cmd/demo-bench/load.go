@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/demo-api/demo-api/internal/statusmix"
 )
 
 // Scenario names.
@@ -156,7 +156,7 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 // loadResult is one closed-loop run.
 type loadResult struct {
 	n, errors int
-	statuses  map[int]int
+	statuses  statusmix.Mix // 0: transport error
 	elapsed   time.Duration
 	latencies []time.Duration // sorted
 	firstErr  string
@@ -178,7 +178,7 @@ func closedLoop(ctx context.Context, workers int, d time.Duration, count int, re
 	type workerResult struct {
 		lat      []time.Duration
 		errors   int
-		statuses map[int]int
+		statuses statusmix.Mix
 		firstErr string
 	}
 	results := make([]workerResult, workers)
@@ -187,7 +187,7 @@ func closedLoop(ctx context.Context, workers int, d time.Duration, count int, re
 	deadline := start.Add(d)
 	for w := range workers {
 		wg.Go(func() {
-			res := workerResult{statuses: map[int]int{}}
+			res := workerResult{statuses: statusmix.Mix{}}
 			for i := 0; ctx.Err() == nil; i++ {
 				if (d > 0 && !time.Now().Before(deadline)) || (count > 0 && i >= count) {
 					break
@@ -206,13 +206,11 @@ func closedLoop(ctx context.Context, workers int, d time.Duration, count int, re
 		})
 	}
 	wg.Wait()
-	out := loadResult{elapsed: time.Since(start), statuses: map[int]int{}}
+	out := loadResult{elapsed: time.Since(start), statuses: statusmix.Mix{}}
 	for _, res := range results {
 		out.latencies = append(out.latencies, res.lat...)
 		out.errors += res.errors
-		for s, n := range res.statuses {
-			out.statuses[s] += n
-		}
+		out.statuses.Add(res.statuses)
 		if out.firstErr == "" {
 			out.firstErr = res.firstErr
 		}
@@ -307,16 +305,4 @@ func (c *client) warmConnections(ctx context.Context, n int) {
 	}
 	close(release)
 	wg.Wait()
-}
-
-func statusMix(m map[int]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		name := fmt.Sprint(k)
-		if k == 0 {
-			name = "transport error"
-		}
-		parts = append(parts, fmt.Sprintf("%s: %d", name, m[k]))
-	}
-	return strings.Join(parts, ", ")
 }

@@ -41,6 +41,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/demo-api/demo-api/internal/faultproxy"
 	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
 )
@@ -165,7 +166,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	}
 	dbURL := pg.URL(dbName)
 	b.rep.env = describeEnv(ctx, admin, pg.Source)
-	b.rep.env.code = describeCode(ctx, root)
+	b.rep.env.Code = describeCode(ctx, root)
 
 	token := "bench-" + randHex(16)
 	srv, err := startAPI(ctx, "server", bin, tmp, dbURL, token) // migrates the database
@@ -388,13 +389,13 @@ func (b *bench) floor(ctx context.Context, dbURL string) error {
 // second pair of servers whose database connections go through a counting
 // proxy.
 func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL, token string) error {
-	proxy, err := startProxy(host + ":" + port)
+	proxy, err := faultproxy.Start(host + ":" + port)
 	if err != nil {
 		return err
 	}
-	defer proxy.close()
+	defer proxy.Close()
 	// Planning time too, for these sequential requests only.
-	url := strings.Replace(dbURL, host+":"+port, proxy.addr(), 1) + "&pg_stat_statements.track_planning=on"
+	url := strings.Replace(dbURL, host+":"+port, proxy.Addr(), 1) + "&pg_stat_statements.track_planning=on"
 	srv, err := startAPI(ctx, "server-counted", bin, tmp, url, token)
 	if err != nil {
 		return err
@@ -421,7 +422,7 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 	after()
 	for _, sc := range scenarios {
 		req, after := cl.scenario(sc, 1)
-		proxy.reset()
+		proxy.ResetRoundTrips()
 		var lr loadResult
 		pc, err := b.stats.measure(ctx, func() { lr = closedLoop(ctx, 1, 0, b.o.countRequests, req) })
 		after()
@@ -429,7 +430,7 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 			return err
 		}
 		rc := roundTripCount{scenario: sc, requests: lr.n, errors: lr.errors,
-			roundTrips: proxy.roundTrips(), statements: pc.calls, firstErr: lr.firstErr, db: pc}
+			roundTrips: proxy.RoundTrips(), statements: pc.calls, firstErr: lr.firstErr, db: pc}
 		b.rep.counts = append(b.rep.counts, rc)
 		b.logf("round trips %-8s: %.2f network, %.2f statements per request (errors %d %s)",
 			sc, rc.perReq(rc.roundTrips), rc.perReq(rc.statements), lr.errors, lr.firstErr)
@@ -458,19 +459,19 @@ func describeCode(ctx context.Context, root string) string {
 
 // describeEnv names the machine and the server settings that matter.
 func describeEnv(ctx context.Context, admin *sqlx.DB, source string) environment {
-	e := environment{goVersion: runtime.Version(), cpus: runtime.NumCPU(), pgSource: source, os: runtime.GOOS}
+	e := environment{GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), PGSource: source, OS: runtime.GOOS}
 	switch runtime.GOOS {
 	case "linux":
-		e.os = "Linux"
+		e.OS = "Linux"
 	case "darwin":
-		e.os = "macOS"
+		e.OS = "macOS"
 	case "windows":
-		e.os = "Windows"
+		e.OS = "Windows"
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				e.cpuModel = strings.TrimSpace(v)
+				e.CPUModel = strings.TrimSpace(v)
 				break
 			}
 		}
@@ -478,16 +479,16 @@ func describeEnv(ctx context.Context, admin *sqlx.DB, source string) environment
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		var kb int64
 		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
-		e.memBytes = kb << 10
+		e.MemBytes = kb << 10
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		e.kernel = strings.TrimSpace(string(b))
+		e.Kernel = strings.TrimSpace(string(b))
 	}
-	_ = admin.GetContext(ctx, &e.pgVersion, `SELECT split_part(version(), ' on ', 1)`)
+	_ = admin.GetContext(ctx, &e.PGVersion, `SELECT split_part(version(), ' on ', 1)`)
 	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "shared_buffers", "max_connections"} {
 		var v string
 		if err := admin.GetContext(ctx, &v, `SELECT current_setting($1)`, name); err == nil {
-			e.settings = append(e.settings, name+"="+v)
+			e.Settings = append(e.Settings, name+"="+v)
 		}
 	}
 	return e

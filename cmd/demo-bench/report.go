@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -10,7 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/template"
 	"time"
+
+	"github.com/demo-api/demo-api/internal/statusmix"
 )
 
 // phase is one measured closed-loop run.
@@ -41,13 +45,17 @@ type roundTripCount struct {
 
 func (r roundTripCount) perReq(v int64) float64 { return float64(v) / float64(max(r.requests, 1)) }
 
+// environment is where the bench ran. Its fields are exported for the
+// report's template.
 type environment struct {
-	goVersion, os, cpuModel, kernel, pgVersion, pgSource string
-	code                                                 string
-	cpus                                                 int
-	memBytes                                             int64
-	settings                                             []string
+	GoVersion, OS, CPUModel, Kernel, PGVersion, PGSource string
+	Code                                                 string
+	CPUs                                                 int
+	MemBytes                                             int64
+	Settings                                             []string
 }
+
+func (e environment) MemGiB() float64 { return float64(e.MemBytes) / (1 << 30) }
 
 // report is everything one run measured.
 type report struct {
@@ -97,12 +105,13 @@ func median(v []float64) float64 {
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// cell is the rounds of one scenario at one concurrency.
+// cell is the rounds of one scenario at one concurrency. Its fields are
+// exported for the report's template.
 type cell struct {
-	rps, p50, p99 []float64 // per round
-	errors, n     int
-	firstErr      string
-	statuses      map[int]int
+	RPS, P50, P99 []float64 // per round
+	Errors, N     int
+	FirstErr      string
+	Statuses      statusmix.Mix
 }
 
 func cells(phases []phase) map[string]map[int]*cell {
@@ -113,20 +122,18 @@ func cells(phases []phase) map[string]map[int]*cell {
 		}
 		c := out[p.scenario][p.conc]
 		if c == nil {
-			c = &cell{statuses: map[int]int{}}
+			c = &cell{Statuses: statusmix.Mix{}}
 			out[p.scenario][p.conc] = c
 		}
-		c.rps = append(c.rps, p.load.rps())
-		c.p50 = append(c.p50, msf(p.load.quantile(.5)))
-		c.p99 = append(c.p99, msf(p.load.quantile(.99)))
-		c.errors += p.load.errors
-		c.n += p.load.n
-		if c.firstErr == "" {
-			c.firstErr = p.load.firstErr
+		c.RPS = append(c.RPS, p.load.rps())
+		c.P50 = append(c.P50, msf(p.load.quantile(.5)))
+		c.P99 = append(c.P99, msf(p.load.quantile(.99)))
+		c.Errors += p.load.errors
+		c.N += p.load.n
+		if c.FirstErr == "" {
+			c.FirstErr = p.load.firstErr
 		}
-		for s, n := range p.load.statuses {
-			c.statuses[s] += n
-		}
+		c.Statuses.Add(p.load.statuses)
 	}
 	return out
 }
@@ -238,7 +245,7 @@ func (r *report) targets() []target {
 	if d := r.drain; d != nil {
 		create := 0.0
 		if x := cs[scCreate][8]; x != nil {
-			create = median(x.rps)
+			create = median(x.RPS)
 		}
 		ts = append(ts, target{name: fmt.Sprintf("drain: deliveries/s of a %d-row backlog / creates/s at 8 clients", d.rows),
 			measured: fmt.Sprintf("%.0f / %.0f = %.2f×", d.rate(), create, d.rate()/max(create, 1)),
@@ -282,7 +289,7 @@ func (r *report) targets() []target {
 	errs := 0
 	for _, byConc := range cs {
 		for _, c := range byConc {
-			errs += c.errors
+			errs += c.Errors
 		}
 	}
 	ts = append(ts, target{name: "errors in the baseline/create/replay phases", measured: fmt.Sprint(errs), want: "0", met: errs == 0, hard: true})
@@ -343,29 +350,112 @@ const (
 	endMarker   = "<!-- demo-bench:end -->"
 )
 
+// reportTemplate is the report's text; markdown fills it with a page.
+//
+//go:embed report.md.tmpl
+var reportTemplate string
+
+var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{
+	"median": median, "joinf": joinf, "ms": ms, "msf": msf, "mib": mib,
+	"div": func(a, b float64) float64 { return a / b }, "join": strings.Join,
+}).Parse(reportTemplate))
+
+// page is what the report shows, computed: the template only lays it out.
+type page struct {
+	Command, Started                         string
+	Elapsed                                  time.Duration
+	Env                                      environment
+	BaselineCommand                          string
+	Rounds, Storms, StormSize, CountRequests int
+	Duration, Warmup, FloorDuration          time.Duration
+	Targets                                  []targetRow
+	Cells                                    []cellRow
+	Drain                                    *drainRow
+	Ratios                                   []ratioRow
+	Work                                     []workRow
+	Statements                               []statementRow
+	CPUMeasured                              bool
+	NotMeasured                              string
+	CPU                                      []cpuRow
+	StormTotal                               stormRow
+	StormRows                                string
+	StormList                                []stormRow
+	PeakRSS, RSSNow                          int64
+	Floor                                    []floorRow
+	FloorSummary                             *floorSummary
+}
+
+type targetRow struct{ Name, Measured, Want, Result string }
+
+type cellRow struct {
+	Scenario string
+	Clients  int
+	*cell
+}
+
+type drainRow struct {
+	Rows, SubmitCalls, StatusCalls, Submitted, Submissions int
+	Took                                                   time.Duration
+	Rate, CallsPerDelivery                                 float64
+	Dispatcher, Desk, Postgres, Machine                    time.Duration // CPU per delivery
+}
+
+type ratioRow struct {
+	Clients                                                        int
+	CreateBaseline, Create2PBaseline, ReplayCreate, ReplayBaseline []float64
+	CreateOutbox, OutboxBaseline                                   []float64
+}
+
+type workRow struct {
+	Scenario              string
+	Statements, Xids, WAL float64
+	RoundTrips            string
+}
+
+type statementRow struct {
+	Scenario, Query string
+	Calls, Exec     float64
+	Plan, ExecAtOne string
+}
+
+type cpuRow struct {
+	Scenario                                        string
+	Clients                                         int
+	Servers, Postgres, Client, Total, Busy, Machine float64
+}
+
+type stormRow struct {
+	Round, First, Replayed, Conflict, S5xx, Other, Rows int
+	Elapsed, P50, P99                                   time.Duration
+	FirstOther                                          string
+}
+
+type floorRow struct {
+	Name, Sync, Errors string
+	Clients            int
+	RPS                float64
+	P50, P99           time.Duration
+}
+
+// floorSummary compares a create's SQL with the baseline's INSERT, at 1
+// client (p50) and, if At8, at 8 (ops/s).
+type floorSummary struct {
+	Claim, ClaimOff, ClaimFinish, Insert time.Duration
+	At8                                  bool
+	ClaimFinish8, Insert8                float64
+}
+
 // markdown renders the report.
 func (r *report) markdown() string {
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	e := r.env
-	p("## Latest run\n\n")
-	p("Command: %s, %s, %s in all.\n\n", r.command, r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed.Round(time.Second))
-	p("- Code: %s.\n", e.code)
-	p("- Machine: %d CPUs (%s), %.1f GiB RAM, %s %s; %s.\n", e.cpus, e.cpuModel, float64(e.memBytes)/(1<<30), e.os, e.kernel, e.goVersion)
-	p("- PostgreSQL: %s, %s, **durable** (%s), pg_stat_statements preloaded. The server is the real `demo-api serve` binary "+
-		"(LOG_FORMAT=json to a file, its pool of 32 connections, SWEEP_INTERVAL=1h so no sweep runs during a phase), on 127.0.0.1; "+
-		"`create` is a create as the service runs it (the one-phase path), `create-2p` the same create sent to a second server started with IDEMPOTENCY_PATH=two_phase (claim, then finish). "+
-		"The baseline is a server of its own, demo-bench started again as `demo-bench %s`: the same chi middleware in the same order "+
-		"(request id, JSON request log and latency histogram, panic recovery, bearer authentication), the same body rules and "+
-		"demo.CreateInput.Validate, postgres.Open's connection settings, one prepared INSERT, and the same 201 answer, without the idempotency layer. "+
-		"`baseline+outbox` is a second one, started with BASELINE_OUTBOX=true, whose one prepared statement also writes the request's outbox row: the create's whole business effect, without the layer.\n",
-		e.pgVersion, e.pgSource, strings.Join(e.settings, ", "), baselineCommand)
-	p("- Load: closed loop, each client sends its next request when the last one answered (Go net/http, keep-alive). "+
-		"%d rounds; in each, for 1, 8 and 32 clients: baseline, baseline+outbox, create, create-2p, replay (order rotated each round), %s each after a %s warm-up; "+
-		"then %d storms of %d requests on one fresh key (one-phase create). Figures are medians across rounds; ratios are medians of the per-round ratios.\n\n",
-		r.opts.rounds, r.opts.duration, r.opts.warmup, r.opts.storms, r.opts.stormSize)
-
-	p("### Targets\n\n| target | measured | wanted | result |\n|---|---|---|---|\n")
+	o := r.opts
+	pg := page{
+		Command: r.command, Started: r.started.UTC().Format("2006-01-02 15:04 UTC"), Elapsed: r.elapsed.Round(time.Second),
+		Env: r.env, BaselineCommand: baselineCommand,
+		Rounds: o.rounds, Storms: o.storms, StormSize: o.stormSize, CountRequests: o.countRequests,
+		Duration: o.duration, Warmup: o.warmup, FloorDuration: o.floorDuration,
+		CPUMeasured: cpuMeasured, NotMeasured: notMeasured, StormRows: stormRowsSummary(r.storms),
+		PeakRSS: r.peakRSS, RSSNow: r.rssAfter, FloorSummary: r.floorSummary(),
+	}
 	for _, t := range r.targets() {
 		res := "met"
 		switch {
@@ -376,57 +466,26 @@ func (r *report) markdown() string {
 		case !t.met:
 			res = "**MISSED**"
 		}
-		p("| %s | %s | %s | %s |\n", t.name, t.measured, t.want, res)
+		pg.Targets = append(pg.Targets, targetRow{t.name, t.measured, t.want, res})
 	}
-	p("\n")
-
 	cs := cells(r.phases)
-	p("### Throughput and latency\n\n| scenario | clients | req/s | p50 | p99 | errors | req/s per round |\n|---|---:|---:|---:|---:|---:|---|\n")
 	for _, sc := range scenarios {
 		for _, c := range concurrencies {
-			x := cs[sc][c]
-			if x == nil {
-				continue
-			}
-			p("| %s | %d | %.0f | %.2f ms | %.2f ms | %d | %s |\n", sc, c, median(x.rps), median(x.p50), median(x.p99), x.errors, joinf(x.rps, "%.0f"))
-		}
-	}
-	p("\n")
-	for _, sc := range scenarios {
-		for _, c := range concurrencies {
-			if x := cs[sc][c]; x != nil && x.errors > 0 {
-				p("- %s @%d: %d errors, first: %s; statuses: %s\n", sc, c, x.errors, x.firstErr, statusMix(x.statuses))
+			if x := cs[sc][c]; x != nil {
+				pg.Cells = append(pg.Cells, cellRow{sc, c, x})
 			}
 		}
 	}
-
 	if d := r.drain; d != nil {
-		p("### The outbox drained\n\n%d requests with their outbox rows, all due at once, in a database of their own; `demo-api serve` with "+
-			"PROVIDER_URL (its dispatcher: 4 rounds at once of up to 32 rows each) hands them to `demo-api provider`, the review desk, on a database "+
-			"of its own on the same PostgreSQL. Timed from the rows becoming due to the backlog's end; the calls are serve's own count.\n\n"+
-			"| rows | took | deliveries/s | submit calls | status calls | calls per delivery | submitted | the desk's submissions |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n"+
-			"| %d | %s | **%.0f** | %d | %d | %.2f | %d | %d |\n\n",
-			d.rows, d.rows, d.took.Round(time.Millisecond), d.rate(), d.submitCalls, d.statusCalls, d.callsPerDelivery(), d.submitted, d.submissions)
-		if cpuMeasured {
-			p("CPU per delivery: dispatcher (serve) %.3f ms, review desk %.3f ms, PostgreSQL %.3f ms; the whole machine %.3f ms.\n\n",
-				msf(d.cpuDispatcher), msf(d.cpuDesk), msf(d.cpuPostgres), msf(d.cpuMachine))
-		}
+		pg.Drain = &drainRow{d.rows, d.submitCalls, d.statusCalls, d.submitted, d.submissions, d.took.Round(time.Millisecond),
+			d.rate(), d.callsPerDelivery(), d.cpuDispatcher, d.cpuDesk, d.cpuPostgres, d.cpuMachine}
 	}
-
-	p("### Ratios\n\n| clients | create / baseline | create-2p / baseline | replay / create | replay / baseline | create / baseline+outbox | baseline+outbox / baseline |\n|---:|---|---|---|---|---|---|\n")
 	for _, c := range concurrencies {
-		cb, c2b := ratios(r.phases, scCreate, scBaseline, c), ratios(r.phases, scCreate2P, scBaseline, c)
-		rc, rb := ratios(r.phases, scReplay, scCreate, c), ratios(r.phases, scReplay, scBaseline, c)
-		co, ob := ratios(r.phases, scCreate, scOutbox, c), ratios(r.phases, scOutbox, scBaseline, c)
-		p("| %d | **%.2f×** (%s) | **%.2f×** (%s) | **%.2f×** (%s) | %.2f× | %.2f× (%s) | %.2f× |\n", c, median(cb), joinf(cb, "%.2f"), median(c2b), joinf(c2b, "%.2f"),
-			median(rc), joinf(rc, "%.2f"), median(rb), median(co), joinf(co, "%.2f"), median(ob))
+		pg.Ratios = append(pg.Ratios, ratioRow{c,
+			ratios(r.phases, scCreate, scBaseline, c), ratios(r.phases, scCreate2P, scBaseline, c),
+			ratios(r.phases, scReplay, scCreate, c), ratios(r.phases, scReplay, scBaseline, c),
+			ratios(r.phases, scCreate, scOutbox, c), ratios(r.phases, scOutbox, scBaseline, c)})
 	}
-	p("\nbaseline+outbox is the baseline server writing the create's whole business effect, the request and its outbox row in one statement, " +
-		"without the idempotency layer: create / baseline+outbox is what the layer itself costs, the outbox apart.\n")
-	p("\n")
-
-	p("### Database work per request\n\n")
-	p("| scenario | SQL statements (round trips) | network round trips | transactions with an xid (commits that write WAL) | WAL bytes |\n|---|---:|---:|---:|---:|\n")
 	for _, sc := range scenarios {
 		w := work(r.phases, sc)
 		nrt := "–"
@@ -436,98 +495,107 @@ func (r *report) markdown() string {
 				nrt += fmt.Sprintf(" (%d errors: %s)", c.errors, c.firstErr)
 			}
 		}
-		p("| %s | %.2f | %s | %.2f | %.0f |\n", sc, w.per(w.calls), nrt, w.per(w.xids), w.per(w.wal))
-	}
-	p("\nStatements are counted with pg_stat_statements over every measured phase (the app's database only); network round trips by a proxy that counts the "+
-		"protocol's Sync and Query messages (%d sequential requests per scenario, through a second server with the same DATABASE_URL but for the proxy's port); transactions with an xid from the transaction-id counter "+
-		"(a transaction that wrote or locked a row: its commit writes WAL and, unless asynchronous, waits for its flush); WAL bytes from the insert position (both include autovacuum, a few per mille).\n\n", r.opts.countRequests)
-	p("| scenario | statement | calls per request | mean execution under load | at 1 client: mean planning | at 1 client: mean (max) execution |\n|---|---|---:|---:|---:|---:|\n")
-	for _, sc := range scenarios {
-		w := work(r.phases, sc)
-		seq := map[int64]statement{}
-		if c, ok := r.count(sc); ok {
-			for _, st := range c.db.statements {
-				id := textID(shortQuery(st.Query, 70))
-				if prev, ok := seq[id]; ok {
-					st.Calls += prev.Calls
-					st.TotalPlan += prev.TotalPlan
-					st.TotalExec += prev.TotalExec
-					st.MaxExec = max(st.MaxExec, prev.MaxExec)
-				}
-				seq[id] = st
-			}
+		pg.Work = append(pg.Work, workRow{sc, w.per(w.calls), w.per(w.xids), w.per(w.wal), nrt})
+		pg.Statements = append(pg.Statements, r.statementRows(sc, w)...)
+		if cpuMeasured {
+			pg.CPU = append(pg.CPU, r.cpuRows(sc)...)
 		}
-		for _, id := range w.queryOrder {
-			st := w.byQuery[id]
-			if w.per(st.Calls) < 0.01 {
+	}
+	for _, s := range r.storms {
+		pg.StormList = append(pg.StormList, stormRow{s.round, s.first, s.replayed, s.conflict, s.s5xx, s.other, s.rows, s.elapsed, s.p50, s.p99, s.firstOther})
+		t := &pg.StormTotal
+		t.First, t.Replayed, t.Conflict, t.S5xx, t.Other = t.First+s.first, t.Replayed+s.replayed, t.Conflict+s.conflict, t.S5xx+s.s5xx, t.Other+s.other
+	}
+	for _, f := range r.floor {
+		row := floorRow{Name: f.name, Sync: "on", Errors: fmt.Sprint(f.errors), Clients: f.conc, RPS: f.rps, P50: f.p50, P99: f.p99}
+		if f.syncOff {
+			row.Sync = "off"
+		}
+		if f.errors > 0 {
+			row.Errors += " (" + f.firstErr + ")"
+		}
+		pg.Floor = append(pg.Floor, row)
+	}
+	var b strings.Builder
+	if err := reportPage.Execute(&b, pg); err != nil {
+		panic(fmt.Sprintf("the report template: %v", err)) // a bug, which TestReportRenders finds
+	}
+	return b.String()
+}
+
+// statementRows are the statements of scenario sc that run at least once
+// per hundred requests: under load (w), and at one client (its round-trip
+// count, with planning times).
+func (r *report) statementRows(sc string, w dbWork) []statementRow {
+	seq := map[int64]statement{}
+	if c, ok := r.count(sc); ok {
+		for _, st := range c.db.statements {
+			id := textID(shortQuery(st.Query, 70))
+			if prev, ok := seq[id]; ok {
+				st.Calls += prev.Calls
+				st.TotalPlan += prev.TotalPlan
+				st.TotalExec += prev.TotalExec
+				st.MaxExec = max(st.MaxExec, prev.MaxExec)
+			}
+			seq[id] = st
+		}
+	}
+	var rows []statementRow
+	for _, id := range w.queryOrder {
+		st := w.byQuery[id]
+		if w.per(st.Calls) < 0.01 {
+			continue
+		}
+		plan, exec := "–", "–"
+		if one, ok := seq[id]; ok && one.Calls > 0 {
+			plan = fmt.Sprintf("%.3f ms", one.TotalPlan/float64(one.Calls))
+			exec = fmt.Sprintf("%.3f ms (%.3f ms)", one.TotalExec/float64(one.Calls), one.MaxExec)
+		}
+		rows = append(rows, statementRow{sc, shortQuery(st.Query, 70), w.per(st.Calls), st.TotalExec / float64(max(st.Calls, 1)), plan, exec})
+	}
+	return rows
+}
+
+// cpuRows are the CPU times per request of scenario sc, medians across
+// rounds, at each concurrency.
+func (r *report) cpuRows(sc string) []cpuRow {
+	var rows []cpuRow
+	for _, c := range concurrencies {
+		var srv, pgc, cli, tot, busy, mach []float64
+		for _, ph := range r.phases {
+			if ph.scenario != sc || ph.conc != c || ph.load.n == 0 {
 				continue
 			}
-			plan, exec := "–", "–"
-			if one, ok := seq[id]; ok && one.Calls > 0 {
-				plan = fmt.Sprintf("%.3f ms", one.TotalPlan/float64(one.Calls))
-				exec = fmt.Sprintf("%.3f ms (%.3f ms)", one.TotalExec/float64(one.Calls), one.MaxExec)
-			}
-			p("| %s | `%s` | %.2f | %.3f ms | %s | %s |\n", sc, shortQuery(st.Query, 70), w.per(st.Calls), st.TotalExec/float64(max(st.Calls, 1)), plan, exec)
+			n := float64(ph.load.n)
+			srv = append(srv, msf(ph.cpu.server)/n)
+			pgc = append(pgc, msf(ph.cpu.postgres)/n)
+			cli = append(cli, msf(ph.cpu.client)/n)
+			all := ph.cpu.server + ph.cpu.postgres + ph.cpu.client
+			tot = append(tot, msf(all)/n)
+			busy = append(busy, all.Seconds()/ph.load.elapsed.Seconds())
+			mach = append(mach, ph.cpu.machine.Seconds()/ph.load.elapsed.Seconds())
+		}
+		if len(tot) > 0 {
+			rows = append(rows, cpuRow{sc, c, median(srv), median(pgc), median(cli), median(tot), median(busy), median(mach)})
 		}
 	}
-	p("\n")
+	return rows
+}
 
-	r.cpuSection(p)
-
-	p("### Same-key storms\n\n")
-	var first, replayed, conflict, s5xx, other int
-	for _, s := range r.storms {
-		first, replayed, conflict, s5xx, other = first+s.first, replayed+s.replayed, conflict+s.conflict, s5xx+s.s5xx, other+s.other
-	}
-	p("%d storms of %d concurrent requests, each on one fresh key with one body. Business rows per key: %s. "+
-		"Status mix over all storms: 201 first %d, 201 replayed %d, 409 %d, 5xx %d, other %d.\n\n",
-		len(r.storms), r.opts.stormSize, stormRowsSummary(r.storms), first, replayed, conflict, s5xx, other)
-	p("| round | 201 first | 201 replayed | 409 in progress | 5xx | other | business rows | wall time | p50 | p99 |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, s := range r.storms {
-		p("| %d | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n", s.round, s.first, s.replayed, s.conflict, s.s5xx, s.other, s.rows, ms(s.elapsed), ms(s.p50), ms(s.p99))
-		if s.firstOther != "" {
-			p("| | first unexpected: %s | | | | | | | | |\n", s.firstOther)
-		}
-	}
-	p("\n")
-
-	if cpuMeasured {
-		p("### Server memory\n\nPeak RSS of the demo-api process (VmHWM, after all phases and storms): **%s**; RSS at that point: %s.\n\n", mib(r.peakRSS), mib(r.rssAfter))
-	} else {
-		p("### Server memory\n\n%s.\n\n", notMeasured)
-	}
-
-	p("### SQL floor\n\nThe store's statements straight from Go (postgres.Open and postgres.Store, as the server uses them), no HTTP, %s per line:\n\n", r.opts.floorDuration)
-	p("| work | clients | synchronous_commit | ops/s | p50 | p99 | errors |\n|---|---:|---|---:|---:|---:|---:|\n")
-	for _, f := range r.floor {
-		sc := "on"
-		if f.syncOff {
-			sc = "off"
-		}
-		errs := fmt.Sprint(f.errors)
-		if f.errors > 0 {
-			errs += " (" + f.firstErr + ")"
-		}
-		p("| %s | %d | %s | %.0f | %s | %s | %s |\n", f.name, f.conc, sc, f.rps, ms(f.p50), ms(f.p99), errs)
-	}
+// floorSummary is nil unless the floor ran the loops it compares.
+func (r *report) floorSummary() *floorSummary {
 	claim, ok1 := r.floorResult("claim (new key)", 1, false)
 	cf, ok2 := r.floorResult("claim + finish", 1, false)
 	ins, ok3 := r.floorResult("plain insert", 1, false)
 	claimOff, ok4 := r.floorResult("claim (new key)", 1, true)
-	if ok1 && ok2 && ok3 && ok4 {
-		p("\nAt 1 client (p50) the claim alone takes %s (%s with synchronous_commit=off for the session), "+
-			"a create's SQL (claim, then finish) %s, the baseline's INSERT %s: a create's SQL floor is %.2f× the baseline's at 1 client",
-			ms(claim.p50), ms(claimOff.p50), ms(cf.p50), ms(ins.p50), msf(cf.p50)/msf(ins.p50))
-		if cf8, ok := r.floorResult("claim + finish", 8, false); ok {
-			if ins8, ok := r.floorResult("plain insert", 8, false); ok && cf8.rps > 0 {
-				p(" and %.2f× at 8 (%.0f against %.0f per second)", ins8.rps/cf8.rps, cf8.rps, ins8.rps)
-			}
-		}
-		p(".\n")
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil
 	}
-	p("\n")
-
-	return b.String()
+	s := &floorSummary{Claim: claim.p50, ClaimOff: claimOff.p50, ClaimFinish: cf.p50, Insert: ins.p50}
+	cf8, ok1 := r.floorResult("claim + finish", 8, false)
+	ins8, ok2 := r.floorResult("plain insert", 8, false)
+	s.At8, s.ClaimFinish8, s.Insert8 = ok1 && ok2 && cf8.rps > 0, cf8.rps, ins8.rps
+	return s
 }
 
 // writeSection puts md between the markers of the file at path, keeping
@@ -557,38 +625,4 @@ func writeSection(path, md string) error {
 		return err
 	}
 	return os.WriteFile(path, out, 0o644)
-}
-
-// cpuSection renders the CPU per request, where this OS lets it be measured.
-func (r *report) cpuSection(p func(format string, args ...any)) {
-	if !cpuMeasured {
-		p("### CPU per request\n\n%s.\n\n", notMeasured)
-		return
-	}
-	p("### CPU per request\n\nCPU time (user + system) during the measured phases, per request, medians across rounds. \"Cores busy\" is the three together per second of wall time; "+
-		"\"Servers\" is the two demo-api and the two baseline servers together (those not under load add next to nothing). \"machine busy\" is every process and the kernel (/proc/stat), including whatever else runs on the machine (the machine has %d CPUs).\n\n", r.env.cpus)
-	p("| scenario | clients | servers | PostgreSQL | load generator | total | cores busy | machine busy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, sc := range scenarios {
-		for _, c := range concurrencies {
-			var srv, pgc, cli, tot, busy, mach []float64
-			for _, ph := range r.phases {
-				if ph.scenario != sc || ph.conc != c || ph.load.n == 0 {
-					continue
-				}
-				n := float64(ph.load.n)
-				srv = append(srv, msf(ph.cpu.server)/n)
-				pgc = append(pgc, msf(ph.cpu.postgres)/n)
-				cli = append(cli, msf(ph.cpu.client)/n)
-				all := ph.cpu.server + ph.cpu.postgres + ph.cpu.client
-				tot = append(tot, msf(all)/n)
-				busy = append(busy, all.Seconds()/ph.load.elapsed.Seconds())
-				mach = append(mach, ph.cpu.machine.Seconds()/ph.load.elapsed.Seconds())
-			}
-			if len(tot) == 0 {
-				continue
-			}
-			p("| %s | %d | %.3f ms | %.3f ms | %.3f ms | %.3f ms | %.2f | %.2f |\n", sc, c, median(srv), median(pgc), median(cli), median(tot), median(busy), median(mach))
-		}
-	}
-	p("\n")
 }

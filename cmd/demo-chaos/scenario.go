@@ -5,11 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +14,7 @@ import (
 	"github.com/demo-api/demo-api/api/client"
 	"github.com/demo-api/demo-api/internal/faultproxy"
 	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/statusmix"
 )
 
 // scenario is one fault: inject breaks something while the load runs, heal
@@ -133,7 +130,7 @@ func scenarioNames() []string {
 // probe is what /readyz or /metrics answered during a scenario.
 type probe struct {
 	mu            sync.Mutex
-	during, after map[int]int // status (0: no answer) → count
+	during, after statusmix.Mix
 	slowest       time.Duration
 	healed        atomic.Bool
 }
@@ -152,18 +149,7 @@ func (p *probe) record(status int, took time.Duration) {
 func (p *probe) String() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	show := func(m map[int]int) string {
-		var parts []string
-		for _, s := range slices.Sorted(maps.Keys(m)) {
-			name := strconv.Itoa(s)
-			if s == 0 {
-				name = "none"
-			}
-			parts = append(parts, fmt.Sprintf("%s×%d", name, m[s]))
-		}
-		return strings.Join(parts, " ")
-	}
-	return fmt.Sprintf("during: %s; after: %s; slowest %s", show(p.during), show(p.after), p.slowest.Round(time.Millisecond))
+	return fmt.Sprintf("during: %s; after: %s; slowest %s", p.during, p.after, p.slowest.Round(time.Millisecond))
 }
 
 // result is one scenario's figures and failed checks.
@@ -291,7 +277,7 @@ func (e *env) settler() (*worker, error) {
 // afterHeal is how long the load goes on after the heal.
 const afterHeal = 2 * time.Second
 
-func newProbe() *probe { return &probe{during: map[int]int{}, after: map[int]int{}} }
+func newProbe() *probe { return &probe{during: statusmix.Mix{}, after: statusmix.Mix{}} }
 
 // watch asks url every 250 ms, each time with a 3 s timeout.
 func watch(ctx context.Context, url string, p *probe) {

@@ -1,11 +1,14 @@
-// Package faultproxy is a TCP proxy on loopback that the tests and the chaos
-// campaign put between the service and PostgreSQL, to break the link on
-// demand: cut it, hold its bytes (a partition), or drop its replies.
+// Package faultproxy is a TCP proxy on loopback that the tests, the chaos
+// campaign and the bench put between the service and PostgreSQL: to break
+// the link on demand (cut it, hold its bytes as a partition does, or drop
+// its replies), and to count the network round trips of what runs through
+// it.
 package faultproxy
 
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +36,7 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup
+	trips  atomic.Int64
 
 	mu      sync.Mutex
 	link    Link
@@ -55,6 +59,13 @@ func Start(target string) (*Proxy, error) {
 
 // Addr is the proxy's host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// RoundTrips is how many times a PostgreSQL client waited for its server,
+// through the proxy, since ResetRoundTrips: its Sync and Query messages.
+func (p *Proxy) RoundTrips() int64 { return p.trips.Load() }
+
+// ResetRoundTrips starts the count of RoundTrips again from zero.
+func (p *Proxy) ResetRoundTrips() { p.trips.Store(0) }
 
 // Set changes the link; Cut closes the open connections.
 func (p *Proxy) Set(l Link) {
@@ -104,17 +115,19 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(server, client, false); done <- struct{}{} }()
-	go func() { p.pipe(client, server, true); done <- struct{}{} }()
+	sent := &frontend{trips: &p.trips}
+	go func() { p.pipe(server, client, sent.scan); done <- struct{}{} }()
+	go func() { p.pipe(client, server, nil); done <- struct{}{} }()
 	<-done // either side ended: end both
 	p.untrack(client)
 	p.untrack(server)
 	<-done
 }
 
-// pipe copies src to dst chunk by chunk, each as the link allows; replies
-// (src is the server) are dropped while the link is muted.
-func (p *Proxy) pipe(dst, src net.Conn, replies bool) {
+// pipe copies src to dst chunk by chunk, each as the link allows. What the
+// client sends goes through scan first; replies (scan is nil: src is the
+// server) are dropped while the link is muted.
+func (p *Proxy) pipe(dst, src net.Conn, scan func([]byte)) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -123,7 +136,9 @@ func (p *Proxy) pipe(dst, src net.Conn, replies bool) {
 			if !ok {
 				return
 			}
-			if link == Mute && replies {
+			if scan != nil {
+				scan(buf[:n])
+			} else if link == Mute {
 				continue
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {

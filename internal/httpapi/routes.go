@@ -25,16 +25,7 @@ func (s *server) operations() ([]route, error) {
 
 // routes is the whole API surface; ops are the idempotent operations.
 func (s *server) routes(ops []route) http.Handler {
-	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.logRequests, recoverPanics(s.Logger))
-	r.NotFound(handleProblem(s.Logger, errNoRoute))
-	r.MethodNotAllowed(handleMethodNotAllowed(s.Logger, r))
-
-	r.Method(http.MethodGet, "/healthz", handleHealthz())
-	r.Method(http.MethodGet, "/readyz", handleReadyz(s.Logger, s.Ready))
-	if s.Metrics != nil {
-		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
-	}
+	r := s.base()
 	r.Method(http.MethodGet, "/problems/{code}", handleProblemPage(s.Logger))
 
 	// The pages (package web): the create page and the workshop page.
@@ -59,5 +50,22 @@ func (s *server) routes(ops []route) http.Handler {
 			r.Method(http.MethodPut, "/workshop/desk-faults", handleDeskFaults(s.Logger, s.DeskFaults))
 		}
 	})
+	return r
+}
+
+// base is what every server of the API has, the plain one too
+// (NewPlainServer): the middleware (request id, the request's log line and
+// metrics, panic recovery), problem answers for unknown routes and methods,
+// /healthz, /readyz and /metrics.
+func (s *server) base() chi.Router {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, s.logRequests, recoverPanics(s.Logger))
+	r.NotFound(handleProblem(s.Logger, errNoRoute))
+	r.MethodNotAllowed(handleMethodNotAllowed(s.Logger, r))
+	r.Method(http.MethodGet, "/healthz", handleHealthz())
+	r.Method(http.MethodGet, "/readyz", handleReadyz(s.Logger, s.Ready))
+	if s.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
+	}
 	return r
 }

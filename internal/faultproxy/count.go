@@ -1,0 +1,56 @@
+package faultproxy
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+)
+
+// Codes of the untyped requests a PostgreSQL client may send before its
+// startup message.
+const (
+	sslRequest    = 80877103
+	gssEncRequest = 80877104
+)
+
+// frontend reads what a PostgreSQL client sends on one connection and counts
+// the messages that make it wait for the server: Sync (the end of an
+// extended-protocol exchange) and Query (a simple query), one network round
+// trip each. The first messages (an SSL or GSS request, then the startup
+// message) have no type byte. Bytes may arrive in any chunks.
+type frontend struct {
+	trips *atomic.Int64
+	typed bool    // past the startup message
+	hdr   [8]byte // the header being read: type and length, or length and code
+	n     int     // bytes of hdr read
+	skip  int64   // bytes of the current message's body still to pass
+}
+
+func (f *frontend) scan(b []byte) {
+	for len(b) > 0 {
+		if f.skip > 0 {
+			k := min(f.skip, int64(len(b)))
+			f.skip, b = f.skip-k, b[k:]
+			continue
+		}
+		size := 8
+		if f.typed {
+			size = 5
+		}
+		k := copy(f.hdr[f.n:size], b)
+		f.n, b = f.n+k, b[k:]
+		if f.n < size {
+			return
+		}
+		f.n = 0
+		if !f.typed {
+			f.skip = int64(binary.BigEndian.Uint32(f.hdr[:4])) - 8
+			code := binary.BigEndian.Uint32(f.hdr[4:8])
+			f.typed = code != sslRequest && code != gssEncRequest
+			continue
+		}
+		if f.hdr[0] == 'S' || f.hdr[0] == 'Q' {
+			f.trips.Add(1)
+		}
+		f.skip = int64(binary.BigEndian.Uint32(f.hdr[1:5])) - 4
+	}
+}
