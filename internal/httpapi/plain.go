@@ -36,7 +36,7 @@ func NewPlainServer(d Deps, insert func(context.Context, demo.Request) error) (h
 // plain is the handler of op without the idempotency layer: decode, decide
 // now, write, answer.
 func plain[In, Out any](s *server, op operation[In, Out], write func(context.Context, Out) error) http.Handler {
-	now := s.Now
+	now := s.Clock
 	if now == nil {
 		now = time.Now
 	}
