@@ -6,31 +6,13 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/testkit"
 )
-
-// syncBuffer is a strings.Builder that serve may write while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestWorkshopBeyondLoopbackWarns: serve logs a warning when the workshop
 // knobs are on and it listens on an address other machines can reach; not
@@ -49,7 +31,7 @@ func TestWorkshopBeyondLoopbackWarns(t *testing.T) {
 		env := map[string]string{"DATABASE_URL": url, "API_TOKENS": "alice:" + auth.Hash("tok"),
 			"LISTEN_ADDR": tt.addr, "WORKSHOP": tt.workshop}
 		ctx, cancel := context.WithCancel(context.Background())
-		var stdout, stderr syncBuffer
+		var stdout, stderr testkit.Buffer
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, &stdout, &stderr) }()
 		for end := time.Now().Add(10 * time.Second); !strings.Contains(stdout.String(), "listening") && time.Now().Before(end); {
@@ -73,7 +55,7 @@ func TestProviderClosesSlowBody(t *testing.T) {
 	env := map[string]string{"PROVIDER_DATABASE_URL": pgtest.NewURL(t), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0",
 		"HTTP_READ_TIMEOUT": "1s"}
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"provider"}, func(k string) string { return env[k] }, &stdout, &stderr)
@@ -119,7 +101,7 @@ func TestDispatchServesMetrics(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": pgtest.NewURL(t), "PROVIDER_URL": "http://127.0.0.1:1",
 		"METRICS_ADDR": "127.0.0.1:0"}
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"dispatch"}, func(k string) string { return env[k] }, &stdout, &stderr)

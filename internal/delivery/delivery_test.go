@@ -368,7 +368,7 @@ func TestRunBacksOffWhileTheDatabaseIsGone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.db.Close() // every round now fails
-	var logs syncBuffer
+	var logs testkit.Buffer
 	d := &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
@@ -377,21 +377,4 @@ func TestRunBacksOffWhileTheDatabaseIsGone(t *testing.T) {
 	if n := strings.Count(logs.String(), "dispatch round failed"); n == 0 || n > 60 {
 		t.Fatalf("%d failed rounds logged in 4 s, want a few dozen at most (and at least one)", n)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -29,6 +29,10 @@ const (
 	// Mute forwards what the client sends and drops what the server
 	// answers: the statements run, their answers never arrive.
 	Mute
+	// Hangup forwards what the client sends and closes the connection as
+	// the server's answer begins: the request ran, the client reads EOF (a
+	// lost response).
+	Hangup
 )
 
 // Proxy forwards connections from its address to a target.
@@ -136,10 +140,13 @@ func (p *Proxy) pipe(dst, src net.Conn, scan func([]byte)) {
 			if !ok {
 				return
 			}
-			if scan != nil {
+			switch {
+			case scan != nil:
 				scan(buf[:n])
-			} else if link == Mute {
+			case link == Mute:
 				continue
+			case link == Hangup:
+				return
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return
@@ -159,7 +166,7 @@ func (p *Proxy) pass() (Link, bool) {
 		link, changed := p.link, p.changed
 		p.mu.Unlock()
 		switch link {
-		case Up, Mute:
+		case Up, Mute, Hangup:
 			return link, true
 		case Cut:
 			return link, false

@@ -11,6 +11,30 @@ import (
 	"github.com/demo-api/demo-api/internal/faultproxy"
 )
 
+// TestHangup: the server hears the request; the client reads EOF where the
+// answer would begin.
+func TestHangup(t *testing.T) {
+	heard := make(chan string, 1)
+	p, c := through(t, func(c net.Conn) {
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err == nil {
+			heard <- line
+			c.Write([]byte("answer\n"))
+		}
+	})
+	p.Set(faultproxy.Hangup)
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("request\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bufio.NewReader(c).ReadString('\n'); err == nil || got != "" {
+		t.Fatalf("hangup: the client read %q, %v; want EOF and nothing", got, err)
+	}
+	if got := <-heard; got != "request\n" {
+		t.Fatalf("hangup: the server heard %q", got)
+	}
+}
+
 // TestLinks: each link does to an echo server's connection what it says.
 func TestLinks(t *testing.T) {
 	heard := make(chan string, 10)

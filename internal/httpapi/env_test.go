@@ -48,7 +48,7 @@ type env struct {
 	store  *postgres.Store
 	srv    *httptest.Server
 	client *http.Client
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	// dispatcher serves the delivery routes; it calls a desk only when
 	// withDesk gave it one, and only when a test runs it.
 	dispatcher *delivery.Dispatcher
@@ -104,7 +104,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{t: t, db: db, logs: &syncBuffer{}}
+	e := &env{t: t, db: db, logs: &testkit.Buffer{}}
 	e.store = postgres.New(e.db)
 	tokens, err := auth.Parse("alice:" + auth.Hash(tokenAlice) + ",bob:" + auth.Hash(tokenBob))
 	if err != nil {
@@ -333,23 +333,6 @@ func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		check(c.t, r, reqBody, resp, respBody)
 	}
 	return resp, nil
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // closeOnce closes a channel that a test may already have closed: held

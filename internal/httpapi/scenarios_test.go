@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/faultproxy"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/testkit"
 )
@@ -29,7 +28,7 @@ func TestLostResponse(t *testing.T) {
 
 func testLostResponse(t *testing.T, path idempotency.Path) {
 	e := newEnv(t, withPath(path))
-	proxy := dropResponses(t, e.srv.Listener.Addr().String())
+	proxy := hangup(t, e.srv.Listener.Addr().String())
 
 	r, _ := http.NewRequest(http.MethodPost, "http://"+proxy+"/v1/demo-requests", strings.NewReader(body1))
 	r.Header.Set("Authorization", "Bearer "+tokenAlice)
@@ -56,34 +55,17 @@ func testLostResponse(t *testing.T, path idempotency.Path) {
 	}
 }
 
-// dropResponses is a TCP proxy to upstream that forwards requests and closes
-// the client's connection as soon as the first byte of a response arrives.
-func dropResponses(t *testing.T, upstream string) string {
+// hangup is a proxy to upstream that forwards requests and closes the
+// client's connection as the response begins, and returns its address.
+func hangup(t *testing.T, upstream string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faultproxy.Start(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer client.Close()
-				server, err := net.Dial("tcp", upstream)
-				if err != nil {
-					return
-				}
-				defer server.Close()
-				go io.Copy(server, client)
-				server.Read(make([]byte, 1)) // the response has begun: the finish committed
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	t.Cleanup(p.Close)
+	p.Set(faultproxy.Hangup)
+	return p.Addr()
 }
 
 // TestInProgress: while the first request is held inside the work, a retry

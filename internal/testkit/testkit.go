@@ -86,3 +86,23 @@ func PostCreate(ctx context.Context, baseURL, token, key, body string, header ..
 	b, err := io.ReadAll(resp.Body)
 	return resp, b, err
 }
+
+// Buffer collects what a server writes (its log, say) while a test reads
+// it.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
