@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/demo-api/demo-api/internal/browsertest"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/tools/browsertest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 	"github.com/demo-api/demo-api/internal/web"
 )
 

@@ -21,8 +21,8 @@ import (
 
 	"github.com/demo-api/demo-api/api/client"
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/pgtest"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // serveInProcess runs demo-api serve through run() on a fresh database and

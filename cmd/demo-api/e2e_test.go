@@ -18,9 +18,9 @@ import (
 	_ "github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/browsertest"
-	"github.com/demo-api/demo-api/internal/pgtest"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/tools/browsertest"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // binary is the demo-api built once for the tests that cross the process

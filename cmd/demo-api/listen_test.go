@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/pgtest"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestWorkshopBeyondLoopbackWarns: serve logs a warning when the workshop

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/provider"
+	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
 	"github.com/demo-api/demo-api/internal/serving"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestReadmeWalkthrough runs the README's "Try every branch" blocks in

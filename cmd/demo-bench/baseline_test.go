@@ -18,7 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

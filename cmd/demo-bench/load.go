@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/statusmix"
+	"github.com/demo-api/demo-api/internal/tools/statusmix"
 )
 
 // Scenario names.

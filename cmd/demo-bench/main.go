@@ -41,9 +41,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/demo-api/demo-api/internal/faultproxy"
-	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/tools/faultproxy"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
 type options struct {

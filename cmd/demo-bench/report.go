@@ -14,7 +14,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/statusmix"
+	"github.com/demo-api/demo-api/internal/tools/statusmix"
 )
 
 // phase is one measured closed-loop run.

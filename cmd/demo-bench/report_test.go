@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/statusmix"
+	"github.com/demo-api/demo-api/internal/tools/statusmix"
 )
 
 // sampleReport is a report with every part filled in: two rounds of every

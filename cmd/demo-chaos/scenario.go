@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/api/client"
-	"github.com/demo-api/demo-api/internal/faultproxy"
 	"github.com/demo-api/demo-api/internal/httpapi"
-	"github.com/demo-api/demo-api/internal/statusmix"
+	"github.com/demo-api/demo-api/internal/tools/faultproxy"
+	"github.com/demo-api/demo-api/internal/tools/statusmix"
 )
 
 // scenario is one fault: inject breaks something while the load runs, heal

@@ -17,10 +17,10 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/provider"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestPreferWait: a retry that finds its key in progress waits for the

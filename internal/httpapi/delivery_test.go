@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/internal/delivery"
-	"github.com/demo-api/demo-api/internal/provider"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestDeliveryRoutes: the delivery of a create is pending until a

@@ -12,7 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestMetricsCountOutcomes drives every outcome through HTTP and checks the

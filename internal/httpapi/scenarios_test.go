@@ -15,9 +15,9 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
-	"github.com/demo-api/demo-api/internal/faultproxy"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/tools/faultproxy"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestLostResponse: the finish commits, but the connection drops before the

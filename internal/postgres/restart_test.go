@@ -10,8 +10,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/pgtest"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
 // TestReleaseRetriedAcrossARestart: a two-phase work fails while PostgreSQL

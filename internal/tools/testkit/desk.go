@@ -8,9 +8,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/demo-api/demo-api/internal/pgtest"
-	"github.com/demo-api/demo-api/internal/provider"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
+	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
 // Desk is a review desk served over loopback on a database of its own, with

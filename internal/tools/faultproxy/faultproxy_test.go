@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/faultproxy"
+	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 )
 
 // TestHangup: the server hears the request; the client reads EOF where the

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/pgtest"
-	"github.com/demo-api/demo-api/internal/provider"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
-	"github.com/demo-api/demo-api/internal/testkit"
+	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
