@@ -169,7 +169,6 @@ func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
 		p.fill("double "+strconv.Itoa(i), "pressed twice")
 		p.do(chromedp.Focus(chromedp.CSS("#topic")), c.press)
 		p.waitState("created", 10*time.Second)
-		t.Log(c.name)
 		p.oneKey()
 		if keys, _ := p.creates(); len(keys) != 1 {
 			t.Fatalf("%s: %d creates reached the server, want 1", c.name, len(keys))
