@@ -125,7 +125,7 @@ func idempotent[In, Out any](s *server, op operation[In, Out]) http.Handler {
 			writeError(s.Logger, w, r, err)
 			return
 		}
-		req := idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.path, Wait: preferWait(r)}
+		req := idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.path, Wait: preferWait(r), Retry: attempt >= 2}
 		if s.Path != "" {
 			req.Path = s.Path
 		}

@@ -36,12 +36,15 @@ func BenchmarkServe(b *testing.B) {
 	b.Cleanup(hc.CloseIdleConnections)
 
 	body := []byte(`{"topic":"bench-create","note":"a demo request filed by the load generator"}`)
-	post := func(path, key string) (*http.Response, error) {
+	post := func(path, key, attempt string) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
+		}
+		if attempt != "" {
+			req.Header.Set("X-Client-Attempt", attempt)
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -55,7 +58,7 @@ func BenchmarkServe(b *testing.B) {
 	var keys []string
 	for range 256 {
 		k := fmt.Sprintf("replay-%d", seq.Add(1))
-		if resp, err := post("/v1/demo-requests", k); err != nil || resp.StatusCode != http.StatusCreated {
+		if resp, err := post("/v1/demo-requests", k, ""); err != nil || resp.StatusCode != http.StatusCreated {
 			b.Fatalf("seed create: %v %v", resp, err)
 		}
 		keys = append(keys, k)
@@ -65,16 +68,18 @@ func BenchmarkServe(b *testing.B) {
 		name     string
 		path     string
 		key      func() string
+		attempt  string // X-Client-Attempt: a retry (2) reads its key first
 		replayed string
 	}{
-		{"create", "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, ""},
-		{"replay", "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "true"},
+		{"create", "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", ""},
+		{"replay", "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "", "true"},
+		{"replay-attempt-2", "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "2", "true"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetParallelism(4) // 4 × GOMAXPROCS clients
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					resp, err := post(bc.path, bc.key())
+					resp, err := post(bc.path, bc.key(), bc.attempt)
 					if err != nil {
 						b.Error(err)
 						return

@@ -161,6 +161,9 @@ type Request struct {
 	// for the first attempt's answer instead of answering 409 at once
 	// (Prefer: wait). The Runner caps it.
 	Wait time.Duration
+	// Retry says the client sends this intent again (X-Client-Attempt ≥ 2):
+	// its key most likely exists, so the Runner reads it first (readFirst).
+	Retry bool
 }
 
 // Result is the answer to a request.
@@ -249,10 +252,34 @@ const (
 // key was used with a different fingerprint; any error of the store or of
 // the work (the claim, if any, released).
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
+	if req.Retry {
+		if res, done, err := r.readFirst(ctx, req); done {
+			return res, err
+		}
+	}
 	if req.Path == OnePhase {
 		return r.onePhase(ctx, req, work)
 	}
 	return r.twoPhase(ctx, req, work)
+}
+
+// readFirst answers a retry from one read of its key when the key decides
+// it (a replay, a mismatch, a busy key: 409 or the wait's replay), so the
+// retry reads instead of running the path's statement. It reports done
+// false when the read found no key, one to take over, or failed: then the
+// path's statement runs, and its race rules decide as for any request.
+func (r *Runner) readFirst(ctx context.Context, req Request) (res Result, done bool, err error) {
+	res = Result{Path: req.Path}
+	rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
+	if err != nil || rec == nil {
+		return res, false, nil
+	}
+	switch Decide(rec, req.Fingerprint, now).Kind {
+	case Replay, Mismatch, Busy:
+		done, err = r.taken(ctx, req, ClaimResult{Prev: rec, Now: now}, r.waitUntil(req), &res, 0)
+		return res, done, err
+	}
+	return res, false, nil
 }
 
 // onePhase decides first, then runs one statement that writes the key

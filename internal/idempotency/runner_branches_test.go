@@ -25,6 +25,7 @@ type branchEnv struct {
 	clock *testkit.Clock
 	r     *idempotency.Runner
 	scope idempotency.Scope
+	retry bool // the request under test says it is a retry (X-Client-Attempt ≥ 2)
 }
 
 // paths are the two ways an operation commits; every branch runs on both.
@@ -58,7 +59,7 @@ func (e *branchEnv) create(topic string) idempotency.Work {
 }
 
 func (e *branchEnv) do(p idempotency.Path, fp string, wait time.Duration, work idempotency.Work) (idempotency.Result, error) {
-	return e.r.Do(context.Background(), idempotency.Request{Scope: e.scope, Fingerprint: fp, Path: p, Wait: wait}, work)
+	return e.r.Do(context.Background(), idempotency.Request{Scope: e.scope, Fingerprint: fp, Path: p, Wait: wait, Retry: e.retry}, work)
 }
 
 // claim holds the key in progress, as another attempt's claim would.
@@ -75,9 +76,10 @@ func (e *branchEnv) rows() int {
 	return testkit.Count(e.t, e.db, `SELECT count(*) FROM demo_requests`)
 }
 
-// TestRunnerBranches runs every branch of the Runner on both paths against
-// a real PostgreSQL: what it answers, the outcome it reports, and the
-// business rows it leaves.
+// TestRunnerBranches runs every branch of the Runner on both paths, as a
+// first attempt and as a retry (which reads the key first), against a real
+// PostgreSQL: what it answers, the outcome it reports, and the business
+// rows it leaves.
 func TestRunnerBranches(t *testing.T) {
 	tests := []struct {
 		name string
@@ -131,25 +133,28 @@ func TestRunnerBranches(t *testing.T) {
 			fp:    "other", outcome: idempotency.OutcomeMismatch, code: apperr.KeyPayloadMismatch, rows: 0},
 	}
 	for _, p := range paths {
-		for _, tc := range tests {
-			t.Run(string(p)+"/"+tc.name, func(t *testing.T) {
-				t.Parallel()
-				e := newBranchEnv(t)
-				tc.setup(e, p)
-				res, err := e.do(p, tc.fp, tc.wait, e.create("t"))
-				if tc.code == "" && err != nil || tc.code != "" && apperr.Code(err) != tc.code {
-					t.Fatalf("Do: %v, want code %q", err, tc.code)
-				}
-				if res.Outcome != tc.outcome || res.Replayed != tc.replayed || res.Waited != tc.waited || res.Path != p {
-					t.Fatalf("Do = %+v, want outcome %s, replayed %v, waited %v on %s", res, tc.outcome, tc.replayed, tc.waited, p)
-				}
-				if err == nil && res.Response.Status != 201 {
-					t.Fatalf("answer %d, want the create's 201", res.Response.Status)
-				}
-				if n := e.rows(); n != tc.rows {
-					t.Fatalf("%d business rows, want %d", n, tc.rows)
-				}
-			})
+		for _, attempt := range []string{"first", "retry"} {
+			for _, tc := range tests {
+				t.Run(string(p)+"/"+attempt+"/"+tc.name, func(t *testing.T) {
+					t.Parallel()
+					e := newBranchEnv(t)
+					tc.setup(e, p)
+					e.retry = attempt == "retry"
+					res, err := e.do(p, tc.fp, tc.wait, e.create("t"))
+					if tc.code == "" && err != nil || tc.code != "" && apperr.Code(err) != tc.code {
+						t.Fatalf("Do: %v, want code %q", err, tc.code)
+					}
+					if res.Outcome != tc.outcome || res.Replayed != tc.replayed || res.Waited != tc.waited || res.Path != p {
+						t.Fatalf("Do = %+v, want outcome %s, replayed %v, waited %v on %s", res, tc.outcome, tc.replayed, tc.waited, p)
+					}
+					if err == nil && res.Response.Status != 201 {
+						t.Fatalf("answer %d, want the create's 201", res.Response.Status)
+					}
+					if n := e.rows(); n != tc.rows {
+						t.Fatalf("%d business rows, want %d", n, tc.rows)
+					}
+				})
+			}
 		}
 	}
 }
@@ -196,4 +201,61 @@ func TestRunnerFailures(t *testing.T) {
 			t.Fatalf("%d business rows from an owner that lost its lease, want 0", n)
 		}
 	})
+}
+
+// countingStore is the real store, counting the statements the Runner runs.
+type countingStore struct {
+	*postgres.Store
+	lookups, writes int
+}
+
+func (s *countingStore) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.Record, time.Time, error) {
+	s.lookups++
+	return s.Store.Lookup(ctx, sc)
+}
+
+func (s *countingStore) CreateResultAndFinishAtomically(ctx context.Context, sc idempotency.Scope, fp, token string, ttl time.Duration, d idempotency.Decided) (idempotency.ClaimResult, error) {
+	s.writes++
+	return s.Store.CreateResultAndFinishAtomically(ctx, sc, fp, token, ttl, d)
+}
+
+// TestRetryReadsFirst: a retry's replay is one read and no write
+// statement; a retry that finds no key falls back to the one-phase
+// statement; a first attempt does not read first.
+func TestRetryReadsFirst(t *testing.T) {
+	t.Parallel()
+	e := newBranchEnv(t)
+	store := &countingStore{Store: e.store}
+	r, err := idempotency.NewRunner(idempotency.Config{Store: store, TTL: branchTTL, Lease: branchLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(key string, retry bool) idempotency.Result {
+		t.Helper()
+		sc := e.scope
+		sc.Key = key
+		res, err := r.Do(context.Background(), idempotency.Request{Scope: sc, Fingerprint: "fp", Path: idempotency.OnePhase, Retry: retry}, e.create("t"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	steps := []struct {
+		name           string
+		key            string
+		retry          bool
+		outcome        idempotency.Outcome
+		lookups, write int
+	}{
+		{"a first attempt writes at once", "k1", false, idempotency.OutcomeClaimed, 0, 1},
+		{"its retry reads, and writes nothing", "k1", true, idempotency.OutcomeReplayed, 1, 0},
+		{"a retry of a key never seen reads, then writes", "k2", true, idempotency.OutcomeClaimed, 1, 1},
+		{"a first attempt of a used key runs the statement, which replays", "k2", false, idempotency.OutcomeReplayed, 0, 1},
+	}
+	for _, s := range steps {
+		store.lookups, store.writes = 0, 0
+		if res := do(s.key, s.retry); res.Outcome != s.outcome || store.lookups != s.lookups || store.writes != s.write {
+			t.Fatalf("%s: %s with %d reads and %d writes, want %s, %d and %d", s.name, res.Outcome, store.lookups, store.writes, s.outcome, s.lookups, s.write)
+		}
+	}
 }

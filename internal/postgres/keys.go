@@ -279,9 +279,9 @@ func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.
 		Now time.Time `db:"now"`
 		recordRow
 	}
-	err := s.db.QueryRowxContext(ctx, lookupKeySQL, s.now(), sc.Actor, sc.Operation, sc.Key).StructScan(&row)
-	if err != nil {
-		return nil, time.Time{}, dbErr(err)
+	// Prepared, as the key statements are: a retry's replay is this read.
+	if err := s.queryRow(ctx, nil, lookupKeySQL, []any{s.now(), sc.Actor, sc.Operation, sc.Key}, &row); err != nil {
+		return nil, time.Time{}, err
 	}
 	rec, err := row.record()
 	return rec, row.Now, err
