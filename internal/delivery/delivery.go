@@ -21,6 +21,14 @@
 //     the desk and records its answer, never resending blindly;
 //   - its marks are fenced by the lease token: a dispatcher whose lease
 //     passed, and whose row another took, changes nothing.
+//
+// A cancelled request must not reach the desk, or must be cancelled there.
+// The cancel's own statement withdraws a delivery never tried (the desk is
+// never called); for any other (submitted, in flight, unknown) it queues a
+// second outbox row, a cancel, which the dispatcher hands the desk by the
+// same rules under the key demo-request:<id>:cancel (CancelKey). A
+// dispatcher that took the submission before the cancel committed wins: its
+// attempt counts, so the cancel is not a withdrawal but a cancel at the desk.
 package delivery
 
 import (
@@ -46,11 +54,21 @@ const (
 	Submitted = "submitted" // the desk accepted it: it holds its reference
 	Unknown   = "unknown"   // attempts ran out without a clear answer: reconcile it
 	Failed    = "failed"    // the desk refused it definitely
+	Withdrawn = "withdrawn" // its request was cancelled before any attempt: the desk never hears of it
+)
+
+// Kinds of outbox row: what the dispatcher hands the desk.
+const (
+	KindSubmit = "submit" // the request's submission, under ProviderKey
+	KindCancel = "cancel" // its cancel, under CancelKey, queued by the request's cancel
 )
 
 // ProviderKey is the desk's Idempotency-Key of request id: the same on every
 // attempt, by every dispatcher.
 func ProviderKey(requestID string) string { return "demo-request:" + requestID }
+
+// CancelKey is the desk's Idempotency-Key of the cancel of request id.
+func CancelKey(requestID string) string { return ProviderKey(requestID) + ":cancel" }
 
 // Status is a delivery as the owner of its request sees it.
 type Status struct {
@@ -62,12 +80,28 @@ type Status struct {
 	ProviderKey       string     `json:"providerKey" db:"-"` // ProviderKey(RequestID)
 	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
 	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
+	// Cancel is the cancel at the desk, when the request's cancel queued one
+	// (its delivery was not Withdrawn).
+	Cancel *Cancel `json:"cancel,omitempty" db:"-"`
+}
+
+// Cancel is the hand-over of a request's cancel to the desk: pending,
+// submitted (the desk holds it), unknown or failed, as a delivery.
+type Cancel struct {
+	State             string     `json:"state"`
+	Attempts          int        `json:"attempts"`
+	LastError         *string    `json:"lastError,omitempty"`
+	NextAttemptAt     *time.Time `json:"nextAttemptAt,omitempty"`
+	ProviderKey       string     `json:"providerKey"` // CancelKey(RequestID)
+	ProviderReference *string    `json:"providerReference,omitempty"`
+	UpdatedAt         time.Time  `json:"updatedAt"`
 }
 
 // Due is a row a dispatcher took: the request to hand over, and the attempt
 // this is (1 for the first).
 type Due struct {
 	RequestID string `db:"request_id"`
+	Kind      string `db:"kind"` // KindSubmit or KindCancel
 	Attempt   int    `db:"attempts"`
 	Topic     string `db:"topic"`
 	Note      string `db:"note"`
@@ -77,6 +111,7 @@ type Due struct {
 // pending row the wait before the next attempt.
 type Mark struct {
 	RequestID string
+	Kind      string
 	State     string
 	Reference string // Submitted
 	Error     string // the last error, if any
@@ -106,7 +141,8 @@ type Metrics interface {
 	// LookedUp counts a status lookup before a resend, by the desk's answer:
 	// accepted, not_found or unclear.
 	LookedUp(answer string)
-	// Called counts a call to the desk: submit or status.
+	// Called counts a call to the desk: submit, status, cancel or
+	// cancel_status.
 	Called(op string)
 }
 
@@ -215,7 +251,7 @@ func (d *Dispatcher) round(ctx context.Context) (int, error) {
 	for i, m := range marks {
 		d.Metrics.Delivered(m.State, due[i].Attempt)
 		if m.State == Unknown || m.State == Failed { // a person has to look at it now
-			d.Logger.Warn("delivery gave up", "request_id", m.RequestID, "state", m.State, "attempts", due[i].Attempt, "err", m.Error)
+			d.Logger.Warn("delivery gave up", "request_id", m.RequestID, "kind", m.Kind, "state", m.State, "attempts", due[i].Attempt, "err", m.Error)
 		}
 	}
 	if settled < len(marks) {
@@ -230,15 +266,16 @@ func (d *Dispatcher) round(ctx context.Context) (int, error) {
 func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 	ctx, cancel := context.WithTimeout(ctx, 2*d.CallTimeout)
 	defer cancel()
-	key := ProviderKey(row.RequestID)
+	call := d.submission(row)
+	if row.Kind == KindCancel {
+		call = d.cancellation(row)
+	}
 	if row.Attempt > 1 {
-		receipt, err := d.call(ctx, "status", func(ctx context.Context) (reviewdesk.Receipt, error) {
-			return d.Desk.Status(ctx, key)
-		})
+		receipt, err := d.call(ctx, call.statusOp, call.status)
 		switch {
 		case err == nil:
 			d.Metrics.LookedUp("accepted")
-			return Mark{RequestID: row.RequestID, State: Submitted, Reference: receipt.Reference}
+			return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Submitted, Reference: receipt.Reference}
 		case errors.Is(err, reviewdesk.ErrNotFound):
 			d.Metrics.LookedUp("not_found") // never accepted: sending is safe
 		default:
@@ -246,16 +283,39 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 			return d.retry(row, err)
 		}
 	}
-	receipt, err := d.call(ctx, "submit", func(ctx context.Context) (reviewdesk.Receipt, error) {
-		return d.Desk.Submit(ctx, key, reviewdesk.Submission{RequestID: row.RequestID, Topic: row.Topic, Note: row.Note})
-	})
+	receipt, err := d.call(ctx, call.sendOp, call.send)
 	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); ok {
-		return Mark{RequestID: row.RequestID, State: Failed, Error: refused.Error()}
+		return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Failed, Error: refused.Error()}
 	}
 	if err != nil {
 		return d.retry(row, err)
 	}
-	return Mark{RequestID: row.RequestID, State: Submitted, Reference: receipt.Reference}
+	return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Submitted, Reference: receipt.Reference}
+}
+
+// deskCall is what an attempt sends for one kind of row, and how it asks
+// the desk what became of an earlier send.
+type deskCall struct {
+	sendOp, statusOp string
+	send, status     func(context.Context) (reviewdesk.Receipt, error)
+}
+
+func (d *Dispatcher) submission(row Due) deskCall {
+	key := ProviderKey(row.RequestID)
+	return deskCall{sendOp: "submit", statusOp: "status",
+		send: func(ctx context.Context) (reviewdesk.Receipt, error) {
+			return d.Desk.Submit(ctx, key, reviewdesk.Submission{RequestID: row.RequestID, Topic: row.Topic, Note: row.Note})
+		},
+		status: func(ctx context.Context) (reviewdesk.Receipt, error) { return d.Desk.Status(ctx, key) }}
+}
+
+func (d *Dispatcher) cancellation(row Due) deskCall {
+	key := CancelKey(row.RequestID)
+	return deskCall{sendOp: "cancel", statusOp: "cancel_status",
+		send: func(ctx context.Context) (reviewdesk.Receipt, error) {
+			return d.Desk.Cancel(ctx, key, ProviderKey(row.RequestID))
+		},
+		status: func(ctx context.Context) (reviewdesk.Receipt, error) { return d.Desk.CancelStatus(ctx, key) }}
 }
 
 func (d *Dispatcher) call(ctx context.Context, op string, fn func(context.Context) (reviewdesk.Receipt, error)) (reviewdesk.Receipt, error) {
@@ -269,9 +329,9 @@ func (d *Dispatcher) call(ctx context.Context, op string, fn func(context.Contex
 // unknown once the attempts ran out.
 func (d *Dispatcher) retry(row Due, err error) Mark {
 	if row.Attempt >= d.MaxAttempts {
-		return Mark{RequestID: row.RequestID, State: Unknown, Error: err.Error()}
+		return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Unknown, Error: err.Error()}
 	}
-	return Mark{RequestID: row.RequestID, State: Pending, Error: err.Error(), Retry: d.backoff(row.Attempt)}
+	return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Pending, Error: err.Error(), Retry: d.backoff(row.Attempt)}
 }
 
 // backoff is the wait after attempt n (1 for the first): FirstRetry doubled
@@ -295,14 +355,14 @@ func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, er
 // Reconcile asks the desk now what became of actor's request id and records
 // its answer: accepted makes the delivery submitted; never accepted puts an
 // unknown delivery back in the queue, whose next attempt sends it. It never
-// sends itself, so it is safe to repeat. A submitted delivery is answered as
-// it is, without a call.
+// sends itself, so it is safe to repeat. A submitted or withdrawn delivery
+// is answered as it is, without a call.
 //
 // Errors: not_found; unavailable (the desk did not answer clearly).
 func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, error) {
 	d.defaults()
 	st, err := d.Store.Delivery(ctx, actor, id)
-	if err != nil || st.State == Submitted {
+	if err != nil || st.State == Submitted || st.State == Withdrawn {
 		return st, err
 	}
 	if d.Desk == nil {

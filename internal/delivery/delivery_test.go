@@ -101,12 +101,15 @@ func (e *env) status(t *testing.T, id string) delivery.Status {
 type counts struct {
 	mu                      sync.Mutex
 	submits, lookups, marks int
+	calls                   int
 	lookedUp, marked        map[string]int
+	called                  map[string]int // by op: submit, status, cancel, cancel_status
 }
 
 func (c *counts) Delivered(state string, _ int) { c.add(&c.marks, &c.marked, state) }
 func (c *counts) LookedUp(answer string)        { c.add(&c.lookups, &c.lookedUp, answer) }
 func (c *counts) Called(op string) {
+	c.add(&c.calls, &c.called, op)
 	if op == "submit" {
 		c.mu.Lock()
 		c.submits++

@@ -116,3 +116,60 @@ func TestReconcileWithoutADesk(t *testing.T) {
 		t.Fatalf("reconcile without a desk: %d %s, want 503 naming PROVIDER_URL", r.Status, r.Body)
 	}
 }
+
+// TestDeliveryRouteShowsTheCancel: a request cancelled before any dispatch
+// shows its delivery withdrawn, and the desk never hears of it; one
+// cancelled after its hand-over shows the cancel at the desk, pending and
+// then submitted. The cancel's replay is the same 200 either way.
+func TestDeliveryRouteShowsTheCancel(t *testing.T) {
+	t.Parallel()
+	desk := testkit.StartDesk(t, nil)
+	e := newEnv(t, withDesk(desk.URL))
+	get := func(id string) (reply, delivery.Status) {
+		t.Helper()
+		r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + id + "/delivery", token: tokenAlice})
+		var st delivery.Status
+		if err := json.Unmarshal(r.Body, &st); err != nil || r.Status != http.StatusOK {
+			t.Fatalf("GET delivery: %d %s", r.Status, r.Body)
+		}
+		return r, st
+	}
+	cancel := func(id, key string) reply {
+		t.Helper()
+		first := e.must(req{path: "/v1/demo-requests/" + id + "/cancel", token: tokenAlice, keys: []string{key}})
+		again := e.must(req{path: "/v1/demo-requests/" + id + "/cancel", token: tokenAlice, keys: []string{key}})
+		if first.Status != http.StatusOK || again.Status != http.StatusOK || string(again.Body) != string(first.Body) ||
+			again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("cancel and its replay: %d %s, %d %s; want the same 200", first.Status, first.Body, again.Status, again.Body)
+		}
+		return first
+	}
+
+	early := e.create("key-e1", body1).request(t).ID
+	cancel(early, "key-e1-cancel")
+	if r, st := get(early); st.State != delivery.Withdrawn || st.Cancel != nil || st.NextAttemptAt != nil {
+		t.Fatalf("delivery of a request cancelled before any dispatch: %s, want withdrawn, no cancel", r.Body)
+	}
+	if r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + early, token: tokenAlice}); !strings.Contains(string(r.Body), `"delivery":"withdrawn"`) {
+		t.Fatalf("GET demo request: %s, want its delivery withdrawn", r.Body)
+	}
+
+	late := e.create("key-e2", body1).request(t).ID
+	if _, err := e.dispatcher.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cancel(late, "key-e2-cancel")
+	if r, st := get(late); st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Pending ||
+		st.Cancel.ProviderKey != "demo-request:"+late+":cancel" {
+		t.Fatalf("delivery of a request cancelled after its hand-over: %s, want submitted with a pending cancel", r.Body)
+	}
+	if _, err := e.dispatcher.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r, st := get(late); st.Cancel == nil || st.Cancel.State != delivery.Submitted || st.Cancel.ProviderReference == nil {
+		t.Fatalf("delivery after the cancel's dispatch: %s, want the cancel submitted with the desk's reference", r.Body)
+	}
+	if n, c := desk.Submissions(t), testkit.Count(t, desk.DB, `SELECT count(*) FROM cancels`); n != 1 || c != 1 {
+		t.Fatalf("the desk holds %d submissions and %d cancels, want 1 and 1 (none of the early request)", n, c)
+	}
+}

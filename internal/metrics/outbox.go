@@ -41,7 +41,7 @@ func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
 		}, []string{"answer"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "demo_api_outbox_provider_calls_total",
-			Help: "Calls to the review desk, by kind: submit or status.",
+			Help: "Calls to the review desk, by kind: submit or status (of a submission), cancel or cancel_status (of a cancel).",
 		}, []string{"call"}),
 	}
 	m.reg.MustRegister(o.delivered, o.attempts, o.lookups, o.calls,

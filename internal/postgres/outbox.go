@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -34,13 +35,14 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 
 // Settle implements delivery.Store.
 func (s *Store) Settle(ctx context.Context, token string, marks []delivery.Mark) (int, error) {
-	ids := make([]string, len(marks))
+	ids, kinds := make([]string, len(marks)), make([]string, len(marks))
 	states, refs, errs := make([]string, len(marks)), make([]string, len(marks)), make([]string, len(marks))
 	retry := make([]int64, len(marks))
 	for i, m := range marks {
-		ids[i], states[i], refs[i], errs[i], retry[i] = m.RequestID, m.State, m.Reference, m.Error, m.Retry.Microseconds()
+		ids[i], kinds[i], states[i], refs[i], errs[i], retry[i] = m.RequestID, cmp.Or(m.Kind, delivery.KindSubmit),
+			m.State, m.Reference, m.Error, m.Retry.Microseconds()
 	}
-	res, err := s.db.ExecContext(ctx, settleSQL, s.now(), pq.Array(ids), pq.Array(states),
+	res, err := s.db.ExecContext(ctx, settleSQL, s.now(), pq.Array(ids), pq.Array(kinds), pq.Array(states),
 		pq.Array(refs), pq.Array(errs), pq.Array(retry), token)
 	if err != nil {
 		return 0, dbErr(err)
@@ -51,15 +53,29 @@ func (s *Store) Settle(ctx context.Context, token string, marks []delivery.Mark)
 
 // Delivery implements delivery.Store.
 func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status, error) {
-	var st delivery.Status
-	err := s.db.GetContext(ctx, &st, deliverySQL, id, actor)
+	var row struct {
+		delivery.Status
+		CancelState       sql.NullString `db:"cancel_state"`
+		CancelAttempts    sql.NullInt64  `db:"cancel_attempts"`
+		CancelLastError   *string        `db:"cancel_last_error"`
+		CancelNextAttempt *time.Time     `db:"cancel_next_attempt_at"`
+		CancelReference   *string        `db:"cancel_provider_reference"`
+		CancelUpdatedAt   *time.Time     `db:"cancel_updated_at"`
+	}
+	err := s.db.GetContext(ctx, &row, deliverySQL, id, actor)
 	if errors.Is(err, sql.ErrNoRows) {
-		return st, apperr.Errorf(apperr.NotFound, "no delivery of demo request %q", id)
+		return delivery.Status{}, apperr.Errorf(apperr.NotFound, "no delivery of demo request %q", id)
 	}
 	if err != nil {
-		return st, dbErr(err)
+		return delivery.Status{}, dbErr(err)
 	}
+	st := row.Status
 	st.ProviderKey = delivery.ProviderKey(st.RequestID)
+	if row.CancelState.Valid {
+		st.Cancel = &delivery.Cancel{State: row.CancelState.String, Attempts: int(row.CancelAttempts.Int64),
+			LastError: row.CancelLastError, NextAttemptAt: row.CancelNextAttempt,
+			ProviderKey: delivery.CancelKey(st.RequestID), ProviderReference: row.CancelReference, UpdatedAt: *row.CancelUpdatedAt}
+	}
 	return st, nil
 }
 

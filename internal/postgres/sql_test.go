@@ -155,11 +155,18 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		written: 2, // the request and its outbox row
 	}
 	cancel := business{
-		args:     func(id string) []any { return []any{"cancelled", now, id} },
-		setup:    `INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at) VALUES ($1, 'alice', 'accepted', 't', 'n', now())`,
-		alone:    `SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled'`,
-		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.id::text = k.result_id WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'cancelled'`,
-		written:  1,
+		args: func(id string) []any { return []any{"cancelled", now, id} },
+		// An accepted request whose delivery was never tried: the cancel
+		// withdraws it.
+		setup: `WITH r AS (INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
+		        VALUES ($1, 'alice', 'accepted', 't', 'n', now()) RETURNING id)
+		        INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at) SELECT id, now(), now(), now() FROM r`,
+		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled') +
+		               (SELECT count(*) FROM outbox WHERE request_id = $1 AND state = 'withdrawn')`,
+		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.id::text = k.result_id
+		           JOIN outbox o ON o.request_id = r.id AND o.kind = 'submit'
+		           WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'cancelled' AND o.state = 'withdrawn'`,
+		written: 2, // the request and its delivery
 	}
 	answerOnly := business{args: func(string) []any { return nil }}
 	cases := []struct {

@@ -429,14 +429,29 @@ func TestMigrationsDownAndUp(t *testing.T) {
 	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
 	r := newRequest("alice", "t")
 	onePhase(t, s, sc, "fp", created(s, r))
+	// A withdrawn delivery, and a delivery tried whose cancel is queued for
+	// the desk: the last migration's down must carry them (or drop the
+	// cancel) too.
+	withdrawn, tried := newRequest("alice", "w"), newRequest("alice", "c")
+	onePhase(t, s, idempotency.Scope{Actor: "alice", Operation: sc.Operation, Key: "k-w"}, "fp", created(s, withdrawn))
+	onePhase(t, s, cancelScope("c-w"), withdrawn.ID, cancelled(s, withdrawn))
+	onePhase(t, s, idempotency.Scope{Actor: "alice", Operation: sc.Operation, Key: "k-c"}, "fp", created(s, tried))
+	db.MustExec(`UPDATE outbox SET attempts = 1 WHERE request_id = $1`, tried.ID)
+	onePhase(t, s, cancelScope("c-c"), tried.ID, cancelled(s, tried))
+	if n := count(t, db, `SELECT count(*) FROM outbox WHERE state = 'withdrawn' OR kind = 'cancel'`); n != 2 {
+		t.Fatalf("%d withdrawn or cancel rows before the migrations, want 2", n)
+	}
 	if err := postgres.Migrate(db, -1); err != nil {
 		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM outbox`); n != 3 {
+		t.Fatalf("%d outbox rows after the last migration went down, want 3 (one per request)", n)
 	}
 	if err := postgres.Migrate(db, 0); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, db, `SELECT count(*) FROM idempotency_keys k JOIN outbox o ON o.request_id = CAST(k.result_id AS uuid)
-		WHERE k.state = 'completed' AND o.state = 'pending'`); n != 1 {
+		WHERE k.state = 'completed' AND o.state = 'pending' AND o.attempts = 0`); n != 1 {
 		t.Fatalf("%d completed keys with a pending delivery after the last migration went down and up, want 1", n)
 	}
 	if cr := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t"))); cr.Claimed || cr.Prev == nil || cr.Prev.Response.ResultID != r.ID {

@@ -24,17 +24,19 @@ type Submission struct {
 	Note      string `json:"note"`
 }
 
-// Receipt is the desk's record of an accepted submission.
+// Receipt is the desk's record of an accepted submission, or of an
+// accepted cancel of one.
 type Receipt struct {
 	Key        string    `json:"key"`
 	Reference  string    `json:"reference"`
 	AcceptedAt time.Time `json:"acceptedAt"`
 }
 
-// ErrNotFound is Status's answer when the desk never accepted the key.
-var ErrNotFound = errors.New("reviewdesk: the provider holds no submission with this key")
+// ErrNotFound is the answer of Status and CancelStatus when the desk never
+// accepted the key.
+var ErrNotFound = errors.New("reviewdesk: the provider holds nothing under this key")
 
-// RefusedError is Submit's answer to a definite refusal (a 4xx other than
+// RefusedError is the answer of Submit and Cancel to a definite refusal (a 4xx other than
 // 408, 409, 425 and 429): sending the same again cannot succeed.
 type RefusedError struct {
 	Status       int
@@ -48,7 +50,7 @@ func (e *RefusedError) Error() string {
 // UnclearError is any other failure: a timeout, a broken connection, a 5xx,
 // a 429. The call may or may not have been accepted.
 type UnclearError struct {
-	Op  string // "submit" or "status"
+	Op  string // "submit", "status", "cancel", "cancel_status" or "decode"
 	Err error
 }
 
@@ -93,9 +95,35 @@ func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt,
 	// connection breaks, as it would for a request with an Idempotency-Key:
 	// each send is the caller's decision, and a lost answer reaches it.
 	req.GetBody = nil
+	return c.send("submit", req)
+}
+
+// Cancel asks the desk to cancel the submission under submissionKey, with
+// key, the sender's idempotency key for this cancel: the same for every
+// attempt. The desk keeps a cancel that comes before its submission. A nil
+// error means accepted, the first time or again.
+//
+// Errors: *RefusedError (definite), *UnclearError (ask CancelStatus before
+// sending again).
+func (c *Client) Cancel(ctx context.Context, key, submissionKey string) (Receipt, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		c.base+"/v1/submissions/"+url.PathEscape(submissionKey)+"/cancel", strings.NewReader("{}"))
+	if err != nil {
+		return Receipt{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	// A body without GetBody, as in Submit: the transport resends a POST
+	// with an Idempotency-Key and no body on its own.
+	req.GetBody = nil
+	return c.send("cancel", req)
+}
+
+// send makes a keyed POST once, and tells its three outcomes apart.
+func (c *Client) send(op string, req *http.Request) (Receipt, error) {
 	status, answer, err := c.do(req)
 	if err != nil {
-		return Receipt{}, &UnclearError{Op: "submit", Err: err}
+		return Receipt{}, &UnclearError{Op: op, Err: err}
 	}
 	switch {
 	case status == http.StatusOK || status == http.StatusCreated:
@@ -105,28 +133,40 @@ func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt,
 		json.Unmarshal(answer, &p)
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
-	return Receipt{}, &UnclearError{Op: "submit", Err: fmt.Errorf("status %d", status)}
+	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}
 }
 
-// Status asks what became of key.
+// Status asks what became of the submission under key.
 //
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/submissions/"+url.PathEscape(key), nil)
+	return c.lookup(ctx, "status", "/v1/submissions/"+url.PathEscape(key))
+}
+
+// CancelStatus asks what became of the cancel under key (Cancel's key).
+//
+// Errors: ErrNotFound (the desk never accepted it: sending is safe),
+// *UnclearError.
+func (c *Client) CancelStatus(ctx context.Context, key string) (Receipt, error) {
+	return c.lookup(ctx, "cancel_status", "/v1/cancels/"+url.PathEscape(key))
+}
+
+func (c *Client) lookup(ctx context.Context, op, path string) (Receipt, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return Receipt{}, err
 	}
 	status, answer, err := c.do(req)
 	switch {
 	case err != nil:
-		return Receipt{}, &UnclearError{Op: "status", Err: err}
+		return Receipt{}, &UnclearError{Op: op, Err: err}
 	case status == http.StatusOK:
 		return decodeReceipt(answer)
 	case status == http.StatusNotFound:
 		return Receipt{}, ErrNotFound
 	}
-	return Receipt{}, &UnclearError{Op: "status", Err: fmt.Errorf("status %d", status)}
+	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}
 }
 
 // ErrFaultsDisabled is SetFaults's answer from a desk started without its

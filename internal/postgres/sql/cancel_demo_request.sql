@@ -24,6 +24,10 @@
 -- to find (still accepted); if another request cancelled it meanwhile, it
 -- changes nothing (effect is 0) and the caller rolls the transaction back
 -- (idempotency.ErrEffectNotApplied).
+--
+-- The same statement stops the request's delivery to the review desk
+-- (package delivery): it withdraws a delivery never tried (withdrawn), or
+-- queues a keyed cancel to the desk for one that may be there (desk_cancel).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), prev AS (
@@ -46,6 +50,27 @@ WITH clock AS (
     FROM finished
     WHERE id = $14::uuid AND actor_id = $2 AND state = 'accepted'
     RETURNING id
+), withdrawn AS (
+    -- A delivery never tried cannot be at the desk: withdraw it here, and
+    -- the desk is never called. A dispatcher that has taken the row has
+    -- counted the attempt (outbox_take_due.sql), and this UPDATE waits for
+    -- its lock and checks the row again after it: attempts is 1, so it is
+    -- not withdrawn and the cancel goes to the desk instead (desk_cancel).
+    UPDATE outbox o SET state = 'withdrawn', next_attempt_at = NULL, lease_token = NULL,
+        last_error = NULL, updated_at = clock.now
+    FROM effect, clock
+    WHERE o.request_id = effect.id AND o.kind = 'submit' AND o.state = 'pending' AND o.attempts = 0
+    RETURNING o.request_id
+), desk_cancel AS (
+    -- Any other delivery may be at the desk (submitted, in flight, unknown):
+    -- queue a keyed cancel, due now. The desk keeps a cancel that comes
+    -- before its submission, so the two need no order. A delivery the desk
+    -- refused (failed) left nothing there to cancel.
+    INSERT INTO outbox (request_id, kind, next_attempt_at, created_at, updated_at)
+    SELECT s.request_id, 'cancel', clock.now, clock.now, clock.now
+    FROM effect JOIN outbox s ON s.request_id = effect.id AND s.kind = 'submit', clock
+    WHERE s.state <> 'failed' AND NOT EXISTS (SELECT 1 FROM withdrawn)
+    RETURNING request_id
 )
 SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*
 FROM clock LEFT JOIN prev ON true

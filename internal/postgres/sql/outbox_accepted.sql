@@ -12,4 +12,4 @@ WITH clock AS (
 UPDATE outbox o SET state = 'submitted', provider_reference = $2, next_attempt_at = NULL,
     lease_token = NULL, last_error = NULL, updated_at = clock.now
 FROM clock
-WHERE o.request_id = $3::uuid AND o.state <> 'submitted'
+WHERE o.request_id = $3::uuid AND o.kind = 'submit' AND o.state NOT IN ('submitted', 'withdrawn')

@@ -7,23 +7,24 @@
 --
 -- Parameters:
 --   $1 now          the test clock; NULL for the database clock
---   $2 request_ids  the deliveries (uuid[])
---   $3 states       their new states (delivery_state[])
---   $4 references   the desk's references, '' for none (text[])
---   $5 errors       the errors, '' for none (text[])
---   $6 retry_us     for a pending one, when to try again, in microseconds (bigint[])
---   $7 lease_token  the dispatcher's token
+--   $2 request_ids  the deliveries (uuid[]),
+--   $3 kinds        and their kinds: submit or cancel (outbox_kind[])
+--   $4 states       their new states (delivery_state[])
+--   $5 references   the desk's references, '' for none (text[])
+--   $6 errors       the errors, '' for none (text[])
+--   $7 retry_us     for a pending one, when to try again, in microseconds (bigint[])
+--   $8 lease_token  the dispatcher's token
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true)
 ), mark AS (
-    SELECT * FROM unnest($2::uuid[], $3::delivery_state[], $4::text[], $5::text[], $6::bigint[])
-        AS m(request_id, state, reference, error, retry_us)
+    SELECT * FROM unnest($2::uuid[], $3::outbox_kind[], $4::delivery_state[], $5::text[], $6::text[], $7::bigint[])
+        AS m(request_id, kind, state, reference, error, retry_us)
 )
 UPDATE outbox o SET state = mark.state, provider_reference = nullif(mark.reference, ''),
     last_error = nullif(mark.error, ''), lease_token = NULL, updated_at = clock.now,
     next_attempt_at = CASE WHEN mark.state = 'pending'
                            THEN clock.now + mark.retry_us * interval '1 microsecond' END
 FROM mark, clock, async_commit
-WHERE o.request_id = mark.request_id AND o.lease_token = $7::uuid AND o.state = 'pending'
+WHERE o.request_id = mark.request_id AND o.kind = mark.kind AND o.lease_token = $8::uuid AND o.state = 'pending'

@@ -2,7 +2,8 @@
 -- first, skipping rows another dispatcher holds locked at this moment, and
 -- lease them to the caller's token: a taken row is due again when the lease
 -- passes (its dispatcher died). It returns each taken row with its demo
--- request's fields.
+-- request's fields. A row is a submission or a cancel (kind): both are
+-- taken the same way.
 --
 -- Parameters:
 --   $1 now          the test clock; NULL for the database clock
@@ -12,7 +13,7 @@
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), due AS (
-    SELECT o.request_id
+    SELECT o.request_id, o.kind
     FROM outbox o, clock
     WHERE o.next_attempt_at <= clock.now -- pending, by the table's CHECK
     ORDER BY o.next_attempt_at
@@ -23,8 +24,8 @@ WITH clock AS (
         next_attempt_at = clock.now + $4::bigint * interval '1 microsecond',
         updated_at = clock.now
     FROM due, clock
-    WHERE o.request_id = due.request_id
-    RETURNING o.request_id, o.attempts
+    WHERE o.request_id = due.request_id AND o.kind = due.kind
+    RETURNING o.request_id, o.kind, o.attempts
 )
-SELECT taken.request_id, taken.attempts, r.topic, r.note
+SELECT taken.request_id, taken.kind, taken.attempts, r.topic, r.note
 FROM taken JOIN demo_requests r ON r.id = taken.request_id

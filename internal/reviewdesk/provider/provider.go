@@ -8,7 +8,13 @@
 //	POST /v1/submissions       Idempotency-Key + {"requestId","topic","note"}: 201 the first time,
 //	                           200 + Idempotent-Replayed for the same key again, 422 for the key
 //	                           with another payload
-//	GET  /v1/submissions/{key} 200 {"state":"accepted",…} or 404 {"state":"unknown"}
+//	GET  /v1/submissions/{key} 200 {"state":"accepted"|"cancelled",…} or 404 {"state":"unknown"}
+//	POST /v1/submissions/{key}/cancel
+//	                           Idempotency-Key (the cancel's own): 201 the first time, 200 +
+//	                           Idempotent-Replayed again, 422 for the key with another
+//	                           submission or another key for the same one. A cancel may come
+//	                           before its submission: it is kept, and cancels it from the start
+//	GET  /v1/cancels/{key}     200 {"state":"accepted",…} or 404 {"state":"unknown"}
 //	GET|PUT /v1/faults         the fault knobs, when enabled
 //	GET  /readyz               200 while its database answers
 package provider
@@ -40,7 +46,8 @@ type Submission struct {
 	Note      string `json:"note"`
 }
 
-// Faults are the knobs of the desk. The zero value is a healthy desk.
+// Faults are the knobs of the desk. The zero value is a healthy desk. Each
+// applies to cancels as it does to submissions.
 type Faults struct {
 	// Delay holds every submissions or status call this long first, e.g. "2s".
 	Delay string `json:"delay,omitempty"`
@@ -95,6 +102,8 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.applyFaults)
 		r.Post("/v1/submissions", s.handleSubmit)
 		r.Get("/v1/submissions/{key}", s.handleStatus)
+		r.Post("/v1/submissions/{key}/cancel", s.handleCancel)
+		r.Get("/v1/cancels/{key}", s.handleCancelStatus)
 	})
 	r.Get("/readyz", s.handleReadyz)
 	r.Get("/v1/faults", s.handleGetFaults)
@@ -138,6 +147,12 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another submission")
 		return
 	}
+	s.answer(w, r, rc, fresh)
+}
+
+// answer writes the receipt of a stored submission or cancel, applying
+// dropResponses and holdAnswer to a new one.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, rc Receipt, fresh bool) {
 	if fresh && s.takeDrop() {
 		dropConnection(w)
 		return
@@ -156,6 +171,58 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, rc)
 }
 
+// handleCancel is POST /v1/submissions/{key}/cancel.
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	sub := chi.URLParam(r, "key")
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || len(key) > 255 || len(r.Header.Values("Idempotency-Key")) > 1 {
+		writeProblem(w, http.StatusBadRequest, "idempotency_key_invalid", "send one Idempotency-Key of 1 to 255 characters")
+		return
+	}
+	if s.current().Refuse {
+		if _, known, err := s.store.lookupCancel(r.Context(), key); err != nil {
+			s.fail(w, r, err)
+			return
+		} else if !known {
+			writeProblem(w, http.StatusUnprocessableEntity, "cancel_refused", "the review desk refuses new cancels now")
+			return
+		}
+	}
+	rc, fresh, err := s.store.cancel(r.Context(), key, sub)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	switch {
+	case rc.Key != key:
+		writeProblem(w, http.StatusUnprocessableEntity, "already_cancelled", "this submission was cancelled under another key")
+		return
+	case rc.Fingerprint != sub:
+		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for the cancel of another submission")
+		return
+	}
+	s.answer(w, r, rc, fresh)
+}
+
+// handleCancelStatus is GET /v1/cancels/{key}.
+func (s *Server) handleCancelStatus(w http.ResponseWriter, r *http.Request) {
+	key := chi.URLParam(r, "key")
+	rc, ok, err := s.store.lookupCancel(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Receipt
+		SubmissionKey string `json:"submissionKey"`
+		State         string `json:"state"`
+	}{rc, rc.Fingerprint, "accepted"})
+}
+
 // handleStatus is GET /v1/submissions/{key}.
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	key := chi.URLParam(r, "key")
@@ -168,10 +235,18 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	answer := struct {
 		Receipt
-		State string `json:"state"`
-	}{rc, "accepted"})
+		State           string `json:"state"`
+		CancelReference string `json:"cancelReference,omitempty"`
+	}{Receipt: rc, State: "accepted"}
+	if c, cancelled, err := s.store.cancelOf(r.Context(), key); err != nil {
+		s.fail(w, r, err)
+		return
+	} else if cancelled {
+		answer.State, answer.CancelReference = "cancelled", c.Reference
+	}
+	writeJSON(w, http.StatusOK, answer)
 }
 
 // handleReadyz answers 200 while the desk's database answers.
@@ -238,7 +313,7 @@ func (s *Server) current() Faults {
 	return s.faults
 }
 
-// takeDrop reports whether this accepted submission's answer is to be
+// takeDrop reports whether this accepted submission's or cancel's answer is to be
 // dropped, counting it.
 func (s *Server) takeDrop() bool {
 	s.mu.Lock()
@@ -250,7 +325,8 @@ func (s *Server) takeDrop() bool {
 	return false
 }
 
-// applyFaults applies down, delay and failNext to the submissions routes.
+// applyFaults applies down, delay and failNext to the submissions and
+// cancels routes.
 func (s *Server) applyFaults(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()

@@ -217,3 +217,94 @@ func TestALostAnswerIsNotResentBehindTheCaller(t *testing.T) {
 		t.Fatalf("submit whose answer was dropped: %v, want an unclear outcome", err)
 	}
 }
+
+func cancels(t *testing.T, d *testkit.Desk) int {
+	return testkit.Count(t, d.DB, `SELECT count(*) FROM cancels`)
+}
+
+// TestCancelOnce: a cancel is accepted once under its own key, looked up by
+// it, and refused for another submission or a second key; one that comes
+// before its submission is kept.
+func TestCancelOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	if _, err := d.Client.Submit(ctx, "demo-request:1", sub); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.CancelStatus(ctx, "demo-request:1:cancel"); !errors.Is(err, reviewdesk.ErrNotFound) {
+		t.Fatalf("status of a cancel never sent: %v, want ErrNotFound", err)
+	}
+	first, err := d.Client.Cancel(ctx, "demo-request:1:cancel", "demo-request:1")
+	if err != nil || !strings.HasPrefix(first.Reference, "RC-") || first.Key != "demo-request:1:cancel" {
+		t.Fatalf("first cancel: %+v, %v", first, err)
+	}
+	if again, err := d.Client.Cancel(ctx, "demo-request:1:cancel", "demo-request:1"); err != nil || again != first {
+		t.Fatalf("repeat: %+v, %v; want %+v", again, err, first)
+	}
+	if got, err := d.Client.CancelStatus(ctx, "demo-request:1:cancel"); err != nil || got != first {
+		t.Fatalf("cancel status: %+v, %v; want %+v", got, err, first)
+	}
+	var refused *reviewdesk.RefusedError
+	if _, err := d.Client.Cancel(ctx, "demo-request:1:cancel", "demo-request:2"); !errors.As(err, &refused) || refused.Code != "key_payload_mismatch" {
+		t.Fatalf("the cancel's key for another submission: %v, want key_payload_mismatch", err)
+	}
+	if _, err := d.Client.Cancel(ctx, "another-key", "demo-request:1"); !errors.As(err, &refused) || refused.Code != "already_cancelled" {
+		t.Fatalf("a second key for the same submission: %v, want already_cancelled", err)
+	}
+	if _, err := d.Client.Cancel(ctx, "demo-request:2:cancel", "demo-request:2"); err != nil {
+		t.Fatalf("a cancel before its submission: %v, want it kept", err)
+	}
+	if n := cancels(t, d); n != 2 {
+		t.Fatalf("%d cancels, want 2", n)
+	}
+	resp, err := http.Get(d.URL + "/v1/submissions/demo-request:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"state":"cancelled"`) || !strings.Contains(string(b), first.Reference) {
+		t.Fatalf("the submission after its cancel: %s, want cancelled with %s", b, first.Reference)
+	}
+}
+
+// TestCancelFaults: the knobs of the submissions act on cancels too.
+func TestCancelFaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	unclear := func(err error) bool { var u *reviewdesk.UnclearError; return errors.As(err, &u) }
+	for _, tt := range []struct {
+		name   string
+		faults provider.Faults
+		want   func(error) bool
+		stored int
+	}{
+		{"fail the next call", provider.Faults{FailNext: 1}, unclear, 0},
+		{"accept and drop the answer", provider.Faults{DropResponses: 1}, unclear, 1},
+		{"refuse", provider.Faults{Refuse: true}, func(err error) bool {
+			var r *reviewdesk.RefusedError
+			return errors.As(err, &r) && r.Code == "cancel_refused"
+		}, 0},
+		{"down", provider.Faults{Down: true}, unclear, 0},
+		{"delay past the caller's deadline", provider.Faults{Delay: "500ms"}, unclear, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := testkit.StartDesk(t, nil)
+			d.Faults(t, tt.faults)
+			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			if _, err := d.Client.Cancel(cctx, "c", "demo-request:1"); !tt.want(err) {
+				t.Fatalf("error %v is not what the client should see", err)
+			}
+			if n := cancels(t, d); n != tt.stored {
+				t.Fatalf("%d cancels stored, want %d", n, tt.stored)
+			}
+			d.Faults(t, provider.Faults{})
+			if _, err := d.Client.CancelStatus(ctx, "c"); (err == nil) != (tt.stored == 1) {
+				t.Fatalf("cancel status once the fault is cleared: %v", err)
+			}
+		})
+	}
+}

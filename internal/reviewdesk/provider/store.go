@@ -41,12 +41,12 @@ func Migrate(db *sqlx.DB) error {
 	return nil
 }
 
-// Receipt is an accepted submission, as the desk answers it.
+// Receipt is an accepted submission or cancel, as the desk answers it.
 type Receipt struct {
 	Key         string    `json:"key" db:"key"`
 	Reference   string    `json:"reference" db:"reference"`
 	AcceptedAt  time.Time `json:"acceptedAt" db:"accepted_at"`
-	Fingerprint string    `json:"-" db:"fingerprint"`
+	Fingerprint string    `json:"-" db:"fingerprint"` // of a cancel: the key of its submission
 }
 
 // store keeps the submissions.
@@ -97,10 +97,64 @@ func (st *store) submit(ctx context.Context, key, fp string, s Submission) (Rece
 	return Receipt{}, false, errors.New("accept submission: the key kept changing")
 }
 
-// lookup returns the receipt of key; ok is false when the desk never
-// accepted it.
+// lookup returns the receipt of the submission under key; ok is false when
+// the desk never accepted it.
 func (st *store) lookup(ctx context.Context, key string) (r Receipt, ok bool, err error) {
-	err = st.db.GetContext(ctx, &r, `SELECT key, fingerprint, reference, accepted_at FROM submissions WHERE key = $1`, key)
+	return st.get(ctx, `SELECT key, fingerprint, reference, accepted_at FROM submissions WHERE key = $1`, key)
+}
+
+// cancelSQL accepts a cancel under its key once, and at most one cancel per
+// submission: either unique index decides a race. It returns the row it
+// inserted (fresh) or, in the same round trip, the row that holds the key or
+// the submission; the caller compares both with what it asked. As in
+// acceptSQL, a row committed after this statement's snapshot is seen by
+// neither part: the caller runs it again.
+const cancelSQL = `
+WITH fresh AS (
+    INSERT INTO cancels (key, submission_key, reference, accepted_at)
+    VALUES ($1, $2, 'RC-' || lpad(nextval('cancel_refs')::text, 6, '0'), now())
+    ON CONFLICT DO NOTHING
+    RETURNING key, submission_key AS fingerprint, reference, accepted_at, true AS fresh
+)
+SELECT * FROM fresh
+UNION ALL
+(SELECT key, submission_key, reference, accepted_at, false FROM cancels
+ WHERE (key = $1 OR submission_key = $2) AND NOT EXISTS (SELECT 1 FROM fresh)
+ ORDER BY key = $1 DESC LIMIT 1)`
+
+// cancel stores the cancel of the submission under submissionKey under key
+// unless either is taken, and returns the receipt of the cancel there and
+// whether this call stored it. Its Fingerprint is the key of the
+// submission it cancels.
+func (st *store) cancel(ctx context.Context, key, submissionKey string) (Receipt, bool, error) {
+	for range 3 {
+		var row struct {
+			Receipt
+			Fresh bool `db:"fresh"`
+		}
+		err := st.db.GetContext(ctx, &row, cancelSQL, key, submissionKey)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // a concurrent first cancel committed after our snapshot
+		}
+		return row.Receipt, row.Fresh, err
+	}
+	return Receipt{}, false, errors.New("accept cancel: the key kept changing")
+}
+
+// lookupCancel returns the receipt of the cancel under key; ok is false
+// when the desk never accepted it.
+func (st *store) lookupCancel(ctx context.Context, key string) (r Receipt, ok bool, err error) {
+	return st.get(ctx, `SELECT key, submission_key AS fingerprint, reference, accepted_at FROM cancels WHERE key = $1`, key)
+}
+
+// cancelOf returns the receipt of the cancel of the submission under key,
+// if the desk holds one.
+func (st *store) cancelOf(ctx context.Context, submissionKey string) (r Receipt, ok bool, err error) {
+	return st.get(ctx, `SELECT key, submission_key AS fingerprint, reference, accepted_at FROM cancels WHERE submission_key = $1`, submissionKey)
+}
+
+func (st *store) get(ctx context.Context, query, key string) (r Receipt, ok bool, err error) {
+	err = st.db.GetContext(ctx, &r, query, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
 	}

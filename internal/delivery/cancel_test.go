@@ -1,0 +1,148 @@
+package delivery_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/demo-api/demo-api/internal/delivery"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// cancel cancels alice's request id under key, as the cancel does: the key
+// completed with its answer, the request cancelled and its delivery stopped,
+// in one statement. It returns the statement's result: a replay when the
+// key was used before.
+func (e *env) cancel(t *testing.T, id, key string) idempotency.ClaimResult {
+	t.Helper()
+	ctx := context.Background()
+	r, err := e.store.DemoRequest(ctx, "alice", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := e.clock.Now()
+	r.State, r.CancelledAt = demo.StateCancelled, &at
+	d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte(`{"requestId":"` + id + `","state":"cancelled"}`),
+		ResultID: id}, Effect: e.store.CancelDemoRequest(r)}
+	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}
+	cr, err := e.store.CreateResultAndFinishAtomically(ctx, sc, id, uuid.NewString(), time.Hour, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr
+}
+
+func (e *env) deskCancels(t *testing.T, id string) int {
+	return testkit.Count(t, e.desk.DB, `SELECT count(*) FROM cancels WHERE key = $1 AND submission_key = $2`,
+		delivery.CancelKey(id), delivery.ProviderKey(id))
+}
+
+// TestACancelBeforeDeliveryNeverReachesTheDesk: a request cancelled before
+// any attempt is withdrawn by the cancel's own statement; the dispatcher
+// finds nothing to do and the desk is never called. The cancel's replay
+// answers the same body and changes nothing.
+func TestACancelBeforeDeliveryNeverReachesTheDesk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.accept(t, 1)
+	first := e.cancel(t, ids[0], "c-1")
+	if st := e.status(t, ids[0]); st.State != delivery.Withdrawn || st.NextAttemptAt != nil || st.Cancel != nil {
+		t.Fatalf("delivery after the cancel = %+v, want withdrawn, not due, no cancel at the desk", st)
+	}
+	replay := e.cancel(t, ids[0], "c-1")
+	if !first.Claimed || replay.Claimed || replay.Prev == nil || string(replay.Prev.Response.Body) != `{"requestId":"`+ids[0]+`","state":"cancelled"}` ||
+		replay.Prev.Response.Status != 200 {
+		t.Fatalf("the cancel's replay = %+v, want the stored 200 and its body", replay.Prev)
+	}
+	d, c := e.dispatcher(8)
+	e.drain(t, d)
+	if c.calls != 0 || e.desk.Submissions(t) != 0 || e.deskCancels(t, ids[0]) != 0 {
+		t.Fatalf("%d calls to the desk (%v), %d submissions, %d cancels: want none", c.calls, c.called,
+			e.desk.Submissions(t), e.deskCancels(t, ids[0]))
+	}
+	if st, err := d.Reconcile(context.Background(), "alice", ids[0]); err != nil || st.State != delivery.Withdrawn || c.calls != 0 {
+		t.Fatalf("reconcile of a withdrawn delivery = %+v, %v, %d calls; want it as it is, no call", st, err, c.calls)
+	}
+}
+
+// TestACancelAfterDeliveryReachesTheDeskOnce: a request the desk holds is
+// cancelled there, under demo-request:<id>:cancel, exactly once — also
+// when the desk drops the first cancel's answer: the next attempt asks the
+// cancel's status and sends nothing.
+func TestACancelAfterDeliveryReachesTheDeskOnce(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		faults  provider.Faults
+		lookups map[string]int // the cancel_status answers
+	}{
+		{"answered", provider.Faults{}, nil},
+		{"answer dropped", provider.Faults{DropResponses: 1}, map[string]int{"accepted": 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ids := e.accept(t, 1)
+			d, c := e.dispatcher(8)
+			e.drain(t, d)
+			e.cancel(t, ids[0], "c-1")
+			st := e.status(t, ids[0])
+			if st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Pending ||
+				st.Cancel.ProviderKey != "demo-request:"+ids[0]+":cancel" {
+				t.Fatalf("delivery after the cancel = %+v (cancel %+v), want submitted with a pending cancel", st, st.Cancel)
+			}
+			e.desk.Faults(t, tt.faults)
+			e.drain(t, d)
+			st = e.status(t, ids[0])
+			if st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Submitted || st.Cancel.ProviderReference == nil {
+				t.Fatalf("delivery after the dispatcher = %+v (cancel %+v), want the cancel submitted with the desk's reference", st, st.Cancel)
+			}
+			if n := e.deskCancels(t, ids[0]); n != 1 || c.called["cancel"] != 1 || c.called["submit"] != 1 {
+				t.Fatalf("%d cancels at the desk, calls %v: want one cancel sent once, one submit", n, c.called)
+			}
+			if tt.lookups != nil && (c.lookedUp["accepted"] != tt.lookups["accepted"] || c.called["cancel_status"] != 1) {
+				t.Fatalf("lookups %v, calls %v: want the retry to ask the cancel's status once and find it", c.lookedUp, c.called)
+			}
+		})
+	}
+}
+
+// TestACancelWhileTheDispatcherHoldsTheDelivery: the dispatcher has taken
+// the row and is calling the desk when the cancel commits. The dispatcher
+// wins: its attempt counts, so the cancel does not withdraw it (the desk
+// may be accepting it right now) but queues a cancel at the desk. In the
+// end the desk holds the submission once and its cancel once.
+func TestACancelWhileTheDispatcherHoldsTheDelivery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.accept(t, 1)
+	d, c := e.dispatcher(8)
+	e.desk.Faults(t, provider.Faults{HoldAnswer: "1s"}) // accepted, answered a second later
+	done := make(chan error, 1)
+	go func() { _, err := d.Once(context.Background()); done <- err }()
+	if !testkit.Eventually(5*time.Second, func() bool { return e.desk.Submissions(t) == 1 }) {
+		t.Fatal("the dispatcher did not reach the desk")
+	}
+	e.cancel(t, ids[0], "c-1") // while the desk holds its answer
+	if st := e.status(t, ids[0]); st.State != delivery.Pending || st.Cancel == nil || st.Cancel.State != delivery.Pending {
+		t.Fatalf("delivery while taken = %+v (cancel %+v), want still pending, with a pending cancel", st, st.Cancel)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.desk.Faults(t, provider.Faults{})
+	e.drain(t, d)
+	st := e.status(t, ids[0])
+	if st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Submitted {
+		t.Fatalf("delivery = %+v (cancel %+v), want submitted and its cancel submitted", st, st.Cancel)
+	}
+	if e.desk.Submissions(t) != 1 || e.deskCancels(t, ids[0]) != 1 || c.called["submit"] != 1 || c.called["cancel"] != 1 {
+		t.Fatalf("%d submissions, %d cancels at the desk, calls %v: want one of each, each sent once",
+			e.desk.Submissions(t), e.deskCancels(t, ids[0]), c.called)
+	}
+}

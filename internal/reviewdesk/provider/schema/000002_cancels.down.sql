@@ -1,0 +1,2 @@
+DROP TABLE cancels;
+DROP SEQUENCE cancel_refs;
