@@ -39,7 +39,8 @@ func (r *report) writeCharts(dir string) error {
 }
 
 // throughputSVG is two panels side by side: median req/s and median p99 by
-// client count, a line per scenario.
+// client count, a line per scenario (the legend on the p99 panel, whose top
+// left is empty: latency is low at one client).
 func (r *report) throughputSVG() ([]byte, error) {
 	cs := cells(r.phases)
 	rps, p99 := byClients("req/s by clients", "req/s"), byClients("p99 by clients", "p99 (ms)")
@@ -64,7 +65,9 @@ func (r *report) throughputSVG() ([]byte, error) {
 			}
 			l.Color, pts.Color, pts.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
 			pl.p.Add(l, pts)
-			pl.p.Legend.Add(sc, l, pts)
+			if pl.p == p99 {
+				p99.Legend.Add(sc, l, pts)
+			}
 		}
 	}
 	c := vgsvg.New(10*vg.Inch, 4*vg.Inch)
@@ -116,6 +119,7 @@ func (r *report) cpuSVG() ([]byte, error) {
 	}
 	p.Legend.Top = true
 	p.NominalX(scenarios...)
+	p.X.Min, p.X.Max = -0.5, float64(len(scenarios))-0.5 // room for the outer bars
 	c := vgsvg.New(10*vg.Inch, 4*vg.Inch)
 	p.Draw(draw.New(c))
 	return svgBytes(c)
