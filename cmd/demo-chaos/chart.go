@@ -131,7 +131,9 @@ func (t *timeline) svg(title string) ([]byte, error) {
 		p.Add(l)
 		p.Legend.Add(m.name, l)
 	}
-	p.Y.Min = 0
+	// Headroom above the busiest bin, so the legend does not cover the
+	// burst of answers after a heal.
+	p.Y.Min, p.Y.Max = 0, 1.4*float64(top)
 	p.Legend.Top = true
 	c := vgsvg.New(8*vg.Inch, 3*vg.Inch)
 	p.Draw(draw.New(c))
