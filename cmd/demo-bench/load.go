@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +21,13 @@ const (
 	scOutbox   = "baseline+outbox" // the baseline that also writes the outbox row: the create's business effect
 	scCreate   = "create"          // the one-phase path, as the service runs a create
 	scCreate2P = "create-2p"       // the same create on the two-phase path (IDEMPOTENCY_PATH=two_phase)
-	scReplay   = "replay"
+	scReplay   = "replay"          // the same request again with a completed key, no X-Client-Attempt
+	scReplayA2 = "replay-a2"       // the same, sent as a retry says it is one: X-Client-Attempt: 2
+	scRead     = "read"            // GET /v1/demo-requests/{id}: the read floor a replay should approach
 )
 
 // scenarios are every scenario, in the order the report lists them.
-var scenarios = []string{scBaseline, scOutbox, scCreate, scCreate2P, scReplay}
+var scenarios = []string{scBaseline, scOutbox, scCreate, scCreate2P, scReplay, scReplayA2, scRead}
 
 // The bodies: the same size for the create and the baseline; the topic tells
 // their rows apart.
@@ -48,8 +51,11 @@ type client struct {
 	created, inserted, effected atomic.Int64 // 201s of creates (first ones) and of the baselines
 
 	mu   sync.Mutex
-	pool []string // completed create keys, replayed by the replay scenario
+	pool []created // completed creates, replayed and read by the replay and read scenarios
 }
+
+// created is a completed create: its key, and the URL of its request.
+type created struct{ key, location string }
 
 func newClient(api, twoPhase, baseline, outbox *serverProc, token string, maxConns int) *client {
 	tr := &http.Transport{
@@ -66,22 +72,40 @@ func newClient(api, twoPhase, baseline, outbox *serverProc, token string, maxCon
 type reply struct {
 	status   int
 	replayed bool
+	location string
 	err      error
 	latency  time.Duration
 }
 
 // post sends a create body to POST /v1/demo-requests of srv, with key
-// unless it is empty.
-func (c *client) post(ctx context.Context, srv *serverProc, key string, body []byte) reply {
+// unless it is empty, and with X-Client-Attempt if attempt > 0.
+func (c *client) post(ctx context.Context, srv *serverProc, key string, attempt int, body []byte) reply {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.base+"/v1/demo-requests", bytes.NewReader(body))
 	if err != nil {
 		return reply{err: err}
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	if attempt > 0 {
+		req.Header.Set("X-Client-Attempt", strconv.Itoa(attempt))
+	}
+	return c.do(req)
+}
+
+// get reads the request at path (its Location) from srv.
+func (c *client) get(ctx context.Context, srv *serverProc, path string) reply {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.base+path, nil)
+	if err != nil {
+		return reply{err: err}
+	}
+	return c.do(req)
+}
+
+// do sends req as actor "bench" and reads the whole answer.
+func (c *client) do(req *http.Request) reply {
+	req.Header.Set("Authorization", "Bearer "+c.token)
 	start := time.Now()
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -89,7 +113,8 @@ func (c *client) post(ctx context.Context, srv *serverProc, key string, body []b
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return reply{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", err: err, latency: time.Since(start)}
+	return reply{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", location: resp.Header.Get("Location"),
+		err: err, latency: time.Since(start)}
 }
 
 func (c *client) newKey() string {
@@ -110,7 +135,7 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 			srv, body, sent = c.outbox, outboxBody, &c.effected
 		}
 		return func(ctx context.Context, w, i int) (reply, bool) {
-			r := c.post(ctx, srv, "", body)
+			r := c.post(ctx, srv, "", 0, body)
 			ok := r.err == nil && r.status == http.StatusCreated
 			if ok {
 				sent.Add(1)
@@ -122,14 +147,14 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 		if name == scCreate2P {
 			srv = c.twoPhase
 		}
-		made := make([][]string, workers)
+		made := make([][]created, workers)
 		return func(ctx context.Context, w, i int) (reply, bool) {
 				key := c.newKey()
-				r := c.post(ctx, srv, key, createBody)
-				ok := r.err == nil && r.status == http.StatusCreated && !r.replayed
+				r := c.post(ctx, srv, key, 0, createBody)
+				ok := r.err == nil && r.status == http.StatusCreated && !r.replayed && r.location != ""
 				if ok {
 					c.created.Add(1)
-					made[w] = append(made[w], key)
+					made[w] = append(made[w], created{key, r.location})
 				}
 				return r, ok
 			}, func() {
@@ -139,14 +164,22 @@ func (c *client) scenario(name string, workers int) (request, func()) {
 					c.pool = append(c.pool, m...)
 				}
 			}
-	case scReplay:
+	case scReplay, scReplayA2, scRead:
 		c.mu.Lock()
 		pool := slices.Clone(c.pool)
 		c.mu.Unlock()
+		attempt := 0
+		if name == scReplayA2 {
+			attempt = 2
+		}
 		return func(ctx context.Context, w, i int) (reply, bool) {
-			// Worker w replays keys w, w+workers, … of the pool, cycling.
-			key := pool[(w+i*workers)%len(pool)]
-			r := c.post(ctx, c.api, key, createBody)
+			// Worker w takes creates w, w+workers, … of the pool, cycling.
+			cr := pool[(w+i*workers)%len(pool)]
+			if name == scRead {
+				r := c.get(ctx, c.api, cr.location)
+				return r, r.err == nil && r.status == http.StatusOK
+			}
+			r := c.post(ctx, c.api, cr.key, attempt, createBody)
 			return r, r.err == nil && r.status == http.StatusCreated && r.replayed
 		}, func() {}
 	}
@@ -252,7 +285,7 @@ func (c *client) storm(ctx context.Context, n int) stormResult {
 		done.Go(func() {
 			ready.Done()
 			<-release
-			replies[i] = c.post(ctx, c.api, res.key, body)
+			replies[i] = c.post(ctx, c.api, res.key, 0, body)
 		})
 	}
 	ready.Wait()

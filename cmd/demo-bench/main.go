@@ -9,16 +9,21 @@
 //     the request's outbox row, the create's whole business effect;
 //   - create: POST /v1/demo-requests with a fresh Idempotency-Key, on the
 //     one-phase path; create-2p: the same on a server on the two-phase path;
-//   - replay: the same request again with a completed key;
+//   - replay: the same request again with a completed key; replay-a2: the
+//     same with X-Client-Attempt: 2, as the client sends a retry;
+//   - read: GET /v1/demo-requests/{id} of a created request, the read floor;
 //
-// each at 1, 8 and 32 closed-loop clients, then same-key storms (500
+// each at 1, 8 and 32 closed-loop clients, in many short rounds, with the
+// CPU per request of the servers and PostgreSQL as the primary figure (the
+// targets' ratios are by it), then same-key storms (500
 // requests released together on one fresh key). It also measures the SQL
 // floor (the store's statements straight from Go), counts network round
 // trips through a counting proxy, and times the dispatcher draining a backlog
 // of outbox rows to the review desk (drain.go).
 //
 // It prints a markdown report and writes it between the markers of
-// docs/bench.md. It exits 1 when a correctness check fails (a storm that made
+// docs/bench.md, with its charts (chart.go) next to it, and prints its
+// progress, with the time left, to stderr. It exits 1 when a correctness check fails (a storm that made
 // other than one business row, any 5xx or transport error, rows that do not
 // match the 201s), and 0 otherwise: a missed performance target is printed as
 // MISSED (exit 2 with -strict).
@@ -73,10 +78,10 @@ func main() {
 		return
 	}
 	var o options
-	flag.IntVar(&o.rounds, "rounds", 3, "rounds; every figure is the median across rounds")
-	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each phase")
-	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each phase")
-	flag.IntVar(&o.storms, "storms", 5, "same-key storms per round")
+	flag.IntVar(&o.rounds, "rounds", 5, "rounds; every figure is the median across rounds")
+	flag.DurationVar(&o.duration, "duration", time.Second, "measured time of each phase")
+	flag.DurationVar(&o.warmup, "warmup", 250*time.Millisecond, "unmeasured time before each phase")
+	flag.IntVar(&o.storms, "storms", 3, "same-key storms per round")
 	flag.IntVar(&o.stormSize, "storm-size", 500, "concurrent requests of a storm")
 	flag.DurationVar(&o.floorDuration, "floor-duration", 1500*time.Millisecond, "time of each SQL floor loop")
 	flag.IntVar(&o.countRequests, "count-requests", 200, "requests per scenario when counting network round trips")
@@ -102,6 +107,7 @@ func main() {
 type bench struct {
 	o        options
 	progress io.Writer
+	eta      eta
 	stats    *statsDB
 	cpu      *cpuMeter
 	benchDB  *sqlx.DB
@@ -110,6 +116,46 @@ type bench struct {
 
 func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.progress, "demo-bench: "+format+"\n", args...)
+}
+
+// eta estimates the time left: the planned time of the stages not yet run,
+// scaled by how the finished ones compared with their plan.
+type eta struct {
+	start         time.Time
+	planned, done time.Duration
+}
+
+func (e *eta) left() time.Duration {
+	left := e.planned - e.done
+	if e.done > 0 {
+		left = time.Duration(float64(left) * float64(time.Since(e.start)) / float64(e.done))
+	}
+	return left.Round(time.Second)
+}
+
+// stage runs f as a stage of the run that should take about planned,
+// printing its start and its end with the time left.
+func (b *bench) stage(name string, planned time.Duration, f func() error) error {
+	b.logf("%s: starts; about %s left", name, b.eta.left())
+	began := time.Now()
+	err := f()
+	b.eta.done += planned
+	b.logf("%s: ends after %s; about %s left", name, time.Since(began).Round(100*time.Millisecond), b.eta.left())
+	return err
+}
+
+// plan is the stages of a run and the time each should take (what the
+// load runs, plus a guess at what the rest takes).
+func (b *bench) plan() (round, storms, floor, counts, drain time.Duration) {
+	o := b.o
+	round = time.Duration(len(scenarios)*len(concurrencies)) * (o.warmup + o.duration + 100*time.Millisecond)
+	storms = time.Duration(o.storms) * 300 * time.Millisecond
+	floor = 12 * o.floorDuration
+	counts = 3*time.Second + time.Duration(len(scenarios)*o.countRequests)*2*time.Millisecond
+	if o.drainRows > 0 {
+		drain = 5*time.Second + time.Duration(o.drainRows)*time.Second/2000
+	}
+	return
 }
 
 func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) {
@@ -201,6 +247,8 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	defer b.benchDB.Close()
 	b.benchDB.SetMaxOpenConns(8)
 
+	round, storms, floor, counts, drain := b.plan()
+	b.eta = eta{start: time.Now(), planned: time.Duration(len(scenarios))*time.Second + time.Duration(o.rounds)*(round+storms) + floor + counts + drain}
 	cl := newClient(srv, srv2p, base, baseOutbox, token, o.stormSize+64)
 	if err := b.mainRounds(ctx, cl); err != nil {
 		return 1, err
@@ -216,14 +264,16 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		return 1, err
 	}
 
-	if err := b.floor(ctx, dbURL); err != nil {
+	if err := b.stage("SQL floor", floor, func() error { return b.floor(ctx, dbURL) }); err != nil {
 		return 1, err
 	}
-	if err := b.countRoundTrips(ctx, bin, tmp, pg.Config.Host, pg.Config.Port, dbURL, token); err != nil {
+	if err := b.stage("round trips", counts, func() error {
+		return b.countRoundTrips(ctx, bin, tmp, pg.Config.Host, pg.Config.Port, dbURL, token)
+	}); err != nil {
 		return 1, err
 	}
 	if o.drainRows > 0 {
-		if err := b.drain(ctx, admin, pg.URL, bin, tmp, token, o.drainRows); err != nil {
+		if err := b.stage("drain", drain, func() error { return b.drain(ctx, admin, pg.URL, bin, tmp, token, o.drainRows) }); err != nil {
 			return 1, err
 		}
 	}
@@ -242,7 +292,10 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		if err := writeSection(path, md); err != nil {
 			return 1, err
 		}
-		b.logf("wrote %s", path)
+		if err := b.rep.writeCharts(filepath.Dir(path)); err != nil {
+			return 1, err
+		}
+		b.logf("wrote %s and its charts", path)
 	}
 	failures, misses := b.rep.verdict()
 	for _, f := range failures {
@@ -262,54 +315,63 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 
 // mainRounds runs the alternating rounds and the storms on srv.
 func (b *bench) mainRounds(ctx context.Context, cl *client) error {
-	b.logf("warm-up")
-	for _, sc := range scenarios {
-		req, after := cl.scenario(sc, 8)
-		closedLoop(ctx, 8, time.Second, 0, req)
-		after()
-	}
-	for round := 1; round <= b.o.rounds; round++ {
-		// Rotate the order each round, so no scenario always runs first.
-		k := (round - 1) % len(scenarios)
-		order := append(append([]string{}, scenarios[k:]...), scenarios[:k]...)
-		for _, c := range concurrencies {
-			for _, sc := range order {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				req, after := cl.scenario(sc, c)
-				closedLoop(ctx, c, b.o.warmup, 0, req)
-				after()
-				req, after = cl.scenario(sc, c)
-				var lr loadResult
-				var cpu cpuTimes
-				pc, err := b.stats.measure(ctx, func() {
-					before := b.cpu.sample()
-					lr = closedLoop(ctx, c, b.o.duration, 0, req)
-					cpu = b.cpu.sample().sub(before)
-				})
-				after()
-				if err != nil {
-					return err
-				}
-				ph := phase{round: round, scenario: sc, conc: c, load: lr, db: pc, cpu: cpu}
-				b.rep.phases = append(b.rep.phases, ph)
-				b.logf("round %d/%d %-8s @%-2d %7.0f req/s  p50 %6s  p99 %6s  errors %d  stmts/req %.2f",
-					round, b.o.rounds, sc, c, lr.rps(), ms(lr.quantile(.5)), ms(lr.quantile(.99)), lr.errors, ph.perReq(pc.calls))
-			}
+	round, storms, _, _, _ := b.plan()
+	err := b.stage("warm-up", time.Duration(len(scenarios))*time.Second, func() error {
+		for _, sc := range scenarios {
+			req, after := cl.scenario(sc, 8)
+			closedLoop(ctx, 8, time.Second, 0, req)
+			after()
 		}
-		for i := 1; i <= b.o.storms; i++ {
+		return ctx.Err()
+	})
+	for r := 1; r <= b.o.rounds && err == nil; r++ {
+		err = b.stage(fmt.Sprintf("round %d/%d", r, b.o.rounds), round+storms, func() error { return b.round(ctx, cl, r) })
+	}
+	return err
+}
+
+// round runs every scenario at every concurrency, then the storms.
+func (b *bench) round(ctx context.Context, cl *client, round int) error {
+	// Rotate the order each round, so no scenario always runs first.
+	k := (round - 1) % len(scenarios)
+	order := append(append([]string{}, scenarios[k:]...), scenarios[:k]...)
+	for _, c := range concurrencies {
+		for _, sc := range order {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			st := cl.storm(ctx, b.o.stormSize)
-			if err := b.benchDB.GetContext(ctx, &st.rows, `SELECT count(*) FROM demo_requests WHERE note = $1`, st.note); err != nil {
+			req, after := cl.scenario(sc, c)
+			closedLoop(ctx, c, b.o.warmup, 0, req)
+			after()
+			req, after = cl.scenario(sc, c)
+			var lr loadResult
+			var cpu cpuTimes
+			pc, err := b.stats.measure(ctx, func() {
+				before := b.cpu.sample()
+				lr = closedLoop(ctx, c, b.o.duration, 0, req)
+				cpu = b.cpu.sample().sub(before)
+			})
+			after()
+			if err != nil {
 				return err
 			}
-			b.rep.storms = append(b.rep.storms, stormRun{round: round, stormResult: st})
-			b.logf("round %d/%d storm %d: %d requests: 201 first %d, 201 replayed %d, 409 %d, 5xx %d, other %d; rows %d; %s",
-				round, b.o.rounds, i, b.o.stormSize, st.first, st.replayed, st.conflict, st.s5xx, st.other, st.rows, ms(st.elapsed))
+			ph := phase{round: round, scenario: sc, conc: c, load: lr, db: pc, cpu: cpu}
+			b.rep.phases = append(b.rep.phases, ph)
+			b.logf("round %d/%d %-15s @%-2d %5.0f µs CPU/req %7.0f req/s  p50 %6s  p99 %6s  errors %d  stmts/req %.2f",
+				round, b.o.rounds, sc, c, ph.cpuPerReq(), lr.rps(), ms(lr.quantile(.5)), ms(lr.quantile(.99)), lr.errors, ph.perReq(pc.calls))
 		}
+	}
+	for i := 1; i <= b.o.storms; i++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		st := cl.storm(ctx, b.o.stormSize)
+		if err := b.benchDB.GetContext(ctx, &st.rows, `SELECT count(*) FROM demo_requests WHERE note = $1`, st.note); err != nil {
+			return err
+		}
+		b.rep.storms = append(b.rep.storms, stormRun{round: round, stormResult: st})
+		b.logf("round %d/%d storm %d: %d requests: 201 first %d, 201 replayed %d, 409 %d, 5xx %d, other %d; rows %d; %s",
+			round, b.o.rounds, i, b.o.stormSize, st.first, st.replayed, st.conflict, st.s5xx, st.other, st.rows, ms(st.elapsed))
 	}
 	return nil
 }

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +91,57 @@ func TestReportRenders(t *testing.T) {
 	}
 	if strings.Contains(md, "<no value>") || strings.Contains(md, "%!") {
 		t.Errorf("the report has an unfilled or misformatted value:\n%s", md)
+	}
+}
+
+// TestChartsRender: the report's charts are well-formed SVG documents
+// with a line or bar for what they show.
+func TestChartsRender(t *testing.T) {
+	dir := t.TempDir()
+	if err := sampleReport().writeCharts(dir); err != nil {
+		t.Fatal(err)
+	}
+	charts := []string{throughputChart}
+	if cpuMeasured {
+		charts = append(charts, cpuChart)
+	}
+	for _, name := range charts {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSVG(t, name, b, "create-2p")
+	}
+}
+
+// checkSVG fails t unless b is a well-formed XML document whose root is an
+// svg element, with paths drawn and the text want written.
+func checkSVG(t *testing.T, name string, b []byte, want string) {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	var root string
+	paths := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s is not well-formed XML: %v", name, err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			if root == "" {
+				root = se.Name.Local
+			}
+			if se.Name.Local == "path" {
+				paths++
+			}
+		}
+	}
+	if root != "svg" || paths < 10 {
+		t.Errorf("%s: root element %q, %d paths; want an svg with its lines drawn", name, root, paths)
+	}
+	if !bytes.Contains(b, []byte(want)) {
+		t.Errorf("%s lacks the text %q", name, want)
 	}
 }

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -108,5 +114,51 @@ func TestChecksCatchBrokenPromises(t *testing.T) {
 	}
 	if again.duplicates != 1 || again.lostAcks != 1 {
 		t.Errorf("%d duplicates and %d lost acknowledgements, want 1 and 1", again.duplicates, again.lostAcks)
+	}
+}
+
+// TestTimelineRenders: a scenario's timeline is a well-formed SVG document
+// with its answers drawn and the fault marked.
+func TestTimelineRenders(t *testing.T) {
+	tl := newTimeline()
+	tl.start = time.Now().Add(-time.Second)
+	for _, status := range []int{201, 201, 409, 503} {
+		tl.add(&http.Response{StatusCode: status, Header: http.Header{}}, nil)
+	}
+	tl.add(&http.Response{StatusCode: 201, Header: http.Header{"Idempotent-Replayed": {"true"}}}, nil)
+	tl.add(nil, errors.New("connection refused"))
+	tl.add(nil, context.Canceled) // a move to the other replica: not an answer
+	tl.mark(&tl.injected)
+	tl.mark(&tl.healed)
+	for _, kind := range answerKinds {
+		if got := tl.bins[kind]; len(got) != 11 || got[10] == 0 {
+			t.Errorf("bins of %q: %v, want an answer in the 11th", kind, got)
+		}
+	}
+	b, err := tl.svg("calm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	var root string
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the timeline is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && root == "" {
+			root = se.Name.Local
+		}
+	}
+	for _, want := range []string{"fault starts", "fault ends", "no answer", "replay"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the timeline lacks %q", want)
+		}
+	}
+	if root != "svg" {
+		t.Errorf("root element %q, want svg", root)
 	}
 }

@@ -93,14 +93,19 @@ func (a *answers) take(key string) []byte {
 }
 
 // recorder is the clients' transport: it reads each 2xx answer to a create
-// whole and keeps its bytes in answers.
+// whole and keeps its bytes in answers, and counts each create's answer in
+// timeline (if any).
 type recorder struct {
-	next    http.RoundTripper
-	answers *answers
+	next     http.RoundTripper
+	answers  *answers
+	timeline *timeline
 }
 
 func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)
+	if req.Method == http.MethodPost {
+		r.timeline.add(resp, err)
+	}
 	if err != nil || req.Method != http.MethodPost || resp.StatusCode/100 != 2 {
 		return resp, err
 	}

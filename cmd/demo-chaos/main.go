@@ -18,7 +18,8 @@
 //     the desk's reference.
 //
 // It prints a markdown report and writes it between the markers of
-// docs/chaos.md, and exits 1 when a check fails. Liveness (503s, 409s, how
+// docs/chaos.md, with a timeline of each scenario's answers next to it
+// (chart.go), prints its progress with the time left, and exits 1 when a check fails. Liveness (503s, 409s, how
 // long a key stayed blocked, /readyz and /metrics during the fault) is
 // reported, not judged.
 package main
@@ -30,6 +31,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -96,25 +98,45 @@ func run(ctx context.Context, o options, progress io.Writer) (rep *report, err e
 		env.tearDown()
 	}()
 	rep = &report{started: began, short: o.short, workers: o.workers, intents: o.intents, work: o.work, pgSource: env.pg.Source}
+	// The time left: what the scenarios still to run should take (their
+	// timelines and a guess at their checks), scaled by how the finished
+	// ones compared with that.
+	planned := func(sc scenario) time.Duration { return time.Second + sc.hold + afterHeal + 4*time.Second }
+	var todo, done time.Duration
+	for _, sc := range scs {
+		todo += planned(sc)
+	}
+	start := time.Now()
+	left := func() time.Duration {
+		if done == 0 {
+			return todo.Round(time.Second)
+		}
+		return time.Duration(float64(todo) * float64(time.Since(start)) / float64(done)).Round(time.Second)
+	}
 	for n, sc := range scs {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
-		env.logf("scenario %s", sc.name)
+		env.logf("scenario %d/%d %s: starts; about %s left", n+1, len(scs), sc.name, left())
+		scStart := time.Now()
 		res, err := env.runScenario(ctx, sc, n+1, max(o.intents/len(scs), 1), o)
 		if err != nil {
 			return rep, fmt.Errorf("scenario %s: %w", sc.name, err)
 		}
 		rep.results = append(rep.results, res)
-		env.logf("scenario %s: %d intents, %d duplicates, %d lost acknowledgements, failures: %v",
-			sc.name, res.intents, res.duplicates, res.lostAcks, res.failures)
+		todo, done = todo-planned(sc), done+planned(sc)
+		env.logf("scenario %d/%d %s: ends after %s: %d intents, %d duplicates, %d lost acknowledgements, failures: %v; about %s left",
+			n+1, len(scs), sc.name, time.Since(scStart).Round(100*time.Millisecond), res.intents, res.duplicates, res.lostAcks, res.failures, left())
 	}
 	rep.elapsed = time.Since(began)
 	if o.out != "" {
 		if err := writeSection(o.out, rep.markdown()); err != nil {
 			return rep, err
 		}
-		env.logf("wrote %s", o.out)
+		if err := rep.writeCharts(filepath.Dir(o.out)); err != nil {
+			return rep, err
+		}
+		env.logf("wrote %s and its timelines", o.out)
 	}
 	return rep, nil
 }

@@ -115,6 +115,11 @@ func (r *report) markdown() string {
 		}
 		p("| %s | %d | %d | %s |\n", res.scenario.name, res.outcomes["claimed"], res.outcomes["replayed"], orNone(strings.Join(others, ", ")))
 	}
+	p("\n### Timelines\n\nThe answers the clients got to their creates, per %s (attempt by attempt: a first 201, a replayed 201, a 409 in progress, a 5xx, no answer), "+
+		"with the fault's start and end.\n\n", timelineBin)
+	for _, res := range r.results {
+		p("![%s: answers per %s](%s)\n\n", res.scenario.name, timelineBin, chartFile(res.scenario.name))
+	}
 	if fs := r.failures(); len(fs) > 0 {
 		p("\n### Failed checks\n\n")
 		for _, f := range fs {

@@ -165,6 +165,7 @@ type result struct {
 	longestBlocked, recovery           time.Duration
 	blockedAfterHeal                   [2]time.Duration // owner alive, owner died (tally.afterHeal*)
 	readyz, metrics                    *probe
+	timeline                           *timeline      // the clients' answers per 100 ms
 	deliveries                         map[string]int // this scenario's outbox rows, by state, after the drain
 	undelivered                        []string       // the rows that ended unknown or failed: id, state, last error
 	reconciled                         int            // of them, submitted after a reconcile
@@ -182,10 +183,10 @@ func (r *result) fail(format string, args ...any) {
 // runScenario runs the load, the fault and the checks of sc, the n-th
 // scenario of the campaign; quota is its share of the intents.
 func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o options) (*result, error) {
-	res := &result{scenario: sc, readyz: newProbe(), metrics: newProbe()}
+	res := &result{scenario: sc, readyz: newProbe(), metrics: newProbe(), timeline: newTimeline()}
 	t := newTally()
 	ans := &answers{m: map[string][]byte{}}
-	hc := &http.Client{Transport: recorder{next: e.transport, answers: ans}}
+	hc := &http.Client{Transport: recorder{next: e.transport, answers: ans, timeline: res.timeline}}
 	workers := make([]*worker, o.workers)
 	for i := range workers {
 		w, err := newWorker(e, hc, ans, t)
@@ -234,10 +235,12 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	}
 
 	sleepCtx(ctx, time.Second)
+	res.timeline.mark(&res.timeline.injected)
 	err := sc.inject(ctx, e)
 	if err == nil {
 		sleepCtx(ctx, sc.hold)
 		err = sc.heal(ctx, e)
+		res.timeline.mark(&res.timeline.healed)
 		now := time.Now()
 		healedAt.Store(&now)
 		t.heal(now)
