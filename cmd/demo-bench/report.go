@@ -77,7 +77,7 @@ type report struct {
 	sentCreate, sentBaseline, sentOutbox int
 }
 
-// Targets of the issue. The ratios by CPU per request are
+// The targets. The ratios by CPU per request are
 // throughput-equivalent: the reference's CPU per request over the
 // scenario's, so higher is better.
 const (
