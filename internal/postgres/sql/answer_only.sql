@@ -34,5 +34,5 @@ WITH clock AS (
     ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
     RETURNING k.result_id
 )
-SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
-FROM clock LEFT JOIN prev ON true
+SELECT coalesce($1::timestamptz, now()) AS now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
+FROM (SELECT) AS one LEFT JOIN prev ON true

@@ -53,5 +53,6 @@ WITH clock AS (
     FROM request
     RETURNING request_id
 )
-SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*
-FROM clock LEFT JOIN prev ON true
+SELECT coalesce($1::timestamptz, now()) AS now, EXISTS (SELECT 1 FROM finished) AS claimed,
+    EXISTS (SELECT 1 FROM effect)::integer AS effect, prev.*
+FROM (SELECT) AS one LEFT JOIN prev ON true
