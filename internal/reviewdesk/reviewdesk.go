@@ -85,17 +85,7 @@ func New(baseURL string, hc *http.Client) *Client {
 // again).
 func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt, error) {
 	body, _ := json.Marshal(s)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/submissions", bytes.NewReader(body))
-	if err != nil {
-		return Receipt{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	// Without GetBody the transport cannot resend on its own when a reused
-	// connection breaks, as it would for a request with an Idempotency-Key:
-	// each send is the caller's decision, and a lost answer reaches it.
-	req.GetBody = nil
-	return c.send("submit", req)
+	return c.send(ctx, "submit", "/v1/submissions", key, body)
 }
 
 // Cancel asks the desk to cancel the submission under submissionKey, with
@@ -106,21 +96,22 @@ func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt,
 // Errors: *RefusedError (definite), *UnclearError (ask CancelStatus before
 // sending again).
 func (c *Client) Cancel(ctx context.Context, key, submissionKey string) (Receipt, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		c.base+"/v1/submissions/"+url.PathEscape(submissionKey)+"/cancel", strings.NewReader("{}"))
+	return c.send(ctx, "cancel", "/v1/submissions/"+url.PathEscape(submissionKey)+"/cancel", key, []byte("{}"))
+}
+
+// send POSTs body to path under key once, and tells its three outcomes
+// apart. The request has a body and no GetBody: the transport cannot resend
+// it on its own when a reused connection breaks, as it would a request with
+// an Idempotency-Key (with no body, even without GetBody). Each send is the
+// caller's decision, and a lost answer reaches it.
+func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (Receipt, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return Receipt{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
-	// A body without GetBody, as in Submit: the transport resends a POST
-	// with an Idempotency-Key and no body on its own.
 	req.GetBody = nil
-	return c.send("cancel", req)
-}
-
-// send makes a keyed POST once, and tells its three outcomes apart.
-func (c *Client) send(op string, req *http.Request) (Receipt, error) {
 	status, answer, err := c.do(req)
 	if err != nil {
 		return Receipt{}, &UnclearError{Op: op, Err: err}
