@@ -54,8 +54,6 @@ import (
 const (
 	OperationCreate = "demo-requests.create"
 	OperationCancel = "demo-requests.cancel"
-	// Operation is the create's name, as it was before the cancel came.
-	Operation = OperationCreate
 )
 
 // Config configures a Client. BaseURL and Token are required.

@@ -123,7 +123,7 @@ func (e *env) checkRows(ctx context.Context, res *result, topic string, intents 
 	}
 	var krs []keyRow
 	if err := e.db.SelectContext(ctx, &krs, `SELECT idem_key, state, status_code, result_id, response_body FROM idempotency_keys
-		WHERE actor_id = $1 AND operation = $2 AND idem_key = ANY($3)`, actor, client.Operation, pq.Array(keys)); err != nil {
+		WHERE actor_id = $1 AND operation = $2 AND idem_key = ANY($3)`, actor, client.OperationCreate, pq.Array(keys)); err != nil {
 		return fmt.Errorf("read the keys: %w", err)
 	}
 	byKey := map[string]keyRow{}
@@ -185,7 +185,7 @@ func (e *env) checkReplays(ctx context.Context, res *result, intents []*intent) 
 				want := in.body
 				if want == nil {
 					if err := e.db.GetContext(ctx, &want, `SELECT response_body FROM idempotency_keys
-						WHERE actor_id = $1 AND operation = $2 AND idem_key = $3`, actor, client.Operation, in.it.Key); err != nil {
+						WHERE actor_id = $1 AND operation = $2 AND idem_key = $3`, actor, client.OperationCreate, in.it.Key); err != nil {
 						want = nil
 					}
 				}
