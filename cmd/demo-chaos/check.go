@@ -185,7 +185,7 @@ func (e *env) checkReplays(ctx context.Context, res *result, intents []*intent) 
 				want := in.body
 				if want == nil {
 					if err := e.db.GetContext(ctx, &want, `SELECT response_body FROM idempotency_keys
-						WHERE actor_id = $1 AND operation = $2 AND idem_key = $3`, actor, client.OperationCreate, in.it.Key); err != nil {
+						WHERE actor_id = $1 AND operation = $2 AND idem_key = $3`, actor, in.it.Operation, in.it.Key); err != nil {
 						want = nil
 					}
 				}
