@@ -34,9 +34,10 @@ type Config struct {
 	DeskFaults bool
 }
 
-// securityHeaders are sent with every page and asset: only this origin's
-// scripts, styles and connections; no inline script or style; never framed.
-var securityHeaders = map[string]string{
+// pageHeaders are sent with every page and asset: only this origin's
+// scripts, styles and connections; no inline script or style; never framed;
+// asked again each time, so a workshop room never runs a stale page.
+var pageHeaders = map[string]string{
 	"Content-Security-Policy": "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
 	"X-Content-Type-Options":  "nosniff",
 	"Referrer-Policy":         "no-referrer",
@@ -63,7 +64,7 @@ func Handler(cfg Config) http.Handler {
 		"deskFaults":   cfg.DeskFaults,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for k, v := range securityHeaders {
+		for k, v := range pageHeaders {
 			w.Header().Set(k, v)
 		}
 		name := ""

@@ -35,7 +35,7 @@ func TestHandler(t *testing.T) {
 		if tc.contentType != "" && rec.Header().Get("Content-Type") != tc.contentType {
 			t.Errorf("GET %s: Content-Type %q, want %q", tc.path, rec.Header().Get("Content-Type"), tc.contentType)
 		}
-		for k, v := range securityHeaders {
+		for k, v := range pageHeaders {
 			if rec.Header().Get(k) != v {
 				t.Errorf("GET %s: %s %q, want %q", tc.path, k, rec.Header().Get(k), v)
 			}

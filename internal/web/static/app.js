@@ -2,7 +2,7 @@
 // Pressing it makes one intent (client.js); the intent lives in this tab's
 // sessionStorage until its outcome is definite, so a double click, Enter
 // twice or a reload go on with the same key instead of making a new one.
-import { call, getJSON, newIntent, renew, resolve, send, token } from './client.js';
+import { call, getJSON, newIntent, renew, resolve, send, sleep, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
 const store = {
@@ -105,7 +105,7 @@ async function followDelivery(n, id, from) {
     } catch {
       // The next read may get through.
     }
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await sleep(500);
   }
 }
 

@@ -86,7 +86,7 @@ function backoff() {
   };
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // send spends the intent's budget on attempts until a definite answer, and
 // returns one of:

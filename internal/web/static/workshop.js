@@ -2,10 +2,9 @@
 // what each must show, come from steps.json, the list demo-api workshop
 // walks too; each step here makes its exchanges from this browser and
 // checks the answers the way the terminal's does.
-import { call, newKey, token } from './client.js';
+import { call, newKey, sleep, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const body = JSON.stringify({ topic: 'workshop', note: 'shown step by step' });
 
 let config = {};
