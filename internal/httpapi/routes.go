@@ -29,8 +29,8 @@ func (s *server) routes(ops []route) http.Handler {
 	r.Method(http.MethodGet, "/problems/{code}", handleProblemPage(s.Logger))
 
 	// The pages (package web): the create page and the workshop page.
-	pages := web.Handler(web.Config{Workshop: s.Workshop, TTL: s.TTL, Lease: s.Lease,
-		DeskFaults: s.Workshop && s.DeskFaults != nil})
+	deskFaults := s.Workshop && s.DeskFaults != nil
+	pages := web.Handler(web.Config{Workshop: s.Workshop, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults})
 	r.Method(http.MethodGet, "/", pages)
 	r.Method(http.MethodGet, "/workshop", pages)
 	r.Method(http.MethodGet, "/ui/*", pages)
@@ -46,7 +46,7 @@ func (s *server) routes(ops []route) http.Handler {
 			r.Method(http.MethodPost, "/v1/demo-requests/{id}/delivery/reconcile", handleReconcile(s.Logger, s.Deliveries))
 		}
 		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, ops))
-		if s.Workshop && s.DeskFaults != nil {
+		if deskFaults {
 			r.Method(http.MethodPut, "/workshop/desk-faults", handleDeskFaults(s.Logger, s.DeskFaults))
 		}
 	})
