@@ -31,6 +31,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,27 +48,52 @@ type Submission struct {
 	Note      string `json:"note"`
 }
 
+// The desk's resources, as Faults.Only names them. A status lookup of a
+// resource is that resource's call.
+const (
+	resSubmissions = "submissions"
+	resCancels     = "cancels"
+)
+
+// refusedCodes are the codes of the refuse knob's answer, by resource.
+var refusedCodes = map[string]string{
+	resSubmissions: "submission_refused",
+	resCancels:     "cancel_refused",
+}
+
 // Faults are the knobs of the desk. The zero value is a healthy desk. Each
-// applies to cancels as it does to submissions.
+// knob applies to every resource (submissions, cancels) as it does to
+// submissions, or only to those Only names.
 type Faults struct {
-	// Delay holds every submissions or status call this long first, e.g. "2s".
+	// Delay holds every call, a new one or a status lookup, this long
+	// first, e.g. "2s".
 	Delay string `json:"delay,omitempty"`
-	// FailNext answers the next N submissions or status calls 503, doing nothing.
+	// FailNext answers the next N calls 503, doing nothing.
 	FailNext int `json:"failNext,omitempty"`
-	// HoldAnswer stores every new submission, then holds its answer this
-	// long, e.g. "30s": the sender's crash window between the desk's accept
-	// and its own record of it.
+	// HoldAnswer stores every new submission (or cancel), then holds its
+	// answer this long, e.g. "30s": the sender's crash window between the
+	// desk's accept and its own record of it.
 	HoldAnswer string `json:"holdAnswer,omitempty"`
-	// DropResponses stores the next N new submissions, then closes the
-	// connection without an answer: the sender cannot know it was accepted.
+	// DropResponses stores the next N new submissions (or cancels), then
+	// closes the connection without an answer: the sender cannot know it
+	// was accepted.
 	DropResponses int `json:"dropResponses,omitempty"`
-	// Refuse answers every new submission 422, a definite refusal, and
-	// stores nothing.
+	// Refuse answers every new submission 422 submission_refused (a new
+	// cancel cancel_refused), a definite refusal, and stores nothing. A
+	// key the desk holds is answered as usual.
 	Refuse bool `json:"refuse,omitempty"`
-	// Down closes the connection of every submissions or status call at
-	// once, doing nothing, as if the desk were gone. /v1/faults still
-	// answers, so it can be switched back.
+	// Down closes the connection of every call at once, doing nothing, as
+	// if the desk were gone. /v1/faults and /readyz still answer, so it
+	// can be switched back.
 	Down bool `json:"down,omitempty"`
+	// Only names the resources the knobs apply to, among submissions and
+	// cancels; empty means all.
+	Only []string `json:"only,omitempty"`
+}
+
+// appliesTo reports whether the knobs act on calls to resource.
+func (f Faults) appliesTo(resource string) bool {
+	return len(f.Only) == 0 || slices.Contains(f.Only, resource)
 }
 
 // maxBody bounds a request body.
@@ -98,13 +125,12 @@ func NewServer(db *sqlx.DB, logger *slog.Logger, faultsEnabled bool) (*Server, e
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, s.logRequests)
-	r.Group(func(r chi.Router) {
-		r.Use(s.applyFaults)
-		r.Post("/v1/submissions", s.handleSubmit)
-		r.Get("/v1/submissions/{key}", s.handleStatus)
-		r.Post("/v1/submissions/{key}/cancel", s.handleCancel)
-		r.Get("/v1/cancels/{key}", s.handleCancelStatus)
-	})
+	// Each route of a resource is that resource's, for the fault knobs.
+	of := func(resource string) chi.Router { return r.With(s.applyFaults(resource)) }
+	of(resSubmissions).Post("/v1/submissions", s.handleSubmit)
+	of(resSubmissions).Get("/v1/submissions/{key}", s.handleStatus)
+	of(resCancels).Post("/v1/submissions/{key}/cancel", s.handleCancel)
+	of(resCancels).Get("/v1/cancels/{key}", s.handleCancelStatus)
 	r.Get("/readyz", s.handleReadyz)
 	r.Get("/v1/faults", s.handleGetFaults)
 	r.Put("/v1/faults", s.handlePutFaults)
@@ -116,27 +142,21 @@ func (s *Server) Handler() http.Handler {
 
 // handleSubmit is POST /v1/submissions.
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > 255 || len(r.Header.Values("Idempotency-Key")) > 1 {
-		writeProblem(w, http.StatusBadRequest, "idempotency_key_invalid", "send one Idempotency-Key of 1 to 255 characters")
+	key, ok := idempotencyKey(w, r)
+	if !ok {
 		return
 	}
 	var sub Submission
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&sub); err != nil || sub.RequestID == "" || sub.Topic == "" {
+	if err := decodeBody(w, r, &sub); err != nil || sub.RequestID == "" || sub.Topic == "" {
 		writeProblem(w, http.StatusBadRequest, "invalid_body", "send {\"requestId\", \"topic\", \"note\"} as JSON, requestId and topic not empty")
 		return
 	}
 	fp := fingerprint(sub)
-	if s.current().Refuse {
-		if _, known, err := s.store.lookup(r.Context(), key); err != nil {
-			s.fail(w, r, err)
-			return
-		} else if !known {
-			writeProblem(w, http.StatusUnprocessableEntity, "submission_refused", "the review desk refuses new submissions now")
-			return
-		}
+	if s.refused(w, r, resSubmissions, func(ctx context.Context) (bool, error) {
+		_, known, err := s.store.lookup(ctx, key)
+		return known, err
+	}) {
+		return
 	}
 	rc, fresh, err := s.store.submit(r.Context(), key, fp, sub)
 	if err != nil {
@@ -147,46 +167,86 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another submission")
 		return
 	}
-	s.answer(w, r, rc, fresh)
+	s.answer(w, r, resSubmissions, rc, fresh)
 }
 
-// answer writes the receipt of a stored submission or cancel, applying
-// dropResponses and holdAnswer to a new one.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, rc Receipt, fresh bool) {
-	if fresh && s.takeDrop() {
+// idempotencyKey returns the request's Idempotency-Key, or answers 400 and
+// reports false.
+func idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || len(key) > 255 || len(r.Header.Values("Idempotency-Key")) > 1 {
+		writeProblem(w, http.StatusBadRequest, "idempotency_key_invalid", "send one Idempotency-Key of 1 to 255 characters")
+		return "", false
+	}
+	return key, true
+}
+
+// decodeBody reads the request's JSON body into v, refusing unknown fields.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// refused answers a new call to resource 422 while the refuse knob is on
+// for it, and reports whether it did. known tells whether the desk holds
+// the call's key already: a repeat of what it took is answered as usual.
+func (s *Server) refused(w http.ResponseWriter, r *http.Request, resource string, known func(context.Context) (bool, error)) bool {
+	if f := s.current(); !f.Refuse || !f.appliesTo(resource) {
+		return false
+	}
+	switch ok, err := known(r.Context()); {
+	case err != nil:
+		s.fail(w, r, err)
+		return true
+	case ok:
+		return false
+	}
+	writeProblem(w, http.StatusUnprocessableEntity, refusedCodes[resource], "the review desk refuses new "+resource+" now")
+	return true
+}
+
+// answer writes v, what the desk stored under a call's key, applying
+// dropResponses and holdAnswer to a new one of resource.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, resource string, v any, fresh bool) {
+	if fresh && s.takeDrop(resource) {
 		dropConnection(w)
 		return
 	}
 	s.mu.Lock()
 	hold := s.hold
+	if !s.faults.appliesTo(resource) {
+		hold = 0
+	}
 	s.mu.Unlock()
-	if fresh && hold > 0 && !pause(r.Context(), hold) {
-		return
+	if fresh && hold > 0 {
+		// The server notices a sender that leaves only once the body is
+		// read: a cancel's, a release's or a refund's is not.
+		io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxBody))
+		if !pause(r.Context(), hold) {
+			return
+		}
 	}
 	status := http.StatusCreated
 	if !fresh {
 		status = http.StatusOK
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, status, rc)
+	writeJSON(w, status, v)
 }
 
 // handleCancel is POST /v1/submissions/{key}/cancel.
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	sub := chi.URLParam(r, "key")
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > 255 || len(r.Header.Values("Idempotency-Key")) > 1 {
-		writeProblem(w, http.StatusBadRequest, "idempotency_key_invalid", "send one Idempotency-Key of 1 to 255 characters")
+	key, ok := idempotencyKey(w, r)
+	if !ok {
 		return
 	}
-	if s.current().Refuse {
-		if _, known, err := s.store.lookupCancel(r.Context(), key); err != nil {
-			s.fail(w, r, err)
-			return
-		} else if !known {
-			writeProblem(w, http.StatusUnprocessableEntity, "cancel_refused", "the review desk refuses new cancels now")
-			return
-		}
+	if s.refused(w, r, resCancels, func(ctx context.Context) (bool, error) {
+		_, known, err := s.store.lookupCancel(ctx, key)
+		return known, err
+	}) {
+		return
 	}
 	rc, fresh, err := s.store.cancel(r.Context(), key, sub)
 	if err != nil {
@@ -201,7 +261,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for the cancel of another submission")
 		return
 	}
-	s.answer(w, r, rc, fresh)
+	s.answer(w, r, resCancels, rc, fresh)
 }
 
 // handleCancelStatus is GET /v1/cancels/{key}.
@@ -278,7 +338,7 @@ func (s *Server) handlePutFaults(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		writeProblem(w, http.StatusBadRequest, "invalid_body", "send the faults as JSON: delay, holdAnswer, failNext, dropResponses, refuse, down")
+		writeProblem(w, http.StatusBadRequest, "invalid_body", "send the faults as JSON: delay, holdAnswer, failNext, dropResponses, refuse, down, only")
 		return
 	}
 	if err := s.SetFaults(f); err != nil {
@@ -301,6 +361,12 @@ func (s *Server) SetFaults(f Faults) error {
 	if f.FailNext < 0 || f.DropResponses < 0 {
 		return fmt.Errorf("failNext and dropResponses must not be negative")
 	}
+	for _, res := range f.Only {
+		if _, ok := refusedCodes[res]; !ok {
+			return fmt.Errorf("only names resources among %s, not %q", strings.Join(resourceNames(), ", "), res)
+		}
+	}
+	f.Only = slices.Clone(f.Only)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults, s.delay, s.hold = f, d[0], d[1]
@@ -313,43 +379,54 @@ func (s *Server) current() Faults {
 	return s.faults
 }
 
-// takeDrop reports whether this accepted submission's or cancel's answer is to be
-// dropped, counting it.
-func (s *Server) takeDrop() bool {
+// resourceNames are the names Faults.Only takes, in the order of the routes.
+func resourceNames() []string {
+	return []string{resSubmissions, resCancels}
+}
+
+// takeDrop reports whether the answer of this new call to resource is to
+// be dropped, counting it.
+func (s *Server) takeDrop(resource string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.faults.DropResponses > 0 {
+	if s.faults.DropResponses > 0 && s.faults.appliesTo(resource) {
 		s.faults.DropResponses--
 		return true
 	}
 	return false
 }
 
-// applyFaults applies down, delay and failNext to the submissions and
-// cancels routes.
-func (s *Server) applyFaults(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		f, delay := s.faults, s.delay
-		fail := f.FailNext > 0
-		if fail {
-			s.faults.FailNext--
-		}
-		s.mu.Unlock()
-		if f.Down {
-			dropConnection(w)
-			return
-		}
-		if delay > 0 && !pause(r.Context(), delay) {
-			return
-		}
-		if fail {
-			w.Header().Set("Retry-After", "1")
-			writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk failed this call (failNext)")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// applyFaults applies down, delay and failNext to the routes of resource.
+func (s *Server) applyFaults(resource string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.mu.Lock()
+			f, delay := s.faults, s.delay
+			on := f.appliesTo(resource)
+			fail := on && f.FailNext > 0
+			if fail {
+				s.faults.FailNext--
+			}
+			s.mu.Unlock()
+			if !on {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if f.Down {
+				dropConnection(w)
+				return
+			}
+			if delay > 0 && !pause(r.Context(), delay) {
+				return
+			}
+			if fail {
+				w.Header().Set("Retry-After", "1")
+				writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk failed this call (failNext)")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -357,7 +434,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	s.logger.ErrorContext(r.Context(), "review desk", "err", err, "request_id", middleware.GetReqID(r.Context()))
-	writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk could not store or read submissions")
+	writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk could not store or read this call")
 }
 
 // logRequests logs one line per request: no bodies, no keys.
@@ -372,8 +449,8 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 }
 
 // fingerprint is the hex SHA-256 of the submission's canonical JSON.
-func fingerprint(s Submission) string {
-	b, _ := json.Marshal(s)
+func fingerprint(v Submission) string {
+	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -415,6 +492,7 @@ func writeProblem(w http.ResponseWriter, status int, code, detail string) {
 
 // String formats the faults for logs.
 func (f Faults) String() string {
-	return fmt.Sprintf("delay=%s holdAnswer=%s failNext=%d dropResponses=%d refuse=%t down=%t",
-		cmp.Or(f.Delay, "0s"), cmp.Or(f.HoldAnswer, "0s"), f.FailNext, f.DropResponses, f.Refuse, f.Down)
+	return fmt.Sprintf("delay=%s holdAnswer=%s failNext=%d dropResponses=%d refuse=%t down=%t only=%s",
+		cmp.Or(f.Delay, "0s"), cmp.Or(f.HoldAnswer, "0s"), f.FailNext, f.DropResponses, f.Refuse, f.Down,
+		cmp.Or(strings.Join(f.Only, ","), "all"))
 }
