@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/demo-api/demo-api/internal/postgres"
@@ -30,6 +31,19 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 		return fmt.Errorf("HTTP_READ_TIMEOUT: %w", err)
 	}
 	fs.DurationVar(&readTimeout, "read-timeout", readTimeout, "how long a request may take to arrive, headers and body ($HTTP_READ_TIMEOUT)")
+	opts := provider.DefaultOptions()
+	if v := getenv("PROVIDER_SLOT_HOLD"); v != "" {
+		if opts.SlotHold, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("PROVIDER_SLOT_HOLD: %q is not a duration (e.g. 30s, 2m)", v)
+		}
+	}
+	fs.DurationVar(&opts.SlotHold, "slot-hold", opts.SlotHold, "how long a reserved slot is held for its charge ($PROVIDER_SLOT_HOLD)")
+	if v := getenv("PROVIDER_CREDIT"); v != "" {
+		if opts.Credit, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("PROVIDER_CREDIT: %q is not a whole number", v)
+		}
+	}
+	fs.IntVar(&opts.Credit, "credit", opts.Credit, "the credit an account starts with, on its first charge ($PROVIDER_CREDIT)")
 	if v := getenv("PROVIDER_FAULTS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -51,6 +65,13 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	if *dbURL == "" {
 		return errors.New("set PROVIDER_DATABASE_URL (or -database-url) to the review desk's PostgreSQL URL")
 	}
+	opts.Faults = *faults
+	if opts.SlotHold <= 0 || opts.SlotHold > provider.MaxSlotHold {
+		return fmt.Errorf("PROVIDER_SLOT_HOLD (-slot-hold): %s is not more than 0 and up to %s", opts.SlotHold, provider.MaxSlotHold)
+	}
+	if opts.Credit < 0 || opts.Credit > provider.MaxCredit {
+		return fmt.Errorf("PROVIDER_CREDIT (-credit): %d is not from 0 to %d", opts.Credit, provider.MaxCredit)
+	}
 	cfg := config{logFormat: *format, readTimeout: readTimeout}
 	logger := cfg.logger(stderr).With("service", "review-desk")
 	db, err := postgres.Open(ctx, *dbURL, postgres.LongStatements)
@@ -65,12 +86,20 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	desk, err := provider.NewServer(db, logger, *faults)
+	desk, err := provider.NewServer(db, logger, opts)
 	if err != nil {
+		ln.Close()
 		return err
 	}
+	// The sweep of expired holds stops with the server, before the
+	// database closes.
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	var sweep sync.WaitGroup
+	sweep.Go(func() { desk.SweepHolds(sweepCtx) })
+	defer sweep.Wait()
+	defer stopSweep()
 	srv := cfg.httpServer(desk.Handler(), logger) // the API's timeouts
-	logger.Info("serving", "addr", ln.Addr().String(), "faults", *faults)
+	logger.Info("serving", "addr", ln.Addr().String(), "faults", opts.Faults, "slot_hold", opts.SlotHold, "credit", opts.Credit)
 	fmt.Fprintf(stdout, "review desk listening on http://%s\n", ln.Addr())
 	return serving.Serve(ctx, logger, srv, ln, 10*time.Second)
 }

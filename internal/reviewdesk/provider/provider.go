@@ -5,6 +5,14 @@
 // submissions in its own PostgreSQL database, and has fault knobs so that a
 // workshop or a test can make the call slow, failing, lost or refused.
 //
+// It also holds the resources of an operation of several steps, an
+// expedite: an express slot held for an account, a charge of the account's
+// credit that uses the slot, and the two compensations, the release of a
+// slot and the refund of a charge. The desk decides that a charge debits
+// once, only while its slot is held, and never below zero; that a slot
+// nobody charged is released when its hold ends; and that a compensation
+// which arrives before what it undoes is kept and undoes it from the start.
+//
 //	POST /v1/submissions       Idempotency-Key + {"requestId","topic","note"}: 201 the first time,
 //	                           200 + Idempotent-Replayed for the same key again, 422 for the key
 //	                           with another payload
@@ -15,8 +23,34 @@
 //	                           submission or another key for the same one. A cancel may come
 //	                           before its submission: it is kept, and cancels it from the start
 //	GET  /v1/cancels/{key}     200 {"state":"accepted",…} or 404 {"state":"unknown"}
+//	POST /v1/slots             Idempotency-Key + {"requestId","account"}: 201 a slot held until
+//	                           holdUntil (accepted + Options.SlotHold), 200 + Idempotent-Replayed
+//	                           again (its current state), 422 key_payload_mismatch
+//	GET  /v1/slots/{key}       200 {"state":"held"|"charged"|"released","holdUntil",
+//	                           "releasedBy":"release"|"hold_expired",…} or 404 {"state":"unknown"}
+//	POST /v1/slots/{key}/release
+//	                           Idempotency-Key (the release's own): as a cancel, with
+//	                           already_released for another key of the same slot, and
+//	                           slot_charged for a slot that was charged
+//	GET  /v1/releases/{key}    200 {"state":"accepted","slotKey",…} or 404 {"state":"unknown"}
+//	POST /v1/charges           Idempotency-Key + {"requestId","account","amount","slotKey"}: 201
+//	                           the account debited and the slot charged in one transaction,
+//	                           200 + Idempotent-Replayed again; 422 slot_not_held,
+//	                           insufficient_credit or key_payload_mismatch, storing nothing
+//	GET  /v1/charges/{key}     200 {"state":"charged"|"refunded",…} or 404 {"state":"unknown"}
+//	POST /v1/charges/{key}/refund
+//	                           Idempotency-Key (the refund's own): as a cancel, with
+//	                           already_refunded for another key of the same charge; the amount
+//	                           goes back once, and a charge that comes after its refund is
+//	                           refunded from the start
+//	GET  /v1/refunds/{key}     200 {"state":"accepted","chargeKey",…} or 404 {"state":"unknown"}
+//	GET  /v1/stats             counts of every resource and each account's credit
 //	GET|PUT /v1/faults         the fault knobs, when enabled
 //	GET  /readyz               200 while its database answers
+//
+// A slot held past its hold is released by SweepHolds, which the provider
+// command runs every second; a charge that comes after the hold ends is
+// refused whether or not the sweep has run.
 package provider
 
 import (
@@ -53,47 +87,89 @@ type Submission struct {
 const (
 	resSubmissions = "submissions"
 	resCancels     = "cancels"
+	resSlots       = "slots"
+	resReleases    = "releases"
+	resCharges     = "charges"
+	resRefunds     = "refunds"
 )
 
 // refusedCodes are the codes of the refuse knob's answer, by resource.
 var refusedCodes = map[string]string{
 	resSubmissions: "submission_refused",
 	resCancels:     "cancel_refused",
+	resSlots:       "slot_refused",
+	resReleases:    "release_refused",
+	resCharges:     "charge_refused",
+	resRefunds:     "refund_refused",
 }
 
 // Faults are the knobs of the desk. The zero value is a healthy desk. Each
-// knob applies to every resource (submissions, cancels) as it does to
-// submissions, or only to those Only names.
+// knob applies to every resource (submissions, cancels, slots, releases,
+// charges, refunds) as it does to submissions, or only to those Only names.
 type Faults struct {
 	// Delay holds every call, a new one or a status lookup, this long
 	// first, e.g. "2s".
 	Delay string `json:"delay,omitempty"`
 	// FailNext answers the next N calls 503, doing nothing.
 	FailNext int `json:"failNext,omitempty"`
-	// HoldAnswer stores every new submission (or cancel), then holds its
-	// answer this long, e.g. "30s": the sender's crash window between the
-	// desk's accept and its own record of it.
+	// HoldAnswer stores every new submission (slot, charge, …), then holds
+	// its answer this long, e.g. "30s": the sender's crash window between
+	// the desk's accept and its own record of it.
 	HoldAnswer string `json:"holdAnswer,omitempty"`
-	// DropResponses stores the next N new submissions (or cancels), then
-	// closes the connection without an answer: the sender cannot know it
-	// was accepted.
+	// DropResponses stores the next N new submissions (slots, charges, …),
+	// then closes the connection without an answer: the sender cannot know
+	// it was accepted.
 	DropResponses int `json:"dropResponses,omitempty"`
 	// Refuse answers every new submission 422 submission_refused (a new
-	// cancel cancel_refused), a definite refusal, and stores nothing. A
-	// key the desk holds is answered as usual.
+	// slot slot_refused, a new charge charge_refused, …), a definite
+	// refusal, and stores nothing. A key the desk holds is answered as
+	// usual.
 	Refuse bool `json:"refuse,omitempty"`
 	// Down closes the connection of every call at once, doing nothing, as
-	// if the desk were gone. /v1/faults and /readyz still answer, so it
-	// can be switched back.
+	// if the desk were gone. /v1/faults, /v1/stats and /readyz still
+	// answer, so it can be switched back and looked at.
 	Down bool `json:"down,omitempty"`
-	// Only names the resources the knobs apply to, among submissions and
-	// cancels; empty means all.
+	// Only names the resources the knobs apply to, among submissions,
+	// cancels, slots, releases, charges and refunds; empty means all.
 	Only []string `json:"only,omitempty"`
 }
 
 // appliesTo reports whether the knobs act on calls to resource.
 func (f Faults) appliesTo(resource string) bool {
 	return len(f.Only) == 0 || slices.Contains(f.Only, resource)
+}
+
+// Options are the desk's settings. DefaultOptions are those of the provider
+// command; NewServer refuses a SlotHold or Credit out of range.
+type Options struct {
+	// Faults allows PUT /v1/faults; without it the desk is always healthy.
+	Faults bool
+	// SlotHold is how long a new slot is held for its charge: more than 0,
+	// up to MaxSlotHold.
+	SlotHold time.Duration
+	// Credit is the credit an account starts with, on its first charge: 0
+	// to MaxCredit.
+	Credit int
+}
+
+// The bounds of Options.
+const (
+	MaxSlotHold = 24 * time.Hour
+	MaxCredit   = 1_000_000_000
+)
+
+// DefaultOptions are the provider command's defaults, with the faults off.
+func DefaultOptions() Options { return Options{SlotHold: 2 * time.Minute, Credit: 1000} }
+
+// check names the option out of range, if any.
+func (o Options) check() error {
+	if o.SlotHold <= 0 || o.SlotHold > MaxSlotHold {
+		return fmt.Errorf("the slot hold must be more than 0 and up to %s, not %s", MaxSlotHold, o.SlotHold)
+	}
+	if o.Credit < 0 || o.Credit > MaxCredit {
+		return fmt.Errorf("the credit must be 0 to %d, not %d", MaxCredit, o.Credit)
+	}
+	return nil
 }
 
 // maxBody bounds a request body.
@@ -103,8 +179,7 @@ const maxBody = 16 << 10
 type Server struct {
 	store  *store
 	logger *slog.Logger
-	// faultsEnabled allows /v1/faults; without it the desk is always healthy.
-	faultsEnabled bool
+	opts   Options
 
 	mu     sync.Mutex
 	faults Faults
@@ -112,13 +187,17 @@ type Server struct {
 	hold   time.Duration
 }
 
-// NewServer returns the desk on db, which Migrate has prepared.
-func NewServer(db *sqlx.DB, logger *slog.Logger, faultsEnabled bool) (*Server, error) {
+// NewServer returns the desk on db, which Migrate has prepared. Its held
+// slots are released at the end of their hold only while SweepHolds runs.
+func NewServer(db *sqlx.DB, logger *slog.Logger, opts Options) (*Server, error) {
+	if err := opts.check(); err != nil {
+		return nil, fmt.Errorf("review desk: %w", err)
+	}
 	st, err := newStore(db)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: st, logger: logger, faultsEnabled: faultsEnabled}, nil
+	return &Server{store: st, logger: logger, opts: opts}, nil
 }
 
 // Handler returns the desk's routes.
@@ -131,6 +210,15 @@ func (s *Server) Handler() http.Handler {
 	of(resSubmissions).Get("/v1/submissions/{key}", s.handleStatus)
 	of(resCancels).Post("/v1/submissions/{key}/cancel", s.handleCancel)
 	of(resCancels).Get("/v1/cancels/{key}", s.handleCancelStatus)
+	of(resSlots).Post("/v1/slots", s.handleReserveSlot)
+	of(resSlots).Get("/v1/slots/{key}", s.handleSlotStatus)
+	of(resReleases).Post("/v1/slots/{key}/release", s.handleRelease)
+	of(resReleases).Get("/v1/releases/{key}", s.handleReleaseStatus)
+	of(resCharges).Post("/v1/charges", s.handleCharge)
+	of(resCharges).Get("/v1/charges/{key}", s.handleChargeStatus)
+	of(resRefunds).Post("/v1/charges/{key}/refund", s.handleRefund)
+	of(resRefunds).Get("/v1/refunds/{key}", s.handleRefundStatus)
+	r.Get("/v1/stats", s.handleStats)
 	r.Get("/readyz", s.handleReadyz)
 	r.Get("/v1/faults", s.handleGetFaults)
 	r.Put("/v1/faults", s.handlePutFaults)
@@ -321,7 +409,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {
-	if !s.faultsEnabled {
+	if !s.opts.Faults {
 		writeProblem(w, http.StatusForbidden, "faults_disabled", "start the review desk with PROVIDER_FAULTS=true to use its fault knobs")
 		return
 	}
@@ -330,7 +418,7 @@ func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {
 
 // handlePutFaults replaces the whole set of faults; {} clears them.
 func (s *Server) handlePutFaults(w http.ResponseWriter, r *http.Request) {
-	if !s.faultsEnabled {
+	if !s.opts.Faults {
 		writeProblem(w, http.StatusForbidden, "faults_disabled", "start the review desk with PROVIDER_FAULTS=true to use its fault knobs")
 		return
 	}
@@ -381,7 +469,7 @@ func (s *Server) current() Faults {
 
 // resourceNames are the names Faults.Only takes, in the order of the routes.
 func resourceNames() []string {
-	return []string{resSubmissions, resCancels}
+	return []string{resSubmissions, resCancels, resSlots, resReleases, resCharges, resRefunds}
 }
 
 // takeDrop reports whether the answer of this new call to resource is to
@@ -448,8 +536,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// fingerprint is the hex SHA-256 of the submission's canonical JSON.
-func fingerprint(v Submission) string {
+// fingerprint is the hex SHA-256 of a call's canonical JSON (its struct's
+// fields in order).
+func fingerprint(v any) string {
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

@@ -172,7 +172,7 @@ func TestFaultKnobsOverHTTP(t *testing.T) {
 			t.Fatalf("PUT %s: %d, want 400", bad, code)
 		}
 	}
-	desk, err := provider.NewServer(d.DB, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	desk, err := provider.NewServer(d.DB, slog.New(slog.NewTextHandler(io.Discard, nil)), provider.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,15 +41,17 @@ func Migrate(db *sqlx.DB) error {
 	return nil
 }
 
-// Receipt is an accepted submission or cancel, as the desk answers it.
+// Receipt is an accepted call (a submission, a cancel, a slot, …) under its
+// key, as the desk answers it.
 type Receipt struct {
 	Key         string    `json:"key" db:"key"`
 	Reference   string    `json:"reference" db:"reference"`
 	AcceptedAt  time.Time `json:"acceptedAt" db:"accepted_at"`
-	Fingerprint string    `json:"-" db:"fingerprint"` // of a cancel: the key of its submission
+	Fingerprint string    `json:"-" db:"fingerprint"` // of a cancel, a release or a refund: the key of what it undoes
 }
 
-// store keeps the submissions.
+// store keeps the desk's calls: the submissions and cancels here, the
+// resources of an expedite in expedite_store.go.
 type store struct {
 	db     *sqlx.DB
 	accept *sqlx.Stmt // acceptSQL, prepared: planning it costs more than running it

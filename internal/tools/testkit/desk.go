@@ -23,9 +23,17 @@ type Desk struct {
 	srv    *httptest.Server
 }
 
-// StartDesk starts a desk on db, or on a fresh database when db is nil, and
-// stops it when t ends.
+// StartDesk starts a desk with the provider command's defaults on db, or
+// on a fresh database when db is nil, and stops it when t ends.
 func StartDesk(t testing.TB, db *sqlx.DB) *Desk {
+	t.Helper()
+	return StartDeskWith(t, db, provider.DefaultOptions())
+}
+
+// StartDeskWith starts a desk with opts (its fault knobs enabled whatever
+// opts.Faults says) as StartDesk does. Its expired holds are released only
+// when the test calls Server.ReleaseExpiredHolds or runs Server.SweepHolds.
+func StartDeskWith(t testing.TB, db *sqlx.DB, opts provider.Options) *Desk {
 	t.Helper()
 	if db == nil {
 		db = pgtest.NewDB(t)
@@ -33,7 +41,8 @@ func StartDesk(t testing.TB, db *sqlx.DB) *Desk {
 	if err := provider.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := provider.NewServer(db, slog.New(slog.NewTextHandler(io.Discard, nil)), true)
+	opts.Faults = true
+	srv, err := provider.NewServer(db, slog.New(slog.NewTextHandler(io.Discard, nil)), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

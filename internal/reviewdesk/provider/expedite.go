@@ -1,0 +1,278 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// Slot is what a sender reserves: an express slot for an account.
+type Slot struct {
+	RequestID string `json:"requestId"`
+	Account   string `json:"account"`
+}
+
+// Charge is what a sender charges: amount of the account's credit, for the
+// slot under SlotKey.
+type Charge struct {
+	RequestID string `json:"requestId"`
+	Account   string `json:"account"`
+	Amount    int    `json:"amount"`
+	SlotKey   string `json:"slotKey"`
+}
+
+// maxAmount bounds a charge's amount.
+const maxAmount = 1000
+
+// sweepEvery is how often SweepHolds looks for held slots past their hold.
+const sweepEvery = time.Second
+
+// handleReserveSlot is POST /v1/slots.
+func (s *Server) handleReserveSlot(w http.ResponseWriter, r *http.Request) {
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	var sl Slot
+	if err := decodeBody(w, r, &sl); err != nil || sl.RequestID == "" || sl.Account == "" {
+		writeProblem(w, http.StatusBadRequest, "invalid_body", `send {"requestId", "account"} as JSON, both not empty`)
+		return
+	}
+	fp := fingerprint(sl)
+	if s.refused(w, r, resSlots, func(ctx context.Context) (bool, error) {
+		_, known, err := s.store.lookupSlot(ctx, key)
+		return known, err
+	}) {
+		return
+	}
+	row, fresh, err := s.store.reserveSlot(r.Context(), key, fp, sl, s.opts.SlotHold)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if row.Fingerprint != fp {
+		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another slot")
+		return
+	}
+	s.answer(w, r, resSlots, row, fresh)
+}
+
+// handleSlotStatus is GET /v1/slots/{key}.
+func (s *Server) handleSlotStatus(w http.ResponseWriter, r *http.Request) {
+	key := chi.URLParam(r, "key")
+	row, ok, err := s.store.lookupSlot(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
+		return
+	}
+	writeJSON(w, http.StatusOK, row)
+}
+
+// releaseAnswer is a release as the desk answers it.
+type releaseAnswer struct {
+	Receipt
+	SlotKey string `json:"slotKey"`
+	State   string `json:"state"`
+}
+
+// handleRelease is POST /v1/slots/{key}/release.
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
+	slot := chi.URLParam(r, "key")
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	if s.refused(w, r, resReleases, func(ctx context.Context) (bool, error) {
+		_, known, err := s.store.lookupRelease(ctx, key)
+		return known, err
+	}) {
+		return
+	}
+	rc, fresh, err := s.store.release(r.Context(), key, slot)
+	if s.refusedBy(w, r, err) {
+		return
+	}
+	switch {
+	case rc.Key != key:
+		writeProblem(w, http.StatusUnprocessableEntity, "already_released", "this slot was released under another key")
+		return
+	case rc.Fingerprint != slot:
+		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for the release of another slot")
+		return
+	}
+	s.answer(w, r, resReleases, releaseAnswer{rc, rc.Fingerprint, "accepted"}, fresh)
+}
+
+// handleReleaseStatus is GET /v1/releases/{key}.
+func (s *Server) handleReleaseStatus(w http.ResponseWriter, r *http.Request) {
+	key := chi.URLParam(r, "key")
+	rc, ok, err := s.store.lookupRelease(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
+		return
+	}
+	writeJSON(w, http.StatusOK, releaseAnswer{rc, rc.Fingerprint, "accepted"})
+}
+
+// handleCharge is POST /v1/charges.
+func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	var c Charge
+	if err := decodeBody(w, r, &c); err != nil || c.RequestID == "" || c.Account == "" || c.SlotKey == "" ||
+		c.Amount < 1 || c.Amount > maxAmount {
+		writeProblem(w, http.StatusBadRequest, "invalid_body",
+			`send {"requestId", "account", "amount", "slotKey"} as JSON, strings not empty, amount from 1 to 1000`)
+		return
+	}
+	fp := fingerprint(c)
+	if s.refused(w, r, resCharges, func(ctx context.Context) (bool, error) {
+		_, known, err := s.store.lookupCharge(ctx, key)
+		return known, err
+	}) {
+		return
+	}
+	row, fresh, err := s.store.charge(r.Context(), key, fp, c, s.opts.Credit)
+	if s.refusedBy(w, r, err) {
+		return
+	}
+	if row.Fingerprint != fp {
+		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another charge")
+		return
+	}
+	s.answer(w, r, resCharges, row, fresh)
+}
+
+// handleChargeStatus is GET /v1/charges/{key}.
+func (s *Server) handleChargeStatus(w http.ResponseWriter, r *http.Request) {
+	key := chi.URLParam(r, "key")
+	row, ok, err := s.store.lookupCharge(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
+		return
+	}
+	writeJSON(w, http.StatusOK, row)
+}
+
+// refundAnswer is a refund as the desk answers it.
+type refundAnswer struct {
+	Receipt
+	ChargeKey string `json:"chargeKey"`
+	State     string `json:"state"`
+}
+
+// handleRefund is POST /v1/charges/{key}/refund.
+func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
+	charge := chi.URLParam(r, "key")
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	if s.refused(w, r, resRefunds, func(ctx context.Context) (bool, error) {
+		_, known, err := s.store.lookupRefund(ctx, key)
+		return known, err
+	}) {
+		return
+	}
+	rc, fresh, err := s.store.refund(r.Context(), key, charge)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	switch {
+	case rc.Key != key:
+		writeProblem(w, http.StatusUnprocessableEntity, "already_refunded", "this charge was refunded under another key")
+		return
+	case rc.Fingerprint != charge:
+		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for the refund of another charge")
+		return
+	}
+	s.answer(w, r, resRefunds, refundAnswer{rc, rc.Fingerprint, "accepted"}, fresh)
+}
+
+// handleRefundStatus is GET /v1/refunds/{key}.
+func (s *Server) handleRefundStatus(w http.ResponseWriter, r *http.Request) {
+	key := chi.URLParam(r, "key")
+	rc, ok, err := s.store.lookupRefund(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
+		return
+	}
+	writeJSON(w, http.StatusOK, refundAnswer{rc, rc.Fingerprint, "accepted"})
+}
+
+// handleStats is GET /v1/stats. The fault knobs leave it alone: a test or
+// a chaos check reads it while the desk is down for its senders.
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.store.stats(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// refusedBy answers err, the error of a call's store method, unless it is
+// nil: 422 for a definite refusal, 503 for anything else. It reports
+// whether it answered.
+func (s *Server) refusedBy(w http.ResponseWriter, r *http.Request, err error) bool {
+	if err == nil {
+		return false
+	}
+	if ref, ok := errors.AsType[*refusal](err); ok {
+		writeProblem(w, http.StatusUnprocessableEntity, ref.code, ref.detail)
+		return true
+	}
+	s.fail(w, r, err)
+	return true
+}
+
+// SweepHolds releases the slots held past their hold, every second, until
+// ctx ends. The provider command runs it beside the desk's server.
+func (s *Server) SweepHolds(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.ReleaseExpiredHolds(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.ErrorContext(ctx, "review desk: release expired holds", "err", err)
+		case n > 0:
+			s.logger.InfoContext(ctx, "holds expired", "slots", n)
+		}
+	}
+}
+
+// ReleaseExpiredHolds marks every slot still held past its hold released
+// (releasedBy hold_expired), and returns how many this call released. Each
+// such slot is released by exactly one call, however many desks sweep the
+// database at once.
+func (s *Server) ReleaseExpiredHolds(ctx context.Context) (int, error) {
+	return s.store.expireHolds(ctx)
+}

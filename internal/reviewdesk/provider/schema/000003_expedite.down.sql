@@ -1,0 +1,9 @@
+DROP TABLE refunds;
+DROP SEQUENCE refund_refs;
+DROP TABLE charges;
+DROP SEQUENCE charge_refs;
+DROP TABLE accounts;
+DROP TABLE releases;
+DROP SEQUENCE release_refs;
+DROP TABLE slots;
+DROP SEQUENCE slot_refs;
