@@ -3,8 +3,10 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -312,5 +314,821 @@ func TestCancelFaults(t *testing.T) {
 				t.Fatalf("cancel status once the fault is cleared: %v", err)
 			}
 		})
+	}
+}
+
+// The resources of an expedite: slots, their releases, charges and their
+// refunds.
+
+var slot = reviewdesk.Slot{RequestID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Account: "alice"}
+
+// chargeOf is a charge of amount for the slot under slotKey, for slot's
+// account.
+func chargeOf(slotKey string, amount int) reviewdesk.Charge {
+	return reviewdesk.Charge{RequestID: slot.RequestID, Account: slot.Account, Amount: amount, SlotKey: slotKey}
+}
+
+func isUnclear(err error) bool { _, ok := errors.AsType[*reviewdesk.UnclearError](err); return ok }
+
+// refusedWith reports whether err is a definite refusal with code.
+func refusedWith(code string) func(error) bool {
+	return func(err error) bool {
+		r, ok := errors.AsType[*reviewdesk.RefusedError](err)
+		return ok && r.Status == http.StatusUnprocessableEntity && r.Code == code
+	}
+}
+
+// call sends a request to url and returns its status, headers and body.
+func call(t *testing.T, method, url, key, body string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// slotState reads the state of the slot under key and what released it,
+// in SQL.
+func slotState(t *testing.T, d *testkit.Desk, key string) (state, releasedBy string) {
+	t.Helper()
+	var row struct {
+		State      string `db:"state"`
+		ReleasedBy string `db:"released_by"`
+	}
+	if err := d.DB.Get(&row, `SELECT state, coalesce(released_by, '') AS released_by FROM slots WHERE key = $1`, key); err != nil {
+		t.Fatalf("slot %s: %v", key, err)
+	}
+	return row.State, row.ReleasedBy
+}
+
+// credit reads an account's credit in SQL; -1 when the desk never charged it.
+func credit(t *testing.T, d *testkit.Desk, account string) int {
+	t.Helper()
+	return testkit.Count(t, d.DB, `SELECT coalesce((SELECT credit FROM accounts WHERE account = $1), -1)`, account)
+}
+
+// TestDeskSlotReserveOnce: a slot is held once under its key, its repeat
+// answers the same slot, and its key with another payload is refused.
+func TestDeskSlotReserveOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	status, header, body := call(t, http.MethodPost, d.URL+"/v1/slots", "expedite:1:slot", `{"requestId":"r1","account":"alice"}`)
+	if status != http.StatusCreated || header.Get("Idempotent-Replayed") != "" || !strings.Contains(body, `"state":"held"`) {
+		t.Fatalf("first reserve: %d %v %s", status, header, body)
+	}
+	status, header, again := call(t, http.MethodPost, d.URL+"/v1/slots", "expedite:1:slot", `{"requestId":"r1","account":"alice"}`)
+	if status != http.StatusOK || header.Get("Idempotent-Replayed") != "true" || again != body {
+		t.Fatalf("repeat: %d %v %s; want 200, replayed, %s", status, header, again, body)
+	}
+	for _, bad := range []string{`{"requestId":"r1"}`, `{"requestId":"","account":"alice"}`, `{"requestId":"r1","account":"alice","x":1}`, `[`} {
+		if status, _, body := call(t, http.MethodPost, d.URL+"/v1/slots", "expedite:1:slot", bad); status != http.StatusBadRequest {
+			t.Errorf("reserve with %s: %d %s, want 400", bad, status, body)
+		}
+	}
+	for _, key := range []string{"", strings.Repeat("k", 256)} {
+		if status, _, _ := call(t, http.MethodPost, d.URL+"/v1/slots", key, `{"requestId":"r1","account":"alice"}`); status != http.StatusBadRequest {
+			t.Errorf("reserve under a key of %d characters: %d, want 400", len(key), status)
+		}
+	}
+
+	first, err := d.Client.ReserveSlot(ctx, "expedite:2:slot", slot)
+	if err != nil || !strings.HasPrefix(first.Reference, "RS-") || first.State != "held" || first.Key != "expedite:2:slot" {
+		t.Fatalf("reserve: %+v, %v", first, err)
+	}
+	if again, err := d.Client.ReserveSlot(ctx, "expedite:2:slot", slot); err != nil || again != first {
+		t.Fatalf("repeat: %+v, %v; want %+v", again, err, first)
+	}
+	other := slot
+	other.Account = "bob"
+	if _, err := d.Client.ReserveSlot(ctx, "expedite:2:slot", other); !refusedWith("key_payload_mismatch")(err) {
+		t.Fatalf("another payload under the key: %v, want key_payload_mismatch", err)
+	}
+	if got, err := d.Client.SlotStatus(ctx, "expedite:2:slot"); err != nil || got != first {
+		t.Fatalf("slot status: %+v, %v; want %+v", got, err, first)
+	}
+	if _, err := d.Client.SlotStatus(ctx, "expedite:never:slot"); !errors.Is(err, reviewdesk.ErrNotFound) {
+		t.Fatalf("status of an unknown slot: %v, want ErrNotFound", err)
+	}
+	if status, _, body := call(t, http.MethodGet, d.URL+"/v1/slots/expedite:never:slot", "", ""); status != http.StatusNotFound ||
+		!strings.Contains(body, `"state":"unknown"`) {
+		t.Fatalf("GET an unknown slot: %d %s", status, body)
+	}
+	held := testkit.Count(t, d.DB, `SELECT count(*) FROM slots WHERE state = 'held' AND hold_until = accepted_at + interval '2 minutes'`)
+	if n := testkit.Count(t, d.DB, `SELECT count(*) FROM slots`); n != 2 || held != 2 {
+		t.Fatalf("%d slots, %d of them held for 2m; want 2 and 2", n, held)
+	}
+}
+
+// TestDeskChargeDebitsOnce: 20 identical charges at once debit the account
+// once and mark the slot charged; 20 charges of one slot under 20 keys
+// take it once.
+func TestDeskChargeDebitsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	for _, key := range []string{"expedite:1:slot", "expedite:2:slot"} {
+		if _, err := d.Client.ReserveSlot(ctx, key, slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 20
+	together := func(fn func(i int) (reviewdesk.Receipt, error)) ([]reviewdesk.Receipt, []error) {
+		receipts, errs := make([]reviewdesk.Receipt, n), make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				receipts[i], errs[i] = fn(i)
+			})
+		}
+		close(start)
+		wg.Wait()
+		return receipts, errs
+	}
+
+	receipts, errs := together(func(int) (reviewdesk.Receipt, error) {
+		return d.Client.Charge(ctx, "expedite:1:charge", chargeOf("expedite:1:slot", 300))
+	})
+	for i := range n {
+		if errs[i] != nil || receipts[i] != receipts[0] || receipts[i].State != "charged" {
+			t.Fatalf("charge %d: %+v, %v; want %+v", i, receipts[i], errs[i], receipts[0])
+		}
+	}
+	if rows := testkit.Count(t, d.DB, `SELECT count(*) FROM charges WHERE slot_key = 'expedite:1:slot'`); rows != 1 {
+		t.Fatalf("%d charges for one key, want 1", rows)
+	}
+	if c := credit(t, d, "alice"); c != 700 {
+		t.Fatalf("credit %d after one charge of 300, want 700", c)
+	}
+	if state, _ := slotState(t, d, "expedite:1:slot"); state != "charged" {
+		t.Fatalf("the slot is %s, want charged", state)
+	}
+
+	_, errs = together(func(i int) (reviewdesk.Receipt, error) {
+		return d.Client.Charge(ctx, fmt.Sprintf("expedite:2:charge:%d", i), chargeOf("expedite:2:slot", 100))
+	})
+	accepted := 0
+	for i := range n {
+		switch {
+		case errs[i] == nil:
+			accepted++
+		case !refusedWith("slot_not_held")(errs[i]):
+			t.Fatalf("charge %d of a taken slot: %v, want slot_not_held", i, errs[i])
+		}
+	}
+	if rows := testkit.Count(t, d.DB, `SELECT count(*) FROM charges WHERE slot_key = 'expedite:2:slot'`); accepted != 1 || rows != 1 {
+		t.Fatalf("%d charges of one slot accepted, %d stored; want 1 and 1", accepted, rows)
+	}
+	if c := credit(t, d, "alice"); c != 600 {
+		t.Fatalf("credit %d after charges of 300 and 100, want 600", c)
+	}
+}
+
+// TestDeskChargeRefused: a charge that cannot be taken is refused
+// definitely, and stores nothing: no charge, no debit, the slot as it was.
+func TestDeskChargeRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		opts  provider.Options
+		setup func(t *testing.T, d *testkit.Desk) // the slot expedite:1:slot is reserved
+		ch    reviewdesk.Charge
+		code  string
+		slot  string // the slot's state afterwards
+	}{
+		{"no such slot", provider.DefaultOptions(), nil, chargeOf("expedite:none:slot", 100), "slot_not_held", "held"},
+		{"a slot held for another account", provider.DefaultOptions(), nil,
+			reviewdesk.Charge{RequestID: slot.RequestID, Account: "bob", Amount: 100, SlotKey: "expedite:1:slot"}, "slot_not_held", "held"},
+		{"a released slot", provider.DefaultOptions(), func(t *testing.T, d *testkit.Desk) {
+			if _, err := d.Client.ReleaseSlot(ctx, "expedite:1:slot:release", "expedite:1:slot"); err != nil {
+				t.Fatal(err)
+			}
+		}, chargeOf("expedite:1:slot", 100), "slot_not_held", "released"},
+		{"a hold that ended, before the sweep", provider.Options{SlotHold: 200 * time.Millisecond, Credit: 1000}, func(t *testing.T, d *testkit.Desk) {
+			time.Sleep(300 * time.Millisecond)
+		}, chargeOf("expedite:1:slot", 100), "slot_not_held", "held"},
+		{"insufficient credit", provider.Options{SlotHold: time.Minute, Credit: 50}, nil, chargeOf("expedite:1:slot", 51), "insufficient_credit", "held"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := testkit.StartDeskWith(t, nil, tt.opts)
+			if _, err := d.Client.ReserveSlot(ctx, "expedite:1:slot", slot); err != nil {
+				t.Fatal(err)
+			}
+			if tt.setup != nil {
+				tt.setup(t, d)
+			}
+			for range 2 { // a refusal stays one
+				if _, err := d.Client.Charge(ctx, "expedite:1:charge", tt.ch); !refusedWith(tt.code)(err) {
+					t.Fatalf("charge: %v, want a refusal %s", err, tt.code)
+				}
+			}
+			if n := testkit.Count(t, d.DB, `SELECT count(*) FROM charges`); n != 0 {
+				t.Fatalf("%d charges stored, want 0", n)
+			}
+			if n := testkit.Count(t, d.DB, `SELECT count(*) FROM accounts`); n != 0 {
+				t.Fatalf("%d accounts opened by a refused charge, want 0", n)
+			}
+			if state, _ := slotState(t, d, "expedite:1:slot"); state != tt.slot {
+				t.Fatalf("the slot is %s, want %s", state, tt.slot)
+			}
+			if _, err := d.Client.ChargeStatus(ctx, "expedite:1:charge"); !errors.Is(err, reviewdesk.ErrNotFound) {
+				t.Fatalf("status of a refused charge: %v, want ErrNotFound", err)
+			}
+		})
+	}
+	t.Run("bodies", func(t *testing.T) {
+		t.Parallel()
+		d := testkit.StartDesk(t, nil)
+		for _, bad := range []string{`{"requestId":"r","account":"a","amount":0,"slotKey":"s"}`, `{"requestId":"r","account":"a","amount":1001,"slotKey":"s"}`,
+			`{"requestId":"r","account":"a","amount":1.5,"slotKey":"s"}`, `{"requestId":"r","account":"a","amount":1}`, `{"requestId":"r","account":"a","amount":1,"slotKey":"s","x":0}`} {
+			if status, _, body := call(t, http.MethodPost, d.URL+"/v1/charges", "c", bad); status != http.StatusBadRequest {
+				t.Errorf("charge %s: %d %s, want 400", bad, status, body)
+			}
+		}
+	})
+}
+
+// TestDeskRelease: a release is accepted once under its own key and
+// releases its slot; another key for the slot and the key for another slot
+// are refused.
+func TestDeskRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	if _, err := d.Client.ReserveSlot(ctx, "expedite:1:slot", slot); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.ReleaseStatus(ctx, "expedite:1:slot:release"); !errors.Is(err, reviewdesk.ErrNotFound) {
+		t.Fatalf("status of a release never sent: %v, want ErrNotFound", err)
+	}
+	status, header, body := call(t, http.MethodPost, d.URL+"/v1/slots/expedite:1:slot/release", "expedite:1:slot:release", `{}`)
+	if status != http.StatusCreated || header.Get("Idempotent-Replayed") != "" || !strings.Contains(body, `"slotKey":"expedite:1:slot"`) {
+		t.Fatalf("first release: %d %v %s", status, header, body)
+	}
+	if status, header, again := call(t, http.MethodPost, d.URL+"/v1/slots/expedite:1:slot/release", "expedite:1:slot:release", `{}`); status != http.StatusOK ||
+		header.Get("Idempotent-Replayed") != "true" || again != body {
+		t.Fatalf("repeat: %d %v %s; want 200, replayed, %s", status, header, again, body)
+	}
+	first, err := d.Client.ReleaseSlot(ctx, "expedite:1:slot:release", "expedite:1:slot")
+	if err != nil || !strings.HasPrefix(first.Reference, "RL-") || first.State != "accepted" {
+		t.Fatalf("release: %+v, %v", first, err)
+	}
+	if got, err := d.Client.ReleaseStatus(ctx, "expedite:1:slot:release"); err != nil || got != first {
+		t.Fatalf("release status: %+v, %v; want %+v", got, err, first)
+	}
+	if _, err := d.Client.ReleaseSlot(ctx, "another-key", "expedite:1:slot"); !refusedWith("already_released")(err) {
+		t.Fatalf("a second key for the slot: %v, want already_released", err)
+	}
+	if _, err := d.Client.ReleaseSlot(ctx, "expedite:1:slot:release", "expedite:2:slot"); !refusedWith("key_payload_mismatch")(err) {
+		t.Fatalf("the release's key for another slot: %v, want key_payload_mismatch", err)
+	}
+	if state, by := slotState(t, d, "expedite:1:slot"); state != "released" || by != "release" {
+		t.Fatalf("the slot is %s by %q, want released by release", state, by)
+	}
+	if got, err := d.Client.SlotStatus(ctx, "expedite:1:slot"); err != nil || got.State != "released" {
+		t.Fatalf("slot status: %+v, %v; want released", got, err)
+	}
+	if status, _, body := call(t, http.MethodGet, d.URL+"/v1/slots/expedite:1:slot", "", ""); !strings.Contains(body, `"releasedBy":"release"`) {
+		t.Fatalf("GET the slot: %d %s, want releasedBy release", status, body)
+	}
+	if n := testkit.Count(t, d.DB, `SELECT count(*) FROM releases`); n != 1 {
+		t.Fatalf("%d releases, want 1", n)
+	}
+}
+
+// TestDeskReleaseBeforeSlot: a release that comes before its slot is kept,
+// and the slot, when it comes, is released from the start: no charge can
+// take it.
+func TestDeskReleaseBeforeSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	if _, err := d.Client.ReleaseSlot(ctx, "expedite:1:slot:release", "expedite:1:slot"); err != nil {
+		t.Fatalf("a release before its slot: %v, want it kept", err)
+	}
+	got, err := d.Client.ReserveSlot(ctx, "expedite:1:slot", slot)
+	if err != nil || got.State != "released" {
+		t.Fatalf("the slot after its release: %+v, %v; want released", got, err)
+	}
+	if state, by := slotState(t, d, "expedite:1:slot"); state != "released" || by != "release" {
+		t.Fatalf("the slot is %s by %q, want released by release", state, by)
+	}
+	if _, err := d.Client.Charge(ctx, "expedite:1:charge", chargeOf("expedite:1:slot", 100)); !refusedWith("slot_not_held")(err) {
+		t.Fatalf("a charge of a slot released from the start: %v, want slot_not_held", err)
+	}
+}
+
+// TestDeskReleaseOfAChargedSlot is refused, storing nothing; the charge
+// stays.
+func TestDeskReleaseOfAChargedSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	if _, err := d.Client.ReserveSlot(ctx, "expedite:1:slot", slot); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.Charge(ctx, "expedite:1:charge", chargeOf("expedite:1:slot", 100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.ReleaseSlot(ctx, "expedite:1:slot:release", "expedite:1:slot"); !refusedWith("slot_charged")(err) {
+		t.Fatalf("release of a charged slot: %v, want slot_charged", err)
+	}
+	if n := testkit.Count(t, d.DB, `SELECT count(*) FROM releases`); n != 0 {
+		t.Fatalf("%d releases stored, want 0", n)
+	}
+	if state, _ := slotState(t, d, "expedite:1:slot"); state != "charged" {
+		t.Fatalf("the slot is %s, want charged", state)
+	}
+}
+
+// TestDeskReleaseRacesCharge: a release and a charge of one slot at once;
+// exactly one of them takes it.
+func TestDeskReleaseRacesCharge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	const n = 10
+	for i := range n {
+		if _, err := d.Client.ReserveSlot(ctx, fmt.Sprintf("expedite:%d:slot", i), slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	released, charged := make([]error, n), make([]error, n)
+	for i := range n {
+		slotKey := fmt.Sprintf("expedite:%d:slot", i)
+		wg.Go(func() {
+			<-start
+			_, released[i] = d.Client.ReleaseSlot(ctx, slotKey+":release", slotKey)
+		})
+		wg.Go(func() {
+			<-start
+			_, charged[i] = d.Client.Charge(ctx, fmt.Sprintf("expedite:%d:charge", i), chargeOf(slotKey, 10))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		state, _ := slotState(t, d, fmt.Sprintf("expedite:%d:slot", i))
+		switch {
+		case released[i] == nil && refusedWith("slot_not_held")(charged[i]) && state == "released":
+		case charged[i] == nil && refusedWith("slot_charged")(released[i]) && state == "charged":
+		default:
+			t.Errorf("slot %d: release %v, charge %v, state %s; want one of them to win", i, released[i], charged[i], state)
+		}
+	}
+	charges := testkit.Count(t, d.DB, `SELECT count(*) FROM charges`)
+	if c := credit(t, d, "alice"); charges > 0 && c != 1000-10*charges {
+		t.Fatalf("%d charges of 10 and credit %d", charges, c)
+	}
+	if releases := testkit.Count(t, d.DB, `SELECT count(*) FROM releases`); releases+charges != n {
+		t.Fatalf("%d releases and %d charges of %d slots", releases, charges, n)
+	}
+}
+
+// TestDeskRefundOnce: a refund gives the amount back once, under its own
+// key, however often and however many at once send it.
+func TestDeskRefundOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	if _, err := d.Client.ReserveSlot(ctx, "expedite:1:slot", slot); err != nil {
+		t.Fatal(err)
+	}
+	charge, err := d.Client.Charge(ctx, "expedite:1:charge", chargeOf("expedite:1:slot", 300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.RefundStatus(ctx, "expedite:1:charge:refund"); !errors.Is(err, reviewdesk.ErrNotFound) {
+		t.Fatalf("status of a refund never sent: %v, want ErrNotFound", err)
+	}
+	const n = 20
+	receipts, errs := make([]reviewdesk.Receipt, n), make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			receipts[i], errs[i] = d.Client.Refund(ctx, "expedite:1:charge:refund", "expedite:1:charge")
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || receipts[i] != receipts[0] || !strings.HasPrefix(receipts[i].Reference, "RF-") {
+			t.Fatalf("refund %d: %+v, %v; want %+v", i, receipts[i], errs[i], receipts[0])
+		}
+	}
+	if c := credit(t, d, "alice"); c != 1000 {
+		t.Fatalf("credit %d after a charge of 300 and its refund, want 1000", c)
+	}
+	if got, err := d.Client.RefundStatus(ctx, "expedite:1:charge:refund"); err != nil || got != receipts[0] {
+		t.Fatalf("refund status: %+v, %v; want %+v", got, err, receipts[0])
+	}
+	if got, err := d.Client.ChargeStatus(ctx, "expedite:1:charge"); err != nil || got != withState(charge, "refunded") {
+		t.Fatalf("charge status: %+v, %v; want %+v refunded", got, err, charge)
+	}
+	if _, err := d.Client.Refund(ctx, "another-key", "expedite:1:charge"); !refusedWith("already_refunded")(err) {
+		t.Fatalf("a second key for the charge: %v, want already_refunded", err)
+	}
+	if _, err := d.Client.Refund(ctx, "expedite:1:charge:refund", "expedite:2:charge"); !refusedWith("key_payload_mismatch")(err) {
+		t.Fatalf("the refund's key for another charge: %v, want key_payload_mismatch", err)
+	}
+	if n := testkit.Count(t, d.DB, `SELECT count(*) FROM refunds`); n != 1 {
+		t.Fatalf("%d refunds, want 1", n)
+	}
+	if c := credit(t, d, "alice"); c != 1000 {
+		t.Fatalf("credit %d after the refusals, want 1000", c)
+	}
+	if state, _ := slotState(t, d, "expedite:1:slot"); state != "charged" {
+		t.Fatalf("the slot after its charge's refund is %s, want charged", state)
+	}
+}
+
+// TestDeskRefundBeforeCharge: a refund that comes before its charge is
+// kept, and the charge, when it comes, is refunded from the start: its slot
+// is taken, its account's credit is left as it was.
+func TestDeskRefundBeforeCharge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	if _, err := d.Client.Refund(ctx, "expedite:1:charge:refund", "expedite:1:charge"); err != nil {
+		t.Fatalf("a refund before its charge: %v, want it kept", err)
+	}
+	if _, err := d.Client.ReserveSlot(ctx, "expedite:1:slot", slot); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Client.Charge(ctx, "expedite:1:charge", chargeOf("expedite:1:slot", 300))
+	if err != nil || got.State != "refunded" {
+		t.Fatalf("the charge after its refund: %+v, %v; want refunded", got, err)
+	}
+	if c := credit(t, d, "alice"); c != 1000 {
+		t.Fatalf("credit %d, want 1000", c)
+	}
+	if state, _ := slotState(t, d, "expedite:1:slot"); state != "charged" {
+		t.Fatalf("the slot is %s, want charged", state)
+	}
+	if again, err := d.Client.Refund(ctx, "expedite:1:charge:refund", "expedite:1:charge"); err != nil || again.State != "accepted" {
+		t.Fatalf("the refund again: %+v, %v", again, err)
+	}
+	if c := credit(t, d, "alice"); c != 1000 {
+		t.Fatalf("credit %d after the refund's repeat, want 1000", c)
+	}
+}
+
+// TestDeskHoldExpiry: the sweep releases every slot held past its hold,
+// each exactly once however many sweeps run at once, and leaves charged,
+// released and still held slots alone.
+func TestDeskHoldExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDeskWith(t, nil, provider.Options{SlotHold: 300 * time.Millisecond, Credit: 1000})
+	for i := range 6 {
+		if _, err := d.Client.ReserveSlot(ctx, fmt.Sprintf("expedite:%d:slot", i), slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Client.Charge(ctx, "expedite:0:charge", chargeOf("expedite:0:slot", 100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.ReleaseSlot(ctx, "expedite:1:slot:release", "expedite:1:slot"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.Server.ReleaseExpiredHolds(ctx); err != nil || n != 0 {
+		t.Fatalf("a sweep before the holds end: %d, %v; want 0", n, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	// A slot reserved now is held past the sweep.
+	if _, err := d.Client.ReserveSlot(ctx, "expedite:late:slot", slot); err != nil {
+		t.Fatal(err)
+	}
+	const sweeps = 8
+	counts, errs := make([]int, sweeps), make([]error, sweeps)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range sweeps {
+		wg.Go(func() {
+			<-start
+			counts[i], errs[i] = d.Server.ReleaseExpiredHolds(ctx)
+		})
+	}
+	close(start)
+	wg.Wait()
+	total := 0
+	for i := range sweeps {
+		if errs[i] != nil {
+			t.Fatalf("sweep %d: %v", i, errs[i])
+		}
+		total += counts[i]
+	}
+	if total != 4 {
+		t.Fatalf("%d sweeps released %v, %d slots in all; want 4", sweeps, counts, total)
+	}
+	if n, err := d.Server.ReleaseExpiredHolds(ctx); err != nil || n != 0 {
+		t.Fatalf("a sweep after: %d, %v; want 0", n, err)
+	}
+	for key, want := range map[string][2]string{
+		"expedite:0:slot":    {"charged", ""},
+		"expedite:1:slot":    {"released", "release"},
+		"expedite:2:slot":    {"released", "hold_expired"},
+		"expedite:5:slot":    {"released", "hold_expired"},
+		"expedite:late:slot": {"held", ""},
+	} {
+		if state, by := slotState(t, d, key); state != want[0] || by != want[1] {
+			t.Errorf("slot %s: %s by %q, want %s by %q", key, state, by, want[0], want[1])
+		}
+	}
+	if status, _, body := call(t, http.MethodGet, d.URL+"/v1/slots/expedite:2:slot", "", ""); status != http.StatusOK ||
+		!strings.Contains(body, `"state":"released"`) || !strings.Contains(body, `"releasedBy":"hold_expired"`) {
+		t.Fatalf("GET an expired slot: %d %s", status, body)
+	}
+	if _, err := d.Client.ReleaseSlot(ctx, "expedite:2:slot:release", "expedite:2:slot"); err != nil {
+		t.Fatalf("the release of an expired slot: %v, want it accepted", err)
+	}
+	if _, by := slotState(t, d, "expedite:2:slot"); by != "hold_expired" {
+		t.Fatalf("the expired slot after its release: released by %q, want hold_expired", by)
+	}
+}
+
+// TestDeskSweepHolds: the background sweep releases an expired hold, and
+// stops when its context ends.
+func TestDeskSweepHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDeskWith(t, nil, provider.Options{SlotHold: 100 * time.Millisecond, Credit: 1000})
+	sweepCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d.Server.SweepHolds(sweepCtx); close(done) }()
+	if _, err := d.Client.ReserveSlot(ctx, "expedite:1:slot", slot); err != nil {
+		t.Fatal(err)
+	}
+	if !testkit.Eventually(5*time.Second, func() bool {
+		r, err := d.Client.SlotStatus(ctx, "expedite:1:slot")
+		return err == nil && r.State == "released"
+	}) {
+		t.Fatal("the sweep did not release the expired hold within 5s")
+	}
+	if _, by := slotState(t, d, "expedite:1:slot"); by != "hold_expired" {
+		t.Fatalf("released by %q, want hold_expired", by)
+	}
+	stop()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("SweepHolds did not stop with its context")
+	}
+}
+
+// resource is one of the desk's resources as the fault tests call it.
+type resource struct {
+	name   string
+	call   func(context.Context, *testkit.Desk) error // a new call
+	status func(context.Context, *testkit.Desk) error // its lookup
+	rows   string                                     // counts what the call stores
+}
+
+// resources are the desk's resources, each with a call needing no other.
+// The charge's slot is reserved before the faults are set.
+var resources = []resource{
+	{"submissions",
+		func(ctx context.Context, d *testkit.Desk) error { _, err := d.Client.Submit(ctx, "k", sub); return err },
+		func(ctx context.Context, d *testkit.Desk) error { _, err := d.Client.Status(ctx, "k"); return err },
+		`SELECT count(*) FROM submissions`},
+	{"cancels",
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.Cancel(ctx, "k:cancel", "k-cancelled")
+			return err
+		},
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.CancelStatus(ctx, "k:cancel")
+			return err
+		},
+		`SELECT count(*) FROM cancels`},
+	{"slots",
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.ReserveSlot(ctx, "s", slot)
+			return err
+		},
+		func(ctx context.Context, d *testkit.Desk) error { _, err := d.Client.SlotStatus(ctx, "s"); return err },
+		`SELECT count(*) FROM slots WHERE key = 's'`},
+	{"releases",
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.ReleaseSlot(ctx, "r", "r-slot")
+			return err
+		},
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.ReleaseStatus(ctx, "r")
+			return err
+		},
+		`SELECT count(*) FROM releases`},
+	{"charges",
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.Charge(ctx, "c", chargeOf("c-slot", 100))
+			return err
+		},
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.ChargeStatus(ctx, "c")
+			return err
+		},
+		`SELECT count(*) FROM charges`},
+	{"refunds",
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.Refund(ctx, "f", "f-charge")
+			return err
+		},
+		func(ctx context.Context, d *testkit.Desk) error {
+			_, err := d.Client.RefundStatus(ctx, "f")
+			return err
+		},
+		`SELECT count(*) FROM refunds`},
+}
+
+// TestDeskFaultsOnlyOneResource: each knob aimed at one resource (only)
+// acts on it as on submissions, and leaves the others healthy, their
+// counts of failNext and dropResponses untouched.
+func TestDeskFaultsOnlyOneResource(t *testing.T) {
+	t.Parallel()
+	for _, knob := range []struct {
+		name   string
+		faults provider.Faults
+		want   func(res string) func(error) bool
+		stored int
+		status bool // the target's lookup fails too
+		// later: the delayed call goes on at the desk after its sender
+		// left, so it may be stored by the time the fault is cleared.
+		later bool
+	}{
+		{"delay", provider.Faults{Delay: "1s"}, func(string) func(error) bool { return isUnclear }, 0, true, true},
+		{"failNext", provider.Faults{FailNext: 1}, func(string) func(error) bool { return isUnclear }, 0, false, false},
+		{"holdAnswer", provider.Faults{HoldAnswer: "1m"}, func(string) func(error) bool { return isUnclear }, 1, false, false},
+		{"dropResponses", provider.Faults{DropResponses: 1}, func(string) func(error) bool { return isUnclear }, 1, false, false},
+		{"refuse", provider.Faults{Refuse: true}, func(res string) func(error) bool {
+			return refusedWith(map[string]string{"submissions": "submission_refused", "cancels": "cancel_refused", "slots": "slot_refused",
+				"releases": "release_refused", "charges": "charge_refused", "refunds": "refund_refused"}[res])
+		}, 0, false, false},
+		{"down", provider.Faults{Down: true}, func(string) func(error) bool { return isUnclear }, 0, true, false},
+	} {
+		for _, target := range resources {
+			t.Run(knob.name+"/"+target.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				d := testkit.StartDesk(t, nil)
+				if _, err := d.Client.ReserveSlot(ctx, "c-slot", slot); err != nil {
+					t.Fatal(err)
+				}
+				f := knob.faults
+				f.Only = []string{target.name}
+				d.Faults(t, f)
+				// A deadline the delay and the held answer pass, which a
+				// healthy call meets.
+				short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 500*time.Millisecond) }
+				for _, other := range resources {
+					if other.name == target.name {
+						continue
+					}
+					cctx, cancel := short()
+					err, serr := other.call(cctx, d), other.status(cctx, d)
+					cancel()
+					if err != nil || serr != nil {
+						t.Fatalf("%s while %s is aimed at %s: %v, its status %v; want healthy", other.name, knob.name, target.name, err, serr)
+					}
+					if n := testkit.Count(t, d.DB, other.rows); n != 1 {
+						t.Fatalf("%d %s stored, want 1", n, other.name)
+					}
+				}
+				cctx, cancel := short()
+				err := target.call(cctx, d)
+				cancel()
+				if !knob.want(target.name)(err) {
+					t.Fatalf("%s under %s: %v, not what the client should see", target.name, knob.name, err)
+				}
+				if n := testkit.Count(t, d.DB, target.rows); n != knob.stored {
+					t.Fatalf("%d %s stored, want %d", n, target.name, knob.stored)
+				}
+				if knob.status {
+					cctx, cancel := short()
+					err := target.status(cctx, d)
+					cancel()
+					if !isUnclear(err) {
+						t.Fatalf("%s's status under %s: %v, want unclear", target.name, knob.name, err)
+					}
+				}
+				d.Faults(t, provider.Faults{})
+				if err := target.status(ctx, d); !knob.later && (err == nil) != (knob.stored == 1) {
+					t.Fatalf("%s's status once the fault is cleared: %v, want found %v", target.name, err, knob.stored == 1)
+				}
+				if err := target.call(ctx, d); err != nil {
+					t.Fatalf("%s once the fault is cleared: %v", target.name, err)
+				}
+				if n := testkit.Count(t, d.DB, target.rows); n != 1 {
+					t.Fatalf("%d %s after the retry, want 1", n, target.name)
+				}
+			})
+		}
+	}
+}
+
+// TestDeskFaultsOnlyOverHTTP: only takes the desk's resource names and is
+// echoed; another name is refused.
+func TestDeskFaultsOnlyOverHTTP(t *testing.T) {
+	t.Parallel()
+	d := testkit.StartDesk(t, nil)
+	status, _, body := call(t, http.MethodPut, d.URL+"/v1/faults", "", `{"down":true,"only":["charges","refunds"]}`)
+	if status != http.StatusOK || !strings.Contains(body, `"only":["charges","refunds"]`) {
+		t.Fatalf("PUT only: %d %s", status, body)
+	}
+	if _, err := d.Client.ChargeStatus(context.Background(), "c"); !isUnclear(err) {
+		t.Fatalf("a charge's status while charges are down: %v, want unclear", err)
+	}
+	if _, err := d.Client.SlotStatus(context.Background(), "s"); !errors.Is(err, reviewdesk.ErrNotFound) {
+		t.Fatalf("a slot's status while charges are down: %v, want ErrNotFound", err)
+	}
+	if _, err := d.Client.Stats(context.Background()); err != nil {
+		t.Fatalf("stats while charges are down: %v", err)
+	}
+	for _, bad := range []string{`{"only":["slot"]}`, `{"only":"slots"}`} {
+		if status, _, body := call(t, http.MethodPut, d.URL+"/v1/faults", "", bad); status != http.StatusBadRequest {
+			t.Fatalf("PUT %s: %d %s, want 400", bad, status, body)
+		}
+	}
+	if got := (provider.Faults{Down: true, Only: []string{"slots", "charges"}}).String(); !strings.Contains(got, "only=slots,charges") {
+		t.Fatalf("Faults.String: %s", got)
+	}
+	if got := (provider.Faults{}).String(); !strings.Contains(got, "only=all") {
+		t.Fatalf("Faults.String of no faults: %s", got)
+	}
+}
+
+// TestDeskStats: the counts of each resource and each account's credit.
+func TestDeskStats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	if st, err := d.Client.Stats(ctx); err != nil || st.Submissions != 0 || st.Slots != (reviewdesk.SlotCounts{}) || len(st.Credit) != 0 {
+		t.Fatalf("stats of a new desk: %+v, %v", st, err)
+	}
+	must := func(_ reviewdesk.Receipt, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(d.Client.Submit(ctx, "k", sub))
+	must(d.Client.Cancel(ctx, "k:cancel", "k"))
+	for i := range 3 {
+		must(d.Client.ReserveSlot(ctx, fmt.Sprintf("expedite:%d:slot", i), slot))
+	}
+	must(d.Client.ReserveSlot(ctx, "expedite:bob:slot", reviewdesk.Slot{RequestID: "r", Account: "bob"}))
+	must(d.Client.Charge(ctx, "expedite:0:charge", chargeOf("expedite:0:slot", 250)))
+	must(d.Client.Charge(ctx, "expedite:1:charge", chargeOf("expedite:1:slot", 100)))
+	must(d.Client.Charge(ctx, "expedite:bob:charge", reviewdesk.Charge{RequestID: "r", Account: "bob", Amount: 1000, SlotKey: "expedite:bob:slot"}))
+	must(d.Client.Refund(ctx, "expedite:1:charge:refund", "expedite:1:charge"))
+	must(d.Client.ReleaseSlot(ctx, "expedite:2:slot:release", "expedite:2:slot"))
+	must(d.Client.ReleaseSlot(ctx, "expedite:later:slot:release", "expedite:later:slot"))
+	got, err := d.Client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reviewdesk.Stats{Submissions: 1, Cancels: 1, Slots: reviewdesk.SlotCounts{Held: 0, Charged: 3, Released: 1},
+		Releases: 2, Charges: 3, Refunds: 1, Credit: map[string]int{"alice": 750, "bob": 0}}
+	if got.Submissions != want.Submissions || got.Cancels != want.Cancels || got.Slots != want.Slots || got.Releases != want.Releases ||
+		got.Charges != want.Charges || got.Refunds != want.Refunds || !maps.Equal(got.Credit, want.Credit) {
+		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+	d.Faults(t, provider.Faults{Down: true})
+	if _, err := d.Client.Stats(ctx); err != nil {
+		t.Fatalf("stats while the desk is down: %v", err)
+	}
+}
+
+// TestDeskOptions: NewServer refuses a hold or a credit out of range.
+func TestDeskOptions(t *testing.T) {
+	t.Parallel()
+	db := testkit.StartDesk(t, nil).DB
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, bad := range []provider.Options{{}, {SlotHold: -time.Second, Credit: 10}, {SlotHold: 25 * time.Hour},
+		{SlotHold: time.Minute, Credit: -1}, {SlotHold: time.Minute, Credit: provider.MaxCredit + 1}} {
+		if _, err := provider.NewServer(db, logger, bad); err == nil {
+			t.Errorf("NewServer with %+v: no error", bad)
+		}
+	}
+	if _, err := provider.NewServer(db, logger, provider.Options{SlotHold: time.Millisecond}); err != nil {
+		t.Errorf("NewServer with a 1ms hold and no credit: %v", err)
 	}
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/reviewdesk"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// TestProviderRefusesItsOptionsOutOfRange: a slot hold or a credit that
+// does not parse, or is out of range, stops the desk before it starts,
+// naming the variable.
+func TestProviderRefusesItsOptionsOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"PROVIDER_SLOT_HOLD": "soon"}, nil, "PROVIDER_SLOT_HOLD"},
+		{map[string]string{"PROVIDER_SLOT_HOLD": "0s"}, nil, "PROVIDER_SLOT_HOLD"},
+		{map[string]string{"PROVIDER_SLOT_HOLD": "-1s"}, nil, "PROVIDER_SLOT_HOLD"},
+		{nil, []string{"-slot-hold", "25h"}, "-slot-hold"},
+		{map[string]string{"PROVIDER_CREDIT": "lots"}, nil, "PROVIDER_CREDIT"},
+		{map[string]string{"PROVIDER_CREDIT": "-1"}, nil, "PROVIDER_CREDIT"},
+		{nil, []string{"-credit", "1000000001"}, "-credit"},
+	} {
+		env := map[string]string{"PROVIDER_DATABASE_URL": "postgres://nobody@127.0.0.1:1/none", "PROVIDER_LISTEN_ADDR": "127.0.0.1:0"}
+		for k, v := range tt.env {
+			env[k] = v
+		}
+		var stdout, stderr strings.Builder
+		err := run(context.Background(), append([]string{"provider"}, tt.args...), func(k string) string { return env[k] }, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("provider with %v %v: %v, want an error naming %s", tt.env, tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestProviderReleasesExpiredHolds: the provider command takes its slot
+// hold and credit from the environment, sweeps the holds that end, and
+// stops its sweep with the server.
+func TestProviderReleasesExpiredHolds(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"PROVIDER_DATABASE_URL": pgtest.NewURL(t), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0",
+		"PROVIDER_SLOT_HOLD": "200ms", "PROVIDER_CREDIT": "10"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr testkit.Buffer
+	var runErr error
+	stopped := make(chan struct{})
+	go func() {
+		runErr = run(ctx, []string{"provider"}, func(k string) string { return env[k] }, &stdout, &stderr)
+		close(stopped)
+	}()
+	defer func() { cancel(); <-stopped }()
+	var addr string
+	for end := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if line, ok := strings.CutPrefix(stdout.String(), "review desk listening on http://"); ok {
+			addr = strings.TrimSpace(line)
+		}
+	}
+	if addr == "" {
+		t.Fatalf("the desk printed no address:\n%s", stderr.String())
+	}
+	desk := reviewdesk.New("http://"+addr, nil)
+	slot := reviewdesk.Slot{RequestID: "r", Account: "alice"}
+	for _, key := range []string{"expedite:1:slot", "expedite:2:slot"} {
+		if _, err := desk.ReserveSlot(ctx, key, slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := desk.Charge(ctx, "expedite:2:charge", reviewdesk.Charge{RequestID: "r", Account: "alice", Amount: 11, SlotKey: "expedite:2:slot"})
+	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); !ok || refused.Code != "insufficient_credit" {
+		t.Fatalf("a charge above PROVIDER_CREDIT: %v, want insufficient_credit", err)
+	}
+	if !testkit.Eventually(5*time.Second, func() bool {
+		r, err := desk.SlotStatus(ctx, "expedite:1:slot")
+		return err == nil && r.State == "released"
+	}) {
+		t.Fatalf("the hold of 200ms was not released within 5s; the desk's log:\n%s", stderr.String())
+	}
+	// The sweep stops with the server: run returns only once it has.
+	cancel()
+	select {
+	case <-stopped:
+		if runErr != nil {
+			t.Fatalf("the desk stopped with %v", runErr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the desk did not stop")
+	}
+}
