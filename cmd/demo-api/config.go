@@ -38,6 +38,7 @@ type config struct {
 	// The dispatcher (package delivery).
 	providerURL      string
 	dispatch         bool // serve runs the dispatcher too
+	completeInterval time.Duration
 	dispatchAttempts int
 	dispatchRetry    time.Duration
 	dispatchTimeout  time.Duration
@@ -127,6 +128,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	positive(&c.dispatchAttempts, "DISPATCH_MAX_ATTEMPTS", "dispatch-max-attempts", 8, "attempts before an unclear delivery is unknown")
 	dur(&c.dispatchRetry, "DISPATCH_FIRST_RETRY", "dispatch-first-retry", "1s", "the wait after a first failed delivery; it doubles, jittered, up to 1m")
 	dur(&c.dispatchTimeout, "DISPATCH_CALL_TIMEOUT", "dispatch-call-timeout", "5s", "how long one call to the review desk may take; a taken row's lease is three")
+	dur(&c.completeInterval, "COMPLETE_INTERVAL", "complete-interval", "1s", "how often the completer looks for expedites whose runner died or gave up")
 	if cmd == "dispatch" {
 		fs.StringVar(&c.metricsAddr, "metrics-listen", env("METRICS_ADDR", ""), "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics ($METRICS_ADDR)")
 	}
@@ -159,9 +161,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		if _, err := auth.Parse(c.tokens); err != nil {
 			return c, fmt.Errorf("API_TOKENS: %w", err)
 		}
-		if c.lease <= 0 || c.ttl < c.lease {
-			return c, fmt.Errorf("IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL")
-		}
+	}
+	if (cmd == "serve" || cmd == "dispatch") && (c.lease <= 0 || c.ttl < c.lease) {
+		return c, fmt.Errorf("IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL")
 	}
 	if cmd == "dispatch" && c.providerURL == "" {
 		return c, fmt.Errorf("set PROVIDER_URL (or -provider-url) to the review desk's URL")

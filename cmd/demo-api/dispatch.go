@@ -52,7 +52,15 @@ func dispatch(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "dispatcher metrics on http://%s/metrics\n", ln.Addr())
 	}
 	logger.Info("dispatching", "provider", cfg.providerURL, "max_attempts", cfg.dispatchAttempts, "metrics", cfg.metricsAddr)
-	dispatcher(cfg, store, logger, m.Outbox(store, logger)).Run(ctx)
+	disp := dispatcher(cfg, store, logger, m.Outbox(store, logger))
+	runner, ops, err := completer(cfg, store, disp.Desk, m.Outcome)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); complete(ctx, logger, runner, ops, cfg.completeInterval) }()
+	disp.Run(ctx)
+	<-done
 	logger.Info("stopped")
 	return nil
 }

@@ -3,6 +3,7 @@
 //	demo-api serve            run the HTTP API (migrates first) and the sweeper
 //	demo-api migrate up|down  apply or roll back the schema
 //	demo-api purge-expired    delete expired idempotency records once
+//	demo-api resume-run       resume a run of several steps that needs attention
 //	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
 //	demo-api provider         run the review desk (the external service)
 //	demo-api dispatch         hand accepted requests to the review desk
@@ -44,6 +45,7 @@ commands:
   serve               run the HTTP API and the sweeper (applies migrations first)
   migrate up|down     apply all migrations, or roll back the last one
   purge-expired       delete expired idempotency records, then exit
+  resume-run          resume a run of several steps that needs attention (--actor, --operation, --key)
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
   provider            run the review desk, the external service requests are handed to
   dispatch            hand accepted requests to the review desk (serve does it too)
@@ -99,6 +101,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		return purgeCmd(ctx, cfg, stdout)
+	case "resume-run":
+		return resumeRunCmd(ctx, args, getenv, stdout, stderr)
 	case "workshop":
 		return workshopCmd(ctx, args, stdout)
 	case "send":

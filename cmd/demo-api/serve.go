@@ -57,6 +57,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Metrics:    m,
 		Path:       idempotency.Path(cfg.path),
 	}
+	if disp.Desk != nil {
+		deps.Desk, deps.Expedites = disp.Desk, store
+	}
 	if cfg.workshop && disp.Desk != nil {
 		deps.DeskFaults = deskFaults(disp.Desk)
 	}
@@ -73,10 +76,17 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { sweep(sweepCtx, logger, chores, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
+	defer func() { stopSweep(); wg.Wait() }()
 	if disp.Desk != nil && cfg.dispatch {
 		wg.Go(func() { disp.Run(sweepCtx) })
 	}
-	defer func() { stopSweep(); wg.Wait() }()
+	if disp.Desk != nil {
+		runner, ops, err := completer(cfg, chores, disp.Desk, m.Outcome)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { complete(sweepCtx, logger, runner, ops, cfg.completeInterval) })
+	}
 
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared,

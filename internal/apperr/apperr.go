@@ -25,6 +25,8 @@ const (
 	KeyPayloadMismatch   = "key_payload_mismatch"
 	TopicRefused         = "topic_refused"
 	NotCancellable       = "request_not_cancellable"
+	NotExpeditable       = "request_not_expeditable"
+	ExpediteRefused      = "expedite_refused"
 	InvalidHeader        = "invalid_header"
 	WorkshopDisabled     = "workshop_disabled"
 	InvalidQuery         = "invalid_query"

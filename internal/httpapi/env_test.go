@@ -225,6 +225,13 @@ func (e *env) do(ctx context.Context, rq req) (reply, error) {
 	for k, v := range rq.header {
 		r.Header.Set(k, v)
 	}
+	// Each attempt is the test's: the transport must not resend a request
+	// with an Idempotency-Key on its own when a reused connection closes
+	// without an answer (a dropped response).
+	r.GetBody = nil
+	if r.Body == http.NoBody {
+		r.Body = io.NopCloser(strings.NewReader(""))
+	}
 	resp, err := e.client.Do(r)
 	if err != nil {
 		return reply{}, err

@@ -26,6 +26,17 @@ type keyOutcome struct {
 	CreatedAt             time.Time  `json:"createdAt"`
 	CompletedAt           *time.Time `json:"completedAt,omitempty"`
 	ExpiresAt             time.Time  `json:"expiresAt"`
+	// Run is the run of an operation of several steps: where it stands.
+	Run *runOutcome `json:"run,omitempty"`
+}
+
+// runOutcome is what the outcome route shows of a run.
+type runOutcome struct {
+	RecoveryPoint string            `json:"recoveryPoint"`
+	State         string            `json:"state"`
+	References    map[string]string `json:"references"`
+	Attempts      int               `json:"attempts"`
+	LastError     string            `json:"lastError,omitempty"`
 }
 
 // handleKeyOutcome is GET /v1/idempotency-keys/{key}?operation=…: what became
@@ -34,8 +45,10 @@ type keyOutcome struct {
 // first of the table (the create).
 func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ops []route) http.Handler {
 	var names []string
+	stepWise := map[string]bool{}
 	for _, o := range ops {
 		names = append(names, o.operation)
+		stepWise[o.operation] = o.stepWise
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.URL.Query().Get("operation")
@@ -76,6 +89,17 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ops []route) 
 			out.LeaseRemainingSeconds = &left
 		} else {
 			out.Status, out.ResultID, out.CompletedAt = rec.Response.Status, rec.Response.ResultID, &rec.CompletedAt
+		}
+		if runs, ok := keys.(idempotency.RunStore); ok && stepWise[op] {
+			run, err := runs.LoadRun(r.Context(), scope)
+			if err != nil {
+				writeError(logger, w, r, err)
+				return
+			}
+			if run != nil {
+				out.Run = &runOutcome{RecoveryPoint: run.Point, State: string(run.State), References: run.Refs,
+					Attempts: run.Attempts, LastError: run.LastError}
+			}
 		}
 		writeJSON(w, http.StatusOK, out)
 	})

@@ -45,6 +45,7 @@ type operation[In, Out any] struct {
 type route struct {
 	method, pattern string
 	operation       string
+	stepWise        bool // an operation of several steps, with a run beside its key
 	handler         http.Handler
 }
 
@@ -97,47 +98,22 @@ const (
 // idempotent is the handler of op.
 func idempotent[In, Out any](s *server, op operation[In, Out]) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, err := idempotency.ParseKey(r.Header.Values("Idempotency-Key"))
+		it, err := readIntent(s, w, r, op.name, op.path, op.decode, op.significant)
 		if err != nil {
 			writeError(s.Logger, w, r, err)
 			return
 		}
-		actor := actorOf(r)
-		scope := idempotency.Scope{Actor: actor, Operation: op.name, Key: key}
-		noteKey(r, scope)
-		attempt, err := clientAttempt(r)
-		if err != nil {
-			writeError(s.Logger, w, r, err)
-			return
-		}
-		in, err := op.decode(w, r)
-		if err != nil {
-			writeError(s.Logger, w, r, err)
-			return
-		}
-		knobs, err := s.workshop().knobs(r)
-		if err != nil {
-			writeError(s.Logger, w, r, err)
-			return
-		}
-		fp, err := idempotency.Fingerprint(op.significant(in))
-		if err != nil {
-			writeError(s.Logger, w, r, err)
-			return
-		}
-		req := idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.path, Wait: preferWait(r), Retry: attempt >= 2}
 		if s.Path != "" {
-			req.Path = s.Path
+			it.req.Path = s.Path
 		}
-		if knobs.set() {
-			req.Path = idempotency.TwoPhase
+		if it.knobs.set() {
+			it.req.Path = idempotency.TwoPhase
 		}
-
-		res, err := s.idem.Do(r.Context(), req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
-			if err := knobs.afterClaim(ctx); err != nil {
+		res, err := s.idem.Do(r.Context(), it.req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
+			if err := it.knobs.afterClaim(ctx); err != nil {
 				return idempotency.Decided{}, err
 			}
-			out, err := op.decide(ctx, actor, in, now)
+			out, err := op.decide(ctx, it.req.Scope.Actor, it.in, now)
 			if refusal, ok := errors.AsType[*apperr.Error](err); ok && render(refusal).Status < 500 {
 				return idempotency.Decided{Response: render(refusal)}, nil
 			} else if err != nil {
@@ -153,27 +129,75 @@ func idempotent[In, Out any](s *server, op operation[In, Out]) http.Handler {
 			}
 			return idempotency.Decided{Response: resp, Effect: effect}, nil
 		})
-		li := info(r)
-		li.outcome, li.path = res.Outcome, res.Path
-		if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && attempt > 0 && s.Metrics != nil {
-			s.Metrics.Answered(op.name, attempt)
-		}
-		if err != nil {
-			if apperr.Code(err) == apperr.OperationInProgress {
-				w.Header().Set("Link", "<"+outcomeURL(scope)+`>; rel="monitor"`)
-			}
-			writeError(s.Logger, w, r, err)
-			return
-		}
-		if knobs.dropResponse {
-			dropConnection(s.Logger, w, r)
-			return
-		}
-		if res.Waited {
-			w.Header().Set("Preference-Applied", "wait")
-		}
-		writeResponse(w, res.Response, res.Replayed)
+		s.answer(w, r, it.req.Scope, it.attempt, it.knobs, res, err)
 	})
+}
+
+// intent is what the transport reads of an idempotent request before
+// anything runs: the Runner's request, the decoded input, the client's
+// attempt number and the workshop knobs.
+type intent[In any] struct {
+	req     idempotency.Request
+	in      In
+	attempt int
+	knobs   knobs
+}
+
+// readIntent reads and checks r as an attempt at operation name. Its errors
+// are answered, and nothing is stored.
+func readIntent[In any](s *server, w http.ResponseWriter, r *http.Request, name string, path idempotency.Path,
+	decode func(http.ResponseWriter, *http.Request) (In, error), significant func(In) map[string]any) (intent[In], error) {
+	var it intent[In]
+	key, err := idempotency.ParseKey(r.Header.Values("Idempotency-Key"))
+	if err != nil {
+		return it, err
+	}
+	scope := idempotency.Scope{Actor: actorOf(r), Operation: name, Key: key}
+	noteKey(r, scope)
+	if it.attempt, err = clientAttempt(r); err != nil {
+		return it, err
+	}
+	if it.in, err = decode(w, r); err != nil {
+		return it, err
+	}
+	if it.knobs, err = s.workshop().knobs(r, path); err != nil {
+		return it, err
+	}
+	fp, err := idempotency.Fingerprint(significant(it.in))
+	if err != nil {
+		return it, err
+	}
+	it.req = idempotency.Request{Scope: scope, Fingerprint: fp, Path: path, Wait: preferWait(r), Retry: it.attempt >= 2,
+		StopAfter: it.knobs.stopAfter}
+	return it, nil
+}
+
+// answer writes the Runner's result res of an attempt at scope, or its
+// error.
+func (s *server) answer(w http.ResponseWriter, r *http.Request, scope idempotency.Scope, attempt int, k knobs, res idempotency.Result, err error) {
+	li := info(r)
+	li.outcome, li.path = res.Outcome, res.Path
+	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && attempt > 0 && s.Metrics != nil {
+		s.Metrics.Answered(scope.Operation, attempt)
+	}
+	switch {
+	case errors.Is(err, idempotency.ErrStopped):
+		dropConnection(s.Logger, w, r) // the runner "died" after the step
+		return
+	case err != nil:
+		if apperr.Code(err) == apperr.OperationInProgress {
+			w.Header().Set("Link", "<"+outcomeURL(scope)+`>; rel="monitor"`)
+		}
+		writeError(s.Logger, w, r, err)
+		return
+	case k.dropResponse:
+		dropConnection(s.Logger, w, r)
+		return
+	}
+	if res.Waited {
+		w.Header().Set("Preference-Applied", "wait")
+	}
+	writeResponse(w, res.Response, res.Replayed)
 }
 
 // outcomeURL is the outcome route of scope, where a client asks what became

@@ -20,6 +20,9 @@ func (s *server) operations() ([]route, error) {
 	add := func(r route, err error) { routes, errs = append(routes, r), append(errs, err) }
 	add(idempotentRoute(s, http.MethodPost, "/v1/demo-requests", createDemoRequest(s.Demo, s.Writes)))
 	add(idempotentRoute(s, http.MethodPost, "/v1/demo-requests/{id}/cancel", cancelDemoRequest(s.Demo, s.Writes)))
+	if s.Desk != nil {
+		add(stepRoute(s, http.MethodPost, "/v1/demo-requests/{id}/expedite", expediteOperation(Expedite(s.Demo, s.Expedites, s.Desk))))
+	}
 	return routes, errors.Join(errs...)
 }
 
@@ -41,6 +44,9 @@ func (s *server) routes(ops []route) http.Handler {
 			r.Method(op.method, op.pattern, op.handler)
 		}
 		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
+		if s.Desk != nil {
+			r.Method(http.MethodGet, "/v1/demo-requests/{id}/expedite", handleGetExpedite(s.Logger, s.Demo, s.Expedites))
+		}
 		if s.Deliveries != nil {
 			r.Method(http.MethodGet, "/v1/demo-requests/{id}/delivery", handleGetDelivery(s.Logger, s.Deliveries))
 			r.Method(http.MethodPost, "/v1/demo-requests/{id}/delivery/reconcile", handleReconcile(s.Logger, s.Deliveries))

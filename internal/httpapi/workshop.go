@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
 // Workshop headers reproduce each branch on demand. They are refused unless
@@ -27,6 +28,12 @@ const (
 	// HeaderDropResponse, "true", closes the connection after the finish
 	// committed, without a response: the lost response a retry recovers.
 	HeaderDropResponse = "Workshop-Drop-Response"
+	// HeaderStopAfter, the name of a step of an operation of several steps
+	// (such as "slot_reserved"), ends the run after that step as if its
+	// runner died there: the connection closes without an answer, and the
+	// run waits at its recovery point, its lease passed, for the next retry
+	// or the completer to resume it.
+	HeaderStopAfter = "Workshop-Stop-After"
 )
 
 // workshop is the server's switch, and its test seam.
@@ -45,21 +52,23 @@ type knobs struct {
 	delay        time.Duration
 	fail         bool
 	dropResponse bool
+	stopAfter    string
 	hook         func(context.Context) error // the test seam, bound to the request
 }
 
 // set reports whether the request carries a workshop knob.
 func (k knobs) set() bool { return k.delay > 0 || k.fail || k.dropResponse }
 
-// knobs reads the workshop headers of r. Errors: workshop_disabled,
-// invalid_field.
-func (ws workshop) knobs(r *http.Request) (knobs, error) {
+// knobs reads the workshop headers of r, an attempt at an operation on
+// path. Errors: workshop_disabled, invalid_header.
+func (ws workshop) knobs(r *http.Request, path idempotency.Path) (knobs, error) {
 	var k knobs
 	if ws.afterClaim != nil {
 		k.hook = func(ctx context.Context) error { return ws.afterClaim(ctx, r) }
 	}
 	delay, fail, drop := r.Header.Get(HeaderDelay), r.Header.Get(HeaderFail), r.Header.Get(HeaderDropResponse)
-	if delay == "" && fail == "" && drop == "" {
+	k.stopAfter = r.Header.Get(HeaderStopAfter)
+	if delay == "" && fail == "" && drop == "" && k.stopAfter == "" {
 		return k, nil
 	}
 	if !ws.enabled {
@@ -83,6 +92,9 @@ func (ws workshop) knobs(r *http.Request) (knobs, error) {
 			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be true or false", HeaderDropResponse)
 		}
 	}
+	if k.stopAfter != "" && path != idempotency.StepWise {
+		return k, apperr.Errorf(apperr.InvalidHeader, "%s applies only to an operation of several steps", HeaderStopAfter)
+	}
 	return k, nil
 }
 
@@ -105,6 +117,25 @@ func (k knobs) afterClaim(ctx context.Context) error {
 		return &apperr.Error{Code: apperr.Unavailable, Message: "the work failed after the claim (Workshop-Fail); the key was released, retry it", RetryAfter: time.Second}
 	}
 	return nil
+}
+
+// wrap returns op with the knobs' delay, failure and test seam run inside
+// its first step, before it decides, when the request has any: the
+// completer runs op itself, without them.
+func (k knobs) wrap(op *idempotency.Steps) *idempotency.Steps {
+	if k.hook == nil && k.delay == 0 && !k.fail {
+		return op
+	}
+	o := *op
+	o.Steps = append([]idempotency.Step(nil), op.Steps...)
+	first := o.Steps[0].Local
+	o.Steps[0].Local = func(ctx context.Context, run *idempotency.Run, now time.Time) (idempotency.Effect, error) {
+		if err := k.afterClaim(ctx); err != nil {
+			return nil, err
+		}
+		return first(ctx, run, now)
+	}
+	return &o
 }
 
 // dropConnection closes the client's connection without a response.

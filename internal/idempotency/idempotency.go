@@ -164,6 +164,9 @@ type Request struct {
 	// Retry says the client sends this intent again (X-Client-Attempt ≥ 2):
 	// its key most likely exists, so the Runner reads it first (readFirst).
 	Retry bool
+	// StopAfter, a workshop knob of a StepWise request, ends the run after
+	// the named step as if its runner died there (DoSteps).
+	StopAfter string
 }
 
 // Result is the answer to a request.

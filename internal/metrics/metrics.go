@@ -23,6 +23,12 @@ type ClaimCounter interface {
 	InProgress(ctx context.Context) (n int, oldest, now time.Time, err error)
 }
 
+// RunCounter, when the ClaimCounter is one too, reports the runs of
+// operations of several steps that need attention.
+type RunCounter interface {
+	RunsNeedingAttention(ctx context.Context) (int, error)
+}
+
 // Metrics holds the collectors of one server.
 type Metrics struct {
 	reg      *prometheus.Registry
@@ -39,7 +45,7 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 		reg: prometheus.NewRegistry(),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "demo_api_idempotency_outcomes_total",
-			Help: "What requests did with their idempotency key, by path (one_phase, two_phase): claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun.",
+			Help: "What requests did with their idempotency key, by path (one_phase, two_phase, step_wise): claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun; for runs of several steps also resumed, parked, needs_attention.",
 		}, []string{"operation", "path", "outcome"}),
 		answered: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "demo_api_client_attempt_answered",
@@ -58,6 +64,12 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 	}
 	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, claimGauges(claims, logger),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if runs, ok := claims.(RunCounter); ok {
+		m.reg.MustRegister(newDBCollector("runs", logger, func(ctx context.Context) ([]float64, error) {
+			n, err := runs.RunsNeedingAttention(ctx)
+			return []float64{float64(n)}, err
+		}, needsAttentionDesc))
+	}
 	return m
 }
 
@@ -89,6 +101,8 @@ func (m *Metrics) Handler() http.Handler {
 var (
 	inProgressDesc = prometheus.NewDesc("demo_api_idempotency_in_progress_claims",
 		"Claims in progress, including those whose owner died and whose lease passed.", nil, nil)
+	needsAttentionDesc = prometheus.NewDesc("demo_api_runs_needing_attention",
+		"Runs of operations of several steps that could neither finish nor compensate within their limit: an operator resumes them (demo-api resume-run).", nil, nil)
 	oldestDesc = prometheus.NewDesc("demo_api_idempotency_oldest_in_progress_seconds",
 		"Age of the oldest claim in progress (0 when there is none).", nil, nil)
 )

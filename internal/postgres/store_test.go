@@ -442,7 +442,7 @@ func TestMigrationsDownAndUp(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM outbox WHERE state = 'withdrawn' OR kind = 'cancel'`); n != 2 {
 		t.Fatalf("%d withdrawn or cancel rows before the migrations, want 2", n)
 	}
-	if err := postgres.Migrate(db, -2); err != nil { // 000006, then 000005
+	if err := postgres.Migrate(db, -3); err != nil { // 000007, 000006, then 000005
 		t.Fatal(err)
 	}
 	if n := count(t, db, `SELECT count(*) FROM outbox`); n != 3 {
@@ -453,7 +453,7 @@ func TestMigrationsDownAndUp(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT count(*) FROM idempotency_keys k JOIN outbox o ON o.request_id = CAST(k.result_id AS uuid)
 		WHERE k.state = 'completed' AND o.state = 'pending' AND o.attempts = 0`); n != 1 {
-		t.Fatalf("%d completed keys with a pending delivery after 000006 and 000005 went down and up, want 1", n)
+		t.Fatalf("%d completed keys with a pending delivery after 000007 to 000005 went down and up, want 1", n)
 	}
 	if cr := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t"))); cr.Claimed || cr.Prev == nil || cr.Prev.Response.ResultID != r.ID {
 		t.Fatalf("the key after the migrations = %+v, want the replay of %s", cr, r.ID)

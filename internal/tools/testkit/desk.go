@@ -21,6 +21,7 @@ type Desk struct {
 	URL    string
 	Client *reviewdesk.Client
 	srv    *httptest.Server
+	calls  deskCalls
 }
 
 // StartDesk starts a desk with the provider command's defaults on db, or
@@ -47,7 +48,7 @@ func StartDeskWith(t testing.TB, db *sqlx.DB, opts provider.Options) *Desk {
 		t.Fatal(err)
 	}
 	d := &Desk{DB: db, Server: srv}
-	d.srv = httptest.NewServer(d.Server.Handler())
+	d.srv = httptest.NewServer(d.calls.wrap(d.Server.Handler()))
 	t.Cleanup(d.srv.Close)
 	d.URL = d.srv.URL
 	d.Client = reviewdesk.New(d.URL, nil)

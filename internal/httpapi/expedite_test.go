@@ -1,0 +1,316 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// withExpedite serves the expedite against desk.
+func withExpedite(desk *testkit.Desk) envOption {
+	return func(d *httpapi.Deps, s *postgres.Store) { d.Desk, d.Expedites = desk.Client, s }
+}
+
+// expediteEnv is a server with the expedite, its desk, and a demo request
+// of alice's to expedite.
+type expediteEnv struct {
+	*env
+	desk  *testkit.Desk
+	clock *testkit.Clock
+	id    string
+}
+
+func newExpediteEnv(t *testing.T, opts ...envOption) *expediteEnv {
+	t.Helper()
+	desk := testkit.StartDesk(t, nil)
+	clock := testkit.NewClock()
+	e := newEnv(t, append([]envOption{withExpedite(desk), withClock(clock), withWorkshop()}, opts...)...)
+	id := e.create("key-x0", body1).request(t).ID
+	return &expediteEnv{env: e, desk: desk, clock: clock, id: id}
+}
+
+func (x *expediteEnv) expedite(key string, attempt int, header map[string]string) reply {
+	x.t.Helper()
+	h := map[string]string{}
+	if attempt > 0 { // 0: no X-Client-Attempt
+		h["X-Client-Attempt"] = strconv.Itoa(attempt)
+	}
+	for k, v := range header {
+		h[k] = v
+	}
+	r, err := x.do(context.Background(), req{path: "/v1/demo-requests/" + x.id + "/expedite", token: tokenAlice, keys: []string{key}, header: h})
+	if err != nil {
+		return reply{} // a dropped connection: Status 0
+	}
+	return r
+}
+
+// settle retries key until it gets an answer other than 409 (the run parked
+// or held), moving the store's clock past each lease, and returns it.
+func (x *expediteEnv) settle(key string, attempt int) reply {
+	x.t.Helper()
+	for i := 0; i < 20; i++ {
+		r := x.expedite(key, attempt+i, nil)
+		if r.Status != http.StatusConflict {
+			return r
+		}
+		x.clock.Advance(testLease)
+	}
+	x.t.Fatalf("expedite %s never settled", key)
+	return reply{}
+}
+
+// completer is the Runner the completer of serve and dispatch runs, on the
+// env's store and desk.
+func (x *expediteEnv) completer() (*idempotency.Runner, []*idempotency.Steps) {
+	x.t.Helper()
+	r, err := idempotency.NewRunner(idempotency.Config{Store: x.store, TTL: testTTL, Lease: testLease})
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	svc := &demo.Service{Store: x.store}
+	return r, []*idempotency.Steps{httpapi.Expedite(svc, x.store, x.desk.Client)}
+}
+
+// checkDesk fails the test unless the desk holds, for the request, exactly
+// the slots, charges and releases given, and the calls made to it.
+func (x *expediteEnv) checkDesk(slots, charges, releases int, calls map[string]int) {
+	x.t.Helper()
+	for what, want := range map[string]int{
+		`SELECT count(*) FROM slots WHERE request_id = $1`:                                           slots,
+		`SELECT count(*) FROM charges WHERE request_id = $1`:                                         charges,
+		`SELECT count(*) FROM releases r JOIN slots s ON s.key = r.slot_key WHERE s.request_id = $1`: releases,
+	} {
+		if got := testkit.Count(x.t, x.desk.DB, what, x.id); got != want {
+			x.t.Errorf("%s: %d, want %d", what, got, want)
+		}
+	}
+	for call, want := range calls {
+		if got := x.desk.Calls(call); got != want {
+			x.t.Errorf("desk calls %s: %d, want %d (all: %v)", call, got, want, x.desk.AllCalls())
+		}
+	}
+}
+
+func (r reply) expedite(t testing.TB) demo.Expedite {
+	t.Helper()
+	var e demo.Expedite
+	if err := json.Unmarshal(r.Body, &e); err != nil || e.RequestID == "" {
+		t.Fatalf("body %s is not an expedite: %v", r.Body, err)
+	}
+	return e
+}
+
+// outcome is the outcome route's view of an expedite's key.
+func (x *expediteEnv) outcome(key string) (state, point, runState string, status int) {
+	x.t.Helper()
+	r := x.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/" + key + "?operation=" + httpapi.ExpediteOperation, token: tokenAlice})
+	var o struct {
+		State  string
+		Status int
+		Run    *struct{ RecoveryPoint, State string }
+	}
+	if err := json.Unmarshal(r.Body, &o); err != nil || r.Status != http.StatusOK || o.Run == nil {
+		x.t.Fatalf("outcome of %s: %d %s", key, r.Status, r.Body)
+	}
+	return o.State, o.Run.RecoveryPoint, o.Run.State, o.Status
+}
+
+// TestExpedite: the steps run once each, one call per step; the answer is
+// stored and replayed byte for byte; the order is confirmed with the
+// desk's references, and the desk holds one slot, charged, and one charge.
+func TestExpedite(t *testing.T) {
+	t.Parallel()
+	x := newExpediteEnv(t)
+	first := x.expedite("key-x1", 1, nil)
+	if first.Status != http.StatusCreated {
+		t.Fatalf("expedite: %d %s\n%s", first.Status, first.Body, x.logs.String())
+	}
+	e := first.expedite(t)
+	if e.State != demo.ExpediteConfirmed || e.SlotReference == "" || e.ChargeReference == "" || e.Amount != demo.ExpediteAmount {
+		t.Fatalf("expedite answer %s", first.Body)
+	}
+	for _, attempt := range []int{2, 0} { // read first as a retry, and through the claim
+		again := x.expedite("key-x1", attempt, nil)
+		if again.Status != http.StatusCreated || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay (attempt %d): %d %s", attempt, again.Status, again.Body)
+		}
+	}
+	got := x.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + x.id + "/expedite", token: tokenAlice})
+	if got.Status != http.StatusOK || got.expedite(t).State != demo.ExpediteConfirmed {
+		t.Fatalf("GET expedite: %d %s", got.Status, got.Body)
+	}
+	if state, point, run, status := x.outcome("key-x1"); state != "completed" || point != "charged" || run != "done" || status != 201 {
+		t.Fatalf("outcome: %s %s %s %d", state, point, run, status)
+	}
+	// Another key for the same request is refused, and the refusal is
+	// stored: the desk is not called again.
+	other := x.expedite("key-x2", 1, nil)
+	if other.Status != http.StatusUnprocessableEntity || other.problem(t) != "request_not_expeditable" {
+		t.Fatalf("a second expedite: %d %s", other.Status, other.Body)
+	}
+	x.checkDesk(1, 1, 0, map[string]int{"POST /v1/slots": 1, "POST /v1/charges": 1,
+		"GET /v1/slots/{key}": 0, "GET /v1/charges/{key}": 0})
+}
+
+// TestExpediteDroppedAnswer: at each external step the desk accepts and
+// its answer is lost. The run parks at its recovery point; the retry that
+// takes it over asks the desk first, finds the step done, and does not send
+// it again.
+func TestExpediteDroppedAnswer(t *testing.T) {
+	t.Parallel()
+	for _, resource := range []string{"slots", "charges"} {
+		t.Run(resource, func(t *testing.T) {
+			t.Parallel()
+			x := newExpediteEnv(t)
+			x.desk.Faults(t, provider.Faults{DropResponses: 1, Only: []string{resource}})
+			if r := x.expedite("key-x1", 1, nil); r.Status != http.StatusConflict || r.problem(t) != "operation_in_progress" {
+				t.Fatalf("expedite with the %s answer lost: %d %s, want 409 (parked)", resource, r.Status, r.Body)
+			}
+			if r := x.settle("key-x1", 2); r.Status != http.StatusCreated {
+				t.Fatalf("the retry: %d %s", r.Status, r.Body)
+			}
+			x.checkDesk(1, 1, 0, map[string]int{"POST /v1/slots": 1, "POST /v1/charges": 1,
+				"GET /v1/" + resource + "/{key}": 1})
+		})
+	}
+}
+
+// TestExpediteRefusedCharge: the desk refuses the charge. The slot is
+// released once, under its own key; the 422 is stored and replayed, and the
+// order is refused.
+func TestExpediteRefusedCharge(t *testing.T) {
+	t.Parallel()
+	x := newExpediteEnv(t)
+	x.desk.Faults(t, provider.Faults{Refuse: true, Only: []string{"charges"}})
+	first := x.expedite("key-x1", 1, nil)
+	if first.Status != http.StatusUnprocessableEntity || first.problem(t) != "expedite_refused" {
+		t.Fatalf("expedite with the charge refused: %d %s", first.Status, first.Body)
+	}
+	x.desk.Faults(t, provider.Faults{})
+	again := x.expedite("key-x1", 2, nil)
+	if again.Status != first.Status || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay of the refusal: %d %s", again.Status, again.Body)
+	}
+	if n := x.count(`SELECT count(*) FROM expedites WHERE request_id = $1 AND state = 'refused'`, x.id); n != 1 {
+		t.Fatalf("refused orders: %d", n)
+	}
+	if _, point, run, _ := x.outcome("key-x1"); point != "slot_reserved" || run != "done" {
+		t.Fatalf("outcome: point %s, run %s", point, run)
+	}
+	x.checkDesk(1, 0, 1, map[string]int{"POST /v1/slots": 1, "POST /v1/slots/{key}/release": 1})
+}
+
+// TestExpediteStopAfterEachStep: a runner that dies after each step (the
+// workshop knob) leaves the run at that recovery point; once by a retry,
+// once by the completer, the run continues from there, and the desk holds
+// one slot and one charge.
+func TestExpediteStopAfterEachStep(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"ordered", "slot_reserved", "charged"} {
+		for _, by := range []string{"retry", "completer"} {
+			t.Run(step+"/"+by, func(t *testing.T) {
+				t.Parallel()
+				x := newExpediteEnv(t)
+				if r := x.expedite("key-x1", 1, map[string]string{"Workshop-Stop-After": step}); r.Status != 0 {
+					t.Fatalf("stopped after %s: %d %s, want no answer", step, r.Status, r.Body)
+				}
+				if state, point, run, _ := x.outcome("key-x1"); state != "in_progress" || point != step || run != "running" {
+					t.Fatalf("outcome after the stop: %s %s %s", state, point, run)
+				}
+				var final reply
+				if by == "retry" {
+					final = x.settle("key-x1", 2)
+				} else {
+					r, ops := x.completer()
+					if n, err := r.CompleteAbandoned(context.Background(), ops, 4); err != nil || n != 1 {
+						t.Fatalf("completer: %d runs, %v", n, err)
+					}
+					if state, _, run, status := x.outcome("key-x1"); state != "completed" || run != "done" || status != 201 {
+						t.Fatalf("outcome after the completer: %s %s %d", state, run, status)
+					}
+					final = x.expedite("key-x1", 2, nil)
+				}
+				if final.Status != http.StatusCreated || final.expedite(t).State != demo.ExpediteConfirmed {
+					t.Fatalf("the resumed answer: %d %s", final.Status, final.Body)
+				}
+				x.checkDesk(1, 1, 0, map[string]int{"POST /v1/slots": 1, "POST /v1/charges": 1})
+			})
+		}
+	}
+}
+
+// TestExpediteStaleRunnerFenced: a runner held inside its first step loses
+// its lease to a retry, which runs the whole operation; the held runner's
+// write is then refused by the fence, and nothing runs twice.
+func TestExpediteStaleRunnerFenced(t *testing.T) {
+	t.Parallel()
+	x := newExpediteEnv(t)
+	claimed, release := x.hold()
+	stale := make(chan reply, 1)
+	go func() { stale <- x.expedite("key-x1", 1, holdHeader) }()
+	<-claimed
+	x.clock.Advance(testLease + time.Second)
+	if r := x.expedite("key-x1", 2, nil); r.Status != http.StatusCreated {
+		t.Fatalf("the retry that took over: %d %s", r.Status, r.Body)
+	}
+	close(release)
+	if r := <-stale; r.Status != http.StatusConflict || r.problem(t) != "operation_in_progress" {
+		t.Fatalf("the stale runner: %d %s, want 409 (fenced out)", r.Status, r.Body)
+	}
+	if n := x.count(`SELECT count(*) FROM expedites WHERE request_id = $1 AND state = 'confirmed'`, x.id); n != 1 {
+		t.Fatalf("confirmed orders: %d", n)
+	}
+	x.checkDesk(1, 1, 0, map[string]int{"POST /v1/slots": 1, "POST /v1/charges": 1})
+}
+
+// TestExpediteNeedsAttention: with the desk down, every turn parks the run;
+// past its turns it needs attention, holds its key (409) and says so on the
+// outcome route. An operator's resume, once the desk is back, lets the
+// completer finish it.
+func TestExpediteNeedsAttention(t *testing.T) {
+	t.Parallel()
+	x := newExpediteEnv(t)
+	x.desk.Faults(t, provider.Faults{Down: true})
+	if r := x.expedite("key-x1", 1, nil); r.Status != http.StatusConflict {
+		t.Fatalf("expedite with the desk down: %d %s", r.Status, r.Body)
+	}
+	r, ops := x.completer()
+	for i := 0; i < 10; i++ {
+		x.clock.Advance(testLease)
+		if _, err := r.CompleteAbandoned(context.Background(), ops, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, point, run, _ := x.outcome("key-x1"); point != "ordered" || run != "needs_attention" {
+		t.Fatalf("outcome: point %s, run %s, want ordered, needs_attention", point, run)
+	}
+	x.clock.Advance(testLease)
+	if r := x.expedite("key-x1", 2, nil); r.Status != http.StatusConflict || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a retry of a run that needs attention: %d %s", r.Status, r.Body)
+	}
+	if n, err := x.store.RunsNeedingAttention(context.Background()); err != nil || n != 1 {
+		t.Fatalf("runs needing attention: %d, %v", n, err)
+	}
+	x.desk.Faults(t, provider.Faults{})
+	if ok, err := x.store.ResumeRun(context.Background(), idempotency.Scope{Actor: "alice", Operation: httpapi.ExpediteOperation, Key: "key-x1"}); err != nil || !ok {
+		t.Fatalf("resume: %v %v", ok, err)
+	}
+	if n, err := r.CompleteAbandoned(context.Background(), ops, 4); err != nil || n != 1 {
+		t.Fatalf("completer after the resume: %d, %v", n, err)
+	}
+	if final := x.expedite("key-x1", 3, nil); final.Status != http.StatusCreated {
+		t.Fatalf("after the resume: %d %s", final.Status, final.Body)
+	}
+	x.checkDesk(1, 1, 0, nil)
+}

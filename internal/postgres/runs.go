@@ -1,0 +1,237 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
+
+// The runs of operations of several steps (idempotency.StepWise): every
+// write is fenced by the key's claim token, and a local step's business
+// write commits with its recovery point.
+
+var (
+	loadRunSQL                   = statement("load_run.sql")
+	saveRunSQL                   = statement("save_run.sql")
+	finishRunSQL                 = statement("finish_run.sql")
+	takeAbandonedRunsSQL         = statement("take_abandoned_runs.sql")
+	resumeRunSQL                 = statement("resume_run.sql")
+	countRunsNeedingAttentionSQL = statement("count_runs_needing_attention.sql")
+)
+
+// stepEffect is the business write of a step or of a run's answer: one
+// statement, run in the transaction of the run's write after it, which must
+// change a row (else idempotency.ErrEffectNotApplied: the row changed since
+// the step read it, and nothing commits).
+type stepEffect struct {
+	what  string
+	query string
+	args  []any
+}
+
+func (e *stepEffect) Describe() string { return e.what }
+
+// runRow is a row of runs as scanned.
+type runRow struct {
+	Input     []byte         `db:"input"`
+	Point     string         `db:"point"`
+	State     string         `db:"state"`
+	Refs      []byte         `db:"refs"`
+	Refusal   []byte         `db:"refusal"`
+	Attempts  int            `db:"attempts"`
+	LastError sql.NullString `db:"last_error"`
+	StartedAt time.Time      `db:"started_at"`
+}
+
+// storedRefusal is a refusal's answer as runs.refusal keeps it.
+type storedRefusal struct {
+	Status   int               `json:"status"`
+	Header   map[string]string `json:"header,omitempty"`
+	Body     []byte            `json:"body"`
+	ResultID string            `json:"resultId,omitempty"`
+}
+
+func (r runRow) run(s idempotency.Scope) (*idempotency.Run, error) {
+	run := &idempotency.Run{Scope: s, Input: r.Input, Point: r.Point, State: idempotency.RunState(r.State),
+		Attempts: r.Attempts, LastError: r.LastError.String, StartedAt: r.StartedAt}
+	if err := json.Unmarshal(r.Refs, &run.Refs); err != nil {
+		return nil, fmt.Errorf("decode run refs: %w", err)
+	}
+	if run.Refs == nil {
+		run.Refs = map[string]string{}
+	}
+	if len(r.Refusal) > 0 {
+		var sr storedRefusal
+		if err := json.Unmarshal(r.Refusal, &sr); err != nil {
+			return nil, fmt.Errorf("decode run refusal: %w", err)
+		}
+		run.Refusal = &idempotency.Response{Status: sr.Status, Header: sr.Header, Body: sr.Body, ResultID: sr.ResultID}
+	}
+	return run, nil
+}
+
+// LoadRun implements idempotency.RunStore.
+func (s *Store) LoadRun(ctx context.Context, sc idempotency.Scope) (*idempotency.Run, error) {
+	var row runRow
+	err := s.db.GetContext(ctx, &row, loadRunSQL, sc.Actor, sc.Operation, sc.Key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	return row.run(sc)
+}
+
+// SaveRun implements idempotency.RunStore (sql/save_run.sql, then the
+// step's write, in one transaction).
+func (s *Store) SaveRun(ctx context.Context, c idempotency.Claim, run *idempotency.Run, e idempotency.Effect, lease time.Duration) error {
+	se, err := stepEffectOf(e)
+	if err != nil {
+		return err
+	}
+	refs, err := json.Marshal(run.Refs)
+	if err != nil {
+		return fmt.Errorf("encode run refs: %w", err)
+	}
+	// jsonb goes as text: with binary parameters, bytes would be taken
+	// for jsonb's binary form.
+	var refusal sql.NullString
+	if r := run.Refusal; r != nil {
+		b, err := json.Marshal(storedRefusal{Status: r.Status, Header: r.Header, Body: r.Body, ResultID: r.ResultID})
+		if err != nil {
+			return fmt.Errorf("encode run refusal: %w", err)
+		}
+		refusal = sql.NullString{String: string(b), Valid: true}
+	}
+	args := []any{s.now(), lease.Microseconds(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token,
+		string(run.Input), run.Point, string(run.State), string(refs), refusal, run.Attempts,
+		sql.NullString{String: run.LastError, Valid: run.LastError != ""}, run.StartedAt}
+	return s.runTx(ctx, se, func(tx *sqlx.Tx) error {
+		var got struct {
+			Saved bool `db:"saved"`
+		}
+		if err := s.queryRow(ctx, tx, saveRunSQL, args, &got); err != nil {
+			return err
+		}
+		if !got.Saved {
+			return idempotency.ErrLeaseLost
+		}
+		return nil
+	})
+}
+
+// FinishRun implements idempotency.RunStore (sql/finish_run.sql, then the
+// answer's write, in one transaction).
+func (s *Store) FinishRun(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error {
+	se, err := stepEffectOf(d.Effect)
+	if err != nil {
+		return err
+	}
+	a, err := answerOf(d)
+	if err != nil {
+		return err
+	}
+	args := []any{s.now(), a.status, a.body, a.headers, a.resultID, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}
+	return s.runTx(ctx, se, func(tx *sqlx.Tx) error {
+		var got struct {
+			Claimed bool `db:"claimed"`
+			Done    bool `db:"done"`
+		}
+		if err := s.queryRow(ctx, tx, finishRunSQL, args, &got); err != nil {
+			return err
+		}
+		switch {
+		case !got.Claimed:
+			return idempotency.ErrLeaseLost
+		case !got.Done:
+			return errors.New("finish run: the key has no run")
+		}
+		return nil
+	})
+}
+
+// runTx runs fn and then e's statement, if any, in one transaction.
+func (s *Store) runTx(ctx context.Context, e *stepEffect, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return dbErr(err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if e != nil {
+		res, err := tx.ExecContext(ctx, e.query, e.args...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.what, dbErr(err))
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return idempotency.ErrEffectNotApplied
+		}
+	}
+	return dbErr(tx.Commit())
+}
+
+func stepEffectOf(e idempotency.Effect) (*stepEffect, error) {
+	if e == nil {
+		return nil, nil
+	}
+	se, ok := e.(*stepEffect)
+	if !ok {
+		return nil, fmt.Errorf("postgres: %s is not a step's write of this store", e.Describe())
+	}
+	return se, nil
+}
+
+// TakeAbandonedRuns implements idempotency.RunStore
+// (sql/take_abandoned_runs.sql).
+func (s *Store) TakeAbandonedRuns(ctx context.Context, operations []string, n int, lease time.Duration) ([]idempotency.TakenRun, error) {
+	var rows []struct {
+		Now        time.Time `db:"now"`
+		ClaimToken string    `db:"claim_token"`
+		ActorID    string    `db:"actor_id"`
+		Operation  string    `db:"operation"`
+		IdemKey    string    `db:"idem_key"`
+		runRow
+	}
+	if err := s.db.SelectContext(ctx, &rows, takeAbandonedRunsSQL, s.now(), pq.Array(operations), n, lease.Microseconds()); err != nil {
+		return nil, dbErr(err)
+	}
+	taken := make([]idempotency.TakenRun, 0, len(rows))
+	for _, r := range rows {
+		sc := idempotency.Scope{Actor: r.ActorID, Operation: r.Operation, Key: r.IdemKey}
+		run, err := r.run(sc)
+		if err != nil {
+			return nil, err
+		}
+		taken = append(taken, idempotency.TakenRun{Claim: idempotency.Claim{Scope: sc, Token: r.ClaimToken}, Run: run, Now: r.Now})
+	}
+	return taken, nil
+}
+
+// ResumeRun sets a run that needs attention running again, its turns and
+// limit counted afresh, and frees its key for the completer
+// (sql/resume_run.sql). It reports whether there was such a run.
+func (s *Store) ResumeRun(ctx context.Context, sc idempotency.Scope) (bool, error) {
+	var got struct {
+		Resumed bool `db:"resumed"`
+	}
+	err := s.db.GetContext(ctx, &got, resumeRunSQL, s.now(), sc.Actor, sc.Operation, sc.Key)
+	return got.Resumed, dbErr(err)
+}
+
+// RunsNeedingAttention counts the runs that need attention.
+func (s *Store) RunsNeedingAttention(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.GetContext(ctx, &n, countRunsNeedingAttentionSQL)
+	return n, dbErr(err)
+}

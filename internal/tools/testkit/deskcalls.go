@@ -1,0 +1,55 @@
+package testkit
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// deskCalls counts the calls a desk served, by method and route, the key
+// in the path written {key} (as "GET /v1/slots/{key}"): tests check that a
+// runner asked before it sent, and sent once.
+type deskCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *deskCalls) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		if c.n == nil {
+			c.n = map[string]int{}
+		}
+		c.n[r.Method+" "+route(r.URL.Path)]++
+		c.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// route is path with its third segment, the key, written {key}.
+func route(path string) string {
+	parts := strings.SplitN(path, "/", 5) // "", "v1", resource, key, rest
+	if len(parts) > 3 && parts[1] == "v1" {
+		parts[3] = "{key}"
+	}
+	return strings.Join(parts, "/")
+}
+
+// Calls is how many calls of route (such as "POST /v1/slots") the desk
+// served.
+func (d *Desk) Calls(route string) int {
+	d.calls.mu.Lock()
+	defer d.calls.mu.Unlock()
+	return d.calls.n[route]
+}
+
+// AllCalls is every route's count, for a failure's message.
+func (d *Desk) AllCalls() map[string]int {
+	d.calls.mu.Lock()
+	defer d.calls.mu.Unlock()
+	m := make(map[string]int, len(d.calls.n))
+	for k, v := range d.calls.n {
+		m[k] = v
+	}
+	return m
+}
