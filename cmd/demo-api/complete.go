@@ -26,7 +26,13 @@ func completer(cfg config, store *postgres.Store, desk httpapi.ExpediteDesk, obs
 		return nil, nil, err
 	}
 	svc := &demo.Service{Store: store, RefusedTopics: cfg.refused()}
-	return r, []*idempotency.Steps{httpapi.Expedite(svc, store, desk)}, nil
+	ops := []*idempotency.Steps{httpapi.Expedite(svc, store, desk)}
+	for _, op := range ops {
+		if err := op.Check(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return r, ops, nil
 }
 
 // complete runs the completer every interval until ctx ends: each round

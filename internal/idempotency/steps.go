@@ -232,6 +232,9 @@ func (r *Runner) DoSteps(ctx context.Context, req Request, op *Steps, input json
 		if err != nil {
 			return r.failed(res, req.Scope, fmt.Errorf("load run: %w", err))
 		}
+		// A key that expired with its run unfinished is one no completer
+		// ran for (the sweeper keeps such keys, and a run ends long before
+		// its TTL): its run is continued as it was.
 		if run == nil || (kind == TakeOverExpired && run.State == RunDone) {
 			run = &Run{Scope: req.Scope, Input: input, State: RunRunning, Refs: map[string]string{}, StartedAt: cr.Now}
 		}

@@ -1,0 +1,62 @@
+package idempotency_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
+
+// TestStepsCheck: an operation of several steps declared half-way is
+// refused by its name and its fault, not at its first request.
+func TestStepsCheck(t *testing.T) {
+	local := func(context.Context, *idempotency.Run, time.Time) (idempotency.Effect, error) { return nil, nil }
+	call := func(context.Context, string, *idempotency.Run) (string, error) { return "", nil }
+	status := func(context.Context, string) (string, error) { return "", nil }
+	key := func(*idempotency.Run) string { return "k" }
+	ext := &idempotency.External{Key: key, Call: call, Status: status}
+	finish := func(context.Context, *idempotency.Run, time.Time) (idempotency.Decided, error) {
+		return idempotency.Decided{}, nil
+	}
+	valid := func() idempotency.Steps {
+		return idempotency.Steps{Operation: "op", MaxAttempts: 3, Limit: time.Minute, Finish: finish,
+			Steps: []idempotency.Step{{Name: "a", Local: local}, {Name: "b", External: ext}}}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*idempotency.Steps)
+		want   string // in the error; "" for none
+	}{
+		{"valid", func(*idempotency.Steps) {}, ""},
+		{"no finish", func(s *idempotency.Steps) { s.Finish = nil }, "need an operation"},
+		{"no limit", func(s *idempotency.Steps) { s.Limit = 0 }, "need an operation"},
+		{"first external", func(s *idempotency.Steps) { s.Steps = s.Steps[1:] }, "first step must be local"},
+		{"named twice", func(s *idempotency.Steps) { s.Steps[1].Name = "a" }, "named twice"},
+		{"unnamed", func(s *idempotency.Steps) { s.Steps[1].Name = "" }, "unnamed"},
+		{"both kinds", func(s *idempotency.Steps) { s.Steps[1].Local = local }, "local or external"},
+		{"no status", func(s *idempotency.Steps) {
+			s.Steps[1].External = &idempotency.External{Key: key, Call: call}
+		}, "needs Key, Call and Status"},
+		{"half an undo", func(s *idempotency.Steps) {
+			s.Steps[1].External = &idempotency.External{Key: key, Call: call, Status: status, Undo: &idempotency.External{Key: key}}
+		}, "the undo of b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := valid()
+			c.change(&s)
+			err := s.Check()
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("Check: %v, want nil", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("Check: %v, want an error about %q", err, c.want)
+			}
+		})
+	}
+	s := valid()
+	if !s.HasStep("b") || s.HasStep("c") {
+		t.Fatal("HasStep does not know the steps")
+	}
+}
