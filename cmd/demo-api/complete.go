@@ -77,7 +77,9 @@ func resumeRunCmd(ctx context.Context, args []string, getenv func(string) string
 	operation := fs.String("operation", httpapi.ExpediteOperation, "the run's operation")
 	key := fs.String("key", "", "the run's Idempotency-Key")
 	dbURL := fs.String("database-url", "", "PostgreSQL URL ($DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if *dbURL == "" {
