@@ -46,26 +46,29 @@ type ExpediteStore interface {
 }
 
 // OrderExpedite decides the order of an express review of the actor's
-// request id under the run's key at now: the order to record. It reads the
-// request and any expedite of it; the store's write checks both again when
-// it commits.
+// request id under the run's key at now: the order to record, and whether
+// this key's order is recorded already (nothing left to write). It reads
+// the request and any expedite of it; the store's write checks both again
+// when it commits.
 //
-// Errors: not_found; request_not_expeditable (cancelled, or expedited under
-// another key).
-func (s *Service) OrderExpedite(ctx context.Context, expedites ExpediteStore, actor, id, key string, now time.Time) (Expedite, error) {
+// Errors: not_found; request_not_expeditable (cancelled, or expedited
+// already: under another key, or under this one before it expired).
+func (s *Service) OrderExpedite(ctx context.Context, expedites ExpediteStore, actor, id, key string, now time.Time) (e Expedite, recorded bool, err error) {
 	r, err := s.Get(ctx, actor, id)
 	if err != nil {
-		return Expedite{}, err
+		return Expedite{}, false, err
 	}
 	if r.State != StateAccepted {
-		return Expedite{}, apperr.Errorf(apperr.NotExpeditable, "demo request %s is %s and cannot be expedited", id, r.State)
+		return Expedite{}, false, apperr.Errorf(apperr.NotExpeditable, "demo request %s is %s and cannot be expedited", id, r.State)
 	}
 	switch e, err := expedites.Expedite(ctx, actor, id); {
-	case err == nil && e.Key != key:
-		return Expedite{}, apperr.Errorf(apperr.NotExpeditable, "demo request %s was already expedited under another key", id)
-	case err != nil && apperr.Code(err) != apperr.NotFound:
-		return Expedite{}, err
+	case err == nil && e.Key == key && e.State == ExpediteOrdered:
+		return e, true, nil
+	case err == nil:
+		return Expedite{}, false, apperr.Errorf(apperr.NotExpeditable, "demo request %s was already expedited", id)
+	case apperr.Code(err) != apperr.NotFound:
+		return Expedite{}, false, err
 	}
 	at := now.UTC().Truncate(time.Microsecond)
-	return Expedite{RequestID: id, Key: key, State: ExpediteOrdered, Amount: ExpediteAmount, CreatedAt: at, UpdatedAt: at}, nil
+	return Expedite{RequestID: id, Key: key, State: ExpediteOrdered, Amount: ExpediteAmount, CreatedAt: at, UpdatedAt: at}, false, nil
 }

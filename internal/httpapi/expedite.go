@@ -81,9 +81,12 @@ func Expedite(svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk) *idem
 		Limit:       10 * time.Minute,
 		Steps: []idempotency.Step{
 			{Name: pointOrdered, Local: func(ctx context.Context, run *idempotency.Run, now time.Time) (idempotency.Effect, error) {
-				e, err := svc.OrderExpedite(ctx, writes, run.Scope.Actor, input(run).RequestID, run.Scope.Key, now)
-				if err != nil {
+				e, recorded, err := svc.OrderExpedite(ctx, writes, run.Scope.Actor, input(run).RequestID, run.Scope.Key, now)
+				switch {
+				case err != nil:
 					return nil, refusalOf(err)
+				case recorded:
+					return nil, nil
 				}
 				return writes.OrderExpedite(run.Scope.Actor, e), nil
 			}},
