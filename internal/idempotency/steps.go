@@ -187,9 +187,14 @@ type TakenRun struct {
 // its key, and keeps it from expiring, until an operator resumes it.
 const needsAttentionLease = 100 * 365 * 24 * time.Hour
 
-// parkBackoff is how long a run that failed transiently keeps its key
-// before a retry or the Completer may take it over and go on.
-const parkBackoff = time.Second
+// parkBackoff is how long a run that failed transiently in its first turn
+// keeps its key before a retry or the Completer may take it over and go on;
+// it doubles with each turn, up to maxParkBackoff (jittered), so that a run
+// rides out an outage of minutes before its turns run out.
+const (
+	parkBackoff    = time.Second
+	maxParkBackoff = 30 * time.Second
+)
 
 // DoSteps runs op for the request: it claims the key and drives the run,
 // or continues it from its recovery point when the key is taken over.
@@ -420,7 +425,8 @@ func (r *Runner) finish(ctx context.Context, rs RunStore, c Claim, run *Run, d D
 func (r *Runner) park(ctx context.Context, rs RunStore, c Claim, run *Run, step string, cause error) error {
 	r.observe(c.Scope, StepWise, OutcomeParked)
 	run.LastError = step + ": " + cause.Error()
-	backoff := parkBackoff/2 + rand.N(parkBackoff)
+	backoff := min(parkBackoff<<min(max(run.Attempts-1, 0), 5), maxParkBackoff)
+	backoff = backoff/2 + rand.N(backoff)
 	if err := r.save(ctx, rs, c, run, nil, backoff); err != nil {
 		return errors.Join(cause, err)
 	}
