@@ -287,7 +287,7 @@ func TestExpediteNeedsAttention(t *testing.T) {
 	}
 	r, ops := x.completer()
 	for i := 0; i < 10; i++ {
-		x.clock.Advance(testLease)
+		x.clock.Advance(time.Minute) // past the longest park (30 s, jittered up to 45 s)
 		if _, err := r.CompleteAbandoned(context.Background(), ops, 4); err != nil {
 			t.Fatal(err)
 		}
