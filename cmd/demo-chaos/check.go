@@ -27,7 +27,8 @@ const (
 
 // check settles the intents whose outcome the clients did not learn, then
 // checks the scenario's intents (their topic is topic) against the
-// business rows, the keys, a replay of each, the outbox and the desk.
+// business rows, the keys, a replay of each, the outbox and the desk, then
+// its expedites (res.expedites) in SQL and at the desk.
 func (e *env) check(ctx context.Context, res *result, topic string, intents []*intent, settler *worker) error {
 	res.intents = len(intents)
 	if len(intents) == 0 {
@@ -57,7 +58,10 @@ func (e *env) check(ctx context.Context, res *result, topic string, intents []*i
 	if err := e.checkReplays(ctx, res, intents); err != nil {
 		return err
 	}
-	return e.checkOutbox(ctx, res, topic)
+	if err := e.checkOutbox(ctx, res, topic); err != nil {
+		return err
+	}
+	return e.checkExpedites(ctx, res, settler)
 }
 
 // settle asks the outcome route, on either replica, what became of an

@@ -125,8 +125,9 @@ func run(ctx context.Context, o options, progress io.Writer) (rep *report, err e
 		}
 		rep.results = append(rep.results, res)
 		todo, done = todo-planned(sc), done+planned(sc)
-		env.logf("scenario %d/%d %s: ends after %s: %d intents, %d duplicates, %d lost acknowledgements, failures: %v; about %s left",
-			n+1, len(scs), sc.name, time.Since(scStart).Round(100*time.Millisecond), res.intents, res.duplicates, res.lostAcks, res.failures, left())
+		env.logf("scenario %d/%d %s: ends after %s: %d intents, %d duplicates, %d lost acknowledgements; %d expedites: %d confirmed, %d refused, %d needing attention, %d duplicated effects, %d lost acknowledgements; failures: %v; about %s left",
+			n+1, len(scs), sc.name, time.Since(scStart).Round(100*time.Millisecond), res.intents, res.duplicates, res.lostAcks,
+			res.ex.sent, res.ex.confirmed, res.ex.refused, res.ex.attention, res.ex.duplicates, res.ex.lostAcks, res.failures, left())
 	}
 	rep.elapsed = time.Since(began)
 	if o.out != "" {
