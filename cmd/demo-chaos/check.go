@@ -65,9 +65,10 @@ func (e *env) check(ctx context.Context, res *result, topic string, intents []*i
 }
 
 // settle asks the outcome route, on either replica, what became of an
-// intent whose outcome is unknown, until it is completed or never
-// happened; one that never happened is still the caller's to do, and is
-// sent again with its key.
+// intent whose outcome is unknown, until it is completed, never happened,
+// or in progress with no lease left; one that never happened, or whose
+// lease passed with nobody to finish it, is still the caller's to do, and
+// is sent again with its key.
 func (e *env) settle(ctx context.Context, res *result, in *intent, s *worker) error {
 	deadline := time.Now().Add(settleFor)
 	for n := 0; ; n++ {
@@ -84,6 +85,17 @@ func (e *env) settle(ctx context.Context, res *result, in *intent, s *worker) er
 			s.send(ctx, in, n%2)
 			if in.outcome != "created" {
 				res.fail("intent %s: never happened, and sent again it is %s %s", in.it.Key, in.outcome, in.refusal)
+			}
+			return nil
+		case err == nil && o.State == "in_progress" && o.LeaseRemainingSeconds == 0 && n > 0:
+			// Its owner is gone or gave up, and its release did not reach
+			// the database before the lease ended (a link cut longer than
+			// the lease): the key is free to take over, and the intent is
+			// still the caller's. Sent again with its key, it runs.
+			res.resolvedLeasePassed++
+			s.send(ctx, in, n%2)
+			if in.outcome != "created" {
+				res.fail("intent %s: in progress past its lease, and sent again it is %s %s", in.it.Key, in.outcome, in.refusal)
 			}
 			return nil
 		case ctx.Err() != nil:

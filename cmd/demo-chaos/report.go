@@ -67,7 +67,7 @@ func (r *report) markdown() string {
 	}
 	p("**%d intents, %d duplicates, %d lost acknowledgements; %d expedites (%d confirmed, %d needing attention), %d duplicated external effects, %d lost acknowledgements: %s.**\n\n",
 		total, dups, lost, xs, xconf, xatt, xdups, xlost, verdict)
-	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | blocked after the heal: owner alive / died | recovery | deliveries (desk submissions) |\n")
+	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never / lease passed (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | blocked after the heal: owner alive / died | recovery | deliveries (desk submissions) |\n")
 	p("|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---|---:|---|\n")
 	for _, res := range r.results {
 		var fivexx []string
@@ -83,8 +83,8 @@ func (r *report) markdown() string {
 		if res.reconciled > 0 {
 			dl = append(dl, fmt.Sprintf("(%d submitted after a reconcile)", res.reconciled))
 		}
-		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d | %d of %d | %s | %d | %s | %s / %s | %s | %s (%d) |\n",
-			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever, res.hops,
+		p("| %s | %d | %d / %d / %d | %d / %d / %d | %d | %d | %d | %d of %d | %s | %d | %s | %s / %s | %s | %s (%d) |\n",
+			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever, res.resolvedLeasePassed, res.hops,
 			res.duplicates, res.lostAcks, res.replaysIdentical, res.intents, orNone(strings.Join(fivexx, ", ")), res.statuses["409"],
 			res.longestBlocked.Round(time.Millisecond), res.blockedAfterHeal[0].Round(time.Millisecond),
 			res.blockedAfterHeal[1].Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "), res.deskSubmissions)

@@ -158,6 +158,7 @@ type result struct {
 	intents, created, refused, unknown int
 	hops                               int // intents that moved to the other replica
 	resolvedCompleted, resolvedNever   int // the unknown ones, as the outcome route settled them
+	resolvedLeasePassed                int // in progress with no lease left: sent again, taken over
 	duplicates, lostAcks               int
 	replaysChecked, replaysIdentical   int
 	statuses                           map[string]int
