@@ -15,7 +15,12 @@
 //   - no key stays in progress past its lease and a margin;
 //   - every completed key, sent again, replays the bytes it stored;
 //   - the outbox drains: each request is submitted to the desk once, with
-//     the desk's reference.
+//     the desk's reference;
+//   - the expedites (a few per second beside the creates, expedite.go):
+//     at most one slot and one charge at the desk per request, every 201 a
+//     client saw a confirmed order with that answer's slot and charge, every
+//     run settled (or needing attention, reported), and the account debited
+//     once per charge.
 //
 // It prints a markdown report and writes it between the markers of
 // docs/chaos.md, with a timeline of each scenario's answers next to it
