@@ -31,13 +31,13 @@ func (d drainRun) callsPerDelivery() float64 {
 	return float64(d.submitCalls+d.statusCalls) / float64(max(d.submitted, 1))
 }
 
-// drain fills a database of its own with rows due rows (requests and their
-// outbox rows, as creates leave them), starts the review desk (demo-api
-// provider, on a database of its own) and demo-api serve with PROVIDER_URL,
-// makes every row due at once, and times the backlog to empty. The calls to
-// the desk are read from serve's metrics.
-func (b *bench) drain(ctx context.Context, admin *sqlx.DB, pgURL func(string) string, bin, tmp, token string, rows int) error {
-	b.logf("drain: %d due rows to the review desk", rows)
+// withDesk fills a database of its own with rows due rows (requests and
+// their outbox rows, as creates leave them) and the requests the expedite
+// phase expedites, starts the review desk (demo-api provider, on a
+// database of its own, with credit enough for every expedite) and demo-api
+// serve with PROVIDER_URL, then runs the drain (if rows > 0) and the
+// expedite's rounds (if expediteRounds > 0) against them.
+func (b *bench) withDesk(ctx context.Context, admin *sqlx.DB, pgURL func(string) string, bin, tmp, token string, rows, expediteRounds int) error {
 	dbName := fmt.Sprintf("demo_bench_drain_%d", os.Getpid())
 	deskName := fmt.Sprintf("demo_bench_desk_%d", os.Getpid())
 	for _, name := range []string{dbName, deskName} {
@@ -45,6 +45,13 @@ func (b *bench) drain(ctx context.Context, admin *sqlx.DB, pgURL func(string) st
 			return fmt.Errorf("create database %s: %w", name, err)
 		}
 		defer admin.ExecContext(context.WithoutCancel(ctx), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+	}
+	var dbid, deskDBID int64
+	if err := admin.GetContext(ctx, &dbid, `SELECT oid::bigint FROM pg_database WHERE datname = $1`, dbName); err != nil {
+		return err
+	}
+	if err := admin.GetContext(ctx, &deskDBID, `SELECT oid::bigint FROM pg_database WHERE datname = $1`, deskName); err != nil {
+		return err
 	}
 	db, err := postgres.Open(ctx, pgURL(dbName), postgres.LongStatements)
 	if err != nil {
@@ -66,12 +73,18 @@ INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at)
 SELECT id, now() + interval '1 hour', now(), now() FROM demo_requests`); err != nil {
 		return err
 	}
+	if expediteRounds > 0 {
+		if _, err := db.ExecContext(ctx, expediteRequestsSQL, expediteRequests); err != nil {
+			return err
+		}
+	}
 	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE outbox`); err != nil {
 		return err
 	}
 
 	desk, err := startServer(ctx, "desk", []string{bin, "provider"}, tmp, []string{
-		"PATH=" + os.Getenv("PATH"), "PROVIDER_DATABASE_URL=" + pgURL(deskName), "PROVIDER_LISTEN_ADDR=127.0.0.1:0", "LOG_FORMAT=json"})
+		"PATH=" + os.Getenv("PATH"), "PROVIDER_DATABASE_URL=" + pgURL(deskName), "PROVIDER_LISTEN_ADDR=127.0.0.1:0", "LOG_FORMAT=json",
+		"PROVIDER_CREDIT=1000000000"})
 	if err != nil {
 		return err
 	}
@@ -82,6 +95,30 @@ SELECT id, now() + interval '1 hour', now(), now() FROM demo_requests`); err != 
 		return err
 	}
 	defer srv.stop()
+	deskDB, err := sqlx.Open("postgres", pgURL(deskName))
+	if err != nil {
+		return err
+	}
+	defer deskDB.Close()
+
+	if rows > 0 {
+		if err := b.stage("drain", b.drainWait(rows), func() error { return b.drain(ctx, db, deskDB, srv, desk, rows) }); err != nil {
+			return err
+		}
+	}
+	if expediteRounds > 0 {
+		return b.stage("expedite", b.expediteWait(expediteRounds), func() error {
+			return b.expedite(ctx, db, deskDB, dbid, deskDBID, srv, desk, token, expediteRounds)
+		})
+	}
+	return nil
+}
+
+// drain makes every outbox row of db due at once, and times the backlog to
+// empty: serve's dispatcher (srv) hands them to desk. The calls to the desk
+// are read from serve's metrics.
+func (b *bench) drain(ctx context.Context, db, deskDB *sqlx.DB, srv, desk *serverProc, rows int) error {
+	b.logf("drain: %d due rows to the review desk", rows)
 
 	dispatcherCPU := &cpuMeter{serverPids: []int{srv.cmd.Process.Pid}, postmasterPid: b.cpu.postmasterPid}
 	deskCPU := &cpuMeter{serverPids: []int{desk.cmd.Process.Pid}}
@@ -114,11 +151,6 @@ SELECT id, now() + interval '1 hour', now(), now() FROM demo_requests`); err != 
 	if err := db.GetContext(ctx, &d.submitted, `SELECT count(*) FROM outbox WHERE state = 'submitted'`); err != nil {
 		return err
 	}
-	deskDB, err := sqlx.Open("postgres", pgURL(deskName))
-	if err != nil {
-		return err
-	}
-	defer deskDB.Close()
 	if err := deskDB.GetContext(ctx, &d.submissions, `SELECT count(*) FROM submissions`); err != nil {
 		return err
 	}

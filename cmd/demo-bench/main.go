@@ -19,13 +19,15 @@
 // requests released together on one fresh key). It also measures the SQL
 // floor (the store's statements straight from Go), counts network round
 // trips through a counting proxy, and times the dispatcher draining a backlog
-// of outbox rows to the review desk (drain.go).
+// of outbox rows to the review desk (drain.go), and beside it the expedite,
+// an operation of several steps with two calls to the desk, at 1 and 8
+// clients, with the desk's calls per step (expedite.go).
 //
 // It prints a markdown report and writes it between the markers of
 // docs/bench.md, with its charts (chart.go) next to it, and prints its
 // progress, with the time left, to stderr. It exits 1 when a correctness check fails (a storm that made
 // other than one business row, any 5xx or transport error, rows that do not
-// match the 201s), and 0 otherwise: a missed performance target is printed as
+// match the 201s, expedites that do not match the desk's charges), and 0 otherwise: a missed performance target is printed as
 // MISSED (exit 2 with -strict).
 package main
 
@@ -60,6 +62,7 @@ type options struct {
 	floorDuration time.Duration
 	countRequests int
 	drainRows     int
+	expedite      int
 	out           string
 	strict        bool
 }
@@ -86,6 +89,7 @@ func main() {
 	flag.DurationVar(&o.floorDuration, "floor-duration", 1500*time.Millisecond, "time of each SQL floor loop")
 	flag.IntVar(&o.countRequests, "count-requests", 200, "requests per scenario when counting network round trips")
 	flag.IntVar(&o.drainRows, "drain-rows", 10000, "due outbox rows the dispatcher drains to the review desk (0: no drain)")
+	flag.IntVar(&o.expedite, "expedite-rounds", 3, "rounds of the expedite at 1 and 8 clients, beside the drain's servers (0: none)")
 	flag.StringVar(&o.out, "out", "docs/bench.md", "markdown file to write the results into, relative to the repository (empty: none)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 2 when a performance target is missed")
 	flag.Parse()
@@ -152,10 +156,19 @@ func (b *bench) plan() (round, storms, floor, counts, drain time.Duration) {
 	storms = time.Duration(o.storms) * 300 * time.Millisecond
 	floor = 12 * o.floorDuration
 	counts = 3*time.Second + time.Duration(len(scenarios)*o.countRequests)*2*time.Millisecond
-	if o.drainRows > 0 {
-		drain = 5*time.Second + time.Duration(o.drainRows)*time.Second/2000
+	drain = b.drainWait(o.drainRows)
+	if o.expedite > 0 {
+		drain += b.expediteWait(o.expedite)
 	}
 	return
+}
+
+// drainWait is how long the drain of rows should take (0 for none).
+func (b *bench) drainWait(rows int) time.Duration {
+	if rows == 0 {
+		return 0
+	}
+	return 5*time.Second + time.Duration(rows)*time.Second/2000
 }
 
 func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) {
@@ -272,8 +285,10 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	}); err != nil {
 		return 1, err
 	}
-	if o.drainRows > 0 {
-		if err := b.stage("drain", drain, func() error { return b.drain(ctx, admin, pg.URL, bin, tmp, token, o.drainRows) }); err != nil {
+	// The drain and the expedite are stages of their own on one desk and
+	// server (withDesk).
+	if o.drainRows > 0 || o.expedite > 0 {
+		if err := b.withDesk(ctx, admin, pg.URL, bin, tmp, token, o.drainRows, o.expedite); err != nil {
 			return 1, err
 		}
 	}

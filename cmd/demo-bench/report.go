@@ -70,7 +70,8 @@ type report struct {
 	floor  []floorResult
 	counts []roundTripCount
 
-	drain *drainRun
+	drain    *drainRun
+	expedite *expediteRun
 
 	peakRSS, rssAfter                    int64
 	rowsCreate, rowsBaseline, rowsOutbox int
@@ -86,6 +87,7 @@ const (
 	targetReplayVsRead       = 0.9  // a retry's replay against the read floor, at 8 and 32 clients
 	targetDrainVsCreate      = 1.0  // the dispatcher keeps up with creates at 8 clients
 	targetCallsPerDelivery   = 1.0
+	targetDeskCallsPerStep   = 1.0 // the expedite's, when nothing fails: no lookup before a first call
 	targetPeakRSS            = 64 << 20
 	targetCreateStatements   = 1 // one phase: one statement
 	targetCreateCommits      = 1 // and one commit
@@ -287,6 +289,18 @@ func (r *report) targets() []target {
 			measured: fmt.Sprintf("%d, %d of %d", d.submitted, d.submissions, d.rows), want: "all",
 			met: d.submitted == d.rows && d.submissions == d.rows, hard: true})
 	}
+	if x := r.expedite; x != nil {
+		ts = append(ts, target{name: "expedite: desk calls per step (two steps each, nothing failing)",
+			measured: fmt.Sprintf("%.2f (%d calls for %d expedites)", x.callsPerStep(), x.sum(slotCalls)+x.sum(chargeCalls)+x.sum(undoCalls), x.answered),
+			want:     fmt.Sprintf("%.1f", targetDeskCallsPerStep), met: x.answered > 0 && x.callsPerStep() <= targetDeskCallsPerStep+0.0001})
+		errs := 0
+		for _, p := range x.phases {
+			errs += p.load.errors
+		}
+		ts = append(ts, target{name: "expedite: 201s = confirmed orders = the desk's charged slots = its charges; errors",
+			measured: fmt.Sprintf("%d = %d = %d = %d; %d", x.answered, x.confirmed, x.slots, x.charges, errs), want: "equal; 0",
+			met: x.answered == x.confirmed && x.confirmed == x.slots && x.slots == x.charges && errs == 0, hard: true})
+	}
 	badRows, fivexx, other := 0, 0, 0
 	for _, s := range r.storms {
 		if s.rows != 1 {
@@ -404,6 +418,7 @@ type page struct {
 	Targets                                  []targetRow
 	Cells                                    []cellRow
 	Drain                                    *drainRow
+	Expedite                                 *expediteRow
 	RatioNames                               []string
 	Ratios                                   []ratioRow
 	Work                                     []workRow
@@ -432,6 +447,27 @@ type drainRow struct {
 	Took                                                   time.Duration
 	Rate, CallsPerDelivery                                 float64
 	Dispatcher, Desk, Postgres, Machine                    time.Duration // CPU per delivery
+}
+
+// expediteRow is the expedite phase: its cells by clients, and the desk's
+// calls.
+type expediteRow struct {
+	Requests, Rounds, Answered int
+	Cells                      []expediteCellRow
+	Slot, Charge, Undo         int
+	SlotDetail, ChargeDetail   string
+	PerStep                    float64
+}
+
+// expediteCellRow is the expedite at one number of clients: the cell, and
+// medians across rounds of the CPU per expedite of each process (µs), the
+// statements per expedite in serve's database and in the desk's, and the
+// transactions with an xid per expedite in both.
+type expediteCellRow struct {
+	Clients int
+	*cell
+	Serve, Desk, Postgres               float64
+	Statements, DeskStatements, Commits float64
 }
 
 // ratioRow is the ratios at one concurrency, each by CPU per request
@@ -519,6 +555,36 @@ func (r *report) markdown() string {
 	if d := r.drain; d != nil {
 		pg.Drain = &drainRow{d.rows, d.submitCalls, d.statusCalls, d.submitted, d.submissions, d.took.Round(time.Millisecond),
 			d.rate(), d.callsPerDelivery(), d.cpuDispatcher, d.cpuDesk, d.cpuPostgres, d.cpuMachine}
+	}
+	if x := r.expedite; x != nil {
+		row := &expediteRow{Requests: expediteRequests, Answered: x.answered, Slot: x.sum(slotCalls), Charge: x.sum(chargeCalls),
+			Undo: x.sum(undoCalls), PerStep: x.callsPerStep(),
+			SlotDetail:   fmt.Sprintf("%d reserve, %d lookups", x.calls[slotCalls[0]], x.calls[slotCalls[1]]),
+			ChargeDetail: fmt.Sprintf("%d charge, %d lookups", x.calls[chargeCalls[0]], x.calls[chargeCalls[1]])}
+		rounds := map[int]bool{}
+		for _, p := range x.phases {
+			rounds[p.round] = true
+		}
+		row.Rounds = len(rounds)
+		ec := expediteCells(x)
+		for _, c := range expediteConcurrencies {
+			cl := ec[c]
+			if cl == nil {
+				continue
+			}
+			var srv, desk, pgc, st, dst, xid []float64
+			for _, p := range x.phases {
+				if p.conc != c {
+					continue
+				}
+				n := float64(max(p.load.n, 1))
+				srv, desk, pgc = append(srv, float64(p.cpu.server.Microseconds())/n), append(desk, float64(p.deskCPU.Microseconds())/n),
+					append(pgc, float64(p.cpu.postgres.Microseconds())/n)
+				st, dst, xid = append(st, p.per(p.statements)), append(dst, p.per(p.deskStatements)), append(xid, p.per(p.xids))
+			}
+			row.Cells = append(row.Cells, expediteCellRow{c, cl, median(srv), median(desk), median(pgc), median(st), median(dst), median(xid)})
+		}
+		pg.Expedite = row
 	}
 	for _, pair := range ratioPairs {
 		pg.RatioNames = append(pg.RatioNames, pair[0]+" / "+pair[1])

@@ -27,6 +27,15 @@ func sampleReport() *report {
 		drain: &drainRun{rows: 1000, took: 2 * time.Second, submitted: 1000, submissions: 1000, submitCalls: 1000, statusCalls: 3,
 			cpuDispatcher: time.Millisecond, cpuDesk: 2 * time.Millisecond, cpuPostgres: 3 * time.Millisecond, cpuMachine: 7 * time.Millisecond},
 	}
+	r.expedite = &expediteRun{answered: 500, confirmed: 500, slots: 500, charges: 500,
+		calls: map[string]int{"POST /v1/slots": 500, "POST /v1/charges": 500, "GET /v1/slots/{key}": 3}}
+	for round := 1; round <= 2; round++ {
+		for _, c := range expediteConcurrencies {
+			r.expedite.phases = append(r.expedite.phases, expeditePhase{round: round, conc: c,
+				load: loadResult{n: 100, elapsed: time.Second, latencies: []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}},
+				cpu:  cpuTimes{server: 10 * time.Millisecond, postgres: 10 * time.Millisecond}, statements: 1200, deskStatements: 600, xids: 700})
+		}
+	}
 	for round := 1; round <= 2; round++ {
 		for i, sc := range scenarios {
 			for _, c := range concurrencies {
@@ -69,7 +78,16 @@ func sampleReport() *report {
 // with the figures it was given.
 func TestReportRenders(t *testing.T) {
 	md := sampleReport().markdown()
+	expediteCPU := "– | –"
+	if cpuMeasured {
+		expediteCPU = "**200** | 100 / 0 / 100"
+	}
 	for _, want := range []string{
+		"| expedite: desk calls per step (two steps each, nothing failing) | 1.00 (1003 calls for 500 expedites) | 1.0 | **MISSED** |\n",
+		"| expedite: 201s = confirmed orders = the desk's charged slots = its charges; errors | 500 = 500 = 500 = 500; 0 | equal; 0 | met |\n",
+		"### The expedite\n",
+		"| 8 | " + expediteCPU + " | 100 | 2.00 ms | 3.00 ms | 0 | 12.00 / 6.00 | 7.00 | 100, 100 |\n",
+		"slot 503 (500 reserve, 3 lookups), charge 500 (500 charge, 0 lookups), release 0: **1.00 calls per step**",
 		"## Latest run\n\nCommand: make bench, 2026-12-03 16:00 UTC, 2m30s in all.\n",
 		"| business rows = 201s (create, baseline, baseline+outbox) | 10 = 10, 20 = 20, 30 = 29 | equal | **FAILED** |\n",
 		"| replay | 32 | ",
@@ -91,6 +109,29 @@ func TestReportRenders(t *testing.T) {
 	}
 	if strings.Contains(md, "<no value>") || strings.Contains(md, "%!") {
 		t.Errorf("the report has an unfilled or misformatted value:\n%s", md)
+	}
+}
+
+// TestDeskCallsCountsTheDesksLog: the desk's calls are its request log's
+// lines after the mark, by method and route; other lines are not calls.
+func TestDeskCallsCountsTheDesksLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "desk.log")
+	before := `{"time":"t","level":"INFO","msg":"request","method":"POST","route":"/v1/submissions","status":201}` + "\n"
+	after := `{"time":"t","level":"INFO","msg":"request","method":"POST","route":"/v1/slots","status":201}
+{"time":"t","level":"INFO","msg":"request","method":"GET","route":"/v1/slots/{key}","status":404}
+{"time":"t","level":"INFO","msg":"request","method":"POST","route":"/v1/slots","status":201}
+{"time":"t","level":"INFO","msg":"swept holds","released":0}
+not json
+`
+	if err := os.WriteFile(path, []byte(before+after), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := deskCalls(path, int64(len(before)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2 || calls["POST /v1/slots"] != 2 || calls["GET /v1/slots/{key}"] != 1 {
+		t.Fatalf("calls %v, want 2 POST /v1/slots and 1 GET /v1/slots/{key}", calls)
 	}
 }
 

@@ -35,6 +35,10 @@ func TestShortCampaign(t *testing.T) {
 			t.Errorf("%s: %d intents, %d created, %d replays checked: the load or the checks did not run",
 				res.scenario.name, res.intents, res.created, res.replaysChecked)
 		}
+		if res.ex.confirmed == 0 || res.ex.sent != res.ex.confirmed+res.ex.refused+res.ex.attention {
+			t.Errorf("%s: %d expedites sent, %d confirmed, %d refused, %d needing attention: the expedites or their checks did not run",
+				res.scenario.name, res.ex.sent, res.ex.confirmed, res.ex.refused, res.ex.attention)
+		}
 	}
 	if rep.failed() {
 		t.Fatalf("checks failed:\n%s\n%s", strings.Join(rep.failures(), "\n"), rep.markdown())
@@ -44,7 +48,10 @@ func TestShortCampaign(t *testing.T) {
 // TestChecksCatchBrokenPromises runs a calm scenario, then breaks in the
 // databases each promise the campaign checks — a second business row for
 // an intent, a stored answer changed, an acknowledged request gone, a key
-// stuck in progress, a desk submission for no request — and requires the
+// stuck in progress, a desk submission for no request, a second slot and
+// charge at the desk for an expedited request (and the account's debit no
+// longer its charges'), a confirmed order's charge not the one its client
+// got — and requires the
 // checks to report every one: a check that cannot fail proves nothing.
 func TestChecksCatchBrokenPromises(t *testing.T) {
 	if testing.Short() {
@@ -66,12 +73,26 @@ func TestChecksCatchBrokenPromises(t *testing.T) {
 		t.Fatalf("the calm scenario: %d created, failures %v", res.created, res.failures)
 	}
 	var created []*intent
+	expedited := map[string]bool{}
+	for _, x := range res.expedites {
+		expedited[x.requestID] = true
+	}
 	for _, in := range res.sent {
-		if in.outcome == "created" {
+		if in.outcome == "created" && !expedited[in.requestID] {
 			created = append(created, in)
 		}
 	}
+	var confirmed []*expedite
+	for _, x := range res.expedites {
+		if x.outcome == "created" {
+			confirmed = append(confirmed, x)
+		}
+	}
+	if len(confirmed) < 2 {
+		t.Fatalf("the calm scenario: %d expedites confirmed, want at least 2", len(confirmed))
+	}
 	dup, changed, gone := created[0], created[1], created[2]
+	charged, moved := confirmed[0], confirmed[1]
 	for _, q := range []struct {
 		db   *sqlx.DB
 		sql  string
@@ -85,13 +106,18 @@ func TestChecksCatchBrokenPromises(t *testing.T) {
 			VALUES ($1, 'demo-requests.create', 'stuck-key', 'x', 'in_progress', gen_random_uuid(), now() - interval '1 minute', now(), now() + interval '1 day')`, []any{actor}},
 		{e.deskDB, `INSERT INTO submissions (key, fingerprint, request_id, topic, note, reference, accepted_at)
 			VALUES ('demo-request:' || $1, 'x', $1, $2, '', 'ref-of-nothing', now())`, []any{"00000000-0000-0000-0000-000000000001", res.topic}},
+		{e.deskDB, `INSERT INTO slots (key, fingerprint, request_id, account, reference, accepted_at, hold_until, state)
+			VALUES ('second-slot', 'x', $1, $2, 'second-slot-ref', now(), now(), 'charged')`, []any{charged.requestID, actor}},
+		{e.deskDB, `INSERT INTO charges (key, fingerprint, request_id, account, amount, slot_key, reference, accepted_at)
+			VALUES ('second-charge', 'x', $1, $2, 10, 'second-slot', 'second-charge-ref', now())`, []any{charged.requestID, actor}},
+		{e.db, `UPDATE expedites SET charge_reference = 'another-charge' WHERE request_id = $1`, []any{moved.requestID}},
 	} {
 		if _, err := q.db.ExecContext(ctx, q.sql, q.args...); err != nil {
 			t.Fatalf("%s: %v", q.sql, err)
 		}
 	}
 
-	again := &result{scenario: calm}
+	again := &result{scenario: calm, expedites: res.expedites}
 	settler, err := e.settler()
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +133,10 @@ func TestChecksCatchBrokenPromises(t *testing.T) {
 		"intent " + gone.it.Key + ": the client got request " + gone.requestID,
 		"keys in progress past their lease",
 		"the desk holds submission ref-of-nothing for request 00000000-0000-0000-0000-000000000001, which does not exist",
+		"expedite " + charged.it.Key + " (request " + charged.requestID + "): the desk holds 2 slots",
+		"expedite " + charged.it.Key + " (request " + charged.requestID + "): the desk holds 2 charges",
+		"expedite " + moved.it.Key + " (request " + moved.requestID + "): the client got a 201 with slot",
+		"the account was debited",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no failure says %q; the failures:\n%s", want, all)
@@ -114,6 +144,9 @@ func TestChecksCatchBrokenPromises(t *testing.T) {
 	}
 	if again.duplicates != 1 || again.lostAcks != 1 {
 		t.Errorf("%d duplicates and %d lost acknowledgements, want 1 and 1", again.duplicates, again.lostAcks)
+	}
+	if again.ex.duplicates != 2 || again.ex.lostAcks != 1 {
+		t.Errorf("expedites: %d duplicated effects and %d lost acknowledgements, want 2 and 1", again.ex.duplicates, again.ex.lostAcks)
 	}
 }
 

@@ -27,7 +27,8 @@ const (
 
 // check settles the intents whose outcome the clients did not learn, then
 // checks the scenario's intents (their topic is topic) against the
-// business rows, the keys, a replay of each, the outbox and the desk.
+// business rows, the keys, a replay of each, the outbox and the desk, then
+// its expedites (res.expedites) in SQL and at the desk.
 func (e *env) check(ctx context.Context, res *result, topic string, intents []*intent, settler *worker) error {
 	res.intents = len(intents)
 	if len(intents) == 0 {
@@ -57,13 +58,17 @@ func (e *env) check(ctx context.Context, res *result, topic string, intents []*i
 	if err := e.checkReplays(ctx, res, intents); err != nil {
 		return err
 	}
-	return e.checkOutbox(ctx, res, topic)
+	if err := e.checkOutbox(ctx, res, topic); err != nil {
+		return err
+	}
+	return e.checkExpedites(ctx, res, settler)
 }
 
 // settle asks the outcome route, on either replica, what became of an
-// intent whose outcome is unknown, until it is completed or never
-// happened; one that never happened is still the caller's to do, and is
-// sent again with its key.
+// intent whose outcome is unknown, until it is completed, never happened,
+// or in progress with no lease left; one that never happened, or whose
+// lease passed with nobody to finish it, is still the caller's to do, and
+// is sent again with its key.
 func (e *env) settle(ctx context.Context, res *result, in *intent, s *worker) error {
 	deadline := time.Now().Add(settleFor)
 	for n := 0; ; n++ {
@@ -80,6 +85,17 @@ func (e *env) settle(ctx context.Context, res *result, in *intent, s *worker) er
 			s.send(ctx, in, n%2)
 			if in.outcome != "created" {
 				res.fail("intent %s: never happened, and sent again it is %s %s", in.it.Key, in.outcome, in.refusal)
+			}
+			return nil
+		case err == nil && o.State == "in_progress" && o.LeaseRemainingSeconds == 0 && n > 0:
+			// Its owner is gone or gave up, and its release did not reach
+			// the database before the lease ended (a link cut longer than
+			// the lease): the key is free to take over, and the intent is
+			// still the caller's. Sent again with its key, it runs.
+			res.resolvedLeasePassed++
+			s.send(ctx, in, n%2)
+			if in.outcome != "created" {
+				res.fail("intent %s: in progress past its lease, and sent again it is %s %s", in.it.Key, in.outcome, in.refusal)
 			}
 			return nil
 		case ctx.Err() != nil:

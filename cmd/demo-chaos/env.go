@@ -126,7 +126,8 @@ func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 	}
 	e.desk = &proc{name: "desk", argv: []string{e.bin, "provider"}, env: []string{
 		"PATH=" + os.Getenv("PATH"), "PROVIDER_DATABASE_URL=" + e.pg.URL("chaos_desk"),
-		"PROVIDER_LISTEN_ADDR=" + deskAddr, "PROVIDER_FAULTS=true", "LOG_FORMAT=json"}}
+		"PROVIDER_LISTEN_ADDR=" + deskAddr, "PROVIDER_FAULTS=true", "LOG_FORMAT=json",
+		"PROVIDER_CREDIT=" + strconv.Itoa(deskCredit)}}
 	if err := e.start(ctx, e.desk, "/readyz"); err != nil {
 		return nil, err
 	}

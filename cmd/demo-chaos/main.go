@@ -15,7 +15,12 @@
 //   - no key stays in progress past its lease and a margin;
 //   - every completed key, sent again, replays the bytes it stored;
 //   - the outbox drains: each request is submitted to the desk once, with
-//     the desk's reference.
+//     the desk's reference;
+//   - the expedites (a few per second beside the creates, expedite.go):
+//     at most one slot and one charge at the desk per request, every 201 a
+//     client saw a confirmed order with that answer's slot and charge, every
+//     run settled (or needing attention, reported), and the account debited
+//     once per charge.
 //
 // It prints a markdown report and writes it between the markers of
 // docs/chaos.md, with a timeline of each scenario's answers next to it
@@ -125,8 +130,9 @@ func run(ctx context.Context, o options, progress io.Writer) (rep *report, err e
 		}
 		rep.results = append(rep.results, res)
 		todo, done = todo-planned(sc), done+planned(sc)
-		env.logf("scenario %d/%d %s: ends after %s: %d intents, %d duplicates, %d lost acknowledgements, failures: %v; about %s left",
-			n+1, len(scs), sc.name, time.Since(scStart).Round(100*time.Millisecond), res.intents, res.duplicates, res.lostAcks, res.failures, left())
+		env.logf("scenario %d/%d %s: ends after %s: %d intents, %d duplicates, %d lost acknowledgements; %d expedites: %d confirmed, %d refused, %d needing attention, %d duplicated effects, %d lost acknowledgements; failures: %v; about %s left",
+			n+1, len(scs), sc.name, time.Since(scStart).Round(100*time.Millisecond), res.intents, res.duplicates, res.lostAcks,
+			res.ex.sent, res.ex.confirmed, res.ex.refused, res.ex.attention, res.ex.duplicates, res.ex.lostAcks, res.failures, left())
 	}
 	rep.elapsed = time.Since(began)
 	if o.out != "" {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/demo-api/demo-api/internal/demo"
 )
 
 // report is a campaign's figures.
@@ -58,8 +60,14 @@ func (r *report) markdown() string {
 	for _, res := range r.results {
 		total, dups, lost = total+res.intents, dups+res.duplicates, lost+res.lostAcks
 	}
-	p("**%d intents, %d duplicates, %d lost acknowledgements: %s.**\n\n", total, dups, lost, verdict)
-	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | blocked after the heal: owner alive / died | recovery | deliveries (desk submissions) |\n")
+	xs, xdups, xlost, xconf, xatt := 0, 0, 0, 0, 0
+	for _, res := range r.results {
+		xs, xdups, xlost = xs+res.ex.sent, xdups+res.ex.duplicates, xlost+res.ex.lostAcks
+		xconf, xatt = xconf+res.ex.confirmed, xatt+res.ex.attention
+	}
+	p("**%d intents, %d duplicates, %d lost acknowledgements; %d expedites (%d confirmed, %d needing attention), %d duplicated external effects, %d lost acknowledgements: %s.**\n\n",
+		total, dups, lost, xs, xconf, xatt, xdups, xlost, verdict)
+	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never / lease passed (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | blocked after the heal: owner alive / died | recovery | deliveries (desk submissions) |\n")
 	p("|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---|---:|---|\n")
 	for _, res := range r.results {
 		var fivexx []string
@@ -75,8 +83,8 @@ func (r *report) markdown() string {
 		if res.reconciled > 0 {
 			dl = append(dl, fmt.Sprintf("(%d submitted after a reconcile)", res.reconciled))
 		}
-		p("| %s | %d | %d / %d / %d | %d / %d | %d | %d | %d | %d of %d | %s | %d | %s | %s / %s | %s | %s (%d) |\n",
-			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever, res.hops,
+		p("| %s | %d | %d / %d / %d | %d / %d / %d | %d | %d | %d | %d of %d | %s | %d | %s | %s / %s | %s | %s (%d) |\n",
+			res.scenario.name, res.intents, res.created, res.refused, res.unknown, res.resolvedCompleted, res.resolvedNever, res.resolvedLeasePassed, res.hops,
 			res.duplicates, res.lostAcks, res.replaysIdentical, res.intents, orNone(strings.Join(fivexx, ", ")), res.statuses["409"],
 			res.longestBlocked.Round(time.Millisecond), res.blockedAfterHeal[0].Round(time.Millisecond),
 			res.blockedAfterHeal[1].Round(time.Millisecond), recovery(res.recovery), strings.Join(dl, ", "), res.deskSubmissions)
@@ -86,6 +94,7 @@ func (r *report) markdown() string {
 		"\"Longest blocked\" runs from a key's first 409 to its definite answer; \"after the heal\" from the heal (or a later first 409), " +
 		"split by whether the key's owner may have died (an attempt broke under the request: its replica was killed), whose claim waits for its lease by design. \"Recovery\" runs from the heal to the first success of an intent that began after it. " +
 		"Deliveries are the scenario's outbox rows after the drain, by state; an unknown or failed one is expected only where the desk misbehaved, and is listed below, then reconciled.\n\n")
+	r.expediteSection(p)
 	var stopped []string
 	for _, res := range r.results {
 		for i, u := range res.undelivered {
@@ -128,6 +137,58 @@ func (r *report) markdown() string {
 	}
 	p("\n")
 	return b.String()
+}
+
+// expediteSection is the report's part on the expedites (expedite.go).
+func (r *report) expediteSection(p func(string, ...any)) {
+	p("### Expedites\n\nBeside the creates, %d expediters each create a request and expedite it (`POST /v1/demo-requests/{id}/expedite`: the order, "+
+		"a slot at the desk, a charge at the desk, the 201), at most one every %s each, through the same client and replica moves; "+
+		"the desk starts the account with %d credits, so no refusal is for want of credit. After the load the checks give the runs %s to settle "+
+		"(the completer takes a parked or abandoned run once its lease passes), then check them in SQL and at the desk.\n\n",
+		expediters, expediteEvery, deskCredit, runsSettleFor)
+	p("| scenario | sent | client saw the 201 / no answer (sent again) | confirmed / refused / needing attention | duplicated effects | lost acks | at the desk: slots / charges / releases | account debited (charges × %d) | 409 / 5xx and no answer (attempts) | all settled after |\n", demo.ExpediteAmount)
+	p("|---|---:|---|---|---:|---:|---|---|---|---:|\n")
+	for _, res := range r.results {
+		x := res.ex
+		var fivexx []string
+		for _, k := range slices.Sorted(maps.Keys(x.statuses)) {
+			if k != "409" {
+				fivexx = append(fivexx, fmt.Sprintf("%s: %d", k, x.statuses[k]))
+			}
+		}
+		refused := fmt.Sprint(x.refused)
+		if len(x.refusals) > 0 {
+			var codes []string
+			for _, k := range slices.Sorted(maps.Keys(x.refusals)) {
+				codes = append(codes, fmt.Sprintf("%s %d", k, x.refusals[k]))
+			}
+			refused += " (" + strings.Join(codes, ", ") + ")"
+		}
+		account := fmt.Sprintf("%d for %d charges", x.debited, x.chargedAll)
+		if x.attentionChargedAll > 0 {
+			account += fmt.Sprintf(" (%d of runs needing attention)", x.attentionChargedAll)
+		}
+		p("| %s | %d | %d / %d (%d) | %d / %s / %d | %d | %d | %d / %d / %d | %s | %d / %s | %s |\n",
+			res.scenario.name, x.sent, x.acked, x.unknown, x.sentAgain, x.confirmed, refused, x.attention, x.duplicates, x.lostAcks,
+			x.slots, x.charges, x.releases, account, x.statuses["409"], orNone(strings.Join(fivexx, ", ")), x.settled.Round(100*time.Millisecond))
+	}
+	p("\n\"Duplicated effects\": a second slot or a second charge at the desk for one request. \"Lost acks\": a 201 a client saw whose order is not "+
+		"`confirmed` with the answer's slot and charge references. The account is the campaign's one, so far: its debit must be %d for each charge the desk holds, "+
+		"and each charge must be of a confirmed order (or of a run that needs attention, listed below). \"All settled after\" runs from the checks' start "+
+		"to the last run completed or needing attention; one still running after %s fails the scenario.\n\n", demo.ExpediteAmount, runsSettleFor)
+	var attention []string
+	for _, res := range r.results {
+		for i, a := range res.ex.needingAttention {
+			if i == maxListed {
+				attention = append(attention, fmt.Sprintf("- %s: … and %d more", res.scenario.name, len(res.ex.needingAttention)-i))
+				break
+			}
+			attention = append(attention, fmt.Sprintf("- %s: %s", res.scenario.name, a))
+		}
+	}
+	if len(attention) > 0 {
+		p("#### Runs that need attention\n\nA run past its limit (8 turns or 10 minutes) keeps its key and waits for an operator (docs/steps.md, \"Needs attention\"):\n\n%s\n\n", strings.Join(attention, "\n"))
+	}
 }
 
 func orNone(s string) string {

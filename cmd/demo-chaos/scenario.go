@@ -158,6 +158,7 @@ type result struct {
 	intents, created, refused, unknown int
 	hops                               int // intents that moved to the other replica
 	resolvedCompleted, resolvedNever   int // the unknown ones, as the outcome route settled them
+	resolvedLeasePassed                int // in progress with no lease left: sent again, taken over
 	duplicates, lostAcks               int
 	replaysChecked, replaysIdentical   int
 	statuses                           map[string]int
@@ -172,8 +173,10 @@ type result struct {
 	deskSubmissions                    int            // the desk's submissions for this scenario's requests
 	failures                           []string
 
-	topic string    // of the scenario's intents
-	sent  []*intent // the scenario's intents
+	topic     string      // of the scenario's intents
+	sent      []*intent   // the scenario's intents
+	expedites []*expedite // the scenario's expedites (expedite.go)
+	ex        expediteFigures
 }
 
 func (r *result) fail(format string, args ...any) {
@@ -194,6 +197,21 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 			return nil, err
 		}
 		workers[i] = w
+	}
+	// The expediters' creates count with the load's; their expedites have
+	// a tally and answers of their own, and stay out of the timeline.
+	exTally := newTally()
+	exAnswers := &answers{m: map[string][]byte{}}
+	exHC := &http.Client{Transport: recorder{next: e.transport, answers: exAnswers}}
+	exps := make([]expediter, expediters)
+	for i := range exps {
+		var err error
+		if exps[i].create, err = newWorker(e, hc, ans, t); err != nil {
+			return nil, err
+		}
+		if exps[i].expedite, err = newWorker(e, exHC, exAnswers, exTally); err != nil {
+			return nil, err
+		}
 	}
 	marks := e.markLogs()
 	probeCtx, stopProbes := context.WithCancel(ctx)
@@ -233,6 +251,48 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 			}
 		})
 	}
+	// The expediters: a create, then its expedite, at most one every
+	// expediteEvery each, until the load ends.
+	var expedites []*expedite
+	stopExpedites := make(chan struct{})
+	for i, x := range exps {
+		wg.Go(func() {
+			tick := time.NewTicker(expediteEvery)
+			defer tick.Stop()
+			for j := 0; ; j++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-stopExpedites:
+					return
+				case <-tick.C:
+				}
+				note := fmt.Sprintf("expediter %d, intent %d", i, j)
+				it, _ := client.NewIntent(client.CreateInput{Topic: topic, Note: note})
+				in := &intent{it: it, topic: topic, note: note, started: time.Now()}
+				x.create.send(ctx, in, (i+j)%2)
+				if in.outcome != "unknown" {
+					t.answered(it.Key, in.answered)
+				}
+				mu.Lock()
+				intents = append(intents, in)
+				mu.Unlock()
+				if in.outcome != "created" {
+					continue // an unknown create is the checks' to settle; it has no expedite
+				}
+				xit, err := client.NewExpediteIntent(in.requestID)
+				if err != nil {
+					continue
+				}
+				xin := &expedite{intent: &intent{it: xit, topic: topic, note: note, started: time.Now()}, requestID: in.requestID}
+				x.expedite.send(ctx, xin.intent, (i+j+1)%2)
+				xin.unknown = xin.outcome == "unknown"
+				mu.Lock()
+				expedites = append(expedites, xin)
+				mu.Unlock()
+			}
+		})
+	}
 
 	sleepCtx(ctx, time.Second)
 	res.timeline.mark(&res.timeline.injected)
@@ -249,6 +309,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 		sleepCtx(ctx, afterHeal)
 	}
 	pace.end()
+	close(stopExpedites)
 	wg.Wait()
 	stopProbes()
 	probes.Wait()
@@ -264,7 +325,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	if err != nil {
 		return nil, err
 	}
-	res.topic, res.sent = topic, intents
+	res.topic, res.sent, res.expedites, res.ex.statuses = topic, intents, expedites, exTally.statuses
 	return res, e.check(ctx, res, topic, intents, settler)
 }
 
