@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -511,4 +512,62 @@ func expediteOutcomes(t *testing.T, p *proc, outcome string) int {
 		}
 	}
 	return 0
+}
+
+// TestExpeditePausedRunnerIsFencedOut: a serve paused (SIGSTOP) inside its
+// slot call, the desk holding the slot, outlives its lease; a retry on
+// another replica takes the run over and finishes it. Woken (SIGCONT), the
+// paused runner finds its call's budget spent, and its write is fenced
+// out by the claim: it answers 409 and changes nothing of the finished
+// run.
+func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
+	t.Parallel()
+	x := newExpediteRig(t)
+	holdSlot := killPoints[1]
+	paused := start(t, x.url, x.env(time.Hour)...)
+	other := start(t, x.url, x.env(time.Hour)...) // the completers never look: the retry takes the run over
+	x.create(paused)
+	x.desk.Faults(t, holdSlot.faults)
+	answered := make(chan string, 1)
+	go func() {
+		resp, body, err := x.expedite(paused, expediteKey, 1)
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		answered <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}()
+	if !testkit.Eventually(10*time.Second, func() bool {
+		slots, _ := x.holds()
+		return slots == 1
+	}) {
+		t.Fatalf("the desk never took the slot: %v", x.desk.AllCalls())
+	}
+	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := x.run(expediteKey); r.Point != holdSlot.point || r.LastError.Valid {
+		t.Fatalf("paused late: the run is %+v, want at %s inside its call", r, holdSlot.point)
+	}
+	x.desk.Faults(t, provider.Faults{})
+	resp, body, _ := x.settle(other, expediteKey, 2)
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the retry: %d %s, want a fresh 201", resp.StatusCode, body)
+	}
+	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-answered:
+		if !strings.HasPrefix(a, "409 ") || !strings.Contains(a, "operation_in_progress") {
+			t.Fatalf("the paused runner answered %s, want 409 operation_in_progress", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the paused runner did not answer once woken")
+	}
+	if n := expediteOutcomes(t, paused, "lease_lost"); n != 1 {
+		t.Errorf("the paused runner counts %d expedites lease_lost, want 1", n)
+	}
+	x.checkExpedited(expediteKey, body, holdSlot.calls)
+	x.checkReplay(other, expediteKey, body)
 }
