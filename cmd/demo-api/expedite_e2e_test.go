@@ -324,8 +324,8 @@ func (x *expediteRig) checkReplay(p *proc, key string, want []byte) {
 // 201 under key) says: the desk holds one slot, charged, and one charge
 // for it, and was called as calls says; alice's credit went down once; the
 // order is confirmed with the desk's references; the key holds body; the
-// run is done after two turns, the dead runner's and its resumer's.
-func (x *expediteRig) checkExpedited(key string, body []byte, calls map[string]int) {
+// run is done after turns turns: the dead runner's and its resumers'.
+func (x *expediteRig) checkExpedited(key string, body []byte, turns int, calls map[string]int) {
 	t := x.t
 	t.Helper()
 	var e demo.Expedite
@@ -369,8 +369,8 @@ func (x *expediteRig) checkExpedited(key string, body []byte, calls map[string]i
 		AND state = 'completed' AND status_code = 201 AND response_body = $3`, httpapi.ExpediteOperation, key, body); n != 1 {
 		t.Errorf("the key does not hold the answer")
 	}
-	if r, _ := x.run(key); r.State != "done" || r.Point != "charged" || r.Attempts != 2 {
-		t.Errorf("the run is %+v, want done at charged after 2 turns", r)
+	if r, _ := x.run(key); r.State != "done" || r.Point != "charged" || r.Attempts != turns {
+		t.Errorf("the run is %+v, want done at charged after %d turns", r, turns)
 	}
 }
 
@@ -391,7 +391,7 @@ func TestExpediteKilledInsideEachStep(t *testing.T) {
 				// runs the expedite until the kill.
 				x.killInside(start(t, x.url, x.env(time.Hour)...), kp, expediteKey)
 				body := x.resume(expediteKey, who)
-				x.checkExpedited(expediteKey, body, kp.calls)
+				x.checkExpedited(expediteKey, body, 2, kp.calls)
 			})
 		}
 	}
@@ -481,7 +481,7 @@ func TestExpediteRacingResumers(t *testing.T) {
 	if fresh > 1 {
 		t.Fatalf("%d fresh 201s, want at most one: the run was finished twice", fresh)
 	}
-	x.checkExpedited(expediteKey, []byte(body), holdSlot.calls)
+	x.checkExpedited(expediteKey, []byte(body), 2, holdSlot.calls)
 	// One runner took the key over and resumed the run, retry or
 	// completer, in either replica.
 	for _, outcome := range []string{"lease_taken_over", "resumed"} {
@@ -515,17 +515,18 @@ func expediteOutcomes(t *testing.T, p *proc, outcome string) int {
 }
 
 // TestExpeditePausedRunnerIsFencedOut: a serve paused (SIGSTOP) inside its
-// slot call, the desk holding the slot, outlives its lease; a retry on
-// another replica takes the run over and finishes it. Woken (SIGCONT), the
-// paused runner finds its call's budget spent, and its write is fenced
-// out by the claim: it answers 409 and changes nothing of the finished
-// run.
+// slot call, the desk holding the slot, outlives its lease, and the
+// completer of another replica takes the run over. Woken (SIGCONT) while
+// that one is inside the charge, the paused runner finds its call's budget
+// spent, and its write is fenced out by the claim token (the key is still
+// in progress): it answers 409 and leaves the run where the other runner
+// put it, which then finishes it.
 func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 	t.Parallel()
 	x := newExpediteRig(t)
 	holdSlot := killPoints[1]
 	paused := start(t, x.url, x.env(time.Hour)...)
-	other := start(t, x.url, x.env(time.Hour)...) // the completers never look: the retry takes the run over
+	other := start(t, x.url, x.env(100*time.Millisecond)...)
 	x.create(paused)
 	x.desk.Faults(t, holdSlot.faults)
 	answered := make(chan string, 1)
@@ -549,10 +550,14 @@ func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 	if r, _ := x.run(expediteKey); r.Point != holdSlot.point || r.LastError.Valid {
 		t.Fatalf("paused late: the run is %+v, want at %s inside its call", r, holdSlot.point)
 	}
-	x.desk.Faults(t, provider.Faults{})
-	resp, body, _ := x.settle(other, expediteKey, 2)
-	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("the retry: %d %s, want a fresh 201", resp.StatusCode, body)
+	// The other replica's completer takes the run over once the lease
+	// passes, finds the slot, and is held inside its charge.
+	x.desk.Faults(t, provider.Faults{HoldAnswer: "30s", Only: []string{"charges"}})
+	if !testkit.Eventually(6*expediteLease, func() bool {
+		_, charges := x.holds()
+		return x.desk.Calls("POST /v1/charges") == 1 && charges == 1
+	}) {
+		t.Fatalf("the other replica never took the run over: %v", x.desk.AllCalls())
 	}
 	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -568,6 +573,33 @@ func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 	if n := expediteOutcomes(t, paused, "lease_lost"); n != 1 {
 		t.Errorf("the paused runner counts %d expedites lease_lost, want 1", n)
 	}
-	x.checkExpedited(expediteKey, body, holdSlot.calls)
+	if r, _ := x.run(expediteKey); r.Point != "slot_reserved" || r.State != "running" {
+		t.Fatalf("after the paused runner woke the run is %+v, want it running at slot_reserved, as the other runner left it", r)
+	}
+	// The held charge outlives its budget and the run parks; the faults
+	// cleared, the completer's next turn asks the desk and finds the
+	// charge.
+	if !testkit.Eventually(6*expediteLease, func() bool {
+		r, _ := x.run(expediteKey)
+		return strings.HasPrefix(r.LastError.String, "charged: ")
+	}) {
+		r, _ := x.run(expediteKey)
+		t.Fatalf("the other runner's held charge did not park the run: %+v", r)
+	}
+	x.desk.Faults(t, provider.Faults{})
+	var o expediteOutcome
+	if !testkit.Eventually(6*expediteLease, func() bool {
+		o = x.outcome(other, expediteKey)
+		return o.State == "completed"
+	}) {
+		t.Fatalf("the other replica did not finish the run: %+v", o)
+	}
+	var body []byte
+	if err := x.db.Get(&body, `SELECT response_body FROM idempotency_keys WHERE operation = $1 AND idem_key = $2`,
+		httpapi.ExpediteOperation, expediteKey); err != nil {
+		t.Fatal(err)
+	}
 	x.checkReplay(other, expediteKey, body)
+	x.checkExpedited(expediteKey, body, 3, map[string]int{"POST /v1/slots": 1, "GET /v1/slots/{key}": 1,
+		"POST /v1/charges": 1, "GET /v1/charges/{key}": 1})
 }
