@@ -3,9 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,8 +33,7 @@ func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
 	if !testkit.Eventually(5*time.Second, func() bool { return desk.Submissions(t) == 1 }) {
 		t.Fatal("the desk never got the submission")
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL) // within the held answer: nothing recorded yet
-	<-p.exited
+	p.kill(t) // within the held answer: nothing recorded yet
 	db := sqlx.MustOpen("postgres", url)
 	defer db.Close()
 	if n := testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'pending' AND attempts = 1`); n != 1 {
@@ -90,12 +87,7 @@ func TestDispatchCommand(t *testing.T) {
 	if n := desk.Submissions(t); n != 0 {
 		t.Fatalf("serve with DISPATCH=false handed over %d requests", n)
 	}
-	cmd := exec.Command(binary, "dispatch")
-	cmd.Env = []string{"DATABASE_URL=" + url, "PROVIDER_URL=" + desk.URL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	startDispatch(t, url, "PROVIDER_URL="+desk.URL)
 	if !testkit.Eventually(10*time.Second, func() bool {
 		return testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'submitted'`) == 1
 	}) {

@@ -46,18 +46,44 @@ func TestMain(m *testing.M) {
 
 const e2eToken = "tok-e2e-5d2c"
 
-// proc is a running demo-api serve.
+// proc is a running demo-api process: serve, or dispatch.
 type proc struct {
 	cmd     *exec.Cmd
-	url     string
-	logPath string // the server's stderr
+	url     string // serve's base URL
+	logPath string // the process's stderr
 	exited  chan error
 }
 
 // start runs demo-api serve on databaseURL with extra environment.
 func start(t *testing.T, databaseURL string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, "serve")
+	p, stdout := launch(t, "serve", databaseURL, env...)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("demo-api serve printed no address: %v\n%s", err, p.log())
+	}
+	p.url = strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
+	go io.Copy(io.Discard, stdout)
+	return p
+}
+
+// startDispatch runs demo-api dispatch on databaseURL with extra
+// environment, and returns once it logged that it runs.
+func startDispatch(t *testing.T, databaseURL string, env ...string) *proc {
+	t.Helper()
+	p, stdout := launch(t, "dispatch", databaseURL, env...)
+	go io.Copy(io.Discard, stdout)
+	if !testkit.Eventually(10*time.Second, func() bool { return strings.Contains(p.log(), `"msg":"dispatching"`) }) {
+		t.Fatalf("demo-api dispatch did not start:\n%s", p.log())
+	}
+	return p
+}
+
+// launch starts demo-api command on databaseURL, its stderr in a file of
+// the test's, and kills it when the test ends.
+func launch(t *testing.T, command, databaseURL string, env ...string) (*proc, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(binary, command)
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"DATABASE_URL=" + databaseURL,
@@ -69,7 +95,7 @@ func start(t *testing.T, databaseURL string, env ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, logPath: filepath.Join(t.TempDir(), "serve.log"), exited: make(chan error, 1)}
+	p := &proc{cmd: cmd, logPath: filepath.Join(t.TempDir(), command+".log"), exited: make(chan error, 1)}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -83,23 +109,50 @@ func start(t *testing.T, databaseURL string, env ...string) *proc {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("server log:\n%s", p.log())
+			t.Logf("%s log:\n%s", command, p.log())
 		}
 		checkNoSecrets(t, p.log())
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("demo-api serve printed no address: %v\n%s", err, p.log())
+	return p, stdout
+}
+
+// kill ends the process with SIGKILL, as a crash would: nothing of it
+// runs after, and kill returns once it is gone.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill demo-api: %v", err)
 	}
-	p.url = strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
-	go io.Copy(io.Discard, stdout)
-	return p
+	<-p.exited
 }
 
 // post sends a create as alice.
 func (p *proc) post(key string, header ...string) (*http.Response, string, error) {
 	resp, body, err := testkit.PostCreate(context.Background(), p.url, e2eToken, key, `{"topic":"topic-e2e","note":"note-e2e"}`, header...)
 	return resp, string(body), err
+}
+
+// do sends method path as alice with key (none if empty) and extra headers
+// given as name, value pairs, and reads the answer.
+func (p *proc) do(method, path, key string, header ...string) (*http.Response, []byte, error) {
+	r, err := http.NewRequest(method, p.url+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Header.Set("Authorization", "Bearer "+e2eToken)
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
 }
 
 // waitInProgress polls the outcome route until key is claimed.
@@ -145,8 +198,7 @@ func TestCrashMidRequest(t *testing.T) {
 	}()
 	p.waitInProgress(t, "key-crash")
 	killedAt := time.Now()
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
+	p.kill(t)
 	if err := <-errc; err == nil {
 		t.Fatal("the client got an answer from a killed server")
 	}
@@ -280,7 +332,7 @@ SELECT 'alice', 'demo-requests.create', 'live', 'fp', 'in_progress', gen_random_
 }
 
 func checkNoSecrets(t *testing.T, logs string) {
-	for _, s := range []string{e2eToken, "key-crash", "key-term", "topic-e2e", "note-e2e"} {
+	for _, s := range []string{e2eToken, "key-crash", "key-term", expediteKey, "topic-e2e", "note-e2e"} {
 		if strings.Contains(logs, s) {
 			t.Errorf("the server logged %q", s)
 		}

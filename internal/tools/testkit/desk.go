@@ -1,8 +1,10 @@
 package testkit
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"testing"
 
@@ -48,8 +50,14 @@ func StartDeskWith(t testing.TB, db *sqlx.DB, opts provider.Options) *Desk {
 		t.Fatal(err)
 	}
 	d := &Desk{DB: db, Server: srv}
-	d.srv = httptest.NewServer(d.calls.wrap(d.Server.Handler()))
-	t.Cleanup(d.srv.Close)
+	d.srv = httptest.NewUnstartedServer(d.calls.wrap(d.Server.Handler()))
+	// A call the desk holds (delay, holdAnswer) whose sender died may not
+	// notice: the desk reads a body only after the delay. The test's end
+	// ends every call still held, so that Close does not wait for them.
+	ctx, cancel := context.WithCancel(context.Background())
+	d.srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
+	d.srv.Start()
+	t.Cleanup(func() { cancel(); d.srv.Close() })
 	d.URL = d.srv.URL
 	d.Client = reviewdesk.New(d.URL, nil)
 	return d
