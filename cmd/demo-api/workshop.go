@@ -191,6 +191,17 @@ func (w *workshop) send(method, path, key, body string, header ...string) exchan
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	if key != "" {
+		// Every attempt is the step's, and printed: without GetBody, and
+		// with a body it cannot rewind where there is none, the transport
+		// cannot send a request with an Idempotency-Key again on its own
+		// when a reused connection closes without an answer (as the
+		// lost-response step makes it).
+		req.GetBody = nil
+		if req.Body == http.NoBody {
+			req.Body = io.NopCloser(strings.NewReader(""))
+		}
+	}
 	w.printRequest(method, path, req.Header, body)
 	resp, err := w.hc.Do(req)
 	if err != nil {
