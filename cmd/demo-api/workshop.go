@@ -669,7 +669,7 @@ func (w *workshop) stepResume() error {
 	case out.Run.Attempts > 1:
 		// Within the second since the stop the server's completer took the
 		// run over: it resumes it, and the retry below gets its answer.
-		w.printf("(the server's completer took the run over first, at %s)\n", out.Run.RecoveryPoint)
+		w.printf("(the server's completer took the run over first: it is %s at %s)\n", out.Run.State, out.Run.RecoveryPoint)
 	case out.State != "in_progress" || out.Run.RecoveryPoint != "slot_reserved" || out.Run.State != "running" || slot == "":
 		return fmt.Errorf("the outcome shows the key %s, the run %s at %q; want in_progress, running at slot_reserved with the slot's reference",
 			out.State, out.Run.State, out.Run.RecoveryPoint)

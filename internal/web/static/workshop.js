@@ -232,7 +232,7 @@ const steps = {
     if (run.attempts > 1) {
       // Within the second since the stop the server's completer took the
       // run over: it resumes it, and the retry below gets its answer.
-      w.note(`(the server's completer took the run over first, at ${run.recoveryPoint})`);
+      w.note(`(the server's completer took the run over first: it is ${run.state} at ${run.recoveryPoint})`);
     } else {
       check(out.state === 'in_progress' && run.recoveryPoint === 'slot_reserved' && run.state === 'running' && slot,
         `the outcome shows the key ${out.state}, the run ${run.state} at "${run.recoveryPoint}"; want in_progress, running at slot_reserved with the slot's reference`);
