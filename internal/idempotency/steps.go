@@ -271,9 +271,10 @@ func (r *Runner) drive(ctx context.Context, rs RunStore, op *Steps, c Claim, run
 		// The run is already past the stop: this is the stopped request
 		// again, sent unchanged by a client on its own (a browser does,
 		// when a reused connection closes without an answer). Its runner
-		// dies at the same point, and, having run nothing, takes no turn.
+		// dies where the run stands, and, having run nothing, takes no
+		// turn.
 		run.Attempts--
-		return Response{}, r.stop(ctx, rs, c, run, stopAfter)
+		return Response{}, r.stop(ctx, rs, c, run, run.Point)
 	}
 	switch {
 	case i < 0:
@@ -460,7 +461,7 @@ func nextStep(op *Steps, p string) int {
 	return -1
 }
 
-// stop ends the turn of run after the step named as if its runner died
+// stop ends the turn of run after the step named, as if its runner died
 // there: the run waits at its recovery point with its lease ended, so that
 // the next runner takes it over at once. It returns ErrStopped, or why the
 // run could not be saved.
