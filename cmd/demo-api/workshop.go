@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,9 @@ lost-response, transient. The expiry step runs when --ttl gives the server's
 IDEMPOTENCY_TTL and it is at most 2m; otherwise it is skipped. The external
 step needs the review desk's fault knobs at --provider (PROVIDER_FAULTS=true)
 and a server that gives up on a delivery within seconds
-(DISPATCH_MAX_ATTEMPTS=4); make run starts both so.
+(DISPATCH_MAX_ATTEMPTS=4); make run starts both so. The resume step needs
+the knobs and a server with a review desk (PROVIDER_URL); it also asks the
+desk at --provider about the expedite's slot and charge when one answers.
 `
 
 // workshopStep is one branch of the contract, shown and checked. The
@@ -55,6 +58,7 @@ var workshopSteps = stepsOf(web.Steps(), map[string]func(*workshop) error{
 	"bad-request":   (*workshop).stepBadRequest,
 	"cancel":        (*workshop).stepCancel,
 	"external":      (*workshop).stepExternal,
+	"resume":        (*workshop).stepResume,
 	"expiry":        (*workshop).stepExpiry,
 })
 
@@ -79,6 +83,7 @@ func stepsOf(list []web.Step, runs map[string]func(*workshop) error) []workshopS
 var needs = map[string]string{
 	"workshop": " (needs WORKSHOP=true)",
 	"desk":     " (needs --provider)",
+	"expedite": " (needs WORKSHOP=true and PROVIDER_URL)",
 	"ttl":      " (needs --ttl of at most 2m)",
 }
 
@@ -191,6 +196,17 @@ func (w *workshop) send(method, path, key, body string, header ...string) exchan
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	if key != "" {
+		// Every attempt is the step's, and printed: without GetBody, and
+		// with a body it cannot rewind where there is none, the transport
+		// cannot send a request with an Idempotency-Key again on its own
+		// when a reused connection closes without an answer (as the
+		// lost-response and resume steps make it).
+		req.GetBody = nil
+		if req.Body == http.NoBody {
+			req.Body = io.NopCloser(strings.NewReader(""))
+		}
+	}
 	w.printRequest(method, path, req.Header, body)
 	resp, err := w.hc.Do(req)
 	if err != nil {
@@ -207,7 +223,7 @@ func (w *workshop) send(method, path, key, body string, header ...string) exchan
 // headers of the contract.
 func (w *workshop) printRequest(method, path string, header http.Header, body string) {
 	w.printf("%s\n", w.paint("36", "> "+method+" "+path))
-	for _, h := range []string{"Idempotency-Key", "X-Client-Attempt", "Prefer", "Workshop-Delay", "Workshop-Fail", "Workshop-Drop-Response"} {
+	for _, h := range []string{"Idempotency-Key", "X-Client-Attempt", "Prefer", "Workshop-Delay", "Workshop-Fail", "Workshop-Drop-Response", "Workshop-Stop-After"} {
 		if v := header.Get(h); v != "" {
 			w.printf("%s\n", w.paint("36", "> "+h+": "+v))
 		}
@@ -292,13 +308,16 @@ func (w *workshop) paint(code, s string) string {
 	return "\x1b[" + code + "m" + s + "\x1b[0m"
 }
 
+// errNoKnobs is a step's failure on a server without the workshop knobs.
+var errNoKnobs = errors.New("the server refuses the workshop knobs: start it with WORKSHOP=true (make run does)")
+
 // expect checks an answer: its status and, for a problem, its code.
 func expect(e exchange, status int, code string) error {
 	if e.dropped {
 		return fmt.Errorf("no answer, want %d %s", status, code)
 	}
 	if e.status == http.StatusBadRequest && problemCode(e) == "workshop_disabled" {
-		return errors.New("the server refuses the workshop knobs: start it with WORKSHOP=true (make run does)")
+		return errNoKnobs
 	}
 	if e.status != status || (code != "" && problemCode(e) != code) {
 		return fmt.Errorf("got %d %s, want %d %s", e.status, problemCode(e), status, code)
@@ -598,6 +617,125 @@ func (w *workshop) stepExpiry() error {
 	}
 	if again.header.Get("Idempotent-Replayed") != "" || requestID(again) == requestID(first) {
 		return errors.New("after the TTL the key must run as a new intent, with a new requestId")
+	}
+	return nil
+}
+
+// expediteView is what the expedite's answer and its route show.
+type expediteView struct {
+	RequestID, State, SlotReference, ChargeReference string
+}
+
+// outcomeView is what the outcome route shows of a key and its run.
+type outcomeView struct {
+	State                 string
+	LeaseRemainingSeconds *int
+	Status                int
+	Run                   *struct {
+		RecoveryPoint, State string
+		References           map[string]string
+		Attempts             int
+	}
+}
+
+// maxResumeWait bounds how long the resume step retries a run that another
+// runner (the server's completer) holds.
+const maxResumeWait = 20 * time.Second
+
+func (w *workshop) stepResume() error {
+	id := requestID(w.create(w.key("resume-create"), workshopBody))
+	if id == "" {
+		return errors.New("could not create a request to expedite")
+	}
+	path, key := "/v1/demo-requests/"+id+"/expedite", w.key("resume")
+	// The runner "dies" after the slot: the connection closes without an
+	// answer, and the run waits at slot_reserved with its lease ended.
+	stopped := w.send(http.MethodPost, path, key, "", "X-Client-Attempt", "1", "Workshop-Stop-After", "slot_reserved")
+	switch {
+	case stopped.status == http.StatusNotFound:
+		return fmt.Errorf("%w: this server has no expedite: start it with PROVIDER_URL, a review desk (make run does)", errSkip)
+	case problemCode(stopped) == "workshop_disabled":
+		return errNoKnobs
+	case !stopped.dropped:
+		return fmt.Errorf("got %d %s, want the connection closed without an answer after slot_reserved", stopped.status, problemCode(stopped))
+	}
+	o := w.send(http.MethodGet, "/v1/idempotency-keys/"+key+"?operation=demo-requests.expedite", "", "")
+	var out outcomeView
+	if err := json.Unmarshal(o.body, &out); o.status != http.StatusOK || err != nil || out.Run == nil {
+		return fmt.Errorf("the outcome route answered %d without the run", o.status)
+	}
+	slot := out.Run.References["slot_reserved"]
+	switch {
+	case out.Run.Attempts > 1:
+		// Within the second since the stop the server's completer took the
+		// run over: it resumes it, and the retry below gets its answer.
+		w.printf("(the server's completer took the run over first: it is %s at %s)\n", out.Run.State, out.Run.RecoveryPoint)
+	case out.State != "in_progress" || out.Run.RecoveryPoint != "slot_reserved" || out.Run.State != "running" || slot == "":
+		return fmt.Errorf("the outcome shows the key %s, the run %s at %q; want in_progress, running at slot_reserved with the slot's reference",
+			out.State, out.Run.State, out.Run.RecoveryPoint)
+	case out.LeaseRemainingSeconds == nil || *out.LeaseRemainingSeconds != 0:
+		return errors.New("the stopped run must wait with its lease passed (leaseRemainingSeconds 0)")
+	}
+	// The retry takes the key over and resumes at the recovery point: it
+	// asks the desk about the charge, charges, and finishes. While another
+	// runner holds the run it gets 409 with Retry-After.
+	attempt := 2
+	var got exchange
+	for deadline := time.Now().Add(maxResumeWait); ; attempt++ {
+		got = w.send(http.MethodPost, path, key, "", "X-Client-Attempt", strconv.Itoa(attempt))
+		if got.status != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		wait, err := strconv.Atoi(got.header.Get("Retry-After"))
+		if err != nil || wait < 1 {
+			return errors.New("a 409 must carry Retry-After")
+		}
+		w.printf("(waiting %d s, as Retry-After says)\n", min(wait, 5))
+		time.Sleep(time.Duration(min(wait, 5)) * time.Second)
+	}
+	if got.status == http.StatusUnprocessableEntity && strings.Contains(string(got.body), "insufficient_credit") {
+		return errors.New("the desk refused the charge: this account's credit is spent (start the desk afresh: make db-reset, or PROVIDER_CREDIT)")
+	}
+	if err := expect(got, http.StatusCreated, ""); err != nil {
+		return err
+	}
+	var e expediteView
+	json.Unmarshal(got.body, &e)
+	switch {
+	case e.RequestID != id || e.State != "confirmed" || e.SlotReference == "" || e.ChargeReference == "":
+		return errors.New("the answer must be the confirmed order, with slotReference and chargeReference")
+	case slot != "" && e.SlotReference != slot:
+		return fmt.Errorf("the order holds slot %s, not the one reserved before the stop (%s): a second slot", e.SlotReference, slot)
+	case got.header.Get("Idempotent-Replayed") == "true" && out.Run.Attempts == 1:
+		w.printf("(the server's completer finished the run first: the retry got its answer)\n")
+	}
+	again := w.send(http.MethodPost, path, key, "", "X-Client-Attempt", strconv.Itoa(attempt+1))
+	if err := expect(again, http.StatusCreated, ""); err != nil {
+		return err
+	}
+	if !bytes.Equal(again.body, got.body) || again.header.Get("Idempotent-Replayed") != "true" {
+		return errors.New("the next retry must replay the 201 byte for byte, with Idempotent-Replayed: true")
+	}
+	// The order as the server holds it, and, when the desk answers, the
+	// one slot and the one charge it holds under the expedite's keys.
+	var order expediteView
+	if o := w.send(http.MethodGet, path, "", ""); o.status != http.StatusOK || json.Unmarshal(o.body, &order) != nil ||
+		order.State != "confirmed" || order.SlotReference != e.SlotReference || order.ChargeReference != e.ChargeReference {
+		return fmt.Errorf("the order reads %d %s, want confirmed with the answer's slot and charge", o.status, order.State)
+	}
+	var slotAt, chargeAt struct{ Reference, State string }
+	s := w.send(http.MethodGet, w.provider+"/v1/slots/expedite:"+id+":slot", "", "")
+	if s.dropped {
+		w.printf("(no review desk answers at %s: the order was checked at the server only)\n", w.provider)
+		return nil
+	}
+	c := w.send(http.MethodGet, w.provider+"/v1/charges/expedite:"+id+":charge", "", "")
+	json.Unmarshal(s.body, &slotAt)
+	json.Unmarshal(c.body, &chargeAt)
+	if s.status != http.StatusOK || c.status != http.StatusOK || slotAt.Reference != e.SlotReference || slotAt.State != "charged" ||
+		chargeAt.Reference != e.ChargeReference || chargeAt.State != "charged" {
+		return fmt.Errorf("the desk holds slot %s (%s) and charge %s (%s), not the order's %s and %s, charged",
+			slotAt.Reference, slotAt.State, chargeAt.Reference, chargeAt.State, e.SlotReference, e.ChargeReference)
 	}
 	return nil
 }

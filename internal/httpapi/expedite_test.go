@@ -250,6 +250,40 @@ func TestExpediteStopAfterEachStep(t *testing.T) {
 	}
 }
 
+// TestExpediteStoppedRequestSentAgain: the stopped request sent again
+// unchanged (as a browser does when a reused connection closes without an
+// answer) finds the run past its stop: it runs nothing, takes no turn and
+// stops there again, its lease ended; the retry without the knob resumes.
+func TestExpediteStoppedRequestSentAgain(t *testing.T) {
+	t.Parallel()
+	x := newExpediteEnv(t)
+	stop := map[string]string{"Workshop-Stop-After": "slot_reserved"}
+	for i := range 2 {
+		if r := x.expedite("key-x1", 1, stop); r.Status != 0 {
+			t.Fatalf("the stopped request, sent %d times: %d %s, want no answer", i+1, r.Status, r.Body)
+		}
+	}
+	r := x.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/key-x1?operation=" + httpapi.ExpediteOperation, token: tokenAlice})
+	var o struct {
+		State                 string
+		LeaseRemainingSeconds *int
+		Run                   struct {
+			RecoveryPoint string
+			Attempts      int
+		}
+	}
+	if err := json.Unmarshal(r.Body, &o); err != nil || o.State != "in_progress" || o.Run.RecoveryPoint != "slot_reserved" ||
+		o.Run.Attempts != 1 || o.LeaseRemainingSeconds == nil || *o.LeaseRemainingSeconds != 0 {
+		t.Fatalf("outcome after the stopped request twice: %s (%v); want in progress at slot_reserved, one turn, the lease passed", r.Body, err)
+	}
+	x.checkDesk(1, 0, 0, map[string]int{"POST /v1/slots": 1, "POST /v1/charges": 0})
+	// No clock moved: the retry takes the key over at once.
+	if got := x.expedite("key-x1", 2, nil); got.Status != http.StatusCreated || got.expedite(t).State != demo.ExpediteConfirmed {
+		t.Fatalf("the retry: %d %s, want 201 confirmed", got.Status, got.Body)
+	}
+	x.checkDesk(1, 1, 0, map[string]int{"POST /v1/slots": 1, "POST /v1/charges": 1})
+}
+
 // TestExpediteStaleRunnerFenced: a runner held inside its first step loses
 // its lease to a retry, which runs the whole operation; the held runner's
 // write is then refused by the fence, and nothing runs twice.

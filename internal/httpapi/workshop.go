@@ -32,7 +32,10 @@ const (
 	// (such as "slot_reserved"), ends the run after that step as if its
 	// runner died there: the connection closes without an answer, and the
 	// run waits at its recovery point, its lease passed, for the next retry
-	// or the completer to resume it.
+	// or the completer to resume it. A request that carries it for a run
+	// already past that step (the stopped request sent again unchanged, as
+	// a browser does on a reused connection) runs nothing and stops there
+	// too: only a retry without it resumes the run.
 	HeaderStopAfter = "Workshop-Stop-After"
 )
 

@@ -165,7 +165,8 @@ type Request struct {
 	// its key most likely exists, so the Runner reads it first (readFirst).
 	Retry bool
 	// StopAfter, a workshop knob of a StepWise request, ends the run after
-	// the named step as if its runner died there (DoSteps).
+	// the named step as if its runner died there, or at once when the run
+	// is already past it (DoSteps).
 	StopAfter string
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -265,7 +266,8 @@ const OutcomeResumed Outcome = "resumed"
 // stored; now is the store's time of the claim. A run taken over (Attempts
 // > 1) asks the other system about its next external step before it sends
 // it. stopAfter, a workshop knob, ends the turn after the named step as if
-// the runner died there (ErrStopped).
+// the runner died there (ErrStopped), or at once when the run is already
+// past it.
 //
 // Errors: operation_in_progress when the lease was lost or a step failed
 // transiently (the run waits at its recovery point), or when the run now
@@ -273,6 +275,15 @@ const OutcomeResumed Outcome = "resumed"
 func (r *Runner) drive(ctx context.Context, rs RunStore, op *Steps, c Claim, run *Run, now time.Time, stopAfter string) (Response, error) {
 	ctx = context.WithoutCancel(ctx)
 	i := nextStep(op, run.Point)
+	if i > 0 && stopAfter != "" && slices.ContainsFunc(op.Steps[:i], func(s Step) bool { return s.Name == stopAfter }) {
+		// The run is already past the stop: this is the stopped request
+		// again, sent unchanged by a client on its own (a browser does,
+		// when a reused connection closes without an answer). Its runner
+		// dies where the run stands, and, having run nothing, takes no
+		// turn.
+		run.Attempts--
+		return Response{}, r.stop(ctx, rs, c, run, run.Point)
+	}
 	switch {
 	case i < 0:
 		return Response{}, r.needsAttention(ctx, rs, c, run, fmt.Sprintf("recovery point %q is not a step of %s", run.Point, op.Operation))
@@ -322,11 +333,7 @@ func (r *Runner) drive(ctx context.Context, rs RunStore, op *Steps, c Claim, run
 			return Response{}, err
 		}
 		if stopAfter == step.Name {
-			run.LastError = step.Name + ": the runner stopped here (workshop)"
-			if err := r.save(ctx, rs, c, run, nil, 0); err != nil {
-				return Response{}, err
-			}
-			return Response{}, ErrStopped
+			return Response{}, r.stop(ctx, rs, c, run, step.Name)
 		}
 	}
 	if run.State == RunCompensating {
@@ -461,6 +468,18 @@ func nextStep(op *Steps, p string) int {
 		}
 	}
 	return -1
+}
+
+// stop ends the turn of run after the step named, as if its runner died
+// there: the run waits at its recovery point with its lease ended, so that
+// the next runner takes it over at once. It returns ErrStopped, or why the
+// run could not be saved.
+func (r *Runner) stop(ctx context.Context, rs RunStore, c Claim, run *Run, name string) error {
+	run.LastError = name + ": the runner stopped here (workshop)"
+	if err := r.save(ctx, rs, c, run, nil, 0); err != nil {
+		return err
+	}
+	return ErrStopped
 }
 
 // ErrStopped is DoSteps's error when the workshop knob stopped the run

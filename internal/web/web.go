@@ -96,7 +96,9 @@ type Step struct {
 	Says string `json:"says"` // what the contract answers
 	// Needs names what the server must have for the step to run:
 	// "workshop" (WORKSHOP=true), "ttl" (a TTL of at most 2m), "desk" (the
-	// review desk's fault knobs), or nothing.
+	// review desk's fault knobs), "expedite" (WORKSHOP=true and a review
+	// desk behind the server, for its operation of several steps), or
+	// nothing.
 	Needs string `json:"needs,omitempty"`
 }
 

@@ -213,6 +213,66 @@ const steps = {
     }
   },
 
+  async resume(w) {
+    const id = requestID(await w.create(w.key('resume-create'), body));
+    check(id, 'could not create a request to expedite');
+    const path = `/v1/demo-requests/${id}/expedite`;
+    const key = w.key('resume');
+    // The runner "dies" after the slot: the connection closes without an
+    // answer, and the run waits at slot_reserved with its lease ended.
+    const stopped = await w.send('POST', path, { key, headers: { 'X-Client-Attempt': '1', 'Workshop-Stop-After': 'slot_reserved' } });
+    if (stopped.status === 404) throw new Skip('this server has no expedite: start it with PROVIDER_URL, a review desk (make run does)');
+    if (code(stopped) === 'workshop_disabled') expect(stopped, 0);
+    check(stopped.dropped, `got ${stopped.status} ${code(stopped)}, want the connection closed without an answer after slot_reserved`);
+    const o = await w.send('GET', `/v1/idempotency-keys/${encodeURIComponent(key)}?operation=demo-requests.expedite`);
+    expect(o, 200);
+    const out = json(o);
+    const run = out.run || {};
+    const slot = (run.references || {}).slot_reserved || '';
+    if (run.attempts > 1) {
+      // Within the second since the stop the server's completer took the
+      // run over: it resumes it, and the retry below gets its answer.
+      w.note(`(the server's completer took the run over first: it is ${run.state} at ${run.recoveryPoint})`);
+    } else {
+      check(out.state === 'in_progress' && run.recoveryPoint === 'slot_reserved' && run.state === 'running' && slot,
+        `the outcome shows the key ${out.state}, the run ${run.state} at "${run.recoveryPoint}"; want in_progress, running at slot_reserved with the slot's reference`);
+      check(out.leaseRemainingSeconds === 0, 'the stopped run must wait with its lease passed (leaseRemainingSeconds 0)');
+    }
+    // The retry takes the key over and resumes at the recovery point. While
+    // another runner holds the run it gets 409 with Retry-After.
+    let attempt = 2;
+    let got;
+    for (const end = Date.now() + 20000; ; attempt++) {
+      got = await w.send('POST', path, { key, headers: { 'X-Client-Attempt': String(attempt) } });
+      if (got.status !== 409 || Date.now() > end) break;
+      const wait = Math.min(Number(got.header.get('Retry-After')) || 0, 5);
+      check(wait >= 1, 'a 409 must carry Retry-After');
+      w.note(`(waiting ${wait} s, as Retry-After says)`);
+      await sleep(wait * 1000);
+    }
+    check(!(got.status === 422 && got.body.includes('insufficient_credit')),
+      'the desk refused the charge: this account\'s credit is spent (start the desk afresh: make db-reset, or PROVIDER_CREDIT)');
+    expect(got, 201);
+    const e = json(got);
+    check(e.requestId === id && e.state === 'confirmed' && e.slotReference && e.chargeReference,
+      'the answer must be the confirmed order, with slotReference and chargeReference');
+    check(!slot || e.slotReference === slot, `the order holds slot ${e.slotReference}, not the one reserved before the stop (${slot}): a second slot`);
+    if (got.header.get('Idempotent-Replayed') === 'true' && run.attempts === 1) {
+      w.note('(the server\'s completer finished the run first: the retry got its answer)');
+    }
+    const again = await w.send('POST', path, { key, headers: { 'X-Client-Attempt': String(attempt + 1) } });
+    expect(again, 201);
+    check(again.body === got.body && again.header.get('Idempotent-Replayed') === 'true',
+      'the next retry must replay the 201 byte for byte, with Idempotent-Replayed: true');
+    // The order as the server holds it: this page reaches only its origin,
+    // not the desk.
+    const order = await w.send('GET', path);
+    expect(order, 200);
+    const held = json(order);
+    check(held.state === 'confirmed' && held.slotReference === e.slotReference && held.chargeReference === e.chargeReference,
+      `the order reads ${held.state}, want confirmed with the answer's slot and charge`);
+  },
+
   async expiry(w) {
     const ttl = config.ttlSeconds || 0;
     if (ttl <= 0 || ttl > 120) {
@@ -283,7 +343,8 @@ async function start() {
     section.id = `step-${step.name}`;
     section.querySelector('h3').textContent = step.name;
     section.querySelector('.says').textContent = step.says;
-    const needs = { workshop: 'needs WORKSHOP=true', ttl: 'needs a TTL of at most 2m', desk: 'needs the review desk\'s fault knobs' }[step.needs];
+    const needs = { workshop: 'needs WORKSHOP=true', ttl: 'needs a TTL of at most 2m', desk: 'needs the review desk\'s fault knobs',
+      expedite: 'needs WORKSHOP=true and a review desk (PROVIDER_URL)' }[step.needs];
     section.querySelector('.needs').textContent = needs || '';
     section.querySelector('button').addEventListener('click', () => runStep(section, step));
     $('steps').append(section);
