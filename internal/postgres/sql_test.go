@@ -250,3 +250,68 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimCommitsAsynchronously runs the claim files in a transaction and
+// reads synchronous_commit after them: off, for a claim that writes and for
+// one that finds its scope taken, so neither commit waits for a WAL flush.
+// The set_config that does it is the final SELECT's filter in claim.sql, a
+// place a rewrite could drop without any other test noticing.
+func TestClaimCommitsAsynchronously(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openDB(t)
+	for _, name := range []string{"claim.sql", "claim_takeover.sql"} {
+		for _, scope := range []string{"free", "taken"} {
+			t.Run(name+"/"+scope, func(t *testing.T) {
+				tx, err := db.BeginTxx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				// The test server runs with synchronous_commit off; the
+				// service's does not.
+				if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+					t.Fatal(err)
+				}
+				key := "k-" + uuid.NewString()
+				run := func() (claimed bool) {
+					rows, err := tx.QueryxContext(ctx, readSQL(t, name), nil, "alice", "demo-requests.create", key, "fp",
+						uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds())
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer rows.Close()
+					n := 0
+					for rows.Next() {
+						n++
+						row := map[string]any{}
+						if err := rows.MapScan(row); err != nil {
+							t.Fatal(err)
+						}
+						claimed, _ = row["claimed"].(bool)
+					}
+					if err := rows.Err(); err != nil {
+						t.Fatal(err)
+					}
+					if n != 1 {
+						t.Fatalf("%s returned %d rows, want 1", name, n)
+					}
+					return claimed
+				}
+				if scope == "taken" && !run() {
+					t.Fatal("the first claim did not claim")
+				}
+				if got := run(); got != (scope == "free") {
+					t.Fatalf("claimed = %v on a %s scope", got, scope)
+				}
+				var sc string
+				if err := tx.GetContext(ctx, &sc, "SHOW synchronous_commit"); err != nil {
+					t.Fatal(err)
+				}
+				if sc != "off" {
+					t.Errorf("synchronous_commit after %s on a %s scope = %q, want off", name, scope, sc)
+				}
+			})
+		}
+	}
+}
