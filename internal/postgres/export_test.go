@@ -3,3 +3,11 @@ package postgres
 // SQLFiles is the embedded folder of statements (sql/*.sql), for the tests
 // that prepare and run the files themselves.
 var SQLFiles = sqlFiles
+
+// The columns the store scans by position, in its order: of the statements
+// that write a key row, of the finishes, and of lookup_key.sql.
+var (
+	ClaimColumns  = claimColumns
+	FinishColumns = finishColumns
+	LookupColumns = lookupColumns
+)

@@ -98,18 +98,35 @@ func answerOf(d idempotency.Decided) (answer, error) {
 		resultID: sql.NullString{String: d.Response.ResultID, Valid: d.Response.ResultID != ""}}, nil
 }
 
-// recordRow is a row of idempotency_keys as scanned.
+// recordRow is a row of idempotency_keys as scanned: recordColumns, in
+// their order, as lookup_key.sql and the key statements (prev.*) return
+// them.
 type recordRow struct {
-	Fingerprint     sql.NullString `db:"fingerprint"`
-	State           sql.NullString `db:"state"`
-	LeaseUntil      sql.NullTime   `db:"lease_until"`
-	StatusCode      sql.NullInt64  `db:"status_code"`
-	ResponseBody    []byte         `db:"response_body"`
-	ResponseHeaders []byte         `db:"response_headers"`
-	ResultID        sql.NullString `db:"result_id"`
-	CreatedAt       sql.NullTime   `db:"created_at"`
-	CompletedAt     sql.NullTime   `db:"completed_at"`
-	ExpiresAt       sql.NullTime   `db:"expires_at"`
+	Fingerprint     sql.NullString
+	State           sql.NullString
+	LeaseUntil      sql.NullTime
+	StatusCode      sql.NullInt64
+	ResponseBody    []byte
+	ResponseHeaders []byte
+	ResultID        sql.NullString
+	CreatedAt       sql.NullTime
+	CompletedAt     sql.NullTime
+	ExpiresAt       sql.NullTime
+}
+
+// recordColumns are the columns of a recordRow, in the order of dest.
+var recordColumns = []string{"fingerprint", "state", "lease_until", "status_code", "response_body",
+	"response_headers", "result_id", "created_at", "completed_at", "expires_at"}
+
+// dest appends the scan destinations of r, in the order of recordColumns,
+// to d. The store scans by position (sql.Row.Scan), not by name: sqlx's
+// StructScan matched the names by reflection on every row, about 2.5 µs
+// of CPU per statement (a profile of BenchmarkStoreCreate), 5 µs per
+// two-phase create.
+// TestStatementsReturnTheColumnsTheStoreScans holds the files to this order.
+func (r *recordRow) dest(d ...any) []any {
+	return append(d, &r.Fingerprint, &r.State, &r.LeaseUntil, &r.StatusCode, &r.ResponseBody,
+		&r.ResponseHeaders, &r.ResultID, &r.CreatedAt, &r.CompletedAt, &r.ExpiresAt)
 }
 
 // record converts the row, nil when the LEFT JOIN found none.
@@ -138,13 +155,26 @@ func (r recordRow) record() (*idempotency.Record, error) {
 	return rec, nil
 }
 
-// claimRow is what a statement that writes a key row returns.
+// claimRow is what a statement that writes a key row returns: claimColumns,
+// in their order.
 type claimRow struct {
-	Now     time.Time `db:"now"`
-	Claimed bool      `db:"claimed"`
-	Effect  int       `db:"effect"`
+	Now     time.Time
+	Claimed bool
+	Effect  int
 	recordRow
 }
+
+// claimColumns are the columns of a claimRow, in the order of dest.
+var claimColumns = append([]string{"now", "claimed", "effect"}, recordColumns...)
+
+// The columns of the finish statements (claimed, and how many rows the
+// effect changed) and of lookup_key.sql (the store's time and the row).
+var (
+	finishColumns = []string{"claimed", "effect"}
+	lookupColumns = append([]string{"now"}, recordColumns...)
+)
+
+func (r *claimRow) dest() []any { return r.recordRow.dest(&r.Now, &r.Claimed, &r.Effect) }
 
 // write runs w's statement for a free scope and, only when the row it found
 // is one to take over (idempotency.Decide, which agrees with the takeover
@@ -152,7 +182,7 @@ type claimRow struct {
 // found and how many rows its effect changed.
 func (s *Store) write(ctx context.Context, tx *sqlx.Tx, w writeStatements, fp string, args []any) (idempotency.ClaimResult, int, error) {
 	var row claimRow
-	if err := s.queryRow(ctx, tx, w.free, args, &row); err != nil {
+	if err := s.queryRow(ctx, tx, w.free, args, row.dest()...); err != nil {
 		return idempotency.ClaimResult{}, 0, err
 	}
 	cr, err := row.result()
@@ -163,7 +193,7 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, w writeStatements, fp st
 		return cr, row.Effect, nil
 	}
 	row = claimRow{}
-	if err := s.queryRow(ctx, tx, w.takeOver, args, &row); err != nil {
+	if err := s.queryRow(ctx, tx, w.takeOver, args, row.dest()...); err != nil {
 		return idempotency.ClaimResult{}, 0, err
 	}
 	cr, err = row.result()
@@ -229,17 +259,15 @@ func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, 
 	args := append([]any{s.now(), a.status, a.body, a.headers, a.resultID,
 		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, effectArgs...)
 	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
-		var got struct {
-			Claimed bool `db:"claimed"`
-			Effect  int  `db:"effect"`
-		}
-		if err := s.queryRow(ctx, tx, stmts.finish, args, &got); err != nil {
+		var claimed bool // finishColumns
+		var changed int
+		if err := s.queryRow(ctx, tx, stmts.finish, args, &claimed, &changed); err != nil {
 			return err
 		}
-		if !got.Claimed {
+		if !claimed {
 			return idempotency.ErrLeaseLost
 		}
-		return checkEffect(e, got.Claimed, got.Effect)
+		return checkEffect(e, claimed, changed)
 	})
 }
 
@@ -275,16 +303,14 @@ func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
 
 // Lookup implements idempotency.Store.
 func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.Record, time.Time, error) {
-	var row struct {
-		Now time.Time `db:"now"`
-		recordRow
-	}
+	var now time.Time // lookupColumns
+	var row recordRow
 	// Prepared, as the key statements are: a retry's replay is this read.
-	if err := s.queryRow(ctx, nil, lookupKeySQL, []any{s.now(), sc.Actor, sc.Operation, sc.Key}, &row); err != nil {
+	if err := s.queryRow(ctx, nil, lookupKeySQL, []any{s.now(), sc.Actor, sc.Operation, sc.Key}, row.dest(&now)...); err != nil {
 		return nil, time.Time{}, err
 	}
 	rec, err := row.record()
-	return rec, row.Now, err
+	return rec, now, err
 }
 
 // PurgeExpired deletes up to batch expired records: completed ones past their

@@ -221,14 +221,15 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 }
 
 // queryRow runs the prepared query with args ($1, $2, …), in tx if not nil,
-// and scans its one row into dest.
-func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest any) error {
+// and scans its one row into dest, one destination per column in the
+// query's order.
+func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
 	if s.Unprepared {
 		var on sqlx.QueryerContext = s.db
 		if tx != nil {
 			on = tx
 		}
-		return dbErr(on.QueryRowxContext(ctx, query, args...).StructScan(dest))
+		return dbErr(on.QueryRowxContext(ctx, query, args...).Scan(dest...))
 	}
 	st, err := s.prepared(ctx, query)
 	if err != nil {
@@ -237,7 +238,7 @@ func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []
 	if tx != nil {
 		st = tx.StmtxContext(ctx, st)
 	}
-	return dbErr(st.QueryRowxContext(ctx, args...).StructScan(dest))
+	return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
 }
 
 // inTx runs fn in a transaction when e is conditional, so that fn's error

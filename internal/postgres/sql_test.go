@@ -250,3 +250,128 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimCommitsAsynchronously runs the claim files in a transaction and
+// reads synchronous_commit after them: off, for a claim that writes and for
+// one that finds its scope taken, so neither commit waits for a WAL flush.
+// The set_config that does it is the final SELECT's filter in claim.sql, a
+// place a rewrite could drop without any other test noticing.
+func TestClaimCommitsAsynchronously(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openDB(t)
+	for _, name := range []string{"claim.sql", "claim_takeover.sql"} {
+		for _, scope := range []string{"free", "taken"} {
+			t.Run(name+"/"+scope, func(t *testing.T) {
+				tx, err := db.BeginTxx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				// The test server runs with synchronous_commit off; the
+				// service's does not.
+				if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+					t.Fatal(err)
+				}
+				key := "k-" + uuid.NewString()
+				run := func() (claimed bool) {
+					rows, err := tx.QueryxContext(ctx, readSQL(t, name), nil, "alice", "demo-requests.create", key, "fp",
+						uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds())
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer rows.Close()
+					n := 0
+					for rows.Next() {
+						n++
+						row := map[string]any{}
+						if err := rows.MapScan(row); err != nil {
+							t.Fatal(err)
+						}
+						claimed, _ = row["claimed"].(bool)
+					}
+					if err := rows.Err(); err != nil {
+						t.Fatal(err)
+					}
+					if n != 1 {
+						t.Fatalf("%s returned %d rows, want 1", name, n)
+					}
+					return claimed
+				}
+				if scope == "taken" && !run() {
+					t.Fatal("the first claim did not claim")
+				}
+				if got := run(); got != (scope == "free") {
+					t.Fatalf("claimed = %v on a %s scope", got, scope)
+				}
+				var sc string
+				if err := tx.GetContext(ctx, &sc, "SHOW synchronous_commit"); err != nil {
+					t.Fatal(err)
+				}
+				if sc != "off" {
+					t.Errorf("synchronous_commit after %s on a %s scope = %q, want off", name, scope, sc)
+				}
+			})
+		}
+	}
+}
+
+// TestStatementsReturnTheColumnsTheStoreScans runs every statement the
+// store scans by position, in a transaction rolled back, and compares its
+// columns, names and order, with the store's: a column moved in a file
+// would otherwise land in the wrong field without an error (created_at and
+// completed_at have one type).
+func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openDB(t)
+	id, token, now := uuid.NewString(), uuid.NewString(), time.Now()
+	key := []any{nil, "alice", "demo-requests.create", "k-1"}
+	answer := func(business ...any) []any { // the one-phase files' parameters
+		return append(append(append([]any{}, key...), "fp", token, 201, []byte("{}"), "{}", id, int64(1)), business...)
+	}
+	finish := func(business ...any) []any {
+		return append([]any{nil, 201, []byte("{}"), "{}", id, "alice", "demo-requests.create", "k-1", token}, business...)
+	}
+	claim := append(append([]any{}, key...), "fp", token, int64(1), int64(1))
+	create, cancel := []any{id, "accepted", "t", "n", now}, []any{"cancelled", now, id}
+	cases := []struct {
+		file string
+		args []any
+		want []string
+	}{
+		{"claim.sql", claim, postgres.ClaimColumns},
+		{"claim_takeover.sql", claim, postgres.ClaimColumns},
+		{"create_demo_request.sql", answer(create...), postgres.ClaimColumns},
+		{"create_demo_request_takeover.sql", answer(create...), postgres.ClaimColumns},
+		{"cancel_demo_request.sql", answer(cancel...), postgres.ClaimColumns},
+		{"cancel_demo_request_takeover.sql", answer(cancel...), postgres.ClaimColumns},
+		{"answer_only.sql", answer(), postgres.ClaimColumns},
+		{"answer_only_takeover.sql", answer(), postgres.ClaimColumns},
+		{"finish_claim_create_demo_request.sql", finish(create...), postgres.FinishColumns},
+		{"finish_claim_cancel_demo_request.sql", finish(cancel...), postgres.FinishColumns},
+		{"finish_claim_answer_only.sql", finish(), postgres.FinishColumns},
+		{"lookup_key.sql", key, postgres.LookupColumns},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			tx, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			rows, err := tx.QueryContext(ctx, readSQL(t, c.file), c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			got, err := rows.Columns()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(c.want, ",") {
+				t.Errorf("columns\n%v, the store scans\n%v", got, c.want)
+			}
+		})
+	}
+}

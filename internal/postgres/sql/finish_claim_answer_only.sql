@@ -24,4 +24,4 @@ WITH clock AS (
       AND claim_token = $9::uuid AND state = 'in_progress'
     RETURNING result_id
 )
-SELECT (SELECT count(*) FROM finished) = 1 AS claimed, 0 AS effect
+SELECT EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect

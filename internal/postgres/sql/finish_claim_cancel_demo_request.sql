@@ -64,4 +64,4 @@ WITH clock AS (
     WHERE s.state <> 'failed' AND NOT EXISTS (SELECT 1 FROM withdrawn)
     RETURNING request_id
 )
-SELECT (SELECT count(*) FROM finished) = 1 AS claimed, (SELECT count(*) FROM effect) AS effect
+SELECT EXISTS (SELECT 1 FROM finished) AS claimed, EXISTS (SELECT 1 FROM effect)::integer AS effect
