@@ -116,13 +116,11 @@ func (s *Store) SaveRun(ctx context.Context, c idempotency.Claim, run *idempoten
 		string(run.Input), run.Point, string(run.State), string(refs), refusal, run.Attempts,
 		sql.NullString{String: run.LastError, Valid: run.LastError != ""}, run.StartedAt}
 	return s.runTx(ctx, se, func(tx *sqlx.Tx) error {
-		var got struct {
-			Saved bool `db:"saved"`
-		}
-		if err := s.queryRow(ctx, tx, saveRunSQL, args, &got); err != nil {
+		var saved bool
+		if err := s.queryRow(ctx, tx, saveRunSQL, args, &saved); err != nil {
 			return err
 		}
-		if !got.Saved {
+		if !saved {
 			return idempotency.ErrLeaseLost
 		}
 		return nil
@@ -142,17 +140,14 @@ func (s *Store) FinishRun(ctx context.Context, c idempotency.Claim, d idempotenc
 	}
 	args := []any{s.now(), a.status, a.body, a.headers, a.resultID, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}
 	return s.runTx(ctx, se, func(tx *sqlx.Tx) error {
-		var got struct {
-			Claimed bool `db:"claimed"`
-			Done    bool `db:"done"`
-		}
-		if err := s.queryRow(ctx, tx, finishRunSQL, args, &got); err != nil {
+		var claimed, done bool
+		if err := s.queryRow(ctx, tx, finishRunSQL, args, &claimed, &done); err != nil {
 			return err
 		}
 		switch {
-		case !got.Claimed:
+		case !claimed:
 			return idempotency.ErrLeaseLost
-		case !got.Done:
+		case !done:
 			return errors.New("finish run: the key has no run")
 		}
 		return nil
