@@ -81,8 +81,9 @@ const refundKeptSQL = `SELECT EXISTS (SELECT 1 FROM refunds WHERE charge_key = $
 
 // takeSlotSQL marks the slot under a key charged if it is held for the
 // account and its hold has not ended: the one statement that decides
-// slot_not_held. A concurrent release or sweep of the same row waits for
-// it, or it for them, and reads the row they left.
+// slot_not_held. A release of the slot waits for the slot's lock; a sweep
+// skips the row while a charge holds it, and a charge that meets a sweep's
+// row waits for it and reads the row the sweep left.
 const takeSlotSQL = `
 UPDATE slots SET state = 'charged'
 WHERE key = $1 AND account = $2 AND state = 'held' AND hold_until > statement_timestamp()`

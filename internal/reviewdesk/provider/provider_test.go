@@ -702,6 +702,71 @@ func TestDeskReleaseRacesCharge(t *testing.T) {
 	}
 }
 
+// TestDeskOneCompensationKeyForManyTargets: one release key sent for ten
+// slots at once, or one refund key for ten charges, is accepted for one of
+// them; the others are told the key was used for another.
+func TestDeskOneCompensationKeyForManyTargets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testkit.StartDesk(t, nil)
+	const n = 10
+	for i := range n {
+		slotKey := fmt.Sprintf("expedite:%d:slot", i)
+		if _, err := d.Client.ReserveSlot(ctx, slotKey, slot); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := d.Client.Charge(ctx, fmt.Sprintf("expedite:%d:charge", i), chargeOf(slotKey, 10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		send func(i int) error
+		rows string
+	}{
+		{"release", func(i int) error {
+			_, err := d.Client.ReleaseSlot(ctx, "one-release-key", fmt.Sprintf("expedite:%d:slot", 2*i+1))
+			return err
+		}, `SELECT count(*) FROM releases`},
+		{"refund", func(i int) error {
+			_, err := d.Client.Refund(ctx, "one-refund-key", fmt.Sprintf("expedite:%d:charge", 2*i))
+			return err
+		}, `SELECT count(*) FROM refunds`},
+	} {
+		errs := make([]error, n/2)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n / 2 {
+			wg.Go(func() {
+				<-start
+				errs[i] = tt.send(i)
+			})
+		}
+		close(start)
+		wg.Wait()
+		accepted := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				accepted++
+			case !refusedWith("key_payload_mismatch")(err):
+				t.Fatalf("%s %d under a key taken meanwhile: %v, want key_payload_mismatch", tt.name, i, err)
+			}
+		}
+		if rows := testkit.Count(t, d.DB, tt.rows); accepted != 1 || rows != 1 {
+			t.Fatalf("%ss under one key: %d accepted, %d stored; want 1 and 1", tt.name, accepted, rows)
+		}
+	}
+	if released := testkit.Count(t, d.DB, `SELECT count(*) FROM slots WHERE state = 'released'`); released != 1 {
+		t.Fatalf("%d slots released, want 1", released)
+	}
+	if c := credit(t, d, "alice"); c != 1000-5*10+10 {
+		t.Fatalf("credit %d after five charges of 10 and one refund, want %d", c, 1000-5*10+10)
+	}
+}
+
 // TestDeskRefundOnce: a refund gives the amount back once, under its own
 // key, however often and however many at once send it.
 func TestDeskRefundOnce(t *testing.T) {
