@@ -75,56 +75,6 @@ func (s *Server) handleSlotStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, row)
 }
 
-// releaseAnswer is a release as the desk answers it.
-type releaseAnswer struct {
-	Receipt
-	SlotKey string `json:"slotKey"`
-	State   string `json:"state"`
-}
-
-// handleRelease is POST /v1/slots/{key}/release.
-func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
-	slot := chi.URLParam(r, "key")
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	if s.refused(w, r, resReleases, func(ctx context.Context) (bool, error) {
-		_, known, err := s.store.lookupRelease(ctx, key)
-		return known, err
-	}) {
-		return
-	}
-	rc, fresh, err := s.store.release(r.Context(), key, slot)
-	if s.refusedBy(w, r, err) {
-		return
-	}
-	switch {
-	case rc.Key != key:
-		writeProblem(w, http.StatusUnprocessableEntity, "already_released", "this slot was released under another key")
-		return
-	case rc.Fingerprint != slot:
-		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for the release of another slot")
-		return
-	}
-	s.answer(w, r, resReleases, releaseAnswer{rc, rc.Fingerprint, "accepted"}, fresh)
-}
-
-// handleReleaseStatus is GET /v1/releases/{key}.
-func (s *Server) handleReleaseStatus(w http.ResponseWriter, r *http.Request) {
-	key := chi.URLParam(r, "key")
-	rc, ok, err := s.store.lookupRelease(r.Context(), key)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
-		return
-	}
-	writeJSON(w, http.StatusOK, releaseAnswer{rc, rc.Fingerprint, "accepted"})
-}
-
 // handleCharge is POST /v1/charges.
 func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
 	key, ok := idempotencyKey(w, r)
@@ -169,57 +119,6 @@ func (s *Server) handleChargeStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, row)
-}
-
-// refundAnswer is a refund as the desk answers it.
-type refundAnswer struct {
-	Receipt
-	ChargeKey string `json:"chargeKey"`
-	State     string `json:"state"`
-}
-
-// handleRefund is POST /v1/charges/{key}/refund.
-func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
-	charge := chi.URLParam(r, "key")
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	if s.refused(w, r, resRefunds, func(ctx context.Context) (bool, error) {
-		_, known, err := s.store.lookupRefund(ctx, key)
-		return known, err
-	}) {
-		return
-	}
-	rc, fresh, err := s.store.refund(r.Context(), key, charge)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	switch {
-	case rc.Key != key:
-		writeProblem(w, http.StatusUnprocessableEntity, "already_refunded", "this charge was refunded under another key")
-		return
-	case rc.Fingerprint != charge:
-		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for the refund of another charge")
-		return
-	}
-	s.answer(w, r, resRefunds, refundAnswer{rc, rc.Fingerprint, "accepted"}, fresh)
-}
-
-// handleRefundStatus is GET /v1/refunds/{key}.
-func (s *Server) handleRefundStatus(w http.ResponseWriter, r *http.Request) {
-	key := chi.URLParam(r, "key")
-	rc, ok, err := s.store.lookupRefund(r.Context(), key)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
-		return
-	}
-	writeJSON(w, http.StatusOK, refundAnswer{rc, rc.Fingerprint, "accepted"})
 }
 
 // handleStats is GET /v1/stats. The fault knobs leave it alone: a test or

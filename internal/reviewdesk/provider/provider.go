@@ -208,16 +208,17 @@ func (s *Server) Handler() http.Handler {
 	of := func(resource string) chi.Router { return r.With(s.applyFaults(resource)) }
 	of(resSubmissions).Post("/v1/submissions", s.handleSubmit)
 	of(resSubmissions).Get("/v1/submissions/{key}", s.handleStatus)
-	of(resCancels).Post("/v1/submissions/{key}/cancel", s.handleCancel)
-	of(resCancels).Get("/v1/cancels/{key}", s.handleCancelStatus)
+	cancel, release, refund := s.followUps()
+	of(resCancels).Post("/v1/submissions/{key}/cancel", s.handleFollowUp(cancel))
+	of(resCancels).Get("/v1/cancels/{key}", s.handleFollowUpStatus(cancel))
 	of(resSlots).Post("/v1/slots", s.handleReserveSlot)
 	of(resSlots).Get("/v1/slots/{key}", s.handleSlotStatus)
-	of(resReleases).Post("/v1/slots/{key}/release", s.handleRelease)
-	of(resReleases).Get("/v1/releases/{key}", s.handleReleaseStatus)
+	of(resReleases).Post("/v1/slots/{key}/release", s.handleFollowUp(release))
+	of(resReleases).Get("/v1/releases/{key}", s.handleFollowUpStatus(release))
 	of(resCharges).Post("/v1/charges", s.handleCharge)
 	of(resCharges).Get("/v1/charges/{key}", s.handleChargeStatus)
-	of(resRefunds).Post("/v1/charges/{key}/refund", s.handleRefund)
-	of(resRefunds).Get("/v1/refunds/{key}", s.handleRefundStatus)
+	of(resRefunds).Post("/v1/charges/{key}/refund", s.handleFollowUp(refund))
+	of(resRefunds).Get("/v1/refunds/{key}", s.handleFollowUpStatus(refund))
 	r.Get("/v1/stats", s.handleStats)
 	r.Get("/readyz", s.handleReadyz)
 	r.Get("/v1/faults", s.handleGetFaults)
@@ -321,54 +322,6 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, resource string,
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	writeJSON(w, status, v)
-}
-
-// handleCancel is POST /v1/submissions/{key}/cancel.
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	sub := chi.URLParam(r, "key")
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	if s.refused(w, r, resCancels, func(ctx context.Context) (bool, error) {
-		_, known, err := s.store.lookupCancel(ctx, key)
-		return known, err
-	}) {
-		return
-	}
-	rc, fresh, err := s.store.cancel(r.Context(), key, sub)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	switch {
-	case rc.Key != key:
-		writeProblem(w, http.StatusUnprocessableEntity, "already_cancelled", "this submission was cancelled under another key")
-		return
-	case rc.Fingerprint != sub:
-		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for the cancel of another submission")
-		return
-	}
-	s.answer(w, r, resCancels, rc, fresh)
-}
-
-// handleCancelStatus is GET /v1/cancels/{key}.
-func (s *Server) handleCancelStatus(w http.ResponseWriter, r *http.Request) {
-	key := chi.URLParam(r, "key")
-	rc, ok, err := s.store.lookupCancel(r.Context(), key)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
-		return
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Receipt
-		SubmissionKey string `json:"submissionKey"`
-		State         string `json:"state"`
-	}{rc, rc.Fingerprint, "accepted"})
 }
 
 // handleStatus is GET /v1/submissions/{key}.
