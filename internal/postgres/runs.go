@@ -81,12 +81,13 @@ func (r runRow) run(s idempotency.Scope) (*idempotency.Run, error) {
 // LoadRun implements idempotency.RunStore.
 func (s *Store) LoadRun(ctx context.Context, sc idempotency.Scope) (*idempotency.Run, error) {
 	var row runRow
-	err := s.db.GetContext(ctx, &row, loadRunSQL, sc.Actor, sc.Operation, sc.Key)
+	err := s.queryRow(ctx, nil, loadRunSQL, []any{sc.Actor, sc.Operation, sc.Key},
+		&row.Input, &row.Point, &row.State, &row.Refs, &row.Refusal, &row.Attempts, &row.LastError, &row.StartedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, dbErr(err)
+		return nil, err
 	}
 	return row.run(sc)
 }
@@ -169,7 +170,7 @@ func (s *Store) runTx(ctx context.Context, e *stepEffect, fn func(tx *sqlx.Tx) e
 	if err := fn(tx); err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, e.query, e.args...)
+	res, err := s.execIn(ctx, tx, e.query, e.args)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.what, dbErr(err))
 	}
@@ -232,4 +233,17 @@ func (s *Store) RunsNeedingAttention(ctx context.Context) (int, error) {
 	var n int
 	err := s.db.GetContext(ctx, &n, countRunsNeedingAttentionSQL)
 	return n, dbErr(err)
+}
+
+// execIn runs the prepared query with args in tx, prepared as the key
+// statements are: a run's statements run at each of its steps.
+func (s *Store) execIn(ctx context.Context, tx *sqlx.Tx, query string, args []any) (sql.Result, error) {
+	if s.Unprepared {
+		return tx.ExecContext(ctx, query, args...)
+	}
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtxContext(ctx, st).ExecContext(ctx, args...)
 }

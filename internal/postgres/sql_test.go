@@ -316,6 +316,48 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 	}
 }
 
+// TestSaveRunCommitsAsynchronously: a run's recovery point commits without
+// waiting for a WAL flush, whether it saved (its claim holds) or was fenced
+// out, as save_run.sql says; a rewrite could drop the filter that does it.
+func TestSaveRunCommitsAsynchronously(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openDB(t)
+	for _, fenced := range []bool{false, true} {
+		tx, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil { // the test server's is off
+			t.Fatal(err)
+		}
+		key, token := "k-"+uuid.NewString(), uuid.NewString()
+		if _, err := tx.ExecContext(ctx, readSQL(t, "claim.sql"), nil, "alice", "demo-requests.expedite", key, "fp",
+			token, time.Minute.Microseconds(), time.Hour.Microseconds()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+			t.Fatal(err)
+		}
+		if fenced {
+			token = uuid.NewString()
+		}
+		var saved bool
+		if err := tx.GetContext(ctx, &saved, readSQL(t, "save_run.sql"), nil, time.Minute.Microseconds(), "alice",
+			"demo-requests.expedite", key, token, `{}`, "ordered", "running", `{}`, nil, 1, nil, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		var sc string
+		if err := tx.GetContext(ctx, &sc, "SHOW synchronous_commit"); err != nil {
+			t.Fatal(err)
+		}
+		if saved == fenced || sc != "off" {
+			t.Errorf("fenced %v: saved %v, synchronous_commit %q; want saved %v, off", fenced, saved, sc, !fenced)
+		}
+	}
+}
+
 // TestStatementsReturnTheColumnsTheStoreScans runs every statement the
 // store scans by position, in a transaction rolled back, and compares its
 // columns, names and order, with the store's: a column moved in a file

@@ -24,6 +24,14 @@
 -- nothing; one that comes after waits for this transaction, and fences
 -- this runner out from then on. The caller commits a local step's business
 -- write in the same transaction (package postgres, SaveRun).
+--
+-- A recovery point must be fenced, not durable, so it commits without
+-- waiting for its WAL flush (synchronous_commit off for this transaction
+-- alone), as a claim does. A crash may lose the last points, never an
+-- answer: the finish commits durably, and flushing it flushes every point
+-- before it. A lost point after a call to another system is found again
+-- there (the next runner asks before it sends); a lost local step is lost
+-- with its business write, and runs again.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), owner AS (
@@ -46,3 +54,4 @@ WITH clock AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM saved) AS saved
+WHERE set_config('synchronous_commit', 'off', true) = 'off'
