@@ -5,8 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 )
 
 // Slot is what a sender reserves: an express slot for an account.
@@ -29,97 +27,6 @@ const maxAmount = 1000
 
 // sweepEvery is how often SweepHolds looks for held slots past their hold.
 const sweepEvery = time.Second
-
-// handleReserveSlot is POST /v1/slots.
-func (s *Server) handleReserveSlot(w http.ResponseWriter, r *http.Request) {
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	var sl Slot
-	if err := decodeBody(w, r, &sl); err != nil || sl.RequestID == "" || sl.Account == "" {
-		writeProblem(w, http.StatusBadRequest, "invalid_body", `send {"requestId", "account"} as JSON, both not empty`)
-		return
-	}
-	fp := fingerprint(sl)
-	if s.refused(w, r, resSlots, func(ctx context.Context) (bool, error) {
-		_, known, err := s.store.lookupSlot(ctx, key)
-		return known, err
-	}) {
-		return
-	}
-	row, fresh, err := s.store.reserveSlot(r.Context(), key, fp, sl, s.opts.SlotHold)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if row.Fingerprint != fp {
-		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another slot")
-		return
-	}
-	s.answer(w, r, resSlots, row, fresh)
-}
-
-// handleSlotStatus is GET /v1/slots/{key}.
-func (s *Server) handleSlotStatus(w http.ResponseWriter, r *http.Request) {
-	key := chi.URLParam(r, "key")
-	row, ok, err := s.store.lookupSlot(r.Context(), key)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
-		return
-	}
-	writeJSON(w, http.StatusOK, row)
-}
-
-// handleCharge is POST /v1/charges.
-func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	var c Charge
-	if err := decodeBody(w, r, &c); err != nil || c.RequestID == "" || c.Account == "" || c.SlotKey == "" ||
-		c.Amount < 1 || c.Amount > maxAmount {
-		writeProblem(w, http.StatusBadRequest, "invalid_body",
-			`send {"requestId", "account", "amount", "slotKey"} as JSON, strings not empty, amount from 1 to 1000`)
-		return
-	}
-	fp := fingerprint(c)
-	if s.refused(w, r, resCharges, func(ctx context.Context) (bool, error) {
-		_, known, err := s.store.lookupCharge(ctx, key)
-		return known, err
-	}) {
-		return
-	}
-	row, fresh, err := s.store.charge(r.Context(), key, fp, c, s.opts.Credit)
-	if s.refusedBy(w, r, err) {
-		return
-	}
-	if row.Fingerprint != fp {
-		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another charge")
-		return
-	}
-	s.answer(w, r, resCharges, row, fresh)
-}
-
-// handleChargeStatus is GET /v1/charges/{key}.
-func (s *Server) handleChargeStatus(w http.ResponseWriter, r *http.Request) {
-	key := chi.URLParam(r, "key")
-	row, ok, err := s.store.lookupCharge(r.Context(), key)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
-		return
-	}
-	writeJSON(w, http.StatusOK, row)
-}
 
 // handleStats is GET /v1/stats. The fault knobs leave it alone: a test or
 // a chaos check reads it while the desk is down for its senders.

@@ -206,17 +206,18 @@ func (s *Server) Handler() http.Handler {
 	r.Use(middleware.RequestID, s.logRequests)
 	// Each route of a resource is that resource's, for the fault knobs.
 	of := func(resource string) chi.Router { return r.With(s.applyFaults(resource)) }
-	of(resSubmissions).Post("/v1/submissions", s.handleSubmit)
+	submit, slot, charge := s.newCalls()
+	of(resSubmissions).Post("/v1/submissions", handleNewCall(s, submit))
 	of(resSubmissions).Get("/v1/submissions/{key}", s.handleStatus)
 	cancel, release, refund := s.followUps()
 	of(resCancels).Post("/v1/submissions/{key}/cancel", s.handleFollowUp(cancel))
 	of(resCancels).Get("/v1/cancels/{key}", s.handleFollowUpStatus(cancel))
-	of(resSlots).Post("/v1/slots", s.handleReserveSlot)
-	of(resSlots).Get("/v1/slots/{key}", s.handleSlotStatus)
+	of(resSlots).Post("/v1/slots", handleNewCall(s, slot))
+	of(resSlots).Get("/v1/slots/{key}", handleLookup(s, slot.lookup))
 	of(resReleases).Post("/v1/slots/{key}/release", s.handleFollowUp(release))
 	of(resReleases).Get("/v1/releases/{key}", s.handleFollowUpStatus(release))
-	of(resCharges).Post("/v1/charges", s.handleCharge)
-	of(resCharges).Get("/v1/charges/{key}", s.handleChargeStatus)
+	of(resCharges).Post("/v1/charges", handleNewCall(s, charge))
+	of(resCharges).Get("/v1/charges/{key}", handleLookup(s, charge.lookup))
 	of(resRefunds).Post("/v1/charges/{key}/refund", s.handleFollowUp(refund))
 	of(resRefunds).Get("/v1/refunds/{key}", s.handleFollowUpStatus(refund))
 	r.Get("/v1/stats", s.handleStats)
@@ -227,36 +228,6 @@ func (s *Server) Handler() http.Handler {
 		writeProblem(w, http.StatusNotFound, "not_found", "no such route")
 	})
 	return r
-}
-
-// handleSubmit is POST /v1/submissions.
-func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	var sub Submission
-	if err := decodeBody(w, r, &sub); err != nil || sub.RequestID == "" || sub.Topic == "" {
-		writeProblem(w, http.StatusBadRequest, "invalid_body", "send {\"requestId\", \"topic\", \"note\"} as JSON, requestId and topic not empty")
-		return
-	}
-	fp := fingerprint(sub)
-	if s.refused(w, r, resSubmissions, func(ctx context.Context) (bool, error) {
-		_, known, err := s.store.lookup(ctx, key)
-		return known, err
-	}) {
-		return
-	}
-	rc, fresh, err := s.store.submit(r.Context(), key, fp, sub)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if rc.Fingerprint != fp {
-		writeProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another submission")
-		return
-	}
-	s.answer(w, r, resSubmissions, rc, fresh)
 }
 
 // idempotencyKey returns the request's Idempotency-Key, or answers 400 and
