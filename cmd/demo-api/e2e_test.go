@@ -135,24 +135,7 @@ func (p *proc) post(key string, header ...string) (*http.Response, string, error
 // do sends method path as alice with key (none if empty) and extra headers
 // given as name, value pairs, and reads the answer.
 func (p *proc) do(method, path, key string, header ...string) (*http.Response, []byte, error) {
-	r, err := http.NewRequest(method, p.url+path, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	r.Header.Set("Authorization", "Bearer "+e2eToken)
-	if key != "" {
-		r.Header.Set("Idempotency-Key", key)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		r.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp, b, err
+	return testkit.Send(context.Background(), method, p.url+path, e2eToken, key, "", header...)
 }
 
 // waitInProgress polls the outcome route until key is claimed.

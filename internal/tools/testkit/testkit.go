@@ -66,12 +66,21 @@ func Eventually(timeout time.Duration, cond func() bool) bool {
 // PostCreate sends a create to baseURL with the bearer token, the key (none
 // if empty), the JSON body and extra headers given as name, value pairs.
 func PostCreate(ctx context.Context, baseURL, token, key, body string, header ...string) (*http.Response, []byte, error) {
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/demo-requests", strings.NewReader(body))
+	return Send(ctx, http.MethodPost, baseURL+"/v1/demo-requests", token, key, body, append([]string{"Content-Type", "application/json"}, header...)...)
+}
+
+// Send sends method to url with the bearer token, the key (none if empty),
+// the body and extra headers given as name, value pairs, and reads the
+// answer. It is sent once: the transport does not resend a keyed request
+// on its own when a reused connection closes without an answer, so a test
+// sees each attempt it makes, and only those.
+func Send(ctx context.Context, method, url, token, key, body string, header ...string) (*http.Response, []byte, error) {
+	r, err := http.NewRequestWithContext(ctx, method, url, io.NopCloser(strings.NewReader(body)))
 	if err != nil {
 		return nil, nil, err
 	}
+	r.GetBody = nil
 	r.Header.Set("Authorization", "Bearer "+token)
-	r.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		r.Header.Set("Idempotency-Key", key)
 	}
