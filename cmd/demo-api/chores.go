@@ -31,6 +31,20 @@ func purgeAll(ctx context.Context, p purger, batch int) (int64, error) {
 // sweep runs purgeAll every interval until ctx ends, and tells swept how
 // many records it deleted.
 func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Duration, batch int, swept func(int64)) {
+	every(ctx, interval, func() {
+		n, err := purgeAll(ctx, p, batch)
+		swept(n)
+		if err != nil && ctx.Err() == nil {
+			logger.Error("sweep expired keys", "err", err, "deleted", n)
+		} else if n > 0 {
+			logger.Info("swept expired keys", "deleted", n)
+		}
+	})
+}
+
+// every runs chore every interval until ctx ends: the loop of serve's and
+// dispatch's background chores.
+func every(ctx context.Context, interval time.Duration, chore func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -38,13 +52,7 @@ func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Dur
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		n, err := purgeAll(ctx, p, batch)
-		swept(n)
-		if err != nil && ctx.Err() == nil {
-			logger.Error("sweep expired keys", "err", err, "deleted", n)
-		} else if n > 0 {
-			logger.Info("swept expired keys", "deleted", n)
+			chore()
 		}
 	}
 }

@@ -41,30 +41,23 @@ func completer(cfg config, store *postgres.Store, desk httpapi.ExpediteDesk, obs
 // finds a settled answer on the outcome route. Every replica may run it:
 // each run is taken by one (FOR UPDATE SKIP LOCKED).
 func complete(ctx context.Context, logger *slog.Logger, r *idempotency.Runner, ops []*idempotency.Steps, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		for ctx.Err() == nil {
 			n, err := r.CompleteAbandoned(ctx, ops, completeBatch)
 			if err != nil {
 				if ctx.Err() == nil {
 					logger.Error("complete abandoned runs", "err", err)
 				}
-				break
+				return
 			}
 			if n > 0 {
 				logger.Info("continued abandoned runs", "runs", n)
 			}
 			if n < completeBatch {
-				break
+				return
 			}
 		}
-	}
+	})
 }
 
 // resumeRunCmd is demo-api resume-run: an operator's resume of a run that
