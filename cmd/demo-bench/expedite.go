@@ -236,17 +236,7 @@ func expediteCells(x *expediteRun) map[int]*cell {
 			c = &cell{}
 			out[p.conc] = c
 		}
-		c.RPS = append(c.RPS, p.load.rps())
-		if cpuMeasured {
-			c.CPU = append(c.CPU, p.cpuPerReq())
-		}
-		c.P50 = append(c.P50, msf(p.load.quantile(.5)))
-		c.P99 = append(c.P99, msf(p.load.quantile(.99)))
-		c.Errors += p.load.errors
-		c.N += p.load.n
-		if c.FirstErr == "" {
-			c.FirstErr = p.load.firstErr
-		}
+		c.add(p.load, p.cpuPerReq())
 	}
 	return out
 }

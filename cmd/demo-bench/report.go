@@ -130,17 +130,7 @@ func cells(phases []phase) map[string]map[int]*cell {
 			c = &cell{Statuses: statusmix.Mix{}}
 			out[p.scenario][p.conc] = c
 		}
-		c.RPS = append(c.RPS, p.load.rps())
-		if cpuMeasured {
-			c.CPU = append(c.CPU, p.cpuPerReq())
-		}
-		c.P50 = append(c.P50, msf(p.load.quantile(.5)))
-		c.P99 = append(c.P99, msf(p.load.quantile(.99)))
-		c.Errors += p.load.errors
-		c.N += p.load.n
-		if c.FirstErr == "" {
-			c.FirstErr = p.load.firstErr
-		}
+		c.add(p.load, p.cpuPerReq())
 		c.Statuses.Add(p.load.statuses)
 	}
 	return out
@@ -148,6 +138,21 @@ func cells(phases []phase) map[string]map[int]*cell {
 
 // cpuPerReq is the primary figure: the CPU time of the servers and of
 // PostgreSQL per request, in µs.
+// add adds one round's load and CPU per request to c.
+func (c *cell) add(l loadResult, cpuPerReq float64) {
+	c.RPS = append(c.RPS, l.rps())
+	if cpuMeasured {
+		c.CPU = append(c.CPU, cpuPerReq)
+	}
+	c.P50 = append(c.P50, msf(l.quantile(.5)))
+	c.P99 = append(c.P99, msf(l.quantile(.99)))
+	c.Errors += l.errors
+	c.N += l.n
+	if c.FirstErr == "" {
+		c.FirstErr = l.firstErr
+	}
+}
+
 func (p phase) cpuPerReq() float64 {
 	return float64((p.cpu.server + p.cpu.postgres).Microseconds()) / float64(max(p.load.n, 1))
 }
