@@ -56,22 +56,7 @@ func TestProviderClosesSlowBody(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"PROVIDER_DATABASE_URL": pgtest.NewURL(t), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0",
 		"HTTP_READ_TIMEOUT": "1s"}
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr testkit.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"provider"}, func(k string) string { return env[k] }, &stdout, &stderr)
-	}()
-	defer func() { cancel(); <-done }()
-	var addr string
-	for end := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if line, ok := strings.CutPrefix(stdout.String(), "review desk listening on http://"); ok {
-			addr = strings.TrimSpace(line)
-		}
-	}
-	if addr == "" {
-		t.Fatalf("the desk printed no address:\n%s", stderr.String())
-	}
+	addr, _, _ := runProvider(t, env)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,24 +50,8 @@ func TestProviderReleasesExpiredHolds(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"PROVIDER_DATABASE_URL": pgtest.NewURL(t), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0",
 		"PROVIDER_SLOT_HOLD": "200ms", "PROVIDER_CREDIT": "10"}
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr testkit.Buffer
-	var runErr error
-	stopped := make(chan struct{})
-	go func() {
-		runErr = run(ctx, []string{"provider"}, func(k string) string { return env[k] }, &stdout, &stderr)
-		close(stopped)
-	}()
-	defer func() { cancel(); <-stopped }()
-	var addr string
-	for end := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if line, ok := strings.CutPrefix(stdout.String(), "review desk listening on http://"); ok {
-			addr = strings.TrimSpace(line)
-		}
-	}
-	if addr == "" {
-		t.Fatalf("the desk printed no address:\n%s", stderr.String())
-	}
+	ctx := context.Background()
+	addr, stderr, stop := runProvider(t, env)
 	desk := reviewdesk.New("http://"+addr, nil)
 	slot := reviewdesk.Slot{RequestID: "r", Account: "alice"}
 	for _, key := range []string{"expedite:1:slot", "expedite:2:slot"} {
@@ -82,16 +67,44 @@ func TestProviderReleasesExpiredHolds(t *testing.T) {
 		r, err := desk.SlotStatus(ctx, "expedite:1:slot")
 		return err == nil && r.State == "released"
 	}) {
-		t.Fatalf("the hold of 200ms was not released within 5s; the desk's log:\n%s", stderr.String())
+		t.Fatalf("the hold of 200ms was not released within 5s; the desk's log:\n%s", stderr)
 	}
 	// The sweep stops with the server: run returns only once it has.
-	cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
 	select {
-	case <-stopped:
-		if runErr != nil {
-			t.Fatalf("the desk stopped with %v", runErr)
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("the desk stopped with %v", err)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the desk did not stop")
 	}
+}
+
+// runProvider runs demo-api provider with env, as a person runs it, and
+// returns its address once it listens, its log, and stop, which ends it
+// and returns run's error once it has stopped (the same to every call).
+// The test's end stops it too.
+func runProvider(t *testing.T, env map[string]string) (addr string, log *testkit.Buffer, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout testkit.Buffer
+	log = &testkit.Buffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"provider"}, func(k string) string { return env[k] }, &stdout, log) }()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	t.Cleanup(func() { stop() })
+	for end := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if line, ok := strings.CutPrefix(stdout.String(), "review desk listening on http://"); ok {
+			addr = strings.TrimSpace(line)
+		}
+	}
+	if addr == "" {
+		t.Fatalf("the desk printed no address:\n%s", log.String())
+	}
+	return addr, log, stop
 }
