@@ -53,12 +53,13 @@ func postmasterPid(ctx context.Context, s *statsDB) (int, error) {
 }
 
 type procStatus struct {
-	ppid int
-	cpu  time.Duration
-	comm string
+	ppid   int
+	cpu    time.Duration // utime + stime
+	reaped time.Duration // cutime + cstime: its children that exited and were waited for
+	comm   string
 }
 
-// procStat reads /proc/<pid>/stat: comm, ppid, utime + stime.
+// procStat reads /proc/<pid>/stat: comm, ppid, utime + stime, cutime + cstime.
 func procStat(pid int) (procStatus, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -70,13 +71,16 @@ func procStat(pid int) (procStatus, error) {
 		return procStatus{}, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	f := strings.Fields(s[closing+1:]) // f[0] is the state, field 3 of the file
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return procStatus{}, fmt.Errorf("short /proc/%d/stat", pid)
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return procStatus{ppid: ppid, cpu: time.Duration(utime+stime) * clockTick, comm: s[open+1 : closing]}, nil
+	cutime, _ := strconv.ParseInt(f[13], 10, 64)
+	cstime, _ := strconv.ParseInt(f[14], 10, 64)
+	return procStatus{ppid: ppid, cpu: time.Duration(utime+stime) * clockTick,
+		reaped: time.Duration(cutime+cstime) * clockTick, comm: s[open+1 : closing]}, nil
 }
 
 func (m *cpuMeter) sample() cpuTimes {
@@ -85,19 +89,23 @@ func (m *cpuMeter) sample() cpuTimes {
 		return t
 	}
 	for _, pid := range m.serverPids {
-		if st, err := procStat(pid); err == nil {
-			t.server += st.cpu
-		}
+		t.server += runTime(pid)
 	}
 	if m.postmasterPid > 0 {
+		// A process of the cluster that exits between two samples (an
+		// autovacuum worker) leaves the sum of the living ones; its time
+		// moves into the postmaster's reaped children, which stay counted.
+		if st, err := procStat(m.postmasterPid); err == nil {
+			t.postgres += runTime(m.postmasterPid) + st.reaped
+		}
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
 			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
+			if err != nil || pid == m.postmasterPid {
 				continue
 			}
-			if st, err := procStat(pid); err == nil && (pid == m.postmasterPid || st.ppid == m.postmasterPid) {
-				t.postgres += st.cpu
+			if st, err := procStat(pid); err == nil && st.ppid == m.postmasterPid {
+				t.postgres += runTime(pid)
 			}
 		}
 	}
@@ -107,6 +115,36 @@ func (m *cpuMeter) sample() cpuTimes {
 		t.client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return t
+}
+
+// runTime is the time process pid has run on a CPU, in nanoseconds: the
+// sum over its threads of the first field of /proc/<pid>/task/<tid>/schedstat.
+// utime and stime count in clock ticks (10 ms), too coarse for a phase of a
+// second summed over some forty processes. It falls back to them where
+// schedstat is missing (a kernel without it, a process that just exited).
+func runTime(pid int) time.Duration {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	var sum time.Duration
+	for _, task := range tasks {
+		b, rerr := os.ReadFile(dir + "/" + task.Name() + "/schedstat")
+		f := strings.Fields(string(b))
+		if rerr != nil || len(f) == 0 {
+			err = errors.Join(err, rerr, errors.New("empty schedstat"))
+			break
+		}
+		ns, perr := strconv.ParseInt(f[0], 10, 64)
+		if perr != nil {
+			err = perr
+			break
+		}
+		sum += time.Duration(ns)
+	}
+	if err != nil || len(tasks) == 0 {
+		st, _ := procStat(pid)
+		return st.cpu
+	}
+	return sum
 }
 
 // memory returns the peak (VmHWM) and current (VmRSS) resident set of
