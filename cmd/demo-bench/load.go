@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/demo-api/demo-api/internal/tools/statusmix"
 )
 
@@ -45,8 +47,6 @@ type client struct {
 	twoPhase      *serverProc // demo-api with IDEMPOTENCY_PATH=two_phase
 	token         string
 	hc            *http.Client
-	seq           atomic.Int64 // for unique keys
-	tag           string       // unique per run, in every key
 
 	created, inserted, effected atomic.Int64 // 201s of creates (first ones) and of the baselines
 
@@ -65,7 +65,7 @@ func newClient(api, twoPhase, baseline, outbox *serverProc, token string, maxCon
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &client{api: api, twoPhase: twoPhase, baseline: baseline, outbox: outbox, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, tag: randHex(4)}
+	return &client{api: api, twoPhase: twoPhase, baseline: baseline, outbox: outbox, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
 // reply is what the benchmark keeps of a response.
@@ -117,8 +117,11 @@ func (c *client) do(req *http.Request) reply {
 		err: err, latency: time.Since(start)}
 }
 
+// newKey is a fresh Idempotency-Key, made as api/client makes one: a random
+// UUID, so that the key table's index takes the keys where real clients put
+// them (spread over its pages), not in the order of a counter.
 func (c *client) newKey() string {
-	return fmt.Sprintf("bench-%s-%d", c.tag, c.seq.Add(1))
+	return uuid.NewString()
 }
 
 // request is one request of a scenario for worker w, its i-th; ok says
