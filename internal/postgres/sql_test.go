@@ -417,3 +417,57 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstAttemptReadsItsScopeOnce runs each free-scope form on a free
+// scope, in a transaction, and counts the index scans of the key table
+// it made: one, the INSERT's own check of the unique scope. A first attempt
+// is what most requests are, and the row a statement returns as prev is
+// read only when its INSERT skipped, so it pays no second read of a row
+// that is not there.
+func TestFirstAttemptReadsItsScopeOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openDB(t)
+	now := time.Now().UTC()
+	answer := func(resultID any) []any {
+		return []any{uuid.NewString(), 201, []byte(`{}`), `{}`, resultID, time.Hour.Microseconds()}
+	}
+	for _, c := range []struct {
+		file string
+		args func(id string) []any // $6 on, as the file lists them
+	}{
+		{"claim.sql", func(string) []any {
+			return []any{uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds()}
+		}},
+		{"create_demo_request.sql", func(id string) []any {
+			return append(answer(id), id, "accepted", "t", "n", now)
+		}},
+		{"cancel_demo_request.sql", func(id string) []any { return append(answer(id), "cancelled", now, id) }},
+		{"answer_only.sql", func(string) []any { return answer(nil) }},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			tx, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			// The count is this backend's since its last report, so take
+			// the difference.
+			scans := func() (n int) {
+				if err := tx.GetContext(ctx, &n, `SELECT coalesce((SELECT idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'idempotency_keys'), 0)`); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			before := scans()
+			args := append([]any{nil, "alice", "demo-requests.create", "k-" + uuid.NewString(), "fp"}, c.args(uuid.NewString())...)
+			got := map[string]any{}
+			if err := tx.QueryRowxContext(ctx, readSQL(t, c.file), args...).MapScan(got); err != nil {
+				t.Fatal(err)
+			}
+			if n := scans() - before; got["claimed"] != true || n != 1 {
+				t.Fatalf("claimed %v after %d index scans of the key table; want true after 1 (the INSERT's unique check)", got["claimed"], n)
+			}
+		})
+	}
+}

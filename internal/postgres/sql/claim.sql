@@ -16,16 +16,26 @@
 -- the row at once, and the unique scope decides the race. Its parts run on
 -- one snapshot:
 --
---   - prev reads the row as it was, so a request that does not write learns
---     in the same round trip whether to replay, wait or refuse;
---   - the INSERT writes the row where prev found none; ON CONFLICT DO
---     NOTHING skips it, without a lock or a write, when the scope is taken.
---     A concurrent first request that has not committed yet makes it wait
---     on the unique index, then skip; its row is not in this snapshot, so
---     the caller runs the statement again and finds it;
---   - finished is the row this statement wrote, if any.
+--   - finished is the row the INSERT wrote, if any; ON CONFLICT DO NOTHING
+--     skips it, without a lock or a write, when the scope is taken. A
+--     concurrent request that has written or is changing the row and has
+--     not committed yet (a first request, a finish, a release) makes it
+--     wait on the unique index for that commit, then decide;
+--   - prev reads the row there only when the INSERT skipped: its NOT
+--     EXISTS on finished names no column, so PostgreSQL tests it once,
+--     before the scan, and a claim that wrote skips the read. A request
+--     that does not write learns in the same round trip whether to replay,
+--     wait or refuse. prev reads the row as the snapshot has it: a row
+--     committed after the statement began is not there, so the caller runs
+--     the statement again and finds it.
 --
--- So a replay or a 409 writes nothing: it costs a read, not a commit.
+-- So a replay or a 409 writes nothing: it costs a read, not a commit. A
+-- first attempt, what most requests are, reads its scope once, in the
+-- INSERT's unique check, not again for a row that is not there. A
+-- duplicate pays a little more instead (the skipped INSERT checks the new
+-- row's CHECKs before it finds the conflict), and a retry that says so
+-- (X-Client-Attempt: 2) reads first (lookup_key.sql), since its row is
+-- most likely there.
 --
 -- Rows to take over are rare (a key reused after its TTL, an owner that
 -- died), and an UPDATE costs PostgreSQL about a tenth of the statement to
@@ -49,11 +59,6 @@
 -- joined in. About 13k fewer instructions per claim (261k to 248k).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
-), prev AS (
-    SELECT fingerprint, state, lease_until, status_code, response_body,
-           response_headers, result_id, created_at, completed_at, expires_at
-    FROM idempotency_keys
-    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
 ), finished AS (
     INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
         fingerprint, state, claim_token, lease_until, status_code, response_body,
@@ -61,10 +66,16 @@ WITH clock AS (
     SELECT $2, $3, $4,
         $5, 'in_progress', $6::uuid, clock.now + $7::bigint * interval '1 microsecond', NULL, NULL,
         NULL, NULL, clock.now, NULL, clock.now + $8::bigint * interval '1 microsecond'
-    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
+    FROM clock
     ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
     RETURNING k.result_id
 )
 SELECT coalesce($1::timestamptz, now()) AS now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
-FROM (SELECT) AS one LEFT JOIN prev ON true
+FROM (SELECT) AS one LEFT JOIN (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
+      AND NOT EXISTS (SELECT 1 FROM finished)
+) AS prev ON true
 WHERE set_config('synchronous_commit', 'off', true) = 'off'

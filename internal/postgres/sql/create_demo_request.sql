@@ -27,11 +27,6 @@
 -- the request.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
-), prev AS (
-    SELECT fingerprint, state, lease_until, status_code, response_body,
-           response_headers, result_id, created_at, completed_at, expires_at
-    FROM idempotency_keys
-    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
 ), finished AS (
     INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
         fingerprint, state, claim_token, lease_until, status_code, response_body,
@@ -39,7 +34,7 @@ WITH clock AS (
     SELECT $2, $3, $4,
         $5, 'completed', $6::uuid, NULL, $7::integer, $8::bytea,
         $9::jsonb, $10, clock.now, clock.now, clock.now + $11::bigint * interval '1 microsecond'
-    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
+    FROM clock
     ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
     RETURNING k.result_id
 ), request AS (
@@ -55,4 +50,10 @@ WITH clock AS (
 )
 SELECT coalesce($1::timestamptz, now()) AS now, EXISTS (SELECT 1 FROM finished) AS claimed,
     EXISTS (SELECT 1 FROM effect)::integer AS effect, prev.*
-FROM (SELECT) AS one LEFT JOIN prev ON true
+FROM (SELECT) AS one LEFT JOIN (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
+      AND NOT EXISTS (SELECT 1 FROM finished)
+) AS prev ON true
