@@ -20,6 +20,8 @@
 -- TakeOverExpired and TakeOverLease). It locks only a row it takes over and
 -- rechecks the rule once it holds the lock, so of two racing takeovers one
 -- wins. Like claim.sql it commits without waiting for its WAL flush.
+-- Unlike claim.sql it reads the row there first (prev): it runs because a
+-- row is there, and its takeover decides on that row.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), async_commit AS (
