@@ -10,7 +10,8 @@
 #                   clones on one machine can run side by side.
 #   make db-stop    stop that cluster
 #   make db-reset   stop it and delete its data: the next make run starts fresh
-#   make test       gofmt, go vet and every test with the race detector
+#   make test       no tracked file over 1 MiB, gofmt, go vet and every test
+#                   with the race detector
 #   make cross      the builds of other systems: go vet for macOS, go build
 #                   for Windows (.ci/run runs it beside make test)
 #   make bench      the benchmark; writes docs/bench.md
@@ -63,6 +64,8 @@ run: build
 # The output lists every top-level test that ran and where its PostgreSQL
 # came from; subtest and per-test database lines are left out.
 test:
+	@git ls-files -z 2>/dev/null | xargs -0 wc -c 2>/dev/null \
+	  | awk '$$2 != "total" && $$1 > 1048576 { print "tracked file over 1 MiB (build output?): " $$2; bad = 1 } END { exit bad }'
 	gofmt -l . | tee /dev/stderr | (! read)
 	$(GO) vet ./...
 	set -o pipefail; $(GO) test -race -count=1 -v ./... 2>&1 \
