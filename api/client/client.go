@@ -229,8 +229,9 @@ func (c *Client) Create(ctx context.Context, in CreateInput) (Result, error) {
 
 // Cancel makes a new intent of the cancel of requestID and sends it.
 // Result.Request is the cancelled request. Errors: those of Send; a
-// *ProblemError of 404 not_found (no such request of the caller's) or 422
-// request_not_cancellable (cancelled already, under another key).
+// *ProblemError of 404 not_found (no such request of the caller's), 422
+// request_not_cancellable (cancelled already, under another key, or
+// expedited) or 422 request_being_expedited (its expedite is unfinished).
 func (c *Client) Cancel(ctx context.Context, requestID string) (Result, error) {
 	it, err := NewCancelIntent(requestID)
 	if err != nil {

@@ -26,6 +26,7 @@ const (
 	TopicRefused         = "topic_refused"
 	NotCancellable       = "request_not_cancellable"
 	NotExpeditable       = "request_not_expeditable"
+	BeingExpedited       = "request_being_expedited"
 	ExpediteRefused      = "expedite_refused"
 	InvalidHeader        = "invalid_header"
 	WorkshopDisabled     = "workshop_disabled"

@@ -146,3 +146,54 @@ func TestACancelWhileTheDispatcherHoldsTheDelivery(t *testing.T) {
 			e.desk.Submissions(t), e.deskCancels(t, ids[0]), c.called)
 	}
 }
+
+// TestACancelAfterAFailedAttemptIsNeverSubmitted: the desk refused the
+// first attempt's connection (it was down), so the delivery counts an
+// attempt but the desk never had it; the request is cancelled; the desk
+// comes back. The dispatcher must not submit it: it asks the desk, finds
+// nothing, and withdraws the delivery. A first attempt whose answer was
+// lost after the desk took it (a timeout) is found by the same lookup: the
+// delivery is submitted and the cancel reaches the desk.
+func TestACancelAfterAFailedAttemptIsNeverSubmitted(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name        string
+		faults      provider.Faults
+		state       string // the delivery in the end
+		submissions int    // at the desk
+	}{
+		{"the desk was down", provider.Faults{Down: true, Only: []string{"submissions"}}, delivery.Withdrawn, 0},
+		{"the answer was lost", provider.Faults{DropResponses: 1, Only: []string{"submissions"}}, delivery.Submitted, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ids := e.accept(t, 1)
+			d, c := e.dispatcher(8)
+			e.desk.Faults(t, tt.faults)
+			if _, err := d.Once(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if st := e.status(t, ids[0]); st.State != delivery.Pending || st.Attempts != 1 {
+				t.Fatalf("delivery after a failed attempt = %+v, want pending with one attempt", st)
+			}
+			e.cancel(t, ids[0], "c-1")
+			if st := e.status(t, ids[0]); st.NextAttemptAt == nil || st.NextAttemptAt.After(e.clock.Now()) {
+				t.Fatalf("delivery after the cancel = %+v, want due at once, so the desk is asked now", st)
+			}
+			e.desk.Faults(t, provider.Faults{})
+			e.drain(t, d)
+			st := e.status(t, ids[0])
+			if st.State != tt.state || e.desk.Submissions(t) != tt.submissions {
+				t.Fatalf("delivery = %+v, %d submissions at the desk (calls %v): want %s and %d",
+					st, e.desk.Submissions(t), c.called, tt.state, tt.submissions)
+			}
+			if n := c.called["submit"]; n != 1 {
+				t.Fatalf("%d submits sent (calls %v): want only the first attempt's", n, c.called)
+			}
+			if tt.submissions == 1 && e.deskCancels(t, ids[0]) != 1 {
+				t.Fatalf("%d cancels at the desk: want the submission cancelled there once", e.deskCancels(t, ids[0]))
+			}
+		})
+	}
+}

@@ -23,12 +23,21 @@
 //     passed, and whose row another took, changes nothing.
 //
 // A cancelled request must not reach the desk, or must be cancelled there.
-// The cancel's own statement withdraws a delivery never tried (the desk is
-// never called); for any other (submitted, in flight, unknown) it queues a
-// second outbox row, a cancel, which the dispatcher hands the desk by the
-// same rules under the key demo-request:<id>:cancel (CancelKey). A
-// dispatcher that took the submission before the cancel committed wins: its
-// attempt counts, so the cancel is not a withdrawal but a cancel at the desk.
+// The rule between the cancel and the dispatcher: nothing is sent to the
+// desk once the cancel has committed; what the desk accepted before is
+// cancelled there.
+//
+//   - The cancel's own statement withdraws a delivery never tried (the desk
+//     is never called), and makes a tried one that waits for its next
+//     attempt due at once.
+//   - The dispatcher never submits a cancelled request: for a delivery
+//     tried before, it asks the desk whether an earlier attempt got there
+//     (submitted) or not (withdrawn), and sends nothing either way.
+//   - For any delivery not withdrawn, the cancel queues a second outbox
+//     row, a cancel, which the dispatcher hands the desk by the same rules
+//     under the key demo-request:<id>:cancel (CancelKey). A dispatcher that
+//     took the submission before the cancel committed may be sending it
+//     right now: its attempt settles it, and the cancel at the desk follows.
 package delivery
 
 import (
@@ -54,7 +63,7 @@ const (
 	Submitted = "submitted" // the desk accepted it: it holds its reference
 	Unknown   = "unknown"   // attempts ran out without a clear answer: reconcile it
 	Failed    = "failed"    // the desk refused it definitely
-	Withdrawn = "withdrawn" // its request was cancelled before any attempt: the desk never hears of it
+	Withdrawn = "withdrawn" // its request was cancelled before the desk accepted it: the desk never holds it
 )
 
 // Kinds of outbox row: what the dispatcher hands the desk.
@@ -105,6 +114,9 @@ type Due struct {
 	Attempt   int    `db:"attempts"`
 	Topic     string `db:"topic"`
 	Note      string `db:"note"`
+	// Cancelled is true when the request was cancelled: a submission of it
+	// is never sent.
+	Cancelled bool `db:"cancelled"`
 }
 
 // Mark is what one attempt decided for its row: the new state, and for a
@@ -262,7 +274,10 @@ func (d *Dispatcher) round(ctx context.Context) (int, error) {
 }
 
 // attempt hands row to the desk once and decides its mark. An attempt after
-// the first asks the desk first: the one before may have been accepted.
+// the first asks the desk first: the one before may have been accepted. A
+// submission of a cancelled request is never sent: asked, the desk holds it
+// (submitted; the request's cancel row cancels it there) or never got it
+// (withdrawn).
 func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 	ctx, cancel := context.WithTimeout(ctx, 2*d.CallTimeout)
 	defer cancel()
@@ -282,6 +297,11 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 			d.Metrics.LookedUp("unclear")
 			return d.retry(row, err)
 		}
+	}
+	if row.Kind == KindSubmit && row.Cancelled {
+		// The desk never accepted it (asked above, or never tried): it
+		// never will.
+		return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Withdrawn}
 	}
 	receipt, err := d.call(ctx, call.sendOp, call.send)
 	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); ok {

@@ -43,6 +43,10 @@ type Request struct {
 	// delivery), as a read finds it: not part of the create's answer, which
 	// is replayed as it was.
 	Delivery string `json:"delivery,omitempty" db:"delivery"`
+	// Expedite is the state of its expedite, if any (ExpediteOrdered, …):
+	// what the rule between a cancel and an expedite reads. The expedite
+	// has a route of its own.
+	Expedite string `json:"-" db:"expedite"`
 }
 
 // CreateInput is the body of a create.
@@ -122,16 +126,32 @@ func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, 
 
 // Cancel decides the cancellation of the actor's request id at now: the
 // request as it will be once cancelled. It reads the request; the store's
-// write checks that it is still accepted when it commits.
+// write checks the same rule when it commits (still accepted, no expedite
+// ordered or confirmed).
 //
-// Errors: not_found; request_not_cancellable (already cancelled).
+// The rule between a cancel and an expedite: a cancelled request never
+// keeps a charge, so the cancel of a request with an expedite is refused
+// while the expedite is unfinished (request_being_expedited: its steps may
+// be at the desk right now; a new cancel may go ahead once it is refused)
+// and once it is confirmed (request_not_cancellable: the express review is
+// paid for). An expedite is ordered only while the request is accepted
+// (OrderExpedite). Whichever commits first on the request's row wins.
+//
+// Errors: not_found; request_not_cancellable (already cancelled, or
+// expedited); request_being_expedited.
 func (s *Service) Cancel(ctx context.Context, actor, id string, now time.Time) (Request, error) {
 	r, err := s.Get(ctx, actor, id)
 	if err != nil {
 		return Request{}, err
 	}
-	if r.State != StateAccepted {
+	switch {
+	case r.State != StateAccepted:
 		return Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is %s and cannot be cancelled", id, r.State)
+	case r.Expedite == ExpediteOrdered:
+		return Request{}, apperr.Errorf(apperr.BeingExpedited,
+			"demo request %s is being expedited; it can be cancelled, under a new key, only if the expedite is refused", id)
+	case r.Expedite == ExpediteConfirmed:
+		return Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is expedited (paid for) and cannot be cancelled", id)
 	}
 	at := now.UTC().Truncate(time.Microsecond)
 	r.State, r.CancelledAt = StateCancelled, &at

@@ -2,11 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
@@ -99,13 +102,7 @@ func TestACancelWaitsForTheDispatchersTake(t *testing.T) {
 	tx := db.MustBeginTx(ctx, nil)
 	defer tx.Rollback()
 	holder := uuid.NewString()
-	var taken []struct {
-		RequestID string `db:"request_id"`
-		Kind      string `db:"kind"`
-		Attempts  int    `db:"attempts"`
-		Topic     string `db:"topic"`
-		Note      string `db:"note"`
-	}
+	var taken []delivery.Due
 	if err := tx.SelectContext(ctx, &taken, readSQL(t, "outbox_take_due.sql"), clk.Now(), 10, holder, lease.Microseconds()); err != nil || len(taken) != 1 {
 		t.Fatalf("take in the open transaction = %v, %v", taken, err)
 	}
@@ -135,5 +132,70 @@ func TestACancelWaitsForTheDispatchersTake(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled'`, r.ID); n != 1 {
 		t.Fatal("the request is not cancelled")
+	}
+}
+
+// TestCancelAndExpediteOrderNeverBothApply: the rule between a cancel and an
+// expedite holds in the statements themselves, whatever their reads
+// decided. A cancel (decided on a read that saw no expedite) and the
+// expedite's order are sent at the same moment, round after round, on the
+// cancel's one-phase and two-phase statements: exactly one of them changes
+// the request each round, never both.
+func TestCancelAndExpediteOrderNeverBothApply(t *testing.T) {
+	ctx := context.Background()
+	for _, path := range []string{"one phase", "two phase"} {
+		t.Run(path, func(t *testing.T) {
+			s, db, _ := newStore(t)
+			const rounds = 25
+			won := map[string]int{}
+			for i := range rounds {
+				r := newRequest("alice", "t")
+				onePhase(t, s, idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-" + r.ID}, "fp", created(s, r))
+				sc := cancelScope("c-" + r.ID)
+				var c idempotency.Claim
+				if path == "two phase" {
+					var cr idempotency.ClaimResult
+					if cr, c = claim(t, s, sc, r.ID); !cr.Claimed {
+						t.Fatalf("claim of the cancel = %+v", cr)
+					}
+				}
+				start := make(chan struct{})
+				var cancelErr, orderErr error
+				var ordered int64
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					<-start
+					if path == "two phase" {
+						cancelErr = s.FinishClaimAtomically(ctx, c, cancelled(s, r))
+					} else {
+						_, cancelErr = s.CreateResultAndFinishAtomically(ctx, sc, r.ID, uuid.NewString(), time.Hour, cancelled(s, r))
+					}
+				})
+				wg.Go(func() {
+					<-start
+					res, err := db.ExecContext(ctx, readSQL(t, "insert_expedite.sql"), r.ID, "alice", "x-"+r.ID, demo.ExpediteAmount, time.Now())
+					if orderErr = err; err == nil {
+						ordered, orderErr = res.RowsAffected()
+					}
+				})
+				close(start)
+				wg.Wait()
+				switch {
+				case orderErr != nil:
+					t.Fatalf("round %d: the order: %v", i, orderErr)
+				case cancelErr == nil && ordered == 0:
+					won["cancel"]++
+				case errors.Is(cancelErr, idempotency.ErrEffectNotApplied) && ordered == 1:
+					won["expedite"]++
+				default:
+					t.Fatalf("round %d: the cancel: %v, orders recorded: %d; want exactly one to apply", i, cancelErr, ordered)
+				}
+			}
+			if n := count(t, db, `SELECT count(*) FROM demo_requests d JOIN expedites e ON e.request_id = d.id
+				WHERE d.state = 'cancelled'`); n != 0 {
+				t.Fatalf("%d cancelled requests with an expedite", n)
+			}
+			t.Logf("%d rounds: %v", rounds, won)
+		})
 	}
 }

@@ -25,7 +25,7 @@ var (
 // e of actor's request, as decided (sql/insert_expedite.sql).
 func (s *Store) OrderExpedite(actor string, e demo.Expedite) idempotency.Effect {
 	return &stepEffect{what: "order expedite", query: insertExpediteSQL,
-		args: []any{e.Key, e.Amount, e.CreatedAt, e.RequestID, actor}}
+		args: []any{e.RequestID, actor, e.Key, e.Amount, e.CreatedAt}}
 }
 
 // ConfirmExpedite returns the write that commits with an expedite's answer:

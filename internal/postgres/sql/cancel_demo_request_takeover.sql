@@ -22,13 +22,16 @@
 --   $14 id               and its id
 --
 -- The work decided the cancel on a read, so the write says what it expects
--- to find (still accepted); if another request cancelled it meanwhile, it
--- changes nothing (effect is 0) and the caller rolls the transaction back
--- (idempotency.ErrEffectNotApplied).
+-- to find (still accepted, and no expedite ordered or confirmed); if
+-- another request cancelled or expedited it meanwhile, it changes nothing
+-- (effect is 0) and the caller rolls the transaction back
+-- (idempotency.ErrEffectNotApplied): the next turn decides afresh.
 --
 -- The same statement stops the request's delivery to the review desk
--- (package delivery): it withdraws a delivery never tried (withdrawn), or
--- queues a keyed cancel to the desk for one that may be there (desk_cancel).
+-- (package delivery): it withdraws a delivery never tried, makes a tried
+-- one due at once so the dispatcher settles it without sending (stopped),
+-- and queues a keyed cancel to the desk for one that may be there
+-- (desk_cancel).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), prev AS (
@@ -67,30 +70,43 @@ WITH clock AS (
 ), finished AS (
     SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
 ), effect AS (
+    -- The rule between a cancel and an expedite (package demo), decided
+    -- on this row, which the expedite's order marks: no cancel while an
+    -- expedite is ordered or confirmed (migration 000008).
     UPDATE demo_requests SET state = $12, cancelled_at = $13::timestamptz
     FROM finished
     WHERE id = $14::uuid AND actor_id = $2 AND state = 'accepted'
+      AND (expedite IS NULL OR expedite = 'refused')
     RETURNING id
-), withdrawn AS (
-    -- A delivery never tried cannot be at the desk: withdraw it here, and
-    -- the desk is never called. A dispatcher that has taken the row has
-    -- counted the attempt (outbox_take_due.sql), and this UPDATE waits for
-    -- its lock and checks the row again after it: attempts is 1, so it is
-    -- not withdrawn and the cancel goes to the desk instead (desk_cancel).
-    UPDATE outbox o SET state = 'withdrawn', next_attempt_at = NULL, lease_token = NULL,
-        last_error = NULL, updated_at = clock.now
+), stopped AS (
+    -- A delivery never tried cannot be at the desk: it is withdrawn here,
+    -- and the desk is never called. One tried and waiting for its next
+    -- attempt (the desk was down, an answer was lost) is made due at once:
+    -- the dispatcher never submits a cancelled request, it asks the desk
+    -- whether an earlier attempt got there and withdraws the delivery if
+    -- none did (package delivery). One a dispatcher holds (lease_token) is
+    -- left to that attempt. A dispatcher that takes the row counts its
+    -- attempt under the row's lock (outbox_take_due.sql); this UPDATE
+    -- waits for that lock and checks the row again after it, so a row
+    -- taken meanwhile is not withdrawn.
+    UPDATE outbox o SET state = CASE WHEN o.attempts = 0 THEN 'withdrawn' ELSE o.state END,
+        next_attempt_at = CASE WHEN o.attempts = 0 THEN NULL ELSE clock.now END,
+        last_error = CASE WHEN o.attempts = 0 THEN NULL ELSE o.last_error END,
+        updated_at = clock.now
     FROM effect, clock
-    WHERE o.request_id = effect.id AND o.kind = 'submit' AND o.state = 'pending' AND o.attempts = 0
-    RETURNING o.request_id
+    WHERE o.request_id = effect.id AND o.kind = 'submit' AND o.state = 'pending'
+      AND (o.attempts = 0 OR o.lease_token IS NULL)
+    RETURNING o.state
 ), desk_cancel AS (
-    -- Any other delivery may be at the desk (submitted, in flight, unknown):
-    -- queue a keyed cancel, due now. The desk keeps a cancel that comes
-    -- before its submission, so the two need no order. A delivery the desk
-    -- refused (failed) left nothing there to cancel.
+    -- Any delivery not withdrawn may be at the desk (submitted, in flight,
+    -- unknown, or tried and unclear): queue a keyed cancel, due now. The
+    -- desk keeps a cancel that comes before its submission, so the two need
+    -- no order. A delivery the desk refused (failed) left nothing there to
+    -- cancel.
     INSERT INTO outbox (request_id, kind, next_attempt_at, created_at, updated_at)
     SELECT s.request_id, 'cancel', clock.now, clock.now, clock.now
     FROM effect JOIN outbox s ON s.request_id = effect.id AND s.kind = 'submit', clock
-    WHERE s.state <> 'failed' AND NOT EXISTS (SELECT 1 FROM withdrawn)
+    WHERE s.state <> 'failed' AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
     RETURNING request_id
 )
 SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*

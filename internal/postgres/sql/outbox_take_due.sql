@@ -2,8 +2,9 @@
 -- first, skipping rows another dispatcher holds locked at this moment, and
 -- lease them to the caller's token: a taken row is due again when the lease
 -- passes (its dispatcher died). It returns each taken row with its demo
--- request's fields. A row is a submission or a cancel (kind): both are
--- taken the same way.
+-- request's fields, and whether the request is cancelled: the dispatcher
+-- never submits a cancelled request (package delivery). A row is a
+-- submission or a cancel (kind): both are taken the same way.
 --
 -- Parameters:
 --   $1 now          the test clock; NULL for the database clock
@@ -27,5 +28,5 @@ WITH clock AS (
     WHERE o.request_id = due.request_id AND o.kind = due.kind
     RETURNING o.request_id, o.kind, o.attempts
 )
-SELECT taken.request_id, taken.kind, taken.attempts, r.topic, r.note
+SELECT taken.request_id, taken.kind, taken.attempts, r.topic, r.note, r.state = 'cancelled' AS cancelled
 FROM taken JOIN demo_requests r ON r.id = taken.request_id

@@ -1,0 +1,1 @@
+ALTER TABLE demo_requests DROP COLUMN expedite;
