@@ -262,6 +262,7 @@ type delivery struct {
 	State     string `db:"state"`
 	Reference string `db:"reference"`
 	LastError string `db:"last_error"`
+	Cancelled bool   `db:"cancelled"` // its request was cancelled: withdrawn is a right end
 }
 
 // checkOutbox waits for the scenario's outbox rows to drain; lists those
@@ -309,7 +310,7 @@ func (e *env) checkOutbox(ctx context.Context, res *result, topic string) error 
 			after[d.ID] = d.State
 		}
 		for _, d := range stopped {
-			if after[d.ID] == "submitted" {
+			if after[d.ID] == "submitted" || (d.Cancelled && after[d.ID] == "withdrawn") {
 				res.reconciled++
 			} else {
 				res.fail("delivery %s: %s after the reconcile", d.ID, after[d.ID])
@@ -387,8 +388,8 @@ func (e *env) drain(ctx context.Context, res *result, topic string) error {
 func (e *env) deliveries(ctx context.Context, topic string) ([]delivery, error) {
 	var ds []delivery
 	err := e.db.SelectContext(ctx, &ds, `SELECT o.request_id::text AS id, o.state, coalesce(o.provider_reference, '') AS reference,
-		coalesce(o.last_error, '') AS last_error
-		FROM outbox o JOIN demo_requests r ON r.id = o.request_id WHERE r.topic = $1 ORDER BY o.request_id`, topic)
+		coalesce(o.last_error, '') AS last_error, r.state = 'cancelled' AS cancelled
+		FROM outbox o JOIN demo_requests r ON r.id = o.request_id WHERE r.topic = $1 AND o.kind = 'submit' ORDER BY o.request_id`, topic)
 	if err != nil {
 		return nil, fmt.Errorf("read the deliveries: %w", err)
 	}

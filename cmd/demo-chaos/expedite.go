@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/lib/pq"
@@ -34,16 +35,18 @@ const (
 
 // expediter creates a request, then expedites it: the create through a
 // worker of the scenario's load (its answers are counted and checked with
-// theirs), the expedite through a worker of its own.
-type expediter struct{ create, expedite *worker }
+// theirs), the expedite through a worker of its own; every other request
+// it also cancels, at the same moment, through a third.
+type expediter struct{ create, expedite, cancel *worker }
 
 // expedite is one expedite intent as its client saw it; outcome created
 // means the client got the 201.
 type expedite struct {
 	*intent
 	requestID  string
-	unknown    bool // its client ended without a definite answer
-	sentAgain  bool // the checks sent it again: it had not run
+	cancel     *intent // the cancel that raced it, if any
+	unknown    bool    // its client ended without a definite answer
+	sentAgain  bool    // the checks sent it again: it had not run
 	orderState string
 }
 
@@ -74,6 +77,12 @@ type expediteFigures struct {
 	unsettled                             int
 	refusals                              map[string]int // by the refusal's code
 	attentionCharged, attentionChargedAll int            // needing attention, charged at the desk
+	// The rule between a cancel and an expedite: the races, who won each,
+	// and what the desk holds for the cancelled requests.
+	raced, cancelWon, expediteWon, bothWon int
+	chargesKept, slotsHeld                 int              // at the desk, for cancelled requests: must be 0
+	liveSubmissions, submittedAfterCancel  int              // likewise; the second, sends in flight as the cancel committed
+	blockedAfterHeal                       [2]time.Duration // the expedites' longest 409 after the heal: owner alive, owner died
 }
 
 // runRow is an expedite's key and run as the database holds them.
@@ -207,6 +216,18 @@ func (e *env) checkExpedites(ctx context.Context, res *result, s *worker) error 
 			q.into[d.RequestID] = append(q.into[d.RequestID], d)
 		}
 	}
+	var requests []struct {
+		ID    string `db:"id"`
+		State string `db:"state"`
+	}
+	if err := e.db.SelectContext(ctx, &requests, `SELECT id::text, state FROM demo_requests WHERE id = ANY($1::uuid[])`,
+		pq.Array(append(slices.Clone(ids), res.cancelledAlone...))); err != nil {
+		return fmt.Errorf("read the requests: %w", err)
+	}
+	cancelled := map[string]bool{}
+	for _, r := range requests {
+		cancelled[r.ID] = r.State == demo.StateCancelled
+	}
 	slotKeys := make([]string, len(ids))
 	for i, id := range ids {
 		slotKeys[i] = "expedite:" + id + ":slot"
@@ -240,6 +261,22 @@ func (e *env) checkExpedites(ctx context.Context, res *result, s *worker) error 
 		if x.unknown {
 			ex.unknown++
 		}
+		if cancelled[x.requestID] {
+			for _, c := range ch {
+				ex.chargesKept++
+				res.fail("expedite %s: request %s is cancelled and the desk holds its charge %s", x.it.Key, x.requestID, c.Reference)
+			}
+			for _, sl := range sl {
+				if sl.State != "released" {
+					ex.slotsHeld++
+					res.fail("expedite %s: request %s is cancelled and the desk holds its slot %s (%s)", x.it.Key, x.requestID, sl.Reference, sl.State)
+				}
+			}
+		}
+		if x.cancel != nil {
+			ex.raced++
+			e.checkRace(res, x, cancelled[x.requestID], order.State)
+		}
 		if x.sentAgain {
 			ex.sentAgain++
 		}
@@ -271,10 +308,14 @@ func (e *env) checkExpedites(ctx context.Context, res *result, s *worker) error 
 			var p struct{ Code string }
 			json.Unmarshal(r.Body, &p)
 			ex.refusals[p.Code]++
-			if p.Code != apperr.ExpediteRefused {
+			if p.Code != apperr.ExpediteRefused && !(p.Code == apperr.NotExpeditable && cancelled[x.requestID]) {
 				res.fail("expedite %s (request %s): refused with %s, which no expedite of the campaign should get", x.it.Key, x.requestID, p.Code)
 			}
-			if order.State != demo.ExpediteRefused || len(ch) > 0 || (len(sl) == 1 && sl[0].State != "released") {
+			// Refused by the desk: its order refused, its slot released.
+			// Refused by the business (the cancel won): no order, nothing
+			// at the desk.
+			refusedOrder := order.State == demo.ExpediteRefused || (p.Code == apperr.NotExpeditable && order.State == "" && len(sl) == 0)
+			if !refusedOrder || len(ch) > 0 || (len(sl) == 1 && sl[0].State != "released") {
 				res.fail("expedite %s (request %s): refused, its order is %q, the desk holds slots %v and charges %v",
 					x.it.Key, x.requestID, order.State, sl, ch)
 			}
@@ -291,12 +332,90 @@ func (e *env) checkExpedites(ctx context.Context, res *result, s *worker) error 
 					x.it.Key, x.requestID, got.SlotReference, got.ChargeReference, order.State, order.Slot, order.Charge)
 			}
 		case "refused":
-			if x.refusal != "422 "+apperr.ExpediteRefused {
+			if x.refusal != "422 "+apperr.ExpediteRefused && !(x.refusal == "422 "+apperr.NotExpeditable && cancelled[x.requestID]) {
 				res.fail("expedite %s (request %s): refused with %s", x.it.Key, x.requestID, x.refusal)
 			}
 		}
 	}
+	if err := e.checkCancelledSubmissions(ctx, res, cancelled); err != nil {
+		return err
+	}
 	return e.checkAccount(ctx, res)
+}
+
+// checkRace checks one race of a cancel and an expedite of a request:
+// exactly one of them won (the request cancelled, or its order recorded),
+// and the answers their clients got say the same.
+func (e *env) checkRace(res *result, x *expedite, cancelled bool, order string) {
+	ex := &res.ex
+	switch {
+	case cancelled && order != "" && order != demo.ExpediteRefused:
+		ex.bothWon++
+		res.fail("request %s: cancelled, and its expedite %s is %s", x.requestID, x.it.Key, order)
+	case cancelled:
+		ex.cancelWon++
+	case order != "":
+		ex.expediteWon++
+	}
+	c := x.cancel
+	switch {
+	case c.outcome == "created" && !cancelled:
+		res.fail("cancel %s (request %s): the client got a 200, the request is not cancelled", c.it.Key, x.requestID)
+	case c.outcome == "refused" && c.refusal != "422 "+apperr.BeingExpedited && c.refusal != "422 "+apperr.NotCancellable:
+		res.fail("cancel %s (request %s): refused with %s; a cancel that lost to an expedite is 422 %s (or %s, once it is confirmed)",
+			c.it.Key, x.requestID, c.refusal, apperr.BeingExpedited, apperr.NotCancellable)
+	case c.outcome == "refused" && cancelled:
+		res.fail("cancel %s (request %s): refused with %s, yet the request is cancelled", c.it.Key, x.requestID, c.refusal)
+	}
+}
+
+// checkCancelledSubmissions checks what the desk holds of the scenario's
+// cancelled requests: no submission it still takes for live (each is
+// cancelled there too), and it counts the submissions it accepted after
+// the cancel committed: sends in flight at that moment, which the cancel at
+// the desk follows. No attempt taken after a cancel commits sends it.
+func (e *env) checkCancelledSubmissions(ctx context.Context, res *result, cancelled map[string]bool) error {
+	var gone []string
+	for id, c := range cancelled {
+		if c {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	var held []struct {
+		RequestID string    `db:"request_id"`
+		Accepted  time.Time `db:"accepted_at"`
+		Cancelled bool      `db:"cancelled"`
+	}
+	if err := e.deskDB.SelectContext(ctx, &held, `SELECT s.request_id, s.accepted_at,
+		EXISTS (SELECT 1 FROM cancels c WHERE c.submission_key = s.key) AS cancelled
+		FROM submissions s WHERE s.request_id = ANY($1)`, pq.Array(gone)); err != nil {
+		return fmt.Errorf("read the desk's submissions of cancelled requests: %w", err)
+	}
+	var at []struct {
+		ID        string    `db:"id"`
+		Cancelled time.Time `db:"cancelled_at"`
+	}
+	if err := e.db.SelectContext(ctx, &at, `SELECT id::text, cancelled_at FROM demo_requests WHERE id = ANY($1::uuid[])`, pq.Array(gone)); err != nil {
+		return fmt.Errorf("read the cancel times: %w", err)
+	}
+	cancelledAt := map[string]time.Time{}
+	for _, r := range at {
+		cancelledAt[r.ID] = r.Cancelled
+	}
+	ex := &res.ex
+	for _, h := range held {
+		if !h.Cancelled {
+			ex.liveSubmissions++
+			res.fail("request %s is cancelled, and the desk holds its submission with no cancel", h.RequestID)
+		}
+		if h.Accepted.After(cancelledAt[h.RequestID]) {
+			ex.submittedAfterCancel++
+		}
+	}
+	return nil
 }
 
 // checkAccount checks the campaign's account at the desk so far: it was

@@ -176,6 +176,20 @@ func (r *report) expediteSection(p func(string, ...any)) {
 		"`confirmed` with the answer's slot and charge references. The account is the campaign's one, so far: its debit must be %d for each charge the desk holds, "+
 		"and each charge must be of a confirmed order (or of a run that needs attention, listed below). \"All settled after\" runs from the checks' start "+
 		"to the last run completed or needing attention; one still running after %s fails the scenario.\n\n", demo.ExpediteAmount, runsSettleFor)
+	p("#### A cancel and an expedite\n\nEvery other expedited request is also cancelled at the same moment, on the other replica (docs/steps.md, " +
+		"\"A cancel and an expedite\"). Exactly one may win; a cancelled request keeps no charge and no held slot at the desk, and the desk " +
+		"holds no submission of it that is not cancelled there too. A submission the desk accepted after the cancel committed was in flight " +
+		"when it did, taken by a dispatcher before it (no attempt taken after it sends); the cancel at the desk follows it. The longest 409 after the heal is the step-wise path's, " +
+		"for the expedites: from the heal (or a later first 409) to a definite answer, owner alive / owner died.\n\n")
+	p("| scenario | races | cancel won / expedite won / both | charges kept on cancelled | slots held on cancelled | live submissions of cancelled | accepted after the cancel (in flight) | longest 409 after the heal |\n")
+	p("|---|---:|---|---:|---:|---:|---:|---|\n")
+	for _, res := range r.results {
+		x := res.ex
+		p("| %s | %d | %d / %d / %d | %d | %d | %d | %d | %s / %s |\n", res.scenario.name, x.raced, x.cancelWon, x.expediteWon, x.bothWon,
+			x.chargesKept, x.slotsHeld, x.liveSubmissions, x.submittedAfterCancel,
+			x.blockedAfterHeal[0].Round(100*time.Millisecond), x.blockedAfterHeal[1].Round(100*time.Millisecond))
+	}
+	p("\n")
 	var attention []string
 	for _, res := range r.results {
 		for i, a := range res.ex.needingAttention {

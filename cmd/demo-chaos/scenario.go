@@ -110,6 +110,10 @@ var scenarios = []scenario{
 			}
 			return restart(0)(ctx, e)
 		}, deskFault: true},
+	{name: "cancel-race", what: "the desk's slots and charges 1 s slow for 6 s while cancels race expedites of the same requests on the other replica",
+		hold: 6 * time.Second, inject: desk(`{"delay":"1s","only":["slots","charges"]}`), heal: desk(`{}`)},
+	{name: "cancel-desk-down", what: "the desk takes no submission for 4 s: requests cancelled after a failed delivery attempt must never reach it",
+		hold: 4 * time.Second, inject: desk(`{"down":true,"only":["submissions"]}`), heal: desk(`{}`), deskFault: true},
 	{name: "desk-down", what: "the review desk down for 4 s", hold: 4 * time.Second, inject: desk(`{"down":true}`), heal: desk(`{}`), deskFault: true},
 	{name: "desk-down-long", what: "the review desk down for 10 s, longer than a delivery's attempts: deliveries end unknown, and are reconciled", hold: 10 * time.Second,
 		inject: desk(`{"down":true}`), heal: desk(`{}`), deskFault: true},
@@ -176,7 +180,10 @@ type result struct {
 	topic     string      // of the scenario's intents
 	sent      []*intent   // the scenario's intents
 	expedites []*expedite // the scenario's expedites (expedite.go)
-	ex        expediteFigures
+	// cancelledAlone are the expediters' requests cancelled, not expedited,
+	// after their delivery was tried.
+	cancelledAlone []string
+	ex             expediteFigures
 }
 
 func (r *result) fail(format string, args ...any) {
@@ -203,6 +210,9 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	exTally := newTally()
 	exAnswers := &answers{m: map[string][]byte{}}
 	exHC := &http.Client{Transport: recorder{next: e.transport, answers: exAnswers}}
+	// The cancels that race the expedites count apart from both.
+	cAnswers := &answers{m: map[string][]byte{}}
+	cHC := &http.Client{Transport: recorder{next: e.transport, answers: cAnswers}}
 	exps := make([]expediter, expediters)
 	for i := range exps {
 		var err error
@@ -210,6 +220,9 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 			return nil, err
 		}
 		if exps[i].expedite, err = newWorker(e, exHC, exAnswers, exTally); err != nil {
+			return nil, err
+		}
+		if exps[i].cancel, err = newWorker(e, cHC, cAnswers, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -254,6 +267,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	// The expediters: a create, then its expedite, at most one every
 	// expediteEvery each, until the load ends.
 	var expedites []*expedite
+	var cancelledAlone []string
 	stopExpedites := make(chan struct{})
 	for i, x := range exps {
 		wg.Go(func() {
@@ -280,12 +294,34 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 				if in.outcome != "created" {
 					continue // an unknown create is the checks' to settle; it has no expedite
 				}
+				if j%4 == 3 {
+					// Every fourth request is only cancelled, once its
+					// delivery was tried (and, with the desk down, failed).
+					cit, err := client.NewCancelIntent(in.requestID)
+					if err != nil {
+						continue
+					}
+					sleepCtx(ctx, 300*time.Millisecond)
+					x.cancel.send(ctx, &intent{it: cit, topic: topic, note: note, started: time.Now()}, (i+j)%2)
+					mu.Lock()
+					cancelledAlone = append(cancelledAlone, in.requestID)
+					mu.Unlock()
+					continue
+				}
 				xit, err := client.NewExpediteIntent(in.requestID)
 				if err != nil {
 					continue
 				}
 				xin := &expedite{intent: &intent{it: xit, topic: topic, note: note, started: time.Now()}, requestID: in.requestID}
+				// Every fourth request is also cancelled at the same moment,
+				// on the other replica: the rule between the two decides.
+				var race sync.WaitGroup
+				if cit, err := client.NewCancelIntent(in.requestID); err == nil && j%4 == 1 {
+					xin.cancel = &intent{it: cit, topic: topic, note: note, started: time.Now()}
+					race.Go(func() { x.cancel.send(ctx, xin.cancel, (i+j)%2) })
+				}
 				x.expedite.send(ctx, xin.intent, (i+j+1)%2)
+				race.Wait()
 				xin.unknown = xin.outcome == "unknown"
 				mu.Lock()
 				expedites = append(expedites, xin)
@@ -304,6 +340,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 		now := time.Now()
 		healedAt.Store(&now)
 		t.heal(now)
+		exTally.heal(now)
 		res.readyz.healed.Store(true)
 		res.metrics.healed.Store(true)
 		sleepCtx(ctx, afterHeal)
@@ -318,6 +355,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	}
 	res.statuses, res.longestBlocked = t.statuses, t.blocked
 	res.blockedAfterHeal = [2]time.Duration{t.afterHealAlive, t.afterHealDied}
+	res.ex.blockedAfterHeal = [2]time.Duration{exTally.afterHealAlive, exTally.afterHealDied}
 	if res.outcomes, err = e.outcomesSince(marks); err != nil {
 		return nil, fmt.Errorf("read the replicas' logs: %w", err)
 	}
@@ -326,6 +364,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 		return nil, err
 	}
 	res.topic, res.sent, res.expedites, res.ex.statuses = topic, intents, expedites, exTally.statuses
+	res.cancelledAlone = cancelledAlone
 	return res, e.check(ctx, res, topic, intents, settler)
 }
 

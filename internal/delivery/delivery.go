@@ -23,9 +23,10 @@
 //     passed, and whose row another took, changes nothing.
 //
 // A cancelled request must not reach the desk, or must be cancelled there.
-// The rule between the cancel and the dispatcher: nothing is sent to the
-// desk once the cancel has committed; what the desk accepted before is
-// cancelled there.
+// The rule between the cancel and the dispatcher: no attempt that takes a
+// delivery after its request's cancel committed sends it; what the desk
+// accepted (or an attempt taken before the cancel is sending) is cancelled
+// there.
 //
 //   - The cancel's own statement withdraws a delivery never tried (the desk
 //     is never called), and makes a tried one that waits for its next
