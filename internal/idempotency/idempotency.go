@@ -370,6 +370,14 @@ func (r *Runner) taken(ctx context.Context, req Request, cr ClaimResult, waitUnt
 		return true, apperr.Errorf(apperr.KeyPayloadMismatch,
 			"this idempotency key was already used with a different request payload")
 	case Busy:
+		if d.LeaseLeft > needsAttentionLease/2 {
+			// Only a run that needs attention holds its key this long: no
+			// owner works on it, so there is nothing to wait for and no
+			// time to promise.
+			res.Outcome = OutcomeInProgress
+			r.observe(req.Scope, res.Path, res.Outcome)
+			return true, runNeedsAttention()
+		}
 		// Wait no longer than the owner's deadline: past it the owner is
 		// gone, and only its lease keeps the key.
 		until := waitUntil

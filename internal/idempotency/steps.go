@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/demo-api/demo-api/internal/apperr"
 )
 
 // StepWise is the path of an operation of several steps (Steps): claim the
@@ -490,7 +492,21 @@ func (r *Runner) needsAttention(ctx context.Context, rs RunStore, c Claim, run *
 	if err := r.save(ctx, rs, c, run, nil, needsAttentionLease); err != nil {
 		return err
 	}
-	return inProgress(r.cfg.Lease)
+	return runNeedsAttention()
+}
+
+// ErrRunNeedsAttention is the cause of the answer to a request whose run
+// needs attention (its *apperr.Error's Err): the transport may say there
+// how an operator resumes it.
+var ErrRunNeedsAttention = errors.New("idempotency: the run needs attention")
+
+// runNeedsAttention is the answer to a request whose run needs attention:
+// 409 operation_in_progress, as for any key held, but without Retry-After:
+// no retry moves the run until an operator resumes it (ResumeRun), and no
+// one can say when that will be.
+func runNeedsAttention() error {
+	return &apperr.Error{Code: apperr.OperationInProgress, Err: ErrRunNeedsAttention,
+		Message: "the run of this idempotency key needs attention: it stopped at its limit, and no retry moves it until an operator resumes it; the outcome route shows its last error"}
 }
 
 // nextStep is the index of the step after recovery point p, -1 for a point
