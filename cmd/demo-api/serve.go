@@ -118,9 +118,13 @@ func deskFaults(desk *reviewdesk.Client) func(context.Context, json.RawMessage) 
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		err := desk.SetFaults(ctx, faults)
+		refused, isRefused := errors.AsType[*reviewdesk.RefusedError](err)
 		switch {
 		case errors.Is(err, reviewdesk.ErrFaultsDisabled):
 			return apperr.Errorf(apperr.WorkshopDisabled, "the review desk refuses its fault knobs: start it with PROVIDER_FAULTS=true (make run does)")
+		case isRefused:
+			// A refusal is an answer: the same faults again cannot pass.
+			return apperr.Errorf(apperr.InvalidField, "the review desk refused these faults: %s", refused.Detail)
 		case err != nil:
 			return &apperr.Error{Code: apperr.Unavailable, Message: "the review desk did not take the faults", RetryAfter: time.Second, Err: err}
 		}

@@ -28,6 +28,9 @@ func TestDeskFaults(t *testing.T) {
 			if strings.Contains(string(f), "refused") {
 				return apperr.Errorf(apperr.WorkshopDisabled, "the review desk refuses its fault knobs")
 			}
+			if strings.Contains(string(f), "zz") { // as serve words the desk's refusal
+				return apperr.Errorf(apperr.InvalidField, "the review desk refused these faults: delay must be a duration")
+			}
 			return nil
 		}
 	}
@@ -45,6 +48,7 @@ func TestDeskFaults(t *testing.T) {
 		{`[1]`, 400, apperr.MalformedJSON},
 		{`{"down":`, 400, apperr.MalformedJSON},
 		{`{"refused":true}`, 400, apperr.WorkshopDisabled},
+		{`{"delay":"zz"}`, 400, apperr.InvalidField},
 		{`{"delay":"` + strings.Repeat("9", 5000) + `"}`, 413, apperr.BodyTooLarge},
 	}
 	for _, c := range cases {
@@ -56,7 +60,7 @@ func TestDeskFaults(t *testing.T) {
 	if r := e.must(req{method: http.MethodPut, path: "/workshop/desk-faults", body: `{}`}); r.Status != 401 {
 		t.Errorf("without a token: %d, want 401", r.Status)
 	}
-	if strings.Join(got, " ") != `{"down":true} {} {"refused":true}` {
+	if strings.Join(got, " ") != `{"down":true} {} {"refused":true} {"delay":"zz"}` {
 		t.Errorf("the desk was handed %q", got)
 	}
 	if r := put(newEnv(t, withDeskFaults), `{}`); r.Status != 404 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -216,8 +217,31 @@ func stepwise[In any](s *server, op stepOperation[In]) http.Handler {
 			return
 		}
 		res, err := s.idem.DoSteps(r.Context(), it.req, it.knobs.wrap(op.steps), input)
-		s.answer(w, r, it.req.Scope, it.attempt, it.knobs, res, err)
+		s.answer(w, r, it.req.Scope, it.attempt, it.knobs, res, operatorsPart(it.req.Scope, err))
 	})
+}
+
+// operatorsPart says, in the answer to a request whose run needs attention
+// (409, no Retry-After), what an operator runs to resume it once its cause
+// is dealt with (docs/steps.md); any other err passes unchanged.
+func operatorsPart(sc idempotency.Scope, err error) error {
+	if !errors.Is(err, idempotency.ErrRunNeedsAttention) {
+		return err
+	}
+	return &apperr.Error{Code: apperr.OperationInProgress, Err: err, Message: fmt.Sprintf(
+		"the run of this idempotency key needs attention: it stopped at its limit, and no retry moves it until an operator, "+
+			"once its cause is dealt with, resumes it with `demo-api resume-run --actor %s --operation %s --key %s` "+
+			"(docs/steps.md, \"Needs attention\"); the outcome route shows its last error",
+		shellWord(sc.Actor), shellWord(sc.Operation), shellWord(sc.Key))}
+}
+
+// shellWord is s as one word of a POSIX shell command line: as it is when
+// it holds no character the shell reads, else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@%+=,/-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // handleGetExpedite is GET /v1/demo-requests/{id}/expedite: the order of

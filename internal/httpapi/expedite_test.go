@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -330,8 +331,26 @@ func TestExpediteNeedsAttention(t *testing.T) {
 		t.Fatalf("outcome: point %s, run %s, want ordered, needs_attention", point, run)
 	}
 	x.clock.Advance(testLease)
-	if r := x.expedite("key-x1", 2, nil); r.Status != http.StatusConflict || r.Header.Get("Retry-After") == "" {
-		t.Fatalf("a retry of a run that needs attention: %d %s", r.Status, r.Body)
+	// Whatever the retry (one that reads the key first, a first attempt's
+	// claim, one that would wait), the answer says what an operator does,
+	// and promises no time: only the operator moves the run.
+	for _, retry := range []struct {
+		attempt int
+		header  map[string]string
+	}{{2, nil}, {1, nil}, {0, map[string]string{"Prefer": "wait=5"}}} {
+		start := time.Now()
+		r := x.expedite("key-x1", retry.attempt, retry.header)
+		var p struct{ Detail string }
+		json.Unmarshal(r.Body, &p)
+		if r.Status != http.StatusConflict || r.problem(t) != "operation_in_progress" || r.Header.Get("Retry-After") != "" ||
+			!strings.Contains(p.Detail, "needs attention") ||
+			!strings.Contains(p.Detail, "`demo-api resume-run --actor alice --operation demo-requests.expedite --key key-x1`") {
+			t.Fatalf("a retry (attempt %d, %v) of a run that needs attention: %d Retry-After %q %s; want 409 with no Retry-After, "+
+				"saying how an operator resumes it", retry.attempt, retry.header, r.Status, r.Header.Get("Retry-After"), r.Body)
+		}
+		if waited := time.Since(start); waited > 2*time.Second {
+			t.Fatalf("a retry with %v waited %v for a run no one runs", retry.header, waited)
+		}
 	}
 	if n, err := x.store.RunsNeedingAttention(context.Background()); err != nil || n != 1 {
 		t.Fatalf("runs needing attention: %d, %v", n, err)

@@ -49,7 +49,7 @@ var problems = map[string]struct {
 	apperr.MethodNotAllowed: {http.StatusMethodNotAllowed, "Method not allowed",
 		"The route exists, but not with this method; the Allow header lists those it takes."},
 	apperr.OperationInProgress: {http.StatusConflict, "Operation in progress",
-		"An earlier request with this idempotency key is still being processed, and nothing was run for this one. Send the same request again after Retry-After seconds, or ask the route of the Link rel=\"monitor\" header what became of the key. Send Prefer: wait=N to wait up to N seconds for the answer instead."},
+		"An earlier request with this idempotency key is still being processed, and nothing was run for this one. Send the same request again after Retry-After seconds, or ask the route of the Link rel=\"monitor\" header what became of the key. Send Prefer: wait=N to wait up to N seconds for the answer instead. An answer without Retry-After is about an operation of several steps whose run needs attention: no retry moves it until an operator resumes it, and its detail names the command."},
 	apperr.BodyTooLarge: {http.StatusRequestEntityTooLarge, "Body too large",
 		"The body is over the service's limit. Nothing was stored."},
 	apperr.UnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type",

@@ -161,7 +161,8 @@ const maxDeskFaults = 4 << 10
 // external call stick. It is routed only with the workshop on.
 //
 // Errors: malformed_json, body_too_large, workshop_disabled (the desk
-// refuses its knobs), unavailable.
+// refuses its knobs), invalid_field (the desk refuses these faults, such as
+// a delay that is not a duration), unavailable.
 func handleDeskFaults(logger *slog.Logger, set func(context.Context, json.RawMessage) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeskFaults))

@@ -370,6 +370,14 @@ func (r *Runner) taken(ctx context.Context, req Request, cr ClaimResult, waitUnt
 		return true, apperr.Errorf(apperr.KeyPayloadMismatch,
 			"this idempotency key was already used with a different request payload")
 	case Busy:
+		if d.LeaseLeft > needsAttentionLease/2 {
+			// Only a run that needs attention holds its key this long: no
+			// owner works on it, so there is nothing to wait for and no
+			// time to promise.
+			res.Outcome = OutcomeInProgress
+			r.observe(req.Scope, res.Path, res.Outcome)
+			return true, runNeedsAttention()
+		}
 		// Wait no longer than the owner's deadline: past it the owner is
 		// gone, and only its lease keeps the key.
 		until := waitUntil
@@ -469,16 +477,24 @@ func (r *Runner) run(ctx context.Context, c Claim, leaseEnd time.Time, res Resul
 	return res, err
 }
 
-// release deletes claim c so that its key can run again, on a context of its
-// own (the client may be gone). While the store cannot hear it (a restart, a
-// partition), it keeps trying in the background with bounded, jittered
-// backoff until it succeeds or the lease ends at leaseEnd (the key then frees
-// itself): so a key whose owner gave up is free as soon as the database
-// answers again, and the Retry-After of the owner's 503 is true. It waits
-// for the first attempt at most releaseWait, and returns its error.
+// release deletes claim c so that its key can run again (Store.Release),
+// retried in the background while the store cannot hear it (letGo).
 func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
+	return r.letGo(ctx, c, leaseEnd, r.cfg.Store.Release)
+}
+
+// letGo runs free (a release of claim c, fenced by its token) on a context
+// of its own (the client may be gone). While the store cannot hear it (a
+// restart, a partition), it keeps trying in the background with bounded,
+// jittered backoff until it succeeds or the lease ends at leaseEnd (the key
+// then frees itself): so a key whose owner gave up is free as soon as the
+// database answers again, and the Retry-After of the owner's 503 is true.
+// It waits for the first attempt at most releaseWait, and returns its
+// error. The two-phase path frees its claim with it (release), the
+// step-wise path its run's (Runner.releaseRun).
+func (r *Runner) letGo(ctx context.Context, c Claim, leaseEnd time.Time, free func(context.Context, Claim) error) error {
 	first := make(chan error, 1)
-	go r.releaseUntil(context.WithoutCancel(ctx), c, leaseEnd, first)
+	go r.letGoUntil(context.WithoutCancel(ctx), c, leaseEnd, free, first)
 	select {
 	case err := <-first:
 		return err
@@ -487,14 +503,14 @@ func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error
 	}
 }
 
-// releaseUntil tries to release c until it succeeds or leaseEnd, and sends
-// the error of its first attempt to first.
-func (r *Runner) releaseUntil(ctx context.Context, c Claim, leaseEnd time.Time, first chan<- error) {
+// letGoUntil tries free until it succeeds or leaseEnd, and sends the error
+// of its first attempt to first.
+func (r *Runner) letGoUntil(ctx context.Context, c Claim, leaseEnd time.Time, free func(context.Context, Claim) error, first chan<- error) {
 	ctx, cancel := context.WithDeadline(ctx, leaseEnd)
 	defer cancel()
 	for attempt, wait := 1, releaseBackoff; ; attempt, wait = attempt+1, min(2*wait, maxReleaseBackoff) {
 		actx, cancelAttempt := context.WithTimeout(ctx, releaseTimeout)
-		err := r.cfg.Store.Release(actx, c)
+		err := free(actx, c)
 		cancelAttempt()
 		if attempt == 1 {
 			first <- err

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/demo-api/demo-api/internal/apperr"
 )
 
 // StepWise is the path of an operation of several steps (Steps): claim the
@@ -134,8 +136,9 @@ func (op *Steps) Check() error {
 		return fmt.Errorf("idempotency: steps %q need an operation, steps, Finish, MaxAttempts and Limit", op.Operation)
 	}
 	if op.Steps[0].Local == nil {
-		// The first step's commit inserts the run: before it, a runner
-		// that died has sent nothing.
+		// A run before its first recovery point has sent nothing, so a
+		// runner that lost touch with the database there may drop its key
+		// and run (RunStore.ReleaseRun).
 		return fmt.Errorf("idempotency: steps %s: the first step must be local", op.Operation)
 	}
 	seen := map[string]bool{"": true}
@@ -160,6 +163,18 @@ func (op *Steps) Check() error {
 // by the claim: a runner that lost its lease writes nothing (ErrLeaseLost).
 type RunStore interface {
 	Store
+	// ClaimRun is Claim for an operation of several steps: in the same
+	// statement it writes the key's run at its start (with input) where the
+	// claim took a free scope, starts a new one where it took over a key
+	// whose run was done, and keeps the run as it stands where it took over
+	// an unfinished one. So a claim never exists without the run that any
+	// runner, the Completer included, needs to continue it.
+	ClaimRun(ctx context.Context, s Scope, fp, token string, lease, ttl time.Duration, input json.RawMessage) (ClaimResult, error)
+	// ReleaseRun lets go of c while c holds its key: it deletes the key of
+	// a run still at its start (it has done nothing), and ends the lease of
+	// any other running or compensating run now, so that the next runner
+	// continues it at once. A run that needs attention is left alone.
+	ReleaseRun(ctx context.Context, c Claim) error
 	// LoadRun returns the run of s, nil if there is none.
 	LoadRun(ctx context.Context, s Scope) (*Run, error)
 	// SaveRun writes run (inserting it the first time) and effect, if any,
@@ -219,10 +234,12 @@ func (r *Runner) DoSteps(ctx context.Context, req Request, op *Steps, input json
 	waitUntil := r.waitUntil(req)
 	for tries := 0; ; tries++ {
 		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
-		cr, err := rs.Claim(ctx, req.Scope, req.Fingerprint, c.Token, r.cfg.Lease, r.cfg.TTL)
+		cr, err := rs.ClaimRun(ctx, req.Scope, req.Fingerprint, c.Token, r.cfg.Lease, r.cfg.TTL, input)
 		if err != nil {
-			// No release: the claim may have taken over a run, which must
-			// keep its key. A lost claim ends with its lease.
+			// The claim may have committed with its reply lost: let go of
+			// it by its token, so that the key is not blocked for a lease
+			// (a run that was taken over keeps its key, its lease ended).
+			r.releaseRun(ctx, rs, c)
 			return r.failed(res, req.Scope, fmt.Errorf("claim key: %w", err))
 		}
 		if !cr.Claimed {
@@ -234,14 +251,13 @@ func (r *Runner) DoSteps(ctx context.Context, req Request, op *Steps, input json
 		kind := Decide(cr.Prev, req.Fingerprint, cr.Now).Kind
 		res.Outcome = claimOutcome(kind)
 		r.observe(req.Scope, StepWise, res.Outcome)
+		// The claim wrote the run, or kept the one it took over (ClaimRun).
 		run, err := rs.LoadRun(ctx, req.Scope)
 		if err != nil {
+			r.releaseRun(ctx, rs, c)
 			return r.failed(res, req.Scope, fmt.Errorf("load run: %w", err))
 		}
-		// A key that expired with its run unfinished is one no completer
-		// ran for (the sweeper keeps such keys, and a run ends long before
-		// its TTL): its run is continued as it was.
-		if run == nil || (kind == TakeOverExpired && run.State == RunDone) {
+		if run == nil {
 			run = &Run{Scope: req.Scope, Input: input, State: RunRunning, Refs: map[string]string{}, StartedAt: cr.Now}
 		}
 		run.Attempts++
@@ -400,16 +416,39 @@ func inBudget[T any](ctx context.Context, budget time.Duration, f func(context.C
 	return f(ctx)
 }
 
+// save writes run and effect with the key's lease renewed to lease, fenced
+// by c. A save that fails otherwise than by a lost lease or a changed row
+// (the database unreachable) may or may not have committed, and the key's
+// last lease runs on: the runner lets go of the key (releaseRun), so that
+// the next runner continues the run as soon as the database answers.
 func (r *Runner) save(ctx context.Context, rs RunStore, c Claim, run *Run, effect Effect, lease time.Duration) error {
 	err := rs.SaveRun(ctx, c, run, effect, lease)
-	if errors.Is(err, ErrLeaseLost) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrLeaseLost):
 		r.observe(c.Scope, StepWise, OutcomeLeaseLost)
 		return inProgress(time.Second)
+	case !errors.Is(err, ErrEffectNotApplied):
+		r.releaseRun(ctx, rs, c)
 	}
-	if err != nil {
-		return fmt.Errorf("save run at %s: %w", run.Point, err)
-	}
-	return nil
+	return fmt.Errorf("save run at %s: %w", run.Point, err)
+}
+
+// releaseRun lets go of c (RunStore.ReleaseRun), retried in the background
+// until the store hears it, as the two-phase path releases its claim
+// (letGo): its runner stops, and the key is free, or its run is the next
+// runner's, as soon as the database answers again, not at the end of the
+// longest lease a save of this runner may have set.
+func (r *Runner) releaseRun(ctx context.Context, rs RunStore, c Claim) {
+	r.letGo(ctx, c, r.cfg.Clock().Add(r.longestRunLease()), rs.ReleaseRun)
+}
+
+// longestRunLease is the longest lease a runner sets on its key, but for
+// a run that needs attention: the Runner's lease, or a parked run's
+// longest jittered backoff.
+func (r *Runner) longestRunLease() time.Duration {
+	return max(r.cfg.Lease, maxParkBackoff*3/2)
 }
 
 func (r *Runner) finish(ctx context.Context, rs RunStore, c Claim, run *Run, d Decided) (Response, error) {
@@ -453,7 +492,21 @@ func (r *Runner) needsAttention(ctx context.Context, rs RunStore, c Claim, run *
 	if err := r.save(ctx, rs, c, run, nil, needsAttentionLease); err != nil {
 		return err
 	}
-	return inProgress(r.cfg.Lease)
+	return runNeedsAttention()
+}
+
+// ErrRunNeedsAttention is the cause of the answer to a request whose run
+// needs attention (its *apperr.Error's Err): the transport may say there
+// how an operator resumes it.
+var ErrRunNeedsAttention = errors.New("idempotency: the run needs attention")
+
+// runNeedsAttention is the answer to a request whose run needs attention:
+// 409 operation_in_progress, as for any key held, but without Retry-After:
+// no retry moves the run until an operator resumes it (ResumeRun), and no
+// one can say when that will be.
+func runNeedsAttention() error {
+	return &apperr.Error{Code: apperr.OperationInProgress, Err: ErrRunNeedsAttention,
+		Message: "the run of this idempotency key needs attention: it stopped at its limit, and no retry moves it until an operator resumes it; the outcome route shows its last error"}
 }
 
 // nextStep is the index of the step after recovery point p, -1 for a point

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
@@ -90,4 +92,105 @@ func waitDown(url string, timeout time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// TestRecoveryPointRetriedAcrossARestart: a step-wise run's call to another
+// system succeeds while PostgreSQL restarts (-m immediate), so the save of
+// its recovery point fails and the request answers 503. The runner lets go
+// of the key in the background, fenced by its token, until the database
+// hears it: so the client's retries once the database is back are answered
+// (the run continues from its last recovery point) within seconds, not
+// refused with 409 for the rest of the last save's 30 s lease. The test
+// measures how long the retries, sent every 200 ms from the moment the
+// database answers, got 409.
+func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
+	if os.Getenv("TEST_DATABASE_URL") != "" {
+		t.Skip("restarts a cluster of its own; TEST_DATABASE_URL cannot be restarted")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	pg, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	db, err := postgres.Open(ctx, pg.URL("postgres"), postgres.KeyStatements)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := postgres.Migrate(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := idempotency.NewRunner(idempotency.Config{Store: postgres.New(db), TTL: ttl, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "restart.steps", Key: "key-restart-steps"},
+		Fingerprint: "fp", Path: idempotency.StepWise}
+
+	restarted := make(chan error, 1)
+	var calls, asked int
+	op := &idempotency.Steps{
+		Operation: req.Scope.Operation, MaxAttempts: 8, Limit: 10 * time.Minute,
+		Steps: []idempotency.Step{
+			{Name: "recorded", Local: func(context.Context, *idempotency.Run, time.Time) (idempotency.Effect, error) { return nil, nil }},
+			{Name: "called", External: &idempotency.External{
+				Key: func(*idempotency.Run) string { return "call-1" },
+				Call: func(wctx context.Context, _ string, _ *idempotency.Run) (string, error) {
+					calls++
+					// The recovery point "recorded" commits without waiting
+					// for its WAL (a crash may lose it): write it out, as
+					// time would.
+					if _, err := db.ExecContext(wctx, "CHECKPOINT"); err != nil {
+						return "", err
+					}
+					go func() { restarted <- pg.Restart(ctx, "immediate") }()
+					if !waitDown(pg.URL("postgres"), 10*time.Second) {
+						return "", errors.New("the database never went down")
+					}
+					return "REF-1", nil // the other system took it; its recovery point cannot be saved
+				},
+				Status: func(context.Context, string) (string, error) {
+					asked++
+					if calls > 0 {
+						return "REF-1", nil
+					}
+					return "", idempotency.ErrNotSent
+				},
+			}},
+		},
+		Finish: func(_ context.Context, run *idempotency.Run, _ time.Time) (idempotency.Decided, error) {
+			return idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte(`{"ref":"` + run.Refs["called"] + `"}`)}}, nil
+		},
+	}
+	input := json.RawMessage(`{}`)
+	if _, err := r.DoSteps(ctx, req, op, input); apperr.Code(err) != apperr.Unavailable {
+		t.Fatalf("the attempt whose recovery point could not be saved: %v, want unavailable", err)
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	var res idempotency.Result
+	var conflicts int
+	for {
+		res, err = r.DoSteps(ctx, req, op, input)
+		if apperr.Code(err) != apperr.OperationInProgress || time.Since(back) > lease+5*time.Second {
+			break
+		}
+		conflicts++
+		time.Sleep(200 * time.Millisecond)
+	}
+	blocked := time.Since(back)
+	t.Logf("after the database was back, the key answered 409 to %d retries, for %v", conflicts, blocked.Round(100*time.Millisecond))
+	if err != nil || res.Response.Status != 201 || string(res.Response.Body) != `{"ref":"REF-1"}` {
+		t.Fatalf("the retry: %+v, %v; want the 201 with the reference the other system gave", res, err)
+	}
+	if blocked > 3*time.Second {
+		t.Errorf("the key answered 409 for %v after the database was back, want at most 3 s", blocked.Round(100*time.Millisecond))
+	}
+	if calls != 1 || asked == 0 {
+		t.Errorf("the other system was called %d times and asked %d times, want 1 call, then asked", calls, asked)
+	}
 }

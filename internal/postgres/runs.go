@@ -25,7 +25,29 @@ var (
 	takeAbandonedRunsSQL         = statement("take_abandoned_runs.sql")
 	resumeRunSQL                 = statement("resume_run.sql")
 	countRunsNeedingAttentionSQL = statement("count_runs_needing_attention.sql")
+	releaseRunSQL                = statement("release_run.sql")
 )
+
+// claimRunStatements claim a step-wise key and write its run in the same
+// statement (sql/claim_run.sql): a claim never exists without its run.
+var claimRunStatements = writeStatements{free: statement("claim_run.sql"), takeOver: statement("claim_run_takeover.sql")}
+
+// ClaimRun implements idempotency.RunStore (sql/claim_run.sql, and
+// sql/claim_run_takeover.sql for a row to take over).
+func (s *Store) ClaimRun(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration, input json.RawMessage) (idempotency.ClaimResult, error) {
+	// jsonb goes as text (see SaveRun).
+	args := []any{s.now(), sc.Actor, sc.Operation, sc.Key, fp, token, lease.Microseconds(), ttl.Microseconds(), string(input)}
+	cr, _, err := s.write(ctx, nil, claimRunStatements, fp, args)
+	return cr, err
+}
+
+// ReleaseRun implements idempotency.RunStore (sql/release_run.sql): while c
+// holds its key, it deletes the key of a run still at its start, and ends
+// the lease of any other running or compensating run now.
+func (s *Store) ReleaseRun(ctx context.Context, c idempotency.Claim) error {
+	var deleted, freed bool
+	return s.queryRow(ctx, nil, releaseRunSQL, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, &deleted, &freed)
+}
 
 // stepEffect is the business write of a step or of a run's answer: one
 // statement, run in the transaction of the run's write after it, which must

@@ -260,7 +260,7 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openDB(t)
-	for _, name := range []string{"claim.sql", "claim_takeover.sql"} {
+	for _, name := range []string{"claim.sql", "claim_takeover.sql", "claim_run.sql", "claim_run_takeover.sql"} {
 		for _, scope := range []string{"free", "taken"} {
 			t.Run(name+"/"+scope, func(t *testing.T) {
 				tx, err := db.BeginTxx(ctx, nil)
@@ -274,9 +274,13 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 					t.Fatal(err)
 				}
 				key := "k-" + uuid.NewString()
+				args := []any{nil, "alice", "demo-requests.create", key, "fp", uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds()}
+				if strings.HasPrefix(name, "claim_run") {
+					args = append(args, `{}`) // the run's input
+				}
 				run := func() (claimed bool) {
-					rows, err := tx.QueryxContext(ctx, readSQL(t, name), nil, "alice", "demo-requests.create", key, "fp",
-						uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds())
+					args[5] = uuid.NewString()
+					rows, err := tx.QueryxContext(ctx, readSQL(t, name), args...)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -384,6 +388,8 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 	}{
 		{"claim.sql", claim, postgres.ClaimColumns},
 		{"claim_takeover.sql", claim, postgres.ClaimColumns},
+		{"claim_run.sql", append(claim, `{}`), postgres.ClaimColumns},
+		{"claim_run_takeover.sql", append(claim, `{}`), postgres.ClaimColumns},
 		{"create_demo_request.sql", answer(create...), postgres.ClaimColumns},
 		{"create_demo_request_takeover.sql", answer(create...), postgres.ClaimColumns},
 		{"cancel_demo_request.sql", answer(cancel...), postgres.ClaimColumns},

@@ -289,7 +289,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 	switch {
 	case status == http.StatusOK || status == http.StatusCreated:
 		return decodeReceipt(answer)
-	case status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 && status != 429:
+	case refused(status):
 		var p struct{ Code, Detail string }
 		json.Unmarshal(answer, &p)
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
@@ -337,7 +337,9 @@ var ErrFaultsDisabled = errors.New("reviewdesk: the desk refuses its fault knobs
 // SetFaults replaces the desk's fault knobs with faults, a JSON object such
 // as {"down":true}; {} clears them. Workshops use it.
 //
-// Errors: ErrFaultsDisabled, or why the desk did not take them.
+// Errors: ErrFaultsDisabled, *RefusedError (the desk refused these faults,
+// such as a delay that is not a duration: sending them again cannot
+// succeed), or why the desk did not take them.
 func (c *Client) SetFaults(ctx context.Context, faults []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/v1/faults", bytes.NewReader(faults))
 	if err != nil {
@@ -350,10 +352,20 @@ func (c *Client) SetFaults(ctx context.Context, faults []byte) error {
 		return fmt.Errorf("reviewdesk: set faults: %w", err)
 	case status == http.StatusForbidden:
 		return ErrFaultsDisabled
+	case refused(status):
+		var p struct{ Code, Detail string }
+		json.Unmarshal(answer, &p)
+		return &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	case status != http.StatusOK:
 		return fmt.Errorf("reviewdesk: set faults: status %d: %.200s", status, answer)
 	}
 	return nil
+}
+
+// refused reports whether status is a definite refusal: a 4xx other than
+// 408, 409, 425 and 429, which may pass.
+func refused(status int) bool {
+	return status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 && status != 429
 }
 
 func (c *Client) do(req *http.Request) (int, []byte, error) {

@@ -161,3 +161,20 @@ func TestDeskClientStatsFailure(t *testing.T) {
 		t.Fatalf("stats of a stopped desk: %v, want an error", err)
 	}
 }
+
+// TestDeskClientSetFaults: faults the desk takes pass; faults it refuses
+// come back as a *RefusedError with its code and reason: a refusal, not a
+// failure worth retrying.
+func TestDeskClientSetFaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := testkit.StartDesk(t, nil).Client
+	if err := c.SetFaults(ctx, []byte(`{"delay":"1s"}`)); err != nil {
+		t.Fatalf("faults the desk takes: %v", err)
+	}
+	err := c.SetFaults(ctx, []byte(`{"delay":"zz"}`))
+	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); !ok || refused.Status != 400 || refused.Code != "invalid_body" ||
+		!strings.Contains(refused.Detail, "delay") {
+		t.Fatalf("faults the desk refuses: %v, want a *RefusedError with the desk's reason", err)
+	}
+}
