@@ -51,7 +51,7 @@ func Find() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("browsertest: no Chromium or Chrome found: install one (Debian: apt-get install chromium; macOS and Windows: Google Chrome), or set CHROME_PATH to its binary")
+	return "", errors.New("browsertest: no Chromium or Chrome found: run scripts/setup.sh (make test does), or install one (Debian, Ubuntu: apt-get install chromium; macOS: Google Chrome or brew install --cask chromium; Windows: Google Chrome), or set CHROME_PATH to its binary")
 }
 
 // browser is the one browser of the test binary, started by the first tab.
