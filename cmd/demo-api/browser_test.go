@@ -164,7 +164,7 @@ func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
 	}
 	for i, c := range presses {
 		p.rec.mu.Lock()
-		p.rec.paths, p.rec.keys, p.rec.attempts = nil, nil, nil
+		p.rec.paths, p.rec.keys, p.rec.attempts, p.rec.times, p.rec.auths = nil, nil, nil, nil, nil
 		p.rec.mu.Unlock()
 		p.fill("double "+strconv.Itoa(i), "pressed twice")
 		p.do(chromedp.Focus(chromedp.CSS("#topic")), c.press)
@@ -306,6 +306,55 @@ func TestBrowserSecondTab(t *testing.T) {
 	p.oneKey()
 	if p.rows() != 1 {
 		t.Fatalf("%d requests from two tabs, want 1", p.rows())
+	}
+}
+
+// TestBrowserTheBudgetsTailIsNoBurst: against a server that is down (every
+// connection closed unanswered), the page's attempts stay spread to the
+// end of its 5 s budget, by the Go client's rule: each wait at least the
+// backoff's floor (half its interval), none with less than 250 ms of the
+// budget left, at most two in its last second. Counted at the server.
+func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	p.rec.mu.Lock()
+	p.rec.cut = true
+	p.rec.mu.Unlock()
+	p.fill("down", "the server is down")
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("outcome-unknown", 8*time.Second)
+	p.oneKey()
+	// An attempt the browser sent again on its own arrives twice: each
+	// attempt is counted at its first arrival.
+	p.rec.mu.Lock()
+	var arrived []time.Time
+	for i, a := range p.rec.attempts {
+		if n, _ := strconv.Atoi(a); n == len(arrived)+1 {
+			arrived = append(arrived, p.rec.times[i])
+		}
+	}
+	p.rec.mu.Unlock()
+	deadline := arrived[0].Add(5 * time.Second) // the page's deadline is a little earlier
+	var times []string
+	lastSecond := 0
+	for i, at := range arrived {
+		times = append(times, at.Sub(arrived[0]).Round(time.Millisecond).String())
+		if deadline.Sub(at) <= time.Second {
+			lastSecond++
+		}
+		if left := deadline.Sub(at); left < 250*time.Millisecond {
+			t.Errorf("attempt %d started with %v of the budget left, under 250ms", i+1, left)
+		}
+		if i > 0 {
+			floor := min(100*time.Millisecond<<(i-1), time.Second) / 2
+			if gap := at.Sub(arrived[i-1]); gap < floor {
+				t.Errorf("attempt %d came %v after attempt %d, under the backoff's floor of %v", i+1, gap, i, floor)
+			}
+		}
+	}
+	t.Logf("%d attempts at %v; %d in the budget's last second", len(arrived), times, lastSecond)
+	if lastSecond > 2 {
+		t.Errorf("%d attempts in the budget's last second, want at most 2", lastSecond)
 	}
 }
 
