@@ -60,8 +60,8 @@ func serveInProcess(t *testing.T, env ...string) (string, *sqlx.DB) {
 }
 
 // recorder is a reverse proxy in front of the server that records each
-// POST's path, key, X-Client-Attempt, time and Authorization, and each
-// GET's path, and adds headers to chosen
+// POST's path, key, X-Client-Attempt, time and Authorization, every
+// request in order, and adds headers to chosen
 // attempts. A connection the server closed without an answer is closed the
 // same way to the client.
 type recorder struct {
@@ -71,7 +71,7 @@ type recorder struct {
 	attempts []string
 	times    []time.Time                  // when each POST arrived
 	auths    []string                     // the Authorization of each POST
-	gets     []string                     // the path and query of each GET
+	calls    []string                     // every request in order: method, path and query, key
 	add      map[string]map[string]string // X-Client-Attempt → headers
 	cut      bool                         // close every connection without forwarding: the server is out of reach
 }
@@ -94,9 +94,7 @@ func (rec *recorder) proxy(t *testing.T, target string) string {
 			rec.mu.Unlock()
 		}
 		rec.mu.Lock()
-		if r.Method == http.MethodGet {
-			rec.gets = append(rec.gets, r.URL.RequestURI())
-		}
+		rec.calls = append(rec.calls, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Idempotency-Key"))
 		cut := rec.cut
 		rec.mu.Unlock()
 		if cut {

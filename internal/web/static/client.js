@@ -54,6 +54,12 @@ export function newKey() {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
+// bodyOf is the exact body of the intent of fields: the same fields make
+// the same bytes, so an intent is recognised by its body.
+export function bodyOf(fields) {
+  return JSON.stringify({ topic: fields.topic, note: fields.note });
+}
+
 // newIntent makes the intent of fields: its key, the exact body every
 // attempt sends, and its deadline. headers go on its first attempt only
 // (the workshop switches).
@@ -61,7 +67,7 @@ export function newIntent(fields, headers = {}, now = Date.now()) {
   return {
     key: newKey(),
     fields: { topic: fields.topic, note: fields.note },
-    body: JSON.stringify({ topic: fields.topic, note: fields.note }),
+    body: bodyOf(fields),
     headers,
     started: now,
     deadline: now + rules.budgetMs,
