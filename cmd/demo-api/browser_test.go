@@ -531,12 +531,41 @@ func TestBrowserWorkshopPage(t *testing.T) {
 	desk := testkit.StartDesk(t, nil)
 	p := openPage(t, "/workshop", "IDEMPOTENCY_TTL=4s", "IDEMPOTENCY_LEASE=4s",
 		"PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
-	p.do(chromedp.SendKeys(chromedp.CSS("#token"), e2eToken),
-		chromedp.WaitVisible(chromedp.CSS("#step-expiry")), chromedp.Click(chromedp.CSS("#run-all")))
+	p.do(chromedp.SendKeys(chromedp.CSS("#token"), e2eToken), chromedp.WaitVisible(chromedp.CSS("#step-expiry")))
+	if needs := p.needs(); needs != "" {
+		t.Fatalf("this server meets every step's needs, yet the page shows:\n%s", needs)
+	}
+	p.do(chromedp.Click(chromedp.CSS("#run-all")))
 	p.wait(`/passed/.test(document.querySelector('#summary').textContent)`, 2*time.Minute)
 	verdicts := p.eval(`[...document.querySelectorAll('.step')].map(s => s.id + ' ' + s.querySelector('.verdict').textContent).join('\n')`)
 	if n := strings.Count(verdicts, " PASS "); n != len(web.Steps()) {
 		t.Fatalf("%d of %d steps passed:\n%s", n, len(web.Steps()), verdicts)
 	}
 	p.tab.Screenshot(t, "workshop")
+}
+
+// needs lists the requirements the workshop page shows, a line per step.
+func (p *page) needs() string {
+	return p.eval(`[...document.querySelectorAll('.step')].filter(s => s.querySelector('.needs').checkVisibility())
+		.map(s => s.id + ': ' + s.querySelector('.needs').textContent).join('\n')`)
+}
+
+// TestBrowserWorkshopShowsUnmetNeeds: on a server without the workshop
+// knobs, a short TTL or a review desk, the workshop page names what each
+// step lacks, and shows no requirement for a step that has what it needs.
+func TestBrowserWorkshopShowsUnmetNeeds(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/workshop", "WORKSHOP=false")
+	p.do(chromedp.WaitVisible(chromedp.CSS("#step-expiry")))
+	want := strings.Join([]string{
+		"step-in-progress: needs WORKSHOP=true",
+		"step-lost-response: needs WORKSHOP=true",
+		"step-transient: needs WORKSHOP=true",
+		"step-external: needs the review desk's fault knobs",
+		"step-resume: needs WORKSHOP=true and a review desk (PROVIDER_URL)",
+		"step-expiry: needs a TTL of at most 2m",
+	}, "\n")
+	if got := p.needs(); got != want {
+		t.Fatalf("the page shows the needs:\n%s\nwant:\n%s", got, want)
+	}
 }

@@ -33,7 +33,7 @@ func (s *server) routes(ops []route) http.Handler {
 
 	// The pages (package web): the create page and the workshop page.
 	deskFaults := s.Workshop && s.DeskFaults != nil
-	pages := web.Handler(web.Config{Workshop: s.Workshop, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults})
+	pages := web.Handler(web.Config{Workshop: s.Workshop, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults, Expedite: s.Desk != nil})
 	r.Method(http.MethodGet, "/", pages)
 	r.Method(http.MethodGet, "/workshop", pages)
 	r.Method(http.MethodGet, "/ui/*", pages)
