@@ -8,7 +8,8 @@
 #
 # How a missing need is installed:
 #   Debian, Ubuntu  apt-get install PACKAGE, as root or through `sudo -n`
-#                   (apt-get update first when the package lists are empty)
+#                   (apt-get update first when the package lists know no
+#                   such package, or are too old to download from)
 #   macOS           brew install FORMULA (Homebrew)
 #   anything else   no install: it stops and prints the command to run
 # A need that cannot be installed here stops the script (exit 1) with the
@@ -22,10 +23,10 @@ log() { echo "setup: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 # needs: NAME | Debian packages, the first one apt knows is taken | Homebrew
-# arguments ("" when macOS has it already) | the command elsewhere.
+# arguments ("" when macOS has it already) | what to run elsewhere.
 needs=(
-  "chromium|chromium chromium-browser|--cask chromium|install Google Chrome (https://www.google.com/chrome/) or Chromium, or set CHROME_PATH to its binary"
-  "curl|curl||install curl (https://curl.se/download.html)"
+  "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary"
+  "curl|curl||run 'sudo dnf install curl' (Fedora) or 'sudo pacman -S curl' (Arch)"
 )
 
 # have_chromium: the browser the browser tests drive, found where
@@ -90,7 +91,7 @@ apt_install() {
 # download from.
 install_debian() {
   local name=$1 pkgs=$2 pkg hint="sudo apt-get update && sudo apt-get install ${2%% *}"
-  as_root true || die "$name is missing, and installing it needs root (sudo asks for a password); run: $hint"
+  as_root true || die "$name is missing, and installing it needs root (or sudo without a password); run: $hint"
   if ! pkg="$(debian_package $pkgs)"; then
     apt_update || die "apt-get update failed; run: $hint"
     pkg="$(debian_package $pkgs)" || die "$name is missing and apt knows no package of it (${pkgs// / or }): install it by hand"
@@ -105,10 +106,10 @@ install_debian() {
 install_macos() {
   local name=$1 brew=$2 other=$3
   [[ -n "$brew" ]] || die "$name is missing: $other"
-  command -v brew >/dev/null || die "$name is missing and Homebrew is not installed; run: brew install $brew (after installing Homebrew, https://brew.sh), or $other"
+  command -v brew >/dev/null || die "$name is missing and Homebrew is not installed: install Homebrew, then run 'brew install $brew'"
   log "brew install $brew (for $name)"
   # shellcheck disable=SC2086 # $brew holds the arguments, e.g. --cask chromium
-  brew install $brew || die "brew install $brew failed; run it by hand, or $other"
+  brew install $brew || die "brew install $brew failed: run it by hand"
 }
 
 if [[ -n "${CHROME_PATH:-}" ]] && ! command -v "$CHROME_PATH" >/dev/null; then
