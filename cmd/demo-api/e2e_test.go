@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,13 +42,10 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	var once sync.Once
-	cleanUp := func() {
-		once.Do(func() {
-			if err := browsertest.Close(); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-			}
-			os.RemoveAll(dir)
-		})
+	var left error // what could not be removed
+	cleanUp := func() error {
+		once.Do(func() { left = errors.Join(browsertest.Close(), os.RemoveAll(dir)) })
+		return left
 	}
 	defer cleanUp()
 	interrupted := make(chan os.Signal, 1)
@@ -65,7 +63,12 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build demo-api: %v\n%s", err, out)
 		return 1
 	}
-	return pgtest.Run(m)
+	code := pgtest.Run(m)
+	if err := cleanUp(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	return code
 }
 
 const e2eToken = "tok-e2e-5d2c"
