@@ -10,8 +10,9 @@
 #                   clones on one machine can run side by side.
 #   make db-stop    stop that cluster
 #   make db-reset   stop it and delete its data: the next make run starts fresh
-#   make test       no tracked file over 1 MiB, gofmt, go vet and every test
-#                   with the race detector
+#   make test       scripts/setup.sh (installs the browser the tests drive
+#                   where it is missing), no tracked file over 1 MiB, gofmt,
+#                   go vet and every test with the race detector
 #   make cross      the builds of other systems: go vet for macOS, go build
 #                   for Windows (.ci/run runs it beside make test)
 #   make bench      the benchmark; writes docs/bench.md
@@ -58,12 +59,15 @@ run: build
 	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
 	./bin/demo-api serve
 
-# The whole suite, with the race detector. The integration tests use
+# The whole suite, with the race detector. scripts/setup.sh first installs
+# what the tests need where it is missing (Chromium), or stops with the
+# command that would. The integration tests use
 # TEST_DATABASE_URL if set, else start a throw-away PostgreSQL from the local
 # binaries, else dockertest; they never skip.
 # The output lists every top-level test that ran and where its PostgreSQL
 # came from; subtest and per-test database lines are left out.
 test:
+	scripts/setup.sh
 	@git ls-files -z 2>/dev/null | xargs -0 wc -c 2>/dev/null \
 	  | awk '$$2 != "total" && $$1 > 1048576 { print "tracked file over 1 MiB (build output?): " $$2; bad = 1 } END { exit bad }'
 	gofmt -l . | tee /dev/stderr | (! read)

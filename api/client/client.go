@@ -13,8 +13,10 @@
 //     of demo-api;
 //   - one total time budget per intent (5 s by default), not a count of
 //     attempts, with a timeout per attempt inside it;
-//   - bounded, jittered exponential backoff between attempts; a server's
-//     Retry-After is honoured only as far as the budget allows;
+//   - bounded, jittered exponential backoff between attempts, never
+//     shortened to fit the budget: no attempt starts with less than 250 ms
+//     of it left; a server's Retry-After is honoured only as far as the
+//     budget allows;
 //   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a retry
 //     that finds the first attempt still running waits for its answer;
 //   - when the budget runs out with no definite answer, an
@@ -253,8 +255,26 @@ func (c *Client) Expedite(ctx context.Context, requestID string) (Result, error)
 	return c.Send(ctx, it)
 }
 
-// minAttempt is the least time left worth starting an attempt with.
-const minAttempt = 50 * time.Millisecond
+// minAttempt is the least time left worth starting an attempt with: a
+// round trip and a little work, on a slow network.
+const minAttempt = 250 * time.Millisecond
+
+// nextWait decides the wait before the next attempt, with left of the
+// budget after the last one, and whether that attempt is made at all. The
+// wait is the backoff's, or the server's Retry-After when longer. The
+// backoff's wait is never shortened to squeeze in one more attempt: when
+// it would leave that attempt less than minAttempt, there is none, so the
+// end of a budget is no burst of attempts against a server that is down.
+// A Retry-After past the budget is shortened (never below the backoff's
+// wait) to leave a whole last attempt: the attempt timeout, or half of
+// what is left.
+func nextWait(backoff, retryAfter, left, attemptTimeout time.Duration) (time.Duration, bool) {
+	wait := backoff
+	if retryAfter > wait {
+		wait = max(backoff, min(retryAfter, left-min(attemptTimeout, left/2)))
+	}
+	return wait, left-wait >= minAttempt
+}
 
 // Send sends the intent until it gets a definite answer or its budget runs
 // out. Every operation of demo-api answers a 2xx with a requestId: a demo
@@ -309,16 +329,12 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 			return Result{}, err
 		}
 		last = a.seen()
-		// Retry-After and the backoff are honoured only as far as the
-		// budget allows: clamped so one more attempt still fits.
-		wait := max(bo.NextBackOff(), a.retryAfter)
-		left = time.Until(deadline)
-		if left < 2*minAttempt {
+		wait, again := nextWait(bo.NextBackOff(), a.retryAfter, time.Until(deadline), c.cfg.AttemptTimeout)
+		if !again {
 			a.Decision = "give up: budget spent"
 			c.report(a.Attempt)
 			return Result{}, &OutcomeUnknownError{Operation: it.Operation, Key: it.Key, Attempts: n, Last: last}
 		}
-		wait = min(wait, left-min(c.cfg.AttemptTimeout, left/2)) // leave room for one more attempt
 		a.Decision, a.Wait = "retry in "+wait.Round(time.Millisecond).String(), wait
 		c.report(a.Attempt)
 		t := time.NewTimer(wait)

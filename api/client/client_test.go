@@ -168,6 +168,59 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// TestTheBudgetsTailIsNoBurst: against a server that is down (it closes
+// every connection unanswered), the default budget's attempts stay spread
+// to its end: the wait before each retry is never shorter than the
+// backoff's floor for that retry (half its interval: 50 ms, 100 ms, …
+// 500 ms), none starts with less than the least attempt time left, and the
+// budget's last second holds at most two attempts.
+func TestTheBudgetsTailIsNoBurst(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var arrived []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived = append(arrived, time.Now())
+		mu.Unlock()
+		drop(w, r)
+	}))
+	defer srv.Close()
+	c, err := client.New(client.Config{BaseURL: srv.URL, Token: "tok"}) // the defaults: 5 s, 2 s per attempt
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _ := client.NewIntent(client.CreateInput{Topic: "t"})
+	start := time.Now()
+	_, err = c.Send(context.Background(), it)
+	if _, ok := errors.AsType[*client.OutcomeUnknownError](err); !ok {
+		t.Fatalf("got %v, want outcome unknown", err)
+	}
+	srv.Close()
+	deadline := start.Add(5 * time.Second)
+	const minAttempt = 250 * time.Millisecond
+	var times []string
+	lastSecond := 0
+	for i, at := range arrived {
+		times = append(times, at.Sub(start).Round(time.Millisecond).String())
+		if deadline.Sub(at) <= time.Second {
+			lastSecond++
+		}
+		if left := deadline.Sub(at); left < minAttempt {
+			t.Errorf("attempt %d started with %v of the budget left, under %v", i+1, left, minAttempt)
+		}
+		if i > 0 {
+			floor := min(100*time.Millisecond<<(i-1), time.Second) / 2
+			if gap := at.Sub(arrived[i-1]); gap < floor {
+				t.Errorf("attempt %d came %v after attempt %d, under the backoff's floor of %v", i+1, gap, i, floor)
+			}
+		}
+	}
+	t.Logf("%d attempts at %v; %d in the budget's last second", len(arrived), times, lastSecond)
+	if lastSecond > 2 {
+		t.Errorf("%d attempts in the budget's last second, want at most 2", lastSecond)
+	}
+}
+
 func TestNewIntentMakesANewKey(t *testing.T) {
 	a, _ := client.NewIntent(client.CreateInput{Topic: "t"})
 	b, _ := client.NewIntent(client.CreateInput{Topic: "t"})

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/tools/browsertest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 	"github.com/demo-api/demo-api/internal/web"
@@ -79,7 +81,12 @@ func (p *page) state() string {
 
 func (p *page) waitState(state string, timeout time.Duration) {
 	p.t.Helper()
-	p.wait(`!document.querySelector('#outcome').hidden && document.querySelector('#outcome').dataset.state === '`+state+`'`, timeout)
+	expr := `!document.querySelector('#outcome').hidden && document.querySelector('#outcome').dataset.state === '` + state + `'`
+	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
+		shows, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`['#notice', '#outcome', '#attempts tbody']
+			.map(s => s + ': ' + document.querySelector(s).innerText.replace(/\s+/g, ' ')).join('\n')`))
+		p.t.Fatalf("waiting for the outcome %s: %v; the page shows:\n%s", state, err, shows)
+	}
 }
 
 // detail is the value of an outcome detail, such as requestId or key.
@@ -164,7 +171,7 @@ func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
 	}
 	for i, c := range presses {
 		p.rec.mu.Lock()
-		p.rec.paths, p.rec.keys, p.rec.attempts = nil, nil, nil
+		p.rec.paths, p.rec.keys, p.rec.attempts, p.rec.times, p.rec.auths = nil, nil, nil, nil, nil
 		p.rec.mu.Unlock()
 		p.fill("double "+strconv.Itoa(i), "pressed twice")
 		p.do(chromedp.Focus(chromedp.CSS("#topic")), c.press)
@@ -309,19 +316,156 @@ func TestBrowserSecondTab(t *testing.T) {
 	}
 }
 
+// TestBrowserTheBudgetsTailIsNoBurst: against a server that is down (every
+// connection closed unanswered), the page's attempts stay spread to the
+// end of its 5 s budget, by the Go client's rule: each wait at least the
+// backoff's floor (half its interval), none with less than 250 ms of the
+// budget left, at most two in its last second. Counted at the server.
+func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	p.rec.mu.Lock()
+	p.rec.cut = true
+	p.rec.mu.Unlock()
+	p.fill("down", "the server is down")
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("outcome-unknown", 8*time.Second)
+	p.oneKey()
+	// An attempt the browser sent again on its own arrives twice: each
+	// attempt is counted at its first arrival.
+	p.rec.mu.Lock()
+	var arrived []time.Time
+	for i, a := range p.rec.attempts {
+		if n, _ := strconv.Atoi(a); n == len(arrived)+1 {
+			arrived = append(arrived, p.rec.times[i])
+		}
+	}
+	p.rec.mu.Unlock()
+	deadline := arrived[0].Add(5 * time.Second) // the page's deadline is a little earlier
+	var times []string
+	lastSecond := 0
+	for i, at := range arrived {
+		times = append(times, at.Sub(arrived[0]).Round(time.Millisecond).String())
+		if deadline.Sub(at) <= time.Second {
+			lastSecond++
+		}
+		if left := deadline.Sub(at); left < 250*time.Millisecond {
+			t.Errorf("attempt %d started with %v of the budget left, under 250ms", i+1, left)
+		}
+		if i > 0 {
+			floor := min(100*time.Millisecond<<(i-1), time.Second) / 2
+			if gap := at.Sub(arrived[i-1]); gap < floor {
+				t.Errorf("attempt %d came %v after attempt %d, under the backoff's floor of %v", i+1, gap, i, floor)
+			}
+		}
+	}
+	t.Logf("%d attempts at %v; %d in the budget's last second", len(arrived), times, lastSecond)
+	if lastSecond > 2 {
+		t.Errorf("%d attempts in the budget's last second, want at most 2", lastSecond)
+	}
+}
+
+// TestBrowserEditUndoneAfterOutcomeUnknown: a character typed and deleted
+// after "outcome unknown" leaves the same bytes, so Create goes on with the
+// same intent and key: one request, although the first attempt's work
+// outlives the budget.
+func TestBrowserEditUndoneAfterOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/")
+	old := p.unknown("undone")
+	p.do(chromedp.SendKeys(chromedp.CSS("#note"), "x"), chromedp.SendKeys(chromedp.CSS("#note"), kb.Backspace),
+		set("#switch-delay", ""), chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("created", 10*time.Second)
+	if key := p.oneKey(); key != old || p.rows() != 1 {
+		t.Fatalf("the undone edit was sent with key %s and made %d requests; want key %s and one request", key, p.rows(), old)
+	}
+	p.created()
+}
+
+// TestBrowserChangedFieldsAfterOutcomeUnknown: Create with changed fields
+// after "outcome unknown" is a new intent with a new key, but only once
+// the page asked the outcome route what became of the unfinished one and
+// said so.
 func TestBrowserChangedFieldsAfterOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	p := openPage(t, "/")
 	old := p.unknown("changed")
 	p.do(set("#switch-delay", ""), chromedp.SendKeys(chromedp.CSS("#note"), " and changed"))
-	if notice := p.eval(`document.querySelector('#notice').textContent`); !strings.Contains(notice, "new intent") || !strings.Contains(notice, old) {
-		t.Fatalf("the page says %q, not that key %s was dropped for a new intent", notice, old)
+	if notice := p.eval(`document.querySelector('#notice').textContent`); strings.Contains(notice, "dropped") {
+		t.Fatalf("typing dropped the unfinished intent: %q", notice)
 	}
 	p.do(chromedp.Click(chromedp.CSS("#create-button")))
 	p.waitState("created", 10*time.Second)
 	keys, _ := p.creates()
-	if last := keys[len(keys)-1]; last == old || slices.Index(keys, last) != len(keys)-1 {
+	last := keys[len(keys)-1]
+	if last == old || slices.Index(keys, last) != len(keys)-1 {
 		t.Fatalf("the changed fields were sent with keys %v; want a new key after %s", keys, old)
+	}
+	// The outcome route was asked about the old key before the new key's
+	// first attempt.
+	p.rec.mu.Lock()
+	calls := slices.Clone(p.rec.calls)
+	p.rec.mu.Unlock()
+	asked := slices.IndexFunc(calls, func(c string) bool {
+		return strings.HasPrefix(c, "GET /v1/idempotency-keys/"+old+"?operation=demo-requests.create")
+	})
+	sent := slices.IndexFunc(calls, func(c string) bool { return strings.HasSuffix(c, " "+last) })
+	if asked < 0 || asked > sent {
+		t.Fatalf("the page did not ask about key %s before it sent key %s:\n%s", old, last, strings.Join(calls, "\n"))
+	}
+	// The first attempt (held 8 s) was still running then.
+	if earlier := p.eval(`document.querySelector('#earlier').hidden ? '' : document.querySelector('#earlier').textContent`); !strings.Contains(earlier, old) || !strings.Contains(earlier, "still running") {
+		t.Fatalf("the page says %q of the unfinished intent %s", earlier, old)
+	}
+}
+
+// TestBrowserSignOutEndsTheIntent: alice's intent whose outcome is unknown
+// does not outlive her Sign out: it offers Check status first, then forgets
+// the intent, and bob, signed in next in the same tab, sees nothing of it
+// and sends nothing of hers.
+func TestBrowserSignOutEndsTheIntent(t *testing.T) {
+	t.Parallel()
+	const bobToken = "tok-e2e-bob-71a3"
+	p := openPage(t, "/", "API_TOKENS=alice:"+auth.Hash(e2eToken)+",bob:"+auth.Hash(bobToken))
+	alices := p.unknown("alice's topic")
+	leaving := `(document.querySelector('#leaving') || {hidden: true}).hidden === false`
+	p.do(chromedp.Click(chromedp.CSS("#sign-out")))
+	p.wait(leaving+` || !document.querySelector('#sign-in').hidden`, 5*time.Second)
+	offered := p.eval(`String(`+leaving+`)`) == "true"
+	if offered {
+		if text := p.eval(`document.querySelector('#leaving-text').textContent`); !strings.Contains(text, alices) {
+			t.Fatalf("Sign out says %q, not that the intent %s is unfinished", text, alices)
+		}
+		// Check status, offered there, asks about alice's key as alice.
+		p.do(chromedp.Click(chromedp.CSS("#leaving-check")))
+		p.wait(`!document.querySelector('#outcome').hidden && !document.querySelector('#check-status').disabled`, 5*time.Second)
+		p.do(chromedp.Click(chromedp.CSS("#sign-out")))
+		p.wait(leaving+` || !document.querySelector('#sign-in').hidden`, 5*time.Second)
+		if p.eval(`String(`+leaving+`)`) == "true" {
+			p.do(chromedp.Click(chromedp.CSS("#leaving-confirm")))
+		}
+	}
+	p.do(chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), bobToken),
+		chromedp.Click(chromedp.CSS("#sign-in-form button")), chromedp.WaitVisible(chromedp.CSS("#topic")))
+	shown := p.eval(`[document.querySelector('#topic').value, document.querySelector('#note').value,
+		document.querySelector('#outcome').hidden ? '' : document.querySelector('#outcome').textContent,
+		document.querySelector('#notice').textContent, document.querySelector('#attempts tbody').textContent,
+		sessionStorage.getItem('demo-api.intent') || ''].join('|')`)
+	if strings.Trim(shown, "|") != "" {
+		t.Fatalf("bob's page shows alice's: %q", shown)
+	}
+	p.fill("bob's topic", "")
+	p.do(set("#switch-delay", ""), chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("created", 10*time.Second)
+	p.rec.mu.Lock()
+	defer p.rec.mu.Unlock()
+	for i, k := range p.rec.keys {
+		if (k == alices) != (p.rec.auths[i] == "Bearer "+e2eToken) {
+			t.Errorf("a create with key %s went under %q", k, p.rec.auths[i])
+		}
+	}
+	if !offered {
+		t.Error("Sign out with an unfinished intent did not offer Check status")
 	}
 }
 
@@ -387,12 +531,41 @@ func TestBrowserWorkshopPage(t *testing.T) {
 	desk := testkit.StartDesk(t, nil)
 	p := openPage(t, "/workshop", "IDEMPOTENCY_TTL=4s", "IDEMPOTENCY_LEASE=4s",
 		"PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
-	p.do(chromedp.SendKeys(chromedp.CSS("#token"), e2eToken),
-		chromedp.WaitVisible(chromedp.CSS("#step-expiry")), chromedp.Click(chromedp.CSS("#run-all")))
+	p.do(chromedp.SendKeys(chromedp.CSS("#token"), e2eToken), chromedp.WaitVisible(chromedp.CSS("#step-expiry")))
+	if needs := p.needs(); needs != "" {
+		t.Fatalf("this server meets every step's needs, yet the page shows:\n%s", needs)
+	}
+	p.do(chromedp.Click(chromedp.CSS("#run-all")))
 	p.wait(`/passed/.test(document.querySelector('#summary').textContent)`, 2*time.Minute)
 	verdicts := p.eval(`[...document.querySelectorAll('.step')].map(s => s.id + ' ' + s.querySelector('.verdict').textContent).join('\n')`)
 	if n := strings.Count(verdicts, " PASS "); n != len(web.Steps()) {
 		t.Fatalf("%d of %d steps passed:\n%s", n, len(web.Steps()), verdicts)
 	}
 	p.tab.Screenshot(t, "workshop")
+}
+
+// needs lists the requirements the workshop page shows, a line per step.
+func (p *page) needs() string {
+	return p.eval(`[...document.querySelectorAll('.step')].filter(s => s.querySelector('.needs').checkVisibility())
+		.map(s => s.id + ': ' + s.querySelector('.needs').textContent).join('\n')`)
+}
+
+// TestBrowserWorkshopShowsUnmetNeeds: on a server without the workshop
+// knobs, a short TTL or a review desk, the workshop page names what each
+// step lacks, and shows no requirement for a step that has what it needs.
+func TestBrowserWorkshopShowsUnmetNeeds(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/workshop", "WORKSHOP=false")
+	p.do(chromedp.WaitVisible(chromedp.CSS("#step-expiry")))
+	want := strings.Join([]string{
+		"step-in-progress: needs WORKSHOP=true",
+		"step-lost-response: needs WORKSHOP=true",
+		"step-transient: needs WORKSHOP=true",
+		"step-external: needs the review desk's fault knobs",
+		"step-resume: needs WORKSHOP=true and a review desk (PROVIDER_URL)",
+		"step-expiry: needs a TTL of at most 2m",
+	}, "\n")
+	if got := p.needs(); got != want {
+		t.Fatalf("the page shows the needs:\n%s\nwant:\n%s", got, want)
+	}
 }

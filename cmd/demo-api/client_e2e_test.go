@@ -60,7 +60,8 @@ func serveInProcess(t *testing.T, env ...string) (string, *sqlx.DB) {
 }
 
 // recorder is a reverse proxy in front of the server that records each
-// POST's path, key and X-Client-Attempt, and adds headers to chosen
+// POST's path, key, X-Client-Attempt, time and Authorization, every
+// request in order, and adds headers to chosen
 // attempts. A connection the server closed without an answer is closed the
 // same way to the client.
 type recorder struct {
@@ -68,6 +69,9 @@ type recorder struct {
 	paths    []string
 	keys     []string
 	attempts []string
+	times    []time.Time                  // when each POST arrived
+	auths    []string                     // the Authorization of each POST
+	calls    []string                     // every request in order: method, path and query, key
 	add      map[string]map[string]string // X-Client-Attempt → headers
 	cut      bool                         // close every connection without forwarding: the server is out of reach
 }
@@ -82,12 +86,15 @@ func (rec *recorder) proxy(t *testing.T, target string) string {
 			rec.paths = append(rec.paths, r.URL.Path)
 			rec.keys = append(rec.keys, r.Header.Get("Idempotency-Key"))
 			rec.attempts = append(rec.attempts, r.Header.Get("X-Client-Attempt"))
+			rec.times = append(rec.times, time.Now())
+			rec.auths = append(rec.auths, r.Header.Get("Authorization"))
 			for k, v := range rec.add[r.Header.Get("X-Client-Attempt")] {
 				r.Header.Set(k, v)
 			}
 			rec.mu.Unlock()
 		}
 		rec.mu.Lock()
+		rec.calls = append(rec.calls, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Idempotency-Key"))
 		cut := rec.cut
 		rec.mu.Unlock()
 		if cut {

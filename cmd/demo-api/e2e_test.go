@@ -3,13 +3,16 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,21 +30,45 @@ import (
 // boundary: crashes and signals need a real process.
 var binary string
 
-func TestMain(m *testing.M) {
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+// testMain builds the binary into a scratch folder, runs the tests, and
+// removes the folder and the browser's files on every way out: a failed
+// build, failed tests, or an interrupt (Ctrl-C) in the middle of them.
+func testMain(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "demo-api-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	var once sync.Once
+	var left error // what could not be removed
+	cleanUp := func() error {
+		once.Do(func() { left = errors.Join(browsertest.Close(), os.RemoveAll(dir)) })
+		return left
+	}
+	defer cleanUp()
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(interrupted)
+	go func() {
+		if sig, ok := <-interrupted; ok {
+			fmt.Fprintf(os.Stderr, "demo-api tests: %v: removing the scratch folder and the browser\n", sig)
+			cleanUp()
+			os.Exit(1)
+		}
+	}()
 	binary = filepath.Join(dir, "demo-api")
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build demo-api: %v\n%s", err, out)
-		os.Exit(1)
+		return 1
 	}
 	code := pgtest.Run(m)
-	browsertest.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	if err := cleanUp(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	return code
 }
 
 const e2eToken = "tok-e2e-5d2c"

@@ -56,6 +56,29 @@ func noteKey(r *http.Request, s idempotency.Scope) {
 
 func requestID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
 
+// apiHeaders are the security headers of every answer of the server: what
+// it sends is never sniffed into another type, run as a page or framed
+// (its only HTML, a problem's page, needs nothing more), nor kept by a
+// cache (an answer is its actor's). The pages (package web) set their own
+// Content-Security-Policy and Cache-Control over these.
+var apiHeaders = [...][2]string{
+	{"X-Content-Type-Options", "nosniff"},
+	{"Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"},
+	{"Referrer-Policy", "no-referrer"},
+	{"Cache-Control", "no-store"},
+}
+
+// securityHeaders sets apiHeaders on every answer, before anything else
+// runs: a 404 of the router and a recovered panic get them too.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range apiHeaders {
+			w.Header().Set(h[0], h[1])
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // logRequests logs one line per request, and reports it to the metrics.
 func (s *server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

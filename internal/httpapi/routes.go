@@ -33,7 +33,7 @@ func (s *server) routes(ops []route) http.Handler {
 
 	// The pages (package web): the create page and the workshop page.
 	deskFaults := s.Workshop && s.DeskFaults != nil
-	pages := web.Handler(web.Config{Workshop: s.Workshop, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults})
+	pages := web.Handler(web.Config{Workshop: s.Workshop, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults, Expedite: s.Desk != nil})
 	r.Method(http.MethodGet, "/", pages)
 	r.Method(http.MethodGet, "/workshop", pages)
 	r.Method(http.MethodGet, "/ui/*", pages)
@@ -60,12 +60,13 @@ func (s *server) routes(ops []route) http.Handler {
 }
 
 // base is what every server of the API has, the plain one too
-// (NewPlainServer): the middleware (request id, the request's log line and
-// metrics, panic recovery), problem answers for unknown routes and methods,
+// (NewPlainServer): the middleware (security headers, request id, the
+// request's log line and metrics, panic recovery), problem answers for
+// unknown routes and methods,
 // /healthz, /readyz and /metrics.
 func (s *server) base() chi.Router {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.logRequests, recoverPanics(s.Logger))
+	r.Use(securityHeaders, middleware.RequestID, s.logRequests, recoverPanics(s.Logger))
 	r.NotFound(handleProblem(s.Logger, errNoRoute))
 	r.MethodNotAllowed(handleMethodNotAllowed(s.Logger, r))
 	r.Method(http.MethodGet, "/healthz", handleHealthz())

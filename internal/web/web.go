@@ -32,6 +32,9 @@ type Config struct {
 	// DeskFaults reports whether the server passes the review desk's fault
 	// knobs on (PUT /workshop/desk-faults), for the external step.
 	DeskFaults bool
+	// Expedite reports whether the server has a review desk behind it, and
+	// so the expedite, for the resume step.
+	Expedite bool
 }
 
 // pageHeaders are sent with every page and asset: only this origin's
@@ -62,6 +65,7 @@ func Handler(cfg Config) http.Handler {
 		"ttlSeconds":   int(cfg.TTL.Seconds()),
 		"leaseSeconds": int(cfg.Lease.Seconds()),
 		"deskFaults":   cfg.DeskFaults,
+		"expedite":     cfg.Expedite,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k, v := range pageHeaders {

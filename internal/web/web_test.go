@@ -9,7 +9,7 @@ import (
 )
 
 func TestHandler(t *testing.T) {
-	h := Handler(Config{Workshop: true, TTL: time.Minute, Lease: 10 * time.Second})
+	h := Handler(Config{Workshop: true, TTL: time.Minute, Lease: 10 * time.Second, Expedite: true})
 	tests := []struct {
 		path, status, contentType string
 	}{
@@ -49,8 +49,9 @@ func TestHandler(t *testing.T) {
 		TTLSeconds   int
 		LeaseSeconds int
 		DeskFaults   bool
+		Expedite     bool
 	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &cfg); err != nil || !cfg.Workshop || cfg.TTLSeconds != 60 || cfg.LeaseSeconds != 10 || cfg.DeskFaults {
+	if err := json.Unmarshal(rec.Body.Bytes(), &cfg); err != nil || !cfg.Workshop || cfg.TTLSeconds != 60 || cfg.LeaseSeconds != 10 || cfg.DeskFaults || !cfg.Expedite {
 		t.Fatalf("config.json %s: %v", rec.Body, err)
 	}
 }

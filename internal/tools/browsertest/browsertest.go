@@ -2,8 +2,10 @@
 // browser tests, the way pgtest runs a real PostgreSQL: it finds the
 // system's browser, downloads nothing, and fails with what to install when
 // there is none. Each test gets a tab of its own, in a browser context of
-// its own (its own sessionStorage), and fails if the page wrote a console
-// error, threw, or broke its Content-Security-Policy. Only tests import it.
+// its own (its own sessionStorage), that fails it rather than hang, and
+// fails it if the page wrote a console error, threw, or broke its
+// Content-Security-Policy. The browser leaves nothing in the temporary
+// folder. Only tests import it.
 package browsertest
 
 import (
@@ -18,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -51,31 +54,52 @@ func Find() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("browsertest: no Chromium or Chrome found: install one (Debian: apt-get install chromium; macOS and Windows: Google Chrome), or set CHROME_PATH to its binary")
+	return "", errors.New("browsertest: no Chromium or Chrome found: run scripts/setup.sh (make test does), or install one (Debian, Ubuntu: apt-get install chromium; macOS: Google Chrome or brew install --cask chromium; Windows: Google Chrome), or set CHROME_PATH to its binary")
 }
 
 // browser is the one browser of the test binary, started by the first tab.
 var browser struct {
-	once   sync.Once
-	ctx    context.Context
-	cancel context.CancelFunc
-	err    error
+	once sync.Once
+	*instance
+	err error
 }
 
-func start() {
+func start() { browser.instance, browser.err = launch() }
+
+// Close stops the browser, if a test started it, and removes what it wrote
+// in the temporary folder; call it from TestMain. It returns an error when
+// something of the browser's is left there.
+func Close() error {
+	if browser.instance == nil {
+		return nil
+	}
+	return browser.close()
+}
+
+// instance is one running browser.
+type instance struct {
+	ctx   context.Context
+	close func() error
+}
+
+// launch starts a browser. What it writes in the temporary folder is
+// removed by its close, on a test's failure too: the profile is chromedp's
+// (made for this browser, and removed once the browser and its children
+// are gone), and the browser's own temporary files (a folder per start for
+// its single-instance lock, which a killed browser never removes) go to a
+// browsertest-* folder of ours, through TMPDIR.
+func launch() (*instance, error) {
 	path, err := Find()
 	if err != nil {
-		browser.err = err
-		return
+		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "browsertest-")
+	tmp, err := os.MkdirTemp("", "browsertest-")
 	if err != nil {
-		browser.err = err
-		return
+		return nil, err
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
-		chromedp.UserDataDir(dir),
+		chromedp.Env("TMPDIR="+tmp),
 		chromedp.WindowSize(1000, 1200),
 		// No calls to the outside: this machine, a CI runner or a laptop in
 		// a workshop room may have no network.
@@ -87,22 +111,30 @@ func start() {
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
-	if err := chromedp.Do(ctx); err != nil {
+	stop := func() error {
 		cancel()
-		cancelAlloc()
-		os.RemoveAll(dir)
-		browser.err = fmt.Errorf("browsertest: start %s: %w", path, err)
-		return
+		cancelAlloc() // returns once the browser is gone and its profile removed
+		return removeAll(tmp)
 	}
-	browser.ctx = ctx
-	browser.cancel = func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
+	if err := chromedp.Do(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("browsertest: start %s: %w", path, err), stop())
+	}
+	return &instance{ctx: ctx, close: stop}, nil
 }
 
-// Close stops the browser, if a test started it; call it from TestMain.
-func Close() {
-	if browser.cancel != nil {
-		browser.cancel()
+// removeAll removes dir, trying again for a few seconds while a child of
+// the browser that outlived it still writes there.
+func removeAll(dir string) error {
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err = os.RemoveAll(dir); err == nil || time.Now().After(deadline) {
+			break
+		}
 	}
+	if err != nil {
+		return fmt.Errorf("browsertest: remove the browser's temporary files: %w", err)
+	}
+	return nil
 }
 
 // Tab is one tab of the browser.
@@ -113,8 +145,8 @@ type Tab struct {
 	forgiven []string
 }
 
-// NewTab opens a tab, which closes when t ends. The test fails if the tab's
-// pages write a console error, throw, or break their
+// NewTab opens a tab, which closes when t ends or after TabLimit. The test
+// fails if the tab's pages write a console error, throw, or break their
 // Content-Security-Policy. An error of the network log, such as "the
 // server responded with a status of 409", is the answer a test asked for,
 // not a fault of the page, and is not counted.
@@ -127,6 +159,11 @@ func NewTab(t testing.TB) *Tab {
 	return open(t, browser.ctx, chromedp.WithNewBrowserContext())
 }
 
+// TabLimit bounds a tab's life: past it, every action on the tab fails
+// with context.DeadlineExceeded, so a page that never does what a test
+// waits for fails that test instead of hanging the run.
+const TabLimit = 3 * time.Minute
+
 // Sibling opens another tab beside tab, in its browser context: it shares
 // the origin's locks and storage, but not sessionStorage, as a second tab
 // a person opens does.
@@ -137,8 +174,11 @@ func (tab *Tab) Sibling(t testing.TB) *Tab {
 
 func open(t testing.TB, parent context.Context, opts ...chromedp.ContextOption) *Tab {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(parent, opts...)
+	limited, cancelLimit := context.WithTimeout(parent, TabLimit)
+	ctx, cancelTab := chromedp.NewContext(limited, opts...)
+	cancel := func() { cancelTab(); cancelLimit() }
 	if err := chromedp.Do(ctx); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	tab := &Tab{Ctx: ctx}

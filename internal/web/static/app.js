@@ -2,7 +2,15 @@
 // Pressing it makes one intent (client.js); the intent lives in this tab's
 // sessionStorage until its outcome is definite, so a double click, Enter
 // twice or a reload go on with the same key instead of making a new one.
-import { call, getJSON, newIntent, renew, resolve, send, sleep, token } from './client.js';
+//
+// The fields are compared with the unfinished intent when Create is
+// pressed, not while they are typed: the same bytes are the same intent,
+// with the same key. Other bytes are a new intent, but the unfinished one
+// is not left unseen: the page first asks the outcome route what became of
+// it, and says so. An intent is its user's: Sign out ends it, after
+// offering to check its status, so the next user of the tab never sees or
+// sends it.
+import { bodyOf, call, getJSON, newIntent, renew, resolve, send, sleep, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
 const store = {
@@ -17,6 +25,8 @@ let shown = 0; // the outcome on show; a poll for an older one stops
 
 const fields = () => ({ topic: $('topic').value, note: $('note').value });
 const sameFields = (a, b) => a.topic === b.topic && a.note === b.note;
+// sameIntent: the fields make the intent's very bytes.
+const sameIntent = (intent, f) => intent.body === bodyOf(f);
 
 // switches are the workshop headers the next intent's first attempt sends.
 function switches() {
@@ -32,6 +42,7 @@ function setBusy(b) {
   for (const el of $('create-form').querySelectorAll('input, textarea, select, button')) el.disabled = b;
   $('check-status').disabled = b;
   $('send-again').disabled = b;
+  $('sign-out').disabled = b; // an intent in flight is ended by its outcome, not by a sign out
 }
 
 function notice(text) {
@@ -191,14 +202,19 @@ function onCreate(event) {
       notice('Another tab of this browser is sending an intent: wait for its outcome.');
       return;
     }
+    $('earlier').hidden = true;
     let intent = store.intent();
-    if (intent && sameFields(intent.fields, f)) {
-      // The same fields as an intent whose outcome is not known: the same
+    if (intent && sameIntent(intent, f)) {
+      // The same bytes as an intent whose outcome is not known: the same
       // intent, the same key.
       notice(`The same fields as the unfinished intent: sending it again with key ${intent.key}.`);
-      if (Date.now() >= intent.deadline) renew(intent);
+      if (intent.unknown || Date.now() >= intent.deadline) renew(intent); // a budget given up is renewed
       intent.unknown = false;
     } else {
+      if (intent && !(await settle(intent))) {
+        setBusy(false);
+        return;
+      }
       intent = newIntent(f, switches());
       notice(`New intent: key ${intent.key}.`);
     }
@@ -206,15 +222,34 @@ function onCreate(event) {
   });
 }
 
-// onEdit drops an unfinished intent whose fields the user changed: what is
-// sent next is another intent, with a new key.
-function onEdit() {
-  const intent = store.intent();
-  if (busy || !intent || sameFields(intent.fields, fields())) return;
+// settle asks the outcome route what became of an unfinished intent that
+// the user is leaving for other fields, says so, and forgets the intent.
+// When the route cannot be asked, the intent is kept and settle returns
+// false: nothing is left unseen.
+async function settle(intent) {
+  const was = `The unfinished intent with key ${intent.key} (topic "${intent.fields.topic}")`;
+  let o;
+  try {
+    o = await resolve(intent.key, token.get());
+  } catch (err) {
+    notice(`${was} is kept: what became of it could not be asked (${err.message}). Press Create to ask again, or Check status.`);
+    showUnknown(intent);
+    return false;
+  }
+  let what;
+  if (o.state === 'completed' && o.status >= 200 && o.status < 300 && o.resultId) {
+    what = `was created: request ${o.resultId}.`;
+  } else if (o.state === 'completed') {
+    what = `was refused (${o.status}).`;
+  } else if (o.state === 'in_progress') {
+    what = `is still running on the server (lease ${o.leaseRemainingSeconds} s left): it may yet be created.`;
+  } else {
+    what = 'was never seen by the server (or it expired): it did not happen.';
+  }
   store.drop();
-  $('outcome').hidden = true;
-  shown++;
-  notice(`The fields changed, so this is a new intent: the unfinished one with key ${intent.key} was dropped.`);
+  $('earlier').textContent = `${was} ${what} The changed fields are a new intent.`;
+  $('earlier').hidden = false;
+  return true;
 }
 
 async function onCheckStatus() {
@@ -250,6 +285,9 @@ async function onCheckStatus() {
 function onSendAgain() {
   const intent = store.intent();
   if (!intent || busy) return;
+  // The fields show what is sent: the intent's bytes, whatever was typed since.
+  $('topic').value = intent.fields.topic;
+  $('note').value = intent.fields.note;
   renew(intent);
   intent.unknown = false;
   setBusy(true);
@@ -260,6 +298,40 @@ function signedIn(yes) {
   $('sign-in').hidden = yes;
   $('create').hidden = !yes;
   $('sign-out').hidden = !yes;
+  $('leaving').hidden = true;
+}
+
+// onSignOut signs out at once, unless an intent of this user is unfinished:
+// then it offers to check its status first, or to leave it.
+function onSignOut() {
+  if (busy) return;
+  const intent = store.intent();
+  if (!intent) {
+    signOut();
+    return;
+  }
+  $('leaving-text').textContent = `Your intent with key ${intent.key} (topic "${intent.fields.topic}") is unfinished: ` +
+    'what became of it is not known here. Check its status first, or sign out and leave it: ' +
+    'the next user of this tab will not see it or send it.';
+  $('create').hidden = true;
+  $('leaving').hidden = false;
+}
+
+// signOut ends the user's session in this tab, and everything of theirs
+// the page holds: the token, an unfinished intent, the fields, the last
+// outcome and its attempts.
+function signOut() {
+  store.drop();
+  token.drop();
+  refused = null;
+  shown++;
+  $('topic').value = '';
+  $('note').value = '';
+  $('outcome').hidden = true;
+  $('earlier').hidden = true;
+  notice('');
+  clearLog();
+  signedIn(false);
 }
 
 async function start() {
@@ -270,13 +342,18 @@ async function start() {
     signedIn(true);
     resume();
   });
-  $('sign-out').addEventListener('click', () => {
-    token.drop();
-    signedIn(false);
+  $('sign-out').addEventListener('click', onSignOut);
+  $('leaving-check').addEventListener('click', () => {
+    $('leaving').hidden = true;
+    $('create').hidden = false;
+    onCheckStatus();
+  });
+  $('leaving-confirm').addEventListener('click', signOut);
+  $('leaving-cancel').addEventListener('click', () => {
+    $('leaving').hidden = true;
+    $('create').hidden = false;
   });
   $('create-form').addEventListener('submit', onCreate);
-  $('topic').addEventListener('input', onEdit);
-  $('note').addEventListener('input', onEdit);
   $('check-status').addEventListener('click', onCheckStatus);
   $('send-again').addEventListener('click', onSendAgain);
   try {

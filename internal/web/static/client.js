@@ -5,8 +5,9 @@
 //   - one key per intent, made once when the user confirms the fields, kept
 //     with the exact body bytes until a definite answer;
 //   - one time budget per intent, a timeout per attempt inside it;
-//   - jittered exponential backoff between attempts; Retry-After honoured only
-//     as far as the budget allows;
+//   - jittered exponential backoff between attempts, never shortened to fit
+//     the budget: no attempt starts with less than minAttemptMs of it left;
+//     Retry-After honoured only as far as the budget allows;
 //   - X-Client-Attempt: n on each attempt, and Prefer: wait while the attempt
 //     has time to wait;
 //   - retried with the same key and bytes: no answer, a timeout, 409
@@ -18,7 +19,7 @@
 export const rules = {
   budgetMs: 5000,
   attemptTimeoutMs: 2000,
-  minAttemptMs: 50, // the least time worth starting an attempt with
+  minAttemptMs: 250, // the least time left worth starting an attempt with
   backoff: { initialMs: 100, multiplier: 2, jitter: 0.5, maxMs: 1000 },
 };
 
@@ -53,6 +54,12 @@ export function newKey() {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
+// bodyOf is the exact body of the intent of fields: the same fields make
+// the same bytes, so an intent is recognised by its body.
+export function bodyOf(fields) {
+  return JSON.stringify({ topic: fields.topic, note: fields.note });
+}
+
 // newIntent makes the intent of fields: its key, the exact body every
 // attempt sends, and its deadline. headers go on its first attempt only
 // (the workshop switches).
@@ -60,7 +67,7 @@ export function newIntent(fields, headers = {}, now = Date.now()) {
   return {
     key: newKey(),
     fields: { topic: fields.topic, note: fields.note },
-    body: JSON.stringify({ topic: fields.topic, note: fields.note }),
+    body: bodyOf(fields),
     headers,
     started: now,
     deadline: now + rules.budgetMs,
@@ -86,6 +93,23 @@ function backoff() {
   };
 }
 
+// nextWait decides the wait before the next attempt, with leftMs of the
+// budget after the last one, and whether that attempt is made at all
+// (again). The wait is the backoff's, or the server's Retry-After when
+// longer. The backoff's wait is never shortened to squeeze in one more
+// attempt: when it would leave that attempt less than minAttemptMs, there
+// is none, so the end of a budget is no burst of attempts against a server
+// that is down. A Retry-After past the budget is shortened (never below the
+// backoff's wait) to leave a whole last attempt: the attempt timeout, or
+// half of what is left.
+export function nextWait(backoffMs, retryAfterMs, leftMs) {
+  let wait = backoffMs;
+  if (retryAfterMs > wait) {
+    wait = Math.max(backoffMs, Math.min(retryAfterMs, leftMs - Math.min(rules.attemptTimeoutMs, leftMs / 2)));
+  }
+  return { wait, again: leftMs - wait >= rules.minAttemptMs };
+}
+
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // send spends the intent's budget on attempts until a definite answer, and
@@ -101,7 +125,7 @@ export async function send(intent, { token, save, log }) {
   const next = backoff();
   let last = '';
   for (;;) {
-    let left = intent.deadline - Date.now();
+    const left = intent.deadline - Date.now();
     if (left < rules.minAttemptMs) return { kind: 'unknown', last };
     const n = ++intent.attempts;
     save(intent);
@@ -112,13 +136,11 @@ export async function send(intent, { token, save, log }) {
       return a.outcome;
     }
     last = a.seen;
-    left = intent.deadline - Date.now();
-    if (left < 2 * rules.minAttemptMs) {
+    const { wait, again } = nextWait(next(), a.retryAfterMs, intent.deadline - Date.now());
+    if (!again) {
       log({ ...line, decision: 'give up: budget spent' });
       return { kind: 'unknown', last };
     }
-    // Leave room for one more attempt.
-    const wait = Math.min(Math.max(next(), a.retryAfterMs), left - Math.min(rules.attemptTimeoutMs, left / 2));
     log({ ...line, decision: `retry in ${Math.round(wait)}ms` });
     await sleep(wait);
   }

@@ -329,6 +329,24 @@ async function runStep(section, step) {
   return v;
 }
 
+// unmet names what a step needs (its "needs" in steps.json) that this
+// server lacks, or is '' when the server has it all: a requirement met is
+// not shown.
+function unmet(needs) {
+  switch (needs) {
+    case 'workshop':
+      return config.workshop ? '' : 'needs WORKSHOP=true';
+    case 'ttl':
+      return config.ttlSeconds > 0 && config.ttlSeconds <= 120 ? '' : 'needs a TTL of at most 2m';
+    case 'desk':
+      return config.deskFaults ? '' : 'needs the review desk\'s fault knobs';
+    case 'expedite':
+      return config.workshop && config.expedite ? '' : 'needs WORKSHOP=true and a review desk (PROVIDER_URL)';
+    default:
+      return '';
+  }
+}
+
 async function start() {
   const tokenInput = $('token');
   tokenInput.value = token.get();
@@ -343,9 +361,9 @@ async function start() {
     section.id = `step-${step.name}`;
     section.querySelector('h3').textContent = step.name;
     section.querySelector('.says').textContent = step.says;
-    const needs = { workshop: 'needs WORKSHOP=true', ttl: 'needs a TTL of at most 2m', desk: 'needs the review desk\'s fault knobs',
-      expedite: 'needs WORKSHOP=true and a review desk (PROVIDER_URL)' }[step.needs];
-    section.querySelector('.needs').textContent = needs || '';
+    const needs = unmet(step.needs);
+    section.querySelector('.needs').textContent = needs;
+    section.querySelector('.needs').hidden = needs === '';
     section.querySelector('button').addEventListener('click', () => runStep(section, step));
     $('steps').append(section);
     return [section, step];

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# setup.sh: install what the tests and tools need where it is missing, and
+# say what it does. make test and .ci/run call it first; running it again is
+# cheap: what is there is only named.
+#
+#   scripts/setup.sh            every need below
+#   scripts/setup.sh NAME...    only those needs (e.g. scripts/setup.sh chromium)
+#
+# How a missing need is installed:
+#   Debian, Ubuntu  apt-get install PACKAGE, as root or through `sudo -n`
+#                   (apt-get update first when the package lists know no
+#                   such package, or are too old to download from)
+#   macOS           brew install FORMULA (Homebrew)
+#   anything else   no install: it stops and prints the command to run
+# A need that cannot be installed here stops the script (exit 1) with the
+# exact command that would install it.
+#
+# To add a need: write a have_NAME function that succeeds when it is there
+# (and prints where), and add a line to needs below with its packages.
+set -euo pipefail
+
+log() { echo "setup: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# needs: NAME | Debian packages, the first one apt knows is taken | Homebrew
+# arguments ("" when macOS has it already) | what to run elsewhere.
+needs=(
+  "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary"
+  "curl|curl||run 'sudo dnf install curl' (Fedora) or 'sudo pacman -S curl' (Arch)"
+)
+
+# have_chromium: the browser the browser tests drive, found where
+# internal/tools/browsertest looks for it.
+have_chromium() {
+  if [[ -n "${CHROME_PATH:-}" ]]; then
+    command -v "$CHROME_PATH"
+    return
+  fi
+  local c
+  for c in chromium chromium-browser google-chrome google-chrome-stable chrome; do
+    command -v "$c" && return 0
+  done
+  for c in "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome" \
+    "/Applications/Chromium.app/Contents/MacOS/Chromium"; do
+    [[ -x "$c" ]] && echo "$c" && return 0
+  done
+  return 1
+}
+
+# have_curl: curl, which the README walkthrough test runs.
+have_curl() { command -v curl; }
+
+# as_root runs a command as root: directly, or through sudo without a
+# password prompt. It fails when neither can.
+as_root() {
+  if [[ "$(id -u)" == 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    sudo -n "$@"
+  else
+    return 1
+  fi
+}
+
+# debian_package prints the first of the packages that apt can install.
+debian_package() {
+  local p
+  for p in "$@"; do
+    if apt-cache show "$p" >/dev/null 2>&1; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+apt_updated=
+apt_update() {
+  [[ -z "$apt_updated" ]] || return 1
+  apt_updated=1
+  log "apt-get update"
+  as_root apt-get update -qq -o DPkg::Lock::Timeout=300
+}
+
+apt_install() {
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 "$1" >/dev/null
+}
+
+# install_debian installs the first of pkgs that apt knows, updating the
+# package lists first when they know none, or when they are too old to
+# download from.
+install_debian() {
+  local name=$1 pkgs=$2 pkg hint="sudo apt-get update && sudo apt-get install ${2%% *}"
+  as_root true || die "$name is missing, and installing it needs root (or sudo without a password); run: $hint"
+  if ! pkg="$(debian_package $pkgs)"; then
+    apt_update || die "apt-get update failed; run: $hint"
+    pkg="$(debian_package $pkgs)" || die "$name is missing and apt knows no package of it (${pkgs// / or }): install it by hand"
+  fi
+  log "apt-get install $pkg (for $name)"
+  if ! apt_install "$pkg"; then
+    apt_update && log "apt-get install $pkg (for $name), again" && apt_install "$pkg" ||
+      die "installing $pkg failed; run: sudo apt-get update && sudo apt-get install $pkg"
+  fi
+}
+
+install_macos() {
+  local name=$1 brew=$2 other=$3
+  [[ -n "$brew" ]] || die "$name is missing: $other"
+  command -v brew >/dev/null || die "$name is missing and Homebrew is not installed: install Homebrew, then run 'brew install $brew'"
+  log "brew install $brew (for $name)"
+  # shellcheck disable=SC2086 # $brew holds the arguments, e.g. --cask chromium
+  brew install $brew || die "brew install $brew failed: run it by hand"
+}
+
+if [[ -n "${CHROME_PATH:-}" ]] && ! command -v "$CHROME_PATH" >/dev/null; then
+  die "CHROME_PATH=$CHROME_PATH is no executable: fix it, or unset it"
+fi
+
+want=("$@")
+for w in "${want[@]}"; do
+  [[ " ${needs[*]%%|*} " == *" $w "* ]] || die "no need named $w (known: ${needs[*]%%|*})"
+done
+for line in "${needs[@]}"; do
+  IFS='|' read -r name debian brew other <<<"$line"
+  if ((${#want[@]})) && [[ " ${want[*]} " != *" $name "* ]]; then
+    continue
+  fi
+  if where="$("have_$name")"; then
+    log "$name: $where"
+    continue
+  fi
+  if command -v apt-get >/dev/null; then
+    install_debian "$name" "$debian"
+  elif [[ "$(uname -s)" == Darwin ]]; then
+    install_macos "$name" "$brew" "$other"
+  else
+    die "$name is missing: $other"
+  fi
+  where="$("have_$name")" || die "$name was installed but is still not found"
+  log "$name: $where (installed)"
+done
