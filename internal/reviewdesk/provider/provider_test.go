@@ -863,7 +863,11 @@ func TestDeskRefundBeforeCharge(t *testing.T) {
 func TestDeskHoldExpiry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := testkit.StartDeskWith(t, nil, provider.Options{SlotHold: 300 * time.Millisecond, Credit: 1000})
+	// The hold is long enough for the set-up below to charge and release
+	// two of the slots inside it on a loaded machine.
+	const hold = 2 * time.Second
+	d := testkit.StartDeskWith(t, nil, provider.Options{SlotHold: hold, Credit: 1000})
+	reserved := time.Now()
 	for i := range 6 {
 		if _, err := d.Client.ReserveSlot(ctx, fmt.Sprintf("expedite:%d:slot", i), slot); err != nil {
 			t.Fatal(err)
@@ -878,7 +882,7 @@ func TestDeskHoldExpiry(t *testing.T) {
 	if n, err := d.Server.ReleaseExpiredHolds(ctx); err != nil || n != 0 {
 		t.Fatalf("a sweep before the holds end: %d, %v; want 0", n, err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(time.Until(reserved.Add(hold + 100*time.Millisecond)))
 	// A slot reserved now is held past the sweep.
 	if _, err := d.Client.ReserveSlot(ctx, "expedite:late:slot", slot); err != nil {
 		t.Fatal(err)
