@@ -65,7 +65,9 @@ func Open(ctx context.Context, url string, statementTimeout time.Duration) (*sql
 
 // OpenWith connects to the database at url and checks that it answers.
 // Each statement of the pool runs for at most opts.StatementTimeout
-// (bound.go).
+// (bound.go). url is a URL or lib/pq's keyword form, and may name several
+// hosts (ParseURL): each connection goes to the first that answers as
+// target_session_attrs asks.
 //
 // It recognises PgBouncer, whatever its pool mode, by its refusal of a
 // startup parameter it does not know, and then treats it as a pooler in
@@ -78,7 +80,11 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	if opts.StatementTimeout <= 0 {
 		return nil, errors.New("open database: no statement bound")
 	}
-	cfg, err := pq.NewConfig(url)
+	dsn, err := ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
