@@ -5,9 +5,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // The statement bound of a pool, and what a pooler in transaction mode
@@ -81,7 +85,13 @@ func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("postgres: the driver's connection (%T) lacks what the pool needs", conn)
 	}
-	return &boundDriverConn{pq: pc, bound: c.bound, pooled: c.pooled}, nil
+	bc := &boundDriverConn{pq: pc, bound: c.bound, pooled: c.pooled}
+	pq.SetNoticeHandler(conn, func(notice *pq.Error) {
+		if strings.Contains(notice.Message, "wait for synchronous replication") {
+			bc.notReplicated.Store(true)
+		}
+	})
+	return bc, nil
 }
 
 func (c *boundConnector) Driver() driver.Driver { return c }
@@ -106,10 +116,23 @@ type boundDriverConn struct {
 	pq     pqConn
 	bound  time.Duration
 	pooled bool
+	// notReplicated is set by the server's warning that a commit's wait
+	// for its synchronous standby was cancelled (ErrNotReplicated).
+	notReplicated atomic.Bool
 }
 
 func (c *boundDriverConn) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.notReplicated.Store(false)
 	return context.WithTimeout(ctx, c.bound)
+}
+
+// replicated returns err, or ErrNotReplicated when err is nil and the
+// server warned that the commit was not confirmed by its standby.
+func (c *boundDriverConn) replicated(err error) error {
+	if err == nil && c.notReplicated.Load() {
+		return ErrNotReplicated
+	}
+	return err
 }
 
 func (c *boundDriverConn) Prepare(query string) (driver.Stmt, error) {
@@ -143,19 +166,27 @@ func (c *boundDriverConn) Begin() (driver.Tx, error) {
 // BeginTx begins a transaction on ctx as it is: lib/pq watches it until
 // the transaction ends, and each statement in it has its own deadline.
 func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.pq.BeginTx(ctx, opts)
+	tx, err := c.pq.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &boundTx{pq: tx, conn: c}, nil
 }
 
 func (c *boundDriverConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	return c.pq.ExecContext(ctx, query, args)
+	res, err := c.pq.ExecContext(ctx, query, args)
+	if err = c.replicated(err); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func (c *boundDriverConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	ctx, cancel := c.bounded(ctx)
 	rows, err := c.pq.QueryContext(ctx, query, args)
-	return boundRowsOf(rows, err, cancel)
+	return c.boundRowsOf(rows, err, cancel)
 }
 
 func (c *boundDriverConn) Ping(ctx context.Context) error {
@@ -172,14 +203,39 @@ func (c *boundDriverConn) ResetSession(ctx context.Context) error { return c.pq.
 
 func (c *boundDriverConn) IsValid() bool { return c.pq.IsValid() }
 
+// boundTx is a transaction whose commit is an error when its standby did
+// not confirm it (ErrNotReplicated).
+type boundTx struct {
+	pq   driver.Tx
+	conn *boundDriverConn
+}
+
+func (t *boundTx) Commit() error {
+	t.conn.notReplicated.Store(false)
+	return t.conn.replicated(t.pq.Commit())
+}
+
+func (t *boundTx) Rollback() error { return t.pq.Rollback() }
+
 // boundRows are rows read under their statement's deadline, which ends
-// when they are closed.
+// when they are closed. Their end, or their Close, is ErrNotReplicated
+// when the server warned that their statement's commit was not confirmed
+// by its standby.
 type boundRows struct {
 	pqRows
+	conn   *boundDriverConn
 	cancel context.CancelFunc
 }
 
-func boundRowsOf(rows driver.Rows, err error, cancel context.CancelFunc) (driver.Rows, error) {
+func (r *boundRows) Next(dest []driver.Value) error {
+	err := r.pqRows.Next(dest)
+	if err == io.EOF && r.conn.notReplicated.Load() {
+		return ErrNotReplicated
+	}
+	return err
+}
+
+func (c *boundDriverConn) boundRowsOf(rows driver.Rows, err error, cancel context.CancelFunc) (driver.Rows, error) {
 	if err != nil {
 		cancel()
 		return nil, err
@@ -190,13 +246,13 @@ func boundRowsOf(rows driver.Rows, err error, cancel context.CancelFunc) (driver
 		cancel()
 		return nil, fmt.Errorf("postgres: the driver's rows (%T) lack what the pool needs", rows)
 	}
-	return &boundRows{pqRows: pr, cancel: cancel}, nil
+	return &boundRows{pqRows: pr, conn: c, cancel: cancel}, nil
 }
 
 func (r *boundRows) Close() error {
 	err := r.pqRows.Close()
 	r.cancel()
-	return err
+	return r.conn.replicated(err)
 }
 
 // boundStmt is a statement prepared on the server whose every run has a
@@ -220,13 +276,17 @@ func (s *boundStmt) Query(args []driver.Value) (driver.Rows, error) {
 func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	ctx, cancel := s.conn.bounded(ctx)
 	defer cancel()
-	return s.pq.ExecContext(ctx, args)
+	res, err := s.pq.ExecContext(ctx, args)
+	if err = s.conn.replicated(err); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	ctx, cancel := s.conn.bounded(ctx)
 	rows, err := s.pq.QueryContext(ctx, args)
-	return boundRowsOf(rows, err, cancel)
+	return s.conn.boundRowsOf(rows, err, cancel)
 }
 
 // unpreparedStmt is a statement the code prepared on a pooled connection:
@@ -262,3 +322,10 @@ func named(args []driver.Value) []driver.NamedValue {
 	}
 	return nv
 }
+
+// ErrNotReplicated is the error of a commit that its synchronous standby
+// did not confirm before the statement's bound (or the caller's deadline)
+// cancelled the wait: PostgreSQL keeps such a commit on the primary and
+// reports it done with a warning only. A failover may lose it, so it is
+// not acknowledged: the store answers it as unavailable.
+var ErrNotReplicated = errors.New("postgres: the commit was not confirmed by a synchronous standby (it holds on the primary only)")

@@ -430,7 +430,7 @@ func dbErr(err error) error {
 	_, netErr := errors.AsType[net.Error](err)
 	retry := netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, ErrNotReplicated)
 	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
 		switch pqErr.Code.Class() {
 		case "08", "40", "53", "57": // connection, rollback, resources, operator intervention
