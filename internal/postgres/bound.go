@@ -35,6 +35,12 @@ import (
 // a pool prepares nothing on the server: a statement that the code
 // prepares is sent unprepared each time it runs (with binary parameters,
 // still one round trip).
+//
+// A cancel that arrives while a commit waits for its synchronous standby
+// does not undo the commit: PostgreSQL keeps it on the primary and reports
+// it done, with a warning. The pool reads the connection's notices and
+// makes that an error (ErrNotReplicated), so that nothing is acknowledged
+// that a failover may lose.
 
 // boundConnector opens lib/pq connections whose statements are bounded,
 // and, when pooled, never prepared on the server. It is the pool's

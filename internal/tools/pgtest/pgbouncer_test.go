@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,4 +65,18 @@ func asBytes(v any) []byte {
 		return []byte(v)
 	}
 	return nil
+}
+
+// TestNoPgBouncerSaysWhatToInstall: without a pgbouncer binary the test
+// kit's error names the package to install (NewPgBouncer fails the test
+// with it; it never skips).
+func TestNoPgBouncerSaysWhatToInstall(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	saved := pgbouncerPaths
+	pgbouncerPaths = []string{filepath.Join(t.TempDir(), "pgbouncer")}
+	defer func() { pgbouncerPaths = saved }()
+	_, err := findPgBouncer()
+	if err == nil || !strings.Contains(err.Error(), "apt-get install pgbouncer") {
+		t.Fatalf("findPgBouncer without one: %v, want the install command", err)
+	}
 }
