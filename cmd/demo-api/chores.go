@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,7 +59,7 @@ func every(ctx context.Context, interval time.Duration, chore func()) {
 }
 
 func purgeCmd(ctx context.Context, cfg config, stdout io.Writer) error {
-	db, err := postgres.Open(ctx, cfg.databaseURL, postgres.LongStatements)
+	db, err := cfg.openDB(ctx, postgres.LongStatements)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func purgeCmd(ctx context.Context, cfg config, stdout io.Writer) error {
 }
 
 func migrateCmd(ctx context.Context, cfg config, direction string, stdout io.Writer) error {
-	db, err := postgres.Open(ctx, cfg.databaseURL, postgres.LongStatements)
+	db, err := cfg.openDB(ctx, postgres.LongStatements)
 	if err != nil {
 		return err
 	}
@@ -82,6 +83,9 @@ func migrateCmd(ctx context.Context, cfg config, direction string, stdout io.Wri
 		steps = -1
 	}
 	if err := postgres.Migrate(db, steps); err != nil {
+		if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {
+			return fmt.Errorf("%w: set DATABASE_URL to PostgreSQL itself for demo-api migrate", err)
+		}
 		return err
 	}
 	fmt.Fprintf(stdout, "migrate %s: done\n", direction)

@@ -122,7 +122,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
 	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "json"), "json or text ($LOG_FORMAT)")
 	fs.StringVar(&c.path, "path", env("IDEMPOTENCY_PATH", ""), "make every operation take this path: one_phase or two_phase; empty: each its own ($IDEMPOTENCY_PATH)")
-	boolean(&c.unprepared, "DATABASE_UNPREPARED", "unprepared", false, "do not prepare statements, for a pooler in transaction mode")
+	boolean(&c.unprepared, "DATABASE_UNPREPARED", "unprepared", false, "DATABASE_URL reaches a pooler in transaction mode not recognised by itself (PgBouncer is): prepare nothing, migrate nothing through it")
 	fs.StringVar(&c.providerURL, "provider-url", env("PROVIDER_URL", ""), "the review desk's URL, e.g. http://127.0.0.1:8090; empty: serve dispatches nothing ($PROVIDER_URL)")
 	boolean(&c.dispatch, "DISPATCH", "dispatch", true, "serve runs the dispatcher when PROVIDER_URL is set")
 	positive(&c.dispatchAttempts, "DISPATCH_MAX_ATTEMPTS", "dispatch-max-attempts", 8, "attempts before an unclear delivery is unknown")

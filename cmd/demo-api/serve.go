@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
@@ -89,7 +91,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
-		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", cfg.unprepared,
+		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", store.Unprepared,
 		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
 	if cfg.workshop && !loopback(ln.Addr()) {
 		logger.Warn("workshop knobs are on and the server listens beyond this machine: "+
@@ -136,17 +138,30 @@ func deskFaults(desk *reviewdesk.Client) func(context.Context, json.RawMessage) 
 // statementTimeout, brings its schema up to date, and returns its store and
 // how to close it.
 func openStore(ctx context.Context, cfg config, statementTimeout time.Duration) (*postgres.Store, func() error, error) {
-	db, err := postgres.Open(ctx, cfg.databaseURL, statementTimeout)
+	db, err := cfg.openDB(ctx, statementTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := postgres.Migrate(db, 0); err != nil {
 		db.Close()
-		return nil, nil, err
+		return nil, nil, migrateHint(err)
 	}
-	store := postgres.New(db)
-	store.Unprepared = cfg.unprepared
-	return store, db.Close, nil
+	return postgres.New(db), db.Close, nil
+}
+
+// openDB opens cfg's database with statements bounded by statementTimeout,
+// as a pooler in transaction mode when DATABASE_UNPREPARED says so.
+func (c config) openDB(ctx context.Context, statementTimeout time.Duration) (*sqlx.DB, error) {
+	return postgres.OpenWith(ctx, c.databaseURL, postgres.Options{StatementTimeout: statementTimeout, Pooled: c.unprepared})
+}
+
+// migrateHint says what to do when migrations cannot run through the
+// pooler DATABASE_URL reaches.
+func migrateHint(err error) error {
+	if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {
+		return fmt.Errorf("%w: `demo-api migrate up` with DATABASE_URL set to PostgreSQL itself, then start this again", err)
+	}
+	return err
 }
 
 // loopback reports whether addr can be reached only from this machine.

@@ -52,18 +52,57 @@ func newFaultEnv(t *testing.T, params ...string) *faultEnv {
 // newFaultEnvOn builds one whose operations all take path.
 func newFaultEnvOn(t *testing.T, path idempotency.Path, params ...string) *faultEnv {
 	t.Helper()
+	return newFaultEnvWired(t, path, func(t *testing.T, dbHost string) (string, *faultproxy.Proxy) {
+		proxy := startProxy(t, dbHost)
+		return proxy.Addr(), proxy
+	}, params...)
+}
+
+// Where the fault proxy sits when the server reaches its database through
+// a PgBouncer in transaction mode: between the server and PgBouncer, or
+// between PgBouncer and PostgreSQL.
+const (
+	proxyBeforePooler = "server-pgbouncer"
+	proxyBehindPooler = "pgbouncer-postgresql"
+)
+
+// newPooledFaultEnv builds one whose server reaches its database through a
+// PgBouncer in transaction mode, the fault proxy at where.
+func newPooledFaultEnv(t *testing.T, path idempotency.Path, where string) *faultEnv {
+	t.Helper()
+	return newFaultEnvWired(t, path, func(t *testing.T, dbHost string) (string, *faultproxy.Proxy) {
+		if where == proxyBeforePooler {
+			bouncer := pgtest.NewPgBouncer(t, dbHost)
+			proxy := startProxy(t, bouncer.Addr)
+			return proxy.Addr(), proxy
+		}
+		proxy := startProxy(t, dbHost)
+		return pgtest.NewPgBouncer(t, proxy.Addr()).Addr, proxy
+	})
+}
+
+func startProxy(t *testing.T, target string) *faultproxy.Proxy {
+	t.Helper()
+	proxy, err := faultproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	return proxy
+}
+
+// newFaultEnvWired builds one whose server reaches the host:port that wire
+// returns for the database's host:port, with the fault proxy wire started
+// on the way.
+func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.T, dbHost string) (string, *faultproxy.Proxy), params ...string) *faultEnv {
+	t.Helper()
 	dbURL := pgtest.NewURL(t)
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	e := &faultEnv{proxy: proxy, client: &http.Client{Timeout: 5 * time.Second}}
-	u.Host = e.proxy.Addr()
+	e := &faultEnv{client: &http.Client{Timeout: 5 * time.Second}}
+	u.Host, e.proxy = wire(t, u.Host)
 	for _, p := range params {
 		u.RawQuery += "&" + p
 	}
@@ -310,6 +349,64 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCreateInAPartitionBehindPgBouncerIs503: the same through a PgBouncer
+// in transaction mode, the partition between the server and PgBouncer or
+// between PgBouncer and PostgreSQL: the statements' bound holds without a
+// startup parameter, and a create answers 503 within 3 s.
+func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{proxyBeforePooler, proxyBehindPooler} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			e := newPooledFaultEnv(t, idempotency.OnePhase, where)
+			if !postgres.Pooled(e.db) {
+				t.Fatal("the server's pool did not recognise PgBouncer")
+			}
+			if status, body := e.create(t, "key-before"); status != http.StatusCreated {
+				t.Fatalf("create before the partition: %d %s", status, body)
+			}
+			e.warmPool(t, 2)
+			e.proxy.Set(faultproxy.Blackhole)
+			start := time.Now()
+			status, body := e.create(t, "key-partition")
+			took := time.Since(start)
+			t.Logf("partition %s: %d after %v", where, status, took.Round(time.Millisecond))
+			if status != http.StatusServiceUnavailable || took > 3*time.Second {
+				t.Fatalf("create in a partition %s: %d after %v, want 503 within 3s: %s",
+					where, status, took.Round(time.Millisecond), body)
+			}
+			e.proxy.Set(faultproxy.Up)
+			if !testkit.Eventually(10*time.Second, func() bool {
+				status, _ := e.create(t, "key-after")
+				return status == http.StatusCreated
+			}) {
+				t.Fatal("no create once the partition healed")
+			}
+		})
+	}
+}
+
+// create sends a create under key, with a client that waits 30 s, and
+// returns its status and body; it fails the test when there is no answer.
+func (e *faultEnv) create(t *testing.T, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/demo-requests", strings.NewReader(body1))
+	req.Header.Set("Authorization", "Bearer "+tokenAlice)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("create %s: no answer: %v", key, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("create %s: 503 without Retry-After", key)
+	}
+	return resp.StatusCode, string(b)
 }
 
 // TestClientGoneBeforeTheClaimIsNotA500: a client that gives up while its

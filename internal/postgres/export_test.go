@@ -11,3 +11,6 @@ var (
 	FinishColumns = finishColumns
 	LookupColumns = lookupColumns
 )
+
+// DBErr is dbErr, for the tests of what the store answers.
+var DBErr = dbErr

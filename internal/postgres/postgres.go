@@ -5,6 +5,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -12,8 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,9 +32,10 @@ import (
 	"github.com/demo-api/demo-api/migrations"
 )
 
-// Statement bounds for Open: how long one statement of a pool may run on the
-// server (statement_timeout). A read or write on the pool's connections waits
-// that and a margin at most, so a partitioned database is an error within it.
+// Statement bounds for Open: how long one statement of a pool may run
+// (bound.go says how the bound is kept). A read or write on the pool's
+// connections waits that and a margin at most, so a partitioned database
+// is an error within it.
 const (
 	// KeyStatements bounds a request's statements: the key statements (and
 	// the reads beside them) take milliseconds, so a partition is answered
@@ -41,66 +46,137 @@ const (
 	LongStatements = 10 * time.Second
 )
 
-// Open connects to the database at url and checks that it answers. Its
-// statements run for at most statementTimeout (KeyStatements or
-// LongStatements) unless the URL sets its own statement_timeout.
+// Options are how OpenWith opens a pool.
+type Options struct {
+	// StatementTimeout bounds each statement: KeyStatements or
+	// LongStatements.
+	StatementTimeout time.Duration
+	// Pooled says that the URL reaches a pooler in transaction mode, for
+	// one that OpenWith does not recognise by itself (it recognises
+	// PgBouncer): nothing is then prepared on the server, and migrations
+	// need a direct connection. See Pooled.
+	Pooled bool
+}
+
+// Open is OpenWith with the statement bound statementTimeout.
+func Open(ctx context.Context, url string, statementTimeout time.Duration) (*sqlx.DB, error) {
+	return OpenWith(ctx, url, Options{StatementTimeout: statementTimeout})
+}
+
+// OpenWith connects to the database at url and checks that it answers.
+// Each statement of the pool runs for at most opts.StatementTimeout
+// (bound.go). url is a URL or lib/pq's keyword form, and may name several
+// hosts (ParseURL): each connection goes to the first that answers as
+// target_session_attrs asks.
+//
+// It recognises PgBouncer, whatever its pool mode, by its refusal of a
+// startup parameter it does not know, and then treats it as a pooler in
+// transaction mode (Pooled).
 //
 // It sets lib/pq's binary_parameters: a statement with arguments then costs one
 // network round trip (Parse, Bind, Execute in one go) instead of two, and
 // []byte arguments travel as raw bytes, which suits the bytea response body.
-func Open(ctx context.Context, url string, statementTimeout time.Duration) (*sqlx.DB, error) {
-	cfg, err := pq.NewConfig(url)
+func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
+	if opts.StatementTimeout <= 0 {
+		return nil, errors.New("open database: no statement bound")
+	}
+	dsn, err := ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
 	cfg.BinaryParameters = true
 	// Bound every wait on the database, so that an unreachable or
 	// partitioned database gives 503s within seconds, not hung requests: a
-	// connection attempt, and a statement on the server (the work's own
-	// deadline, half the lease, bounds the rest). A URL may set its own.
+	// connection attempt, and each read and write on a connection (the
+	// statements' own bound, and the work's deadline, bound the rest).
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 3 * time.Second
 	}
-	if cfg.Runtime == nil {
-		cfg.Runtime = map[string]string{}
+	// lib/pq does not stop reading at a context's deadline (it sends a
+	// cancel request, over the same partition), so each read and write on
+	// the connection gets a deadline of its own.
+	dialer := &boundedDialer{limit: ioLimit(opts.StatementTimeout)}
+	pooled := opts.Pooled
+	if !pooled {
+		if pooled, err = behindPgBouncer(ctx, cfg, dialer); err != nil {
+			return nil, fmt.Errorf("reach database: %w", err)
+		}
 	}
-	if _, ok := cfg.Runtime["statement_timeout"]; !ok {
-		cfg.Runtime["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
-	}
-	connector, err := pq.NewConnectorConfig(cfg)
+	pqc, err := pq.NewConnectorConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	// The server ends a statement at its timeout; only a partition makes the
-	// wait for its answer longer. lib/pq does not stop reading at a
-	// context's deadline (it sends a cancel request, over the same
-	// partition), so each read and write on the connection gets a deadline
-	// of its own.
-	connector.Dialer(&boundedDialer{limit: ioLimit(cfg.Runtime["statement_timeout"])})
-	db := sqlx.NewDb(sql.OpenDB(connector), "postgres")
+	pqc.Dialer(dialer)
+	db := sqlx.NewDb(sql.OpenDB(&boundConnector{pq: pqc, bound: opts.StatementTimeout, pooled: pooled}), "postgres")
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("reach database: %w", err)
+		return nil, fmt.Errorf("reach database: %w", startupHint(err))
 	}
 	return db, nil
 }
 
+// poolerProbe is a startup parameter PostgreSQL accepts (a name with a
+// dot is a setting of an extension, kept as it is) and PgBouncer refuses
+// unless told to ignore it: nobody tells it to ignore this one.
+const poolerProbe = "demo_api.pooler_probe"
+
+// behindPgBouncer connects once with poolerProbe as a startup parameter:
+// PgBouncer refuses it, PostgreSQL does not.
+func behindPgBouncer(ctx context.Context, cfg pq.Config, dialer pq.Dialer) (bool, error) {
+	probe := cfg.Clone()
+	probe.Runtime[poolerProbe] = "on"
+	c, err := pq.NewConnectorConfig(probe)
+	if err != nil {
+		return false, err
+	}
+	c.Dialer(dialer)
+	conn, err := c.Connect(ctx)
+	if err == nil {
+		conn.Close()
+		return false, nil
+	}
+	if param, ok := refusedStartupParameter(err); ok {
+		if param == poolerProbe {
+			return true, nil
+		}
+		return false, startupHint(err)
+	}
+	return false, err
+}
+
+// refusedStartupParameter returns the startup parameter a pooler refused
+// in err, if that is what err says.
+func refusedStartupParameter(err error) (string, bool) {
+	pqErr, ok := errors.AsType[*pq.Error](err)
+	if !ok || pqErr.Code != "08P01" {
+		return "", false
+	}
+	param, ok := strings.CutPrefix(pqErr.Message, "unsupported startup parameter: ")
+	return param, ok
+}
+
+// startupHint adds what to do to a pooler's refusal of a startup parameter
+// of the URL.
+func startupHint(err error) error {
+	if param, ok := refusedStartupParameter(err); ok && param != poolerProbe {
+		return fmt.Errorf("%w (the pooler refuses the URL's parameter %s: remove it from the URL; "+
+			"statements are bounded without it)", err, param)
+	}
+	return err
+}
+
 // ioLimit is how long one read or write on a connection may block: the
-// statement timeout (in PostgreSQL's form: milliseconds, or with a unit Go
-// reads, such as 10s) and a margin for its error to arrive, a fifth of it
-// and at least half a second; 15 s for a form it does not read.
-func ioLimit(statementTimeout string) time.Duration {
-	d, err := time.ParseDuration(statementTimeout)
-	if ms, errMS := strconv.Atoi(statementTimeout); errMS == nil {
-		d, err = time.Duration(ms)*time.Millisecond, nil
-	}
-	if err != nil || d <= 0 {
-		return 15 * time.Second
-	}
-	return d + max(d/5, 500*time.Millisecond)
+// statement bound and a margin for its error to arrive, a fifth of it and
+// at least half a second.
+func ioLimit(statementTimeout time.Duration) time.Duration {
+	return statementTimeout + max(statementTimeout/5, 500*time.Millisecond)
 }
 
 // boundedDialer dials connections whose every read and write fails after
@@ -147,12 +223,32 @@ func (c *boundedConn) Write(b []byte) (int, error) {
 
 // Migrate applies the embedded migrations up (steps 0: all) or down (steps
 // < 0: that many). It is a no-op when there is nothing to apply.
+//
+// Through a pooler in transaction mode (Pooled) it migrates nothing:
+// golang-migrate holds a session's advisory lock while it migrates, and
+// there the lock would stay on whichever server connection took it. It
+// checks instead that the schema is current, and if not returns
+// ErrMigrateNeedsDirectURL.
 func Migrate(db *sqlx.DB, steps int) error {
-	src, err := iofs.New(migrations.FS, ".")
+	return MigrateFS(db, migrations.FS, ".", "", steps)
+}
+
+// ErrMigrateNeedsDirectURL is the error of a migration through a pooler in
+// transaction mode.
+var ErrMigrateNeedsDirectURL = errors.New("migrations need a direct connection to PostgreSQL, not one through a pooler in " +
+	"transaction mode (where a session's lock outlives its transaction): run them with a URL of the server itself")
+
+// MigrateFS is Migrate for the migrations in folder dir of fsys, which
+// golang-migrate records in table (empty: schema_migrations).
+func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
+	src, err := iofs.New(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("read migrations: %w", err)
 	}
-	drv, err := migratepg.WithInstance(db.DB, &migratepg.Config{})
+	if Pooled(db) {
+		return schemaCurrent(db, fsys, dir, cmp.Or(table, migratepg.DefaultMigrationsTable), steps)
+	}
+	drv, err := migratepg.WithInstance(db.DB, &migratepg.Config{MigrationsTable: table})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -169,6 +265,38 @@ func Migrate(db *sqlx.DB, steps int) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
+}
+
+// schemaCurrent returns nil when steps is 0 (all up) and the schema is at
+// the last migration of dir already, else ErrMigrateNeedsDirectURL.
+func schemaCurrent(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
+	ups, err := fs.Glob(fsys, path.Join(dir, "*.up.sql"))
+	if err != nil {
+		return fmt.Errorf("read migrations: %w", err)
+	}
+	var want uint64
+	for _, up := range ups {
+		n, _, _ := strings.Cut(path.Base(up), "_")
+		if v, err := strconv.ParseUint(n, 10, 64); err == nil {
+			want = max(want, v)
+		}
+	}
+	var row struct {
+		Version uint64 `db:"version"`
+		Dirty   bool   `db:"dirty"`
+	}
+	err = db.Get(&row, "SELECT version, dirty FROM "+pq.QuoteIdentifier(table)+" LIMIT 1")
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "42P01" { // no table: nothing applied
+		err = sql.ErrNoRows
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("migrate: read the schema's version: %w", dbErr(err))
+	}
+	if steps == 0 && row.Version == want && !row.Dirty {
+		return nil
+	}
+	return fmt.Errorf("migrate: the schema is at version %d%s, this build needs %d: %w",
+		row.Version, map[bool]string{true: " (dirty)"}[row.Dirty], want, ErrMigrateNeedsDirectURL)
 }
 
 // sqlFiles holds every statement the store runs, one file each: the file is
@@ -196,8 +324,8 @@ type Store struct {
 	// Unprepared runs every statement unprepared, for a pooler in
 	// transaction mode (such as PgBouncer's), where a prepared statement may
 	// not exist on the next transaction's connection. Each statement is then
-	// planned on every run: set it only behind such a pooler. Set it before
-	// the Store is used.
+	// planned on every run. New sets it for a Pooled db; set it before the
+	// Store is used.
 	Unprepared bool
 	stmts      sync.Map // query text → *sqlx.Stmt
 }
@@ -259,8 +387,8 @@ func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error)
 	return dbErr(tx.Commit())
 }
 
-// New returns a Store on db.
-func New(db *sqlx.DB) *Store { return &Store{db: db} }
+// New returns a Store on db; it prepares nothing when db is Pooled.
+func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db)} }
 
 // now is the time argument of every statement: NULL means the database
 // clock, through coalesce($n::timestamptz, now()).
@@ -302,7 +430,7 @@ func dbErr(err error) error {
 	_, netErr := errors.AsType[net.Error](err)
 	retry := netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, ErrNotReplicated)
 	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
 		switch pqErr.Code.Class() {
 		case "08", "40", "53", "57": // connection, rollback, resources, operator intervention

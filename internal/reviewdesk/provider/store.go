@@ -8,10 +8,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/golang-migrate/migrate/v4"
-	migratepg "github.com/golang-migrate/migrate/v4/database/postgres"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/postgres"
 )
 
 //go:embed schema/*.sql
@@ -21,22 +20,12 @@ var schema embed.FS
 // can share a database with the API (as in tests) without a clash.
 const migrationsTable = "review_desk_schema_migrations"
 
-// Migrate applies the review desk's schema to db.
+// Migrate applies the review desk's schema to db (postgres.MigrateFS:
+// through a pooler in transaction mode it only checks that the schema is
+// current).
 func Migrate(db *sqlx.DB) error {
-	src, err := iofs.New(schema, "schema")
-	if err != nil {
-		return fmt.Errorf("read review desk schema: %w", err)
-	}
-	drv, err := migratepg.WithInstance(db.DB, &migratepg.Config{MigrationsTable: migrationsTable})
-	if err != nil {
-		return fmt.Errorf("migrate review desk: %w", err)
-	}
-	m, err := migrate.NewWithInstance("iofs", src, "postgres", drv)
-	if err != nil {
-		return fmt.Errorf("migrate review desk: %w", err)
-	}
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("migrate review desk: %w", err)
+	if err := postgres.MigrateFS(db, schema, "schema", migrationsTable, 0); err != nil {
+		return fmt.Errorf("review desk: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,86 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+)
+
+// TestCommitWithoutItsStandbyIsNotAcknowledged: on a primary whose
+// commits wait for a synchronous standby that does not answer, a
+// statement's bound cancels the wait, and PostgreSQL then reports the
+// commit done (it holds on the primary alone) with only a warning. The
+// pool must not pass that on as a success, or a 201 would be sent for a
+// key a failover can lose: it is an error, answered 503, and the retry
+// replays the key where it survived or runs it again where it did not.
+func TestCommitWithoutItsStandbyIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: true,
+		Settings: map[string]string{"synchronous_standby_names": "absent_standby"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	setup := sqlx.MustOpen("postgres", pg.URL("postgres")+"&options=-c%20synchronous_commit%3Dlocal")
+	defer setup.Close()
+	setup.MustExec("CREATE TABLE acks (n int)")
+
+	const bound = 500 * time.Millisecond
+	db, err := postgres.Open(ctx, pg.URL("postgres"), bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, run := range []struct {
+		name string
+		fn   func() error
+	}{
+		{"exec", func() error { _, err := db.ExecContext(ctx, "INSERT INTO acks VALUES (1)"); return err }},
+		{"a row back", func() error {
+			var n int
+			return db.GetContext(ctx, &n, "INSERT INTO acks VALUES (2) RETURNING n")
+		}},
+		{"prepared", func() error {
+			st, err := db.PreparexContext(ctx, "INSERT INTO acks VALUES ($1) RETURNING n")
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var n int
+			return st.GetContext(ctx, &n, 3)
+		}},
+		{"a transaction's commit", func() error {
+			tctx, cancel := context.WithTimeout(ctx, bound)
+			defer cancel()
+			tx, err := db.BeginTxx(tctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(tctx, "INSERT INTO acks VALUES (4)"); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}},
+	} {
+		start := time.Now()
+		err := run.fn()
+		t.Logf("%s: %v after %v", run.name, err, time.Since(start).Round(time.Millisecond))
+		// The warning arrives as the rows end, or after the deadline
+		// ended the read of the rows: either way, an error.
+		if err == nil {
+			t.Fatalf("%s: a commit no standby confirmed is acknowledged", run.name)
+		}
+		if e, ok := errors.AsType[*apperr.Error](postgres.DBErr(err)); !ok || e.Code != apperr.Unavailable {
+			t.Fatalf("%s: %v is not answered as unavailable", run.name, err)
+		}
+	}
+}
