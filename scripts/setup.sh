@@ -27,6 +27,7 @@ die() { log "$*"; exit 1; }
 needs=(
   "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary"
   "curl|curl||run 'sudo dnf install curl' (Fedora) or 'sudo pacman -S curl' (Arch)"
+  "pgbouncer|pgbouncer|pgbouncer|run 'sudo dnf install pgbouncer' (Fedora) or 'sudo pacman -S pgbouncer' (Arch)"
 )
 
 # have_chromium: the browser the browser tests drive, found where
@@ -49,6 +50,18 @@ have_chromium() {
 
 # have_curl: curl, which the README walkthrough test runs.
 have_curl() { command -v curl; }
+
+# have_pgbouncer: PgBouncer, which the tests of the service behind a pooler
+# start (internal/tools/pgtest looks in the same places). Debian puts it in
+# /usr/sbin, off a user's PATH.
+have_pgbouncer() {
+  command -v pgbouncer && return 0
+  local p
+  for p in /usr/sbin/pgbouncer /usr/local/bin/pgbouncer /opt/homebrew/bin/pgbouncer /opt/homebrew/sbin/pgbouncer; do
+    [[ -x "$p" ]] && echo "$p" && return 0
+  done
+  return 1
+}
 
 # as_root runs a command as root: directly, or through sudo without a
 # password prompt. It fails when neither can.
