@@ -112,6 +112,9 @@ func (c *boundConnector) Open(string) (driver.Conn, error) {
 // was told of (Options.Pooled). There no statement is prepared on the
 // server, and migrations need a direct connection (Migrate).
 func Pooled(db *sqlx.DB) bool {
+	if db == nil {
+		return false
+	}
 	c, ok := db.Driver().(*boundConnector)
 	return ok && c.pooled
 }
