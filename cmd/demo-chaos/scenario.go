@@ -323,6 +323,9 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 				x.expedite.send(ctx, xin.intent, (i+j+1)%2)
 				race.Wait()
 				xin.unknown = xin.outcome == "unknown"
+				if !xin.unknown {
+					exTally.answered(xit.Key, xin.answered)
+				}
 				mu.Lock()
 				expedites = append(expedites, xin)
 				mu.Unlock()
