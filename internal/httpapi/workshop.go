@@ -37,6 +37,16 @@ const (
 	// a browser does on a reused connection) runs nothing and stops there
 	// too: only a retry without it resumes the run.
 	HeaderStopAfter = "Workshop-Stop-After"
+	// HeaderTTL, a duration from MinWorkshopTTL to MaxWorkshopTTL such as
+	// "5s", makes the key of this request, if it claims it, replayed that
+	// long instead of the server's TTL: expiry shown without a restart.
+	HeaderTTL = "Workshop-TTL"
+)
+
+// The bounds of Workshop-TTL.
+const (
+	MinWorkshopTTL = time.Second
+	MaxWorkshopTTL = 10 * time.Minute
 )
 
 // workshop is the server's switch, and its test seam.
@@ -56,11 +66,12 @@ type knobs struct {
 	fail         bool
 	dropResponse bool
 	stopAfter    string
+	ttl          time.Duration               // Workshop-TTL; 0: the server's
 	hook         func(context.Context) error // the test seam, bound to the request
 }
 
 // set reports whether the request carries a workshop knob.
-func (k knobs) set() bool { return k.delay > 0 || k.fail || k.dropResponse }
+func (k knobs) set() bool { return k.delay > 0 || k.fail || k.dropResponse || k.ttl > 0 }
 
 // knobs reads the workshop headers of r, an attempt at an operation on
 // path. Errors: workshop_disabled, invalid_header.
@@ -71,7 +82,8 @@ func (ws workshop) knobs(r *http.Request, path idempotency.Path) (knobs, error) 
 	}
 	delay, fail, drop := r.Header.Get(HeaderDelay), r.Header.Get(HeaderFail), r.Header.Get(HeaderDropResponse)
 	k.stopAfter = r.Header.Get(HeaderStopAfter)
-	if delay == "" && fail == "" && drop == "" && k.stopAfter == "" {
+	ttl := r.Header.Get(HeaderTTL)
+	if delay == "" && fail == "" && drop == "" && k.stopAfter == "" && ttl == "" {
 		return k, nil
 	}
 	if !ws.enabled {
@@ -93,6 +105,11 @@ func (ws workshop) knobs(r *http.Request, path idempotency.Path) (knobs, error) 
 	if drop != "" {
 		if k.dropResponse, err = strconv.ParseBool(drop); err != nil {
 			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be true or false", HeaderDropResponse)
+		}
+	}
+	if ttl != "" {
+		if k.ttl, err = time.ParseDuration(ttl); err != nil || k.ttl < MinWorkshopTTL || k.ttl > MaxWorkshopTTL {
+			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration from %s to %s, such as 5s", HeaderTTL, MinWorkshopTTL, MaxWorkshopTTL)
 		}
 	}
 	if k.stopAfter != "" && path != idempotency.StepWise {
