@@ -2,7 +2,7 @@
 // what each must show, come from steps.json, the list demo-api workshop
 // walks too; each step here makes its exchanges from this browser and
 // checks the answers the way the terminal's does.
-import { call, newKey, sleep, token } from './client.js';
+import { askForName, call, newKey, roomName, roomToken, sleep, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
 const body = JSON.stringify({ topic: 'workshop', note: 'shown step by step' });
@@ -348,13 +348,18 @@ function unmet(needs) {
 }
 
 async function start() {
+  config = JSON.parse((await call('GET', '/ui/config.json')).body);
+  // In a workshop room the page asks for a name: its token is dev-<name>.
   const tokenInput = $('token');
-  tokenInput.value = token.get();
-  tokenInput.addEventListener('input', () => token.set(tokenInput.value.trim()));
+  if (config.room) askForName(tokenInput, $('token-label'));
+  tokenInput.value = config.room ? roomName(token.get()) : token.get();
+  tokenInput.addEventListener('input', () => {
+    const v = tokenInput.value.trim();
+    token.set(config.room && v ? roomToken(v) : v);
+  });
   $('token-form').addEventListener('submit', (event) => event.preventDefault());
 
-  config = JSON.parse((await call('GET', '/ui/config.json')).body);
-  $('server').textContent = `This server: workshop knobs ${config.workshop ? 'on' : 'off'}, TTL ${config.ttlSeconds} s, lease ${config.leaseSeconds} s, desk faults ${config.deskFaults ? 'on' : 'off'}.`;
+  $('server').textContent = `This server: ${config.room ? 'a workshop room, ' : ''}workshop knobs ${config.workshop ? 'on' : 'off'}, TTL ${config.ttlSeconds} s, lease ${config.leaseSeconds} s, desk faults ${config.deskFaults ? 'on' : 'off'}.`;
   const list = JSON.parse((await call('GET', '/ui/steps.json')).body);
   const sections = list.map((step) => {
     const section = $('step').content.firstElementChild.cloneNode(true);
