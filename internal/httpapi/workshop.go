@@ -175,11 +175,15 @@ const maxDeskFaults = 4 << 10
 // handleDeskFaults is PUT /workshop/desk-faults: it hands a JSON object of
 // the review desk's faults ({"down":true}, {} to clear) to the desk, so
 // that the workshop page, which calls only this origin, can make the
-// external call stick. It is routed only with the workshop on.
+// external call stick. The faults are the caller's own: aimed at the
+// calls the desk gets for the caller's requests (its "account"), set and
+// cleared apart from everyone else's, so that in a workshop room one
+// participant's faults never touch another's deliveries. It is routed only
+// with the workshop on.
 //
 // Errors: malformed_json, body_too_large, workshop_disabled (the desk
-// refuses its knobs), invalid_field (the desk refuses these faults, such as
-// a delay that is not a duration), unavailable.
+// refuses its knobs), invalid_field (another account, or the desk refuses
+// these faults, such as a delay that is not a duration), unavailable.
 func handleDeskFaults(logger *slog.Logger, set func(context.Context, json.RawMessage) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeskFaults))
@@ -187,10 +191,12 @@ func handleDeskFaults(logger *slog.Logger, set func(context.Context, json.RawMes
 		switch {
 		case errors.As(err, new(*http.MaxBytesError)):
 			err = apperr.Errorf(apperr.BodyTooLarge, "the faults must be at most %d bytes", maxDeskFaults)
-		case err == nil && json.Unmarshal(b, &obj) != nil:
+		case err == nil && (json.Unmarshal(b, &obj) != nil || obj == nil):
 			err = apperr.Errorf(apperr.MalformedJSON, "send the desk's faults as a JSON object, such as {\"down\":true}, or {} to clear them")
 		case err == nil:
-			err = set(r.Context(), b)
+			if b, err = ownFaults(obj, actorOf(r)); err == nil {
+				err = set(r.Context(), b)
+			}
 		}
 		if err != nil {
 			writeError(logger, w, r, err)
@@ -198,4 +204,21 @@ func handleDeskFaults(logger *slog.Logger, set func(context.Context, json.RawMes
 		}
 		writeJSON(w, http.StatusOK, json.RawMessage(b))
 	})
+}
+
+// ownFaults is the desk's faults obj aimed at actor's account. Errors:
+// invalid_field when obj names another account.
+func ownFaults(obj map[string]json.RawMessage, actor string) ([]byte, error) {
+	mine, err := json.Marshal(actor)
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := obj["account"]; ok {
+		var named string
+		if json.Unmarshal(a, &named) != nil || named != actor {
+			return nil, apperr.Errorf(apperr.InvalidField, "account: you set the faults of your own account only; leave it out")
+		}
+	}
+	obj["account"] = mine
+	return json.Marshal(obj)
 }

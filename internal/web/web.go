@@ -103,7 +103,8 @@ type Step struct {
 	Name string `json:"name"`
 	Says string `json:"says"` // what the contract answers
 	// Needs names what the server must have for the step to run:
-	// "workshop" (WORKSHOP=true), "ttl" (a TTL of at most 2m), "desk" (the
+	// "workshop" (WORKSHOP=true), "ttl" (WORKSHOP=true for Workshop-TTL, or
+	// a server TTL of at most 2m), "desk" (the
 	// review desk's fault knobs), "expedite" (WORKSHOP=true and a review
 	// desk behind the server, for its operation of several steps), or
 	// nothing.
