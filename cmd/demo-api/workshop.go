@@ -112,7 +112,7 @@ func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	w := &workshop{out: stdout, hc: &http.Client{Timeout: 30 * time.Second}, run: uuid.NewString()[:8]}
 	fs.StringVar(&w.base, "base", "http://localhost:8080", "the API's base URL")
-	fs.StringVar(&w.token, "token", "dev-alice", "bearer token")
+	fs.StringVar(&w.token, "token", "dev-alice", "bearer token (in a workshop room: dev-<your name>)")
 	fs.StringVar(&w.provider, "provider", "http://localhost:8090", "the review desk's base URL, for the external step")
 	step := fs.String("step", "", "run this step only: "+strings.Join(stepNames(), ", "))
 	all := fs.Bool("all", false, "run every step")
