@@ -130,3 +130,34 @@ func TestBrowserWorkshopRoom(t *testing.T) {
 		t.Fatalf("%d participants hold requests (%v), want 2", actors, err)
 	}
 }
+
+// TestBrowserCreatePageInARoom: in a workshop room the create page asks for
+// a name, and creates under the participant's token dev-<name>.
+func TestBrowserCreatePageInARoom(t *testing.T) {
+	t.Parallel()
+	server, db := serveInProcess(t, "WORKSHOP_ROOM=true")
+	p := &page{t: t, db: db, rec: &recorder{}}
+	p.base = p.rec.proxy(t, server)
+	p.tab = browsertest.NewTab(t)
+	p.ctx = p.tab.Ctx
+	p.do(chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	p.wait(`document.querySelector('#token-label').textContent === 'Your name'`, 10*time.Second)
+	if kind := p.eval(`document.querySelector('#token').type`); kind != "text" {
+		t.Fatalf("the name field is of type %q, want text", kind)
+	}
+	p.do(chromedp.SendKeys(chromedp.CSS("#token"), "ana"), chromedp.Click(chromedp.CSS("#sign-in-form button")),
+		chromedp.WaitVisible(chromedp.CSS("#topic")))
+	p.fill("billing", "from a room")
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("created", 10*time.Second)
+	p.rec.mu.Lock()
+	auths := slices.Clone(p.rec.auths)
+	p.rec.mu.Unlock()
+	if len(auths) == 0 || auths[0] != "Bearer dev-ana" {
+		t.Fatalf("the page created under %q, want Bearer dev-ana", auths)
+	}
+	var actor string
+	if err := db.Get(&actor, `SELECT actor_id FROM demo_requests`); err != nil || actor != "ana" {
+		t.Fatalf("the request belongs to %q (%v), want ana", actor, err)
+	}
+}
