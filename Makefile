@@ -8,6 +8,9 @@
 #                   else a cluster of its own in .data/pg on 127.0.0.1:54329.
 #                   DEV_DB_PORT=54330 make run picks another port, so that two
 #                   clones on one machine can run side by side.
+#                   WORKSHOP_ROOM=true LISTEN_ADDR=0.0.0.0:8080 make run opens a
+#                   workshop room: any token dev-<name> is the participant
+#                   <name> (no secret: for a workshop only).
 #   make db-stop    stop that cluster
 #   make db-reset   stop it and delete its data: the next make run starts fresh
 #   make test       scripts/setup.sh (installs the browser the tests drive
@@ -51,12 +54,15 @@ run: build
 	echo "demo-api: database $$url"; \
 	echo "demo-api: tokens: alice -> '$(DEV_TOKEN_ALICE)', bob -> '$(DEV_TOKEN_BOB)'  (Authorization: Bearer $(DEV_TOKEN_ALICE))"; \
 	echo "demo-api: workshop headers enabled; try the curl lines of README.md"; \
+	if [ "$${WORKSHOP_ROOM:-false}" = true ]; then \
+	  echo "demo-api: workshop room: every participant is the token dev-<name> (a short lowercase name; README: ME=<name>), at the address serve prints below"; \
+	fi; \
 	PROVIDER_DATABASE_URL="$$desk_url" PROVIDER_LISTEN_ADDR="$$desk_addr" PROVIDER_FAULTS=true \
 	LOG_FORMAT="$${LOG_FORMAT:-text}" ./bin/demo-api provider & desk=$$!; \
 	trap 'kill $$desk 2>/dev/null || true; wait $$desk 2>/dev/null || true' EXIT; \
 	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" PROVIDER_URL="http://$$desk_addr" \
 	DISPATCH_MAX_ATTEMPTS="$${DISPATCH_MAX_ATTEMPTS:-4}" \
-	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
+	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" WORKSHOP_ROOM="$${WORKSHOP_ROOM:-false}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
 	./bin/demo-api serve
 
 # The whole suite, with the race detector. scripts/setup.sh first installs

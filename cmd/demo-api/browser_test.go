@@ -563,7 +563,7 @@ func TestBrowserWorkshopShowsUnmetNeeds(t *testing.T) {
 		"step-transient: needs WORKSHOP=true",
 		"step-external: needs the review desk's fault knobs",
 		"step-resume: needs WORKSHOP=true and a review desk (PROVIDER_URL)",
-		"step-expiry: needs a TTL of at most 2m",
+		"step-expiry: needs WORKSHOP=true, or a TTL of at most 2m",
 	}, "\n")
 	if got := p.needs(); got != want {
 		t.Fatalf("the page shows the needs:\n%s\nwant:\n%s", got, want)

@@ -56,6 +56,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		TTL:        cfg.ttl,
 		Lease:      cfg.lease,
 		Workshop:   cfg.workshop,
+		Room:       cfg.room,
 		Metrics:    m,
 		Path:       idempotency.Path(cfg.path),
 	}
@@ -90,7 +91,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		wg.Go(func() { complete(sweepCtx, logger, runner, ops, cfg.completeInterval) })
 	}
 
-	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "actors", len(tokens),
+	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "room", cfg.room, "actors", len(tokens),
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", store.Unprepared,
 		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
 	if cfg.workshop && !loopback(ln.Addr()) {
@@ -98,9 +99,16 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			"anyone who reaches it may hold, fail or drop requests; listen on 127.0.0.1 unless that is meant",
 			"addr", ln.Addr().String())
 	}
+	if cfg.room {
+		logger.Warn("WORKSHOP_ROOM is on: any bearer token dev-<name> is accepted as the participant <name>, "+
+			"with no secret; anyone who reaches the server may act as anyone. Only for a workshop", "addr", ln.Addr().String())
+	}
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
 	page := pageAddr(ln.Addr().(*net.TCPAddr))
 	fmt.Fprintf(stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
+	if cfg.room {
+		printJoin(stdout, ln.Addr().(*net.TCPAddr))
+	}
 
 	return serving.Serve(ctx, logger, srv, ln, cfg.shutdownTimeout)
 }
@@ -112,6 +120,28 @@ func pageAddr(a *net.TCPAddr) string {
 		return net.JoinHostPort("localhost", strconv.Itoa(a.Port))
 	}
 	return a.String()
+}
+
+// printJoin tells a workshop room how to join a server listening at a: the
+// addresses to open, and the token form.
+func printJoin(w io.Writer, a *net.TCPAddr) {
+	hosts := []string{a.IP.String()}
+	if a.IP.IsUnspecified() {
+		hosts = nil
+		addrs, _ := net.InterfaceAddrs()
+		for _, ad := range addrs {
+			if ipn, ok := ad.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+				hosts = append(hosts, ipn.IP.String())
+			}
+		}
+		if len(hosts) == 0 {
+			hosts = []string{"localhost"}
+		}
+	}
+	for _, h := range hosts {
+		fmt.Fprintf(w, "demo-api room: join at http://%s/workshop\n", net.JoinHostPort(h, strconv.Itoa(a.Port)))
+	}
+	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name> (a short lowercase name), e.g. ME=ana, then Authorization: Bearer dev-$ME\n", auth.RoomTokenPrefix)
 }
 
 // deskFaults sets the desk's fault knobs for the workshop page, within 5 s.

@@ -1,11 +1,16 @@
 // Package auth maps bearer tokens to actors. It keeps only the SHA-256 of
 // each token, so neither configuration nor memory holds a token in clear.
+//
+// A workshop room (RoomActor) is the one exception: there any token of the
+// form dev-<name> is the participant <name>, with no secret at all. It is
+// for a room of people trying the service, never for anything else.
 package auth
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -44,4 +49,23 @@ func Parse(spec string) (Tokens, error) {
 func (t Tokens) Actor(token string) (string, bool) {
 	actor, ok := t[Hash(token)]
 	return actor, ok
+}
+
+// RoomTokenPrefix starts every token of a workshop room: dev-<name>.
+const RoomTokenPrefix = "dev-"
+
+// roomName is a participant's name: 1 to 32 lowercase letters, digits,
+// dots, underscores and hyphens, starting with a letter or a digit (what
+// whoami prints on most systems).
+var roomName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
+
+// RoomActor returns the participant of a workshop room's token
+// dev-<name>: <name>, a scope of its own. Anyone can send any such token,
+// so a room is only for a workshop.
+func RoomActor(token string) (string, bool) {
+	name, ok := strings.CutPrefix(token, RoomTokenPrefix)
+	if !ok || !roomName.MatchString(name) {
+		return "", false
+	}
+	return name, true
 }

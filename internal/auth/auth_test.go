@@ -1,6 +1,9 @@
 package auth
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseAndActor(t *testing.T) {
 	tokens, err := Parse("alice:" + Hash("tok-a") + ", bob:" + Hash("tok-b"))
@@ -23,6 +26,21 @@ func TestParseRejects(t *testing.T) {
 	for _, spec := range []string{"", "alice", "alice:tok-a", ":" + Hash("x"), "alice:" + Hash("x")[:10]} {
 		if _, err := Parse(spec); err == nil {
 			t.Errorf("Parse(%q) succeeded", spec)
+		}
+	}
+}
+
+func TestRoomActor(t *testing.T) {
+	for token, want := range map[string]string{"dev-alice": "alice", "dev-ana.m": "ana.m", "dev-bo_b-2": "bo_b-2", "dev-7": "7",
+		"dev-" + strings.Repeat("a", 32): strings.Repeat("a", 32)} {
+		if got, ok := RoomActor(token); !ok || got != want {
+			t.Errorf("RoomActor(%q) = %q, %v; want %q", token, got, ok, want)
+		}
+	}
+	for _, token := range []string{"", "dev-", "alice", "Dev-alice", "dev-Alice", "dev-al ice", "dev--x", "dev-.x", "dev-a/b",
+		"dev-" + strings.Repeat("a", 33), "dev-é", "xdev-alice", "dev-alice\n"} {
+		if got, ok := RoomActor(token); ok {
+			t.Errorf("RoomActor(%q) = %q, want refused", token, got)
 		}
 	}
 }

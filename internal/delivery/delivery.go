@@ -111,10 +111,12 @@ type Cancel struct {
 // this is (1 for the first).
 type Due struct {
 	RequestID string `db:"request_id"`
-	Kind      string `db:"kind"` // KindSubmit or KindCancel
-	Attempt   int    `db:"attempts"`
-	Topic     string `db:"topic"`
-	Note      string `db:"note"`
+	// Actor owns the request: the desk's calls are made for this account.
+	Actor   string `db:"actor_id"`
+	Kind    string `db:"kind"` // KindSubmit or KindCancel
+	Attempt int    `db:"attempts"`
+	Topic   string `db:"topic"`
+	Note    string `db:"note"`
 	// Cancelled is true when the request was cancelled: a submission of it
 	// is never sent.
 	Cancelled bool `db:"cancelled"`
@@ -280,7 +282,7 @@ func (d *Dispatcher) round(ctx context.Context) (int, error) {
 // (submitted; the request's cancel row cancels it there) or never got it
 // (withdrawn).
 func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
-	ctx, cancel := context.WithTimeout(ctx, 2*d.CallTimeout)
+	ctx, cancel := context.WithTimeout(reviewdesk.WithAccount(ctx, row.Actor), 2*d.CallTimeout)
 	defer cancel()
 	call := d.submission(row)
 	if row.Kind == KindCancel {
@@ -390,7 +392,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, e
 		return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "no review desk is configured (PROVIDER_URL)",
 			RetryAfter: time.Minute}
 	}
-	receipt, err := d.call(ctx, "status", func(ctx context.Context) (reviewdesk.Receipt, error) {
+	receipt, err := d.call(reviewdesk.WithAccount(ctx, actor), "status", func(ctx context.Context) (reviewdesk.Receipt, error) {
 		return d.Desk.Status(ctx, st.ProviderKey)
 	})
 	switch {

@@ -232,6 +232,47 @@ func TestActorsAreScoped(t *testing.T) {
 	}
 }
 
+// TestRoomParticipants: in a workshop room each dev-<name> is a scope of
+// its own, the same keys included; a token that is not dev-<name> with a
+// valid name is 401, and without the room dev-<name> is just an unknown
+// token.
+func TestRoomParticipants(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withRoom())
+	ids := map[string]bool{}
+	for _, name := range []string{"ana", "ben", "c.d_e-9"} {
+		r := e.must(req{path: "/v1/demo-requests", token: "dev-" + name, keys: []string{"order-42"}, body: body1})
+		if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("%s's first use of order-42: %d %s, want a first 201", name, r.Status, r.Body)
+		}
+		ids[r.request(t).ID] = true
+		again := e.must(req{path: "/v1/demo-requests", token: "dev-" + name, keys: []string{"order-42"}, body: body1})
+		if again.Header.Get("Idempotent-Replayed") != "true" || again.request(t).ID != r.request(t).ID {
+			t.Fatalf("%s's retry: %d %s, want the replay of their own", name, again.Status, again.Body)
+		}
+	}
+	if len(ids) != 3 {
+		t.Fatalf("%d requests for three participants, want 3", len(ids))
+	}
+	if n := e.count(`SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('ana', 'ben', 'c.d_e-9')`); n != 3 {
+		t.Fatalf("%d actors hold the rows, want the 3 participants", n)
+	}
+	// The configured tokens still work, beside the room's.
+	if r := e.create("order-42", body1); r.Status != http.StatusCreated {
+		t.Fatalf("alice's own token in a room: %d %s", r.Status, r.Body)
+	}
+	for _, token := range []string{"dev-", "dev-Ana", "dev-a b", "dev-" + strings.Repeat("x", 33), "ana", "dev-.x"} {
+		r := e.must(req{path: "/v1/demo-requests", token: token, keys: []string{"k"}, body: body1})
+		if r.Status != http.StatusUnauthorized || r.problem(t) != apperr.Unauthorized {
+			t.Fatalf("token %q in a room: %d %s, want 401", token, r.Status, r.Body)
+		}
+	}
+	off := newEnv(t, withWorkshop())
+	if r := off.must(req{path: "/v1/demo-requests", token: "dev-ana", keys: []string{"k"}, body: body1}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("dev-ana without the room: %d %s, want 401", r.Status, r.Body)
+	}
+}
+
 func TestOutcomeRoute(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -14,7 +14,8 @@ import (
 )
 
 // TestDeskFaults: PUT /workshop/desk-faults hands a JSON object to the
-// desk, refuses anything else with a problem, and is not routed without the
+// desk, aimed at the caller's own account (another account is refused),
+// refuses anything else with a problem, and is not routed without the
 // workshop.
 func TestDeskFaults(t *testing.T) {
 	t.Parallel()
@@ -50,6 +51,9 @@ func TestDeskFaults(t *testing.T) {
 		{`{"refused":true}`, 400, apperr.WorkshopDisabled},
 		{`{"delay":"zz"}`, 400, apperr.InvalidField},
 		{`{"delay":"` + strings.Repeat("9", 5000) + `"}`, 413, apperr.BodyTooLarge},
+		{`{"down":true,"account":"bob"}`, 400, apperr.InvalidField},
+		{`{"down":true,"account":7}`, 400, apperr.InvalidField},
+		{`{"failNext":2,"account":"alice"}`, 200, ""},
 	}
 	for _, c := range cases {
 		r := put(e, c.body)
@@ -60,7 +64,10 @@ func TestDeskFaults(t *testing.T) {
 	if r := e.must(req{method: http.MethodPut, path: "/workshop/desk-faults", body: `{}`}); r.Status != 401 {
 		t.Errorf("without a token: %d, want 401", r.Status)
 	}
-	if strings.Join(got, " ") != `{"down":true} {} {"refused":true} {"delay":"zz"}` {
+	if r := put(e, `{"down":true}`); r.Status != 200 || !strings.Contains(string(r.Body), `"account":"alice"`) {
+		t.Errorf("the echo of alice's faults: %d %s, want them with her account", r.Status, r.Body)
+	}
+	if strings.Join(got, " ") != `{"account":"alice","down":true} {"account":"alice"} {"account":"alice","refused":true} {"account":"alice","delay":"zz"} {"account":"alice","failNext":2} {"account":"alice","down":true}` {
 		t.Errorf("the desk was handed %q", got)
 	}
 	if r := put(newEnv(t, withDeskFaults), `{}`); r.Status != 404 {

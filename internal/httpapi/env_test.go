@@ -78,6 +78,11 @@ func withDesk(url string) envOption {
 
 func withWorkshop() envOption { return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop = true } }
 
+// withRoom makes a workshop room: any dev-<name> is the participant <name>.
+func withRoom() envOption {
+	return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop, d.Room = true, true }
+}
+
 // withPath makes every operation take path p.
 func withPath(p idempotency.Path) envOption {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.Path = p }

@@ -94,13 +94,13 @@ func Expedite(svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk) *idem
 			{Name: pointSlotReserved, External: &idempotency.External{
 				Key: slotKey,
 				Call: func(ctx context.Context, key string, run *idempotency.Run) (string, error) {
-					return deskRef(desk.ReserveSlot(ctx, key, reviewdesk.Slot{RequestID: input(run).RequestID, Account: run.Scope.Actor}))
+					return deskRef(desk.ReserveSlot(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, reviewdesk.Slot{RequestID: input(run).RequestID, Account: run.Scope.Actor}))
 				},
 				Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.SlotStatus(ctx, key)) },
 				Undo: &idempotency.External{
 					Key: func(run *idempotency.Run) string { return slotKey(run) + ":release" },
 					Call: func(ctx context.Context, key string, run *idempotency.Run) (string, error) {
-						return deskRef(desk.ReleaseSlot(ctx, key, slotKey(run)))
+						return deskRef(desk.ReleaseSlot(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, slotKey(run)))
 					},
 					Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.ReleaseStatus(ctx, key)) },
 				},
@@ -108,7 +108,7 @@ func Expedite(svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk) *idem
 			{Name: pointCharged, External: &idempotency.External{
 				Key: func(run *idempotency.Run) string { return "expedite:" + input(run).RequestID + ":charge" },
 				Call: func(ctx context.Context, key string, run *idempotency.Run) (string, error) {
-					return deskRef(desk.Charge(ctx, key, reviewdesk.Charge{RequestID: input(run).RequestID,
+					return deskRef(desk.Charge(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, reviewdesk.Charge{RequestID: input(run).RequestID,
 						Account: run.Scope.Actor, Amount: demo.ExpediteAmount, SlotKey: slotKey(run)}))
 				},
 				Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.ChargeStatus(ctx, key)) },
@@ -216,7 +216,10 @@ func stepwise[In any](s *server, op stepOperation[In]) http.Handler {
 			writeError(s.Logger, w, r, fmt.Errorf("encode input: %w", err))
 			return
 		}
-		res, err := s.idem.DoSteps(r.Context(), it.req, it.knobs.wrap(op.steps), input)
+		// The desk's calls of the run, its status lookups too, are made
+		// for the caller's account.
+		ctx := reviewdesk.WithAccount(r.Context(), it.req.Scope.Actor)
+		res, err := s.idem.DoSteps(ctx, it.req, it.knobs.wrap(op.steps), input)
 		s.answer(w, r, it.req.Scope, it.attempt, it.knobs, res, operatorsPart(it.req.Scope, err))
 	})
 }

@@ -168,7 +168,7 @@ func readIntent[In any](s *server, w http.ResponseWriter, r *http.Request, name 
 		return it, err
 	}
 	it.req = idempotency.Request{Scope: scope, Fingerprint: fp, Path: path, Wait: preferWait(r), Retry: it.attempt >= 2,
-		StopAfter: it.knobs.stopAfter}
+		StopAfter: it.knobs.stopAfter, TTL: it.knobs.ttl}
 	return it, nil
 }
 

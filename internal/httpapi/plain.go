@@ -29,7 +29,7 @@ func NewPlainServer(d Deps, insert func(context.Context, demo.Request) error) (h
 	s := &server{Deps: d}
 	op := createDemoRequest(d.Demo, noWrites{})
 	r := s.base()
-	r.With(authenticate(s.Logger, s.Tokens)).Method(http.MethodPost, "/v1/demo-requests", plain(s, op, insert))
+	r.With(authenticate(s.Logger, s.Tokens, false)).Method(http.MethodPost, "/v1/demo-requests", plain(s, op, insert))
 	return r, nil
 }
 

@@ -33,13 +33,13 @@ func (s *server) routes(ops []route) http.Handler {
 
 	// The pages (package web): the create page and the workshop page.
 	deskFaults := s.Workshop && s.DeskFaults != nil
-	pages := web.Handler(web.Config{Workshop: s.Workshop, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults, Expedite: s.Desk != nil})
+	pages := web.Handler(web.Config{Workshop: s.Workshop, Room: s.Room, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults, Expedite: s.Desk != nil})
 	r.Method(http.MethodGet, "/", pages)
 	r.Method(http.MethodGet, "/workshop", pages)
 	r.Method(http.MethodGet, "/ui/*", pages)
 
 	r.Group(func(r chi.Router) {
-		r.Use(authenticate(s.Logger, s.Tokens))
+		r.Use(authenticate(s.Logger, s.Tokens, s.Room))
 		for _, op := range ops {
 			r.Method(op.method, op.pattern, op.handler)
 		}

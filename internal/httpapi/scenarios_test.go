@@ -292,3 +292,52 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("DELETE: %d %v %s", r.Status, r.Header, r.Body)
 	}
 }
+
+// TestWorkshopTTL: Workshop-TTL gives the key of one request a short
+// replay window, so expiry shows without restarting the server; the
+// server's TTL stays for every other key, and the knob is refused without
+// the workshop or out of its bounds.
+func TestWorkshopTTL(t *testing.T) {
+	clk := testkit.NewClock()
+	e := newEnv(t, withClock(clk), withWorkshop())
+	short := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-short"}, body: body1,
+		header: map[string]string{"Workshop-TTL": "5s"}})
+	if short.Status != http.StatusCreated {
+		t.Fatalf("with Workshop-TTL: %d %s", short.Status, short.Body)
+	}
+	long := e.create("key-long", body1).request(t)
+	clk.Advance(4 * time.Second)
+	if r := e.create("key-short", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != short.request(t).ID {
+		t.Fatalf("within its 5 s: %d %s, want the replay", r.Status, r.Body)
+	}
+	clk.Advance(time.Second)
+	again := e.create("key-short", body1)
+	if again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" || again.request(t).ID == short.request(t).ID {
+		t.Fatalf("past its 5 s: %d %s, want a new intent", again.Status, again.Body)
+	}
+	// The new intent ran without the knob: the server's TTL holds it.
+	clk.Advance(time.Hour)
+	if r := e.create("key-short", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != again.request(t).ID {
+		t.Fatalf("the retry of the new intent an hour on: %d %s, want the replay", r.Status, r.Body)
+	}
+	if r := e.create("key-long", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != long.ID {
+		t.Fatalf("a key without the knob an hour on: %d %s, want the replay", r.Status, r.Body)
+	}
+
+	for _, v := range []string{"0s", "999ms", "11m", "soon", "-5s"} {
+		r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-bad-ttl"}, body: body1,
+			header: map[string]string{"Workshop-TTL": v}})
+		if r.Status != http.StatusBadRequest || r.problem(t) != apperr.InvalidHeader {
+			t.Fatalf("Workshop-TTL: %s: %d %s, want 400 invalid_header", v, r.Status, r.Body)
+		}
+	}
+	off := newEnv(t)
+	r := off.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-short"}, body: body1,
+		header: map[string]string{"Workshop-TTL": "5s"}})
+	if r.Status != http.StatusBadRequest || r.problem(t) != apperr.WorkshopDisabled {
+		t.Fatalf("Workshop-TTL with the workshop off: %d %s, want 400 workshop_disabled", r.Status, r.Body)
+	}
+	if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE idem_key = 'key-bad-ttl'`); n != 0 {
+		t.Fatalf("%d keys stored for refused knobs, want 0", n)
+	}
+}

@@ -41,6 +41,11 @@ type Deps struct {
 	// Workshop enables the Workshop-* request headers; without it they are
 	// refused with 400 workshop_disabled.
 	Workshop bool
+	// Room, with Workshop, makes a workshop room: any bearer token
+	// dev-<name> is the participant <name>, a scope of its own
+	// (auth.RoomActor). Anyone who reaches the server may act as anyone:
+	// for a workshop only.
+	Room bool
 	// DeskFaults, if set with Workshop, sets the review desk's fault knobs
 	// (PUT /workshop/desk-faults), for the workshop page's external step.
 	DeskFaults func(ctx context.Context, faults json.RawMessage) error
@@ -88,6 +93,8 @@ func NewServer(d Deps) (http.Handler, error) {
 		return nil, errors.New("httpapi: Deps needs a Logger, Demo, Writes and Ready")
 	case len(d.Tokens) == 0:
 		return nil, errors.New("httpapi: Deps needs at least one token")
+	case d.Room && !d.Workshop:
+		return nil, errors.New("httpapi: a workshop room (Room) needs the workshop knobs (Workshop)")
 	case (d.Desk == nil) != (d.Expedites == nil):
 		return nil, errors.New("httpapi: Deps needs both Desk and Expedites, or neither")
 	}

@@ -37,6 +37,16 @@ const (
 	// a browser does on a reused connection) runs nothing and stops there
 	// too: only a retry without it resumes the run.
 	HeaderStopAfter = "Workshop-Stop-After"
+	// HeaderTTL, a duration from MinWorkshopTTL to MaxWorkshopTTL such as
+	// "5s", makes the key of this request, if it claims it, replayed that
+	// long instead of the server's TTL: expiry shown without a restart.
+	HeaderTTL = "Workshop-TTL"
+)
+
+// The bounds of Workshop-TTL.
+const (
+	MinWorkshopTTL = time.Second
+	MaxWorkshopTTL = 10 * time.Minute
 )
 
 // workshop is the server's switch, and its test seam.
@@ -56,11 +66,12 @@ type knobs struct {
 	fail         bool
 	dropResponse bool
 	stopAfter    string
+	ttl          time.Duration               // Workshop-TTL; 0: the server's
 	hook         func(context.Context) error // the test seam, bound to the request
 }
 
 // set reports whether the request carries a workshop knob.
-func (k knobs) set() bool { return k.delay > 0 || k.fail || k.dropResponse }
+func (k knobs) set() bool { return k.delay > 0 || k.fail || k.dropResponse || k.ttl > 0 }
 
 // knobs reads the workshop headers of r, an attempt at an operation on
 // path. Errors: workshop_disabled, invalid_header.
@@ -71,7 +82,8 @@ func (ws workshop) knobs(r *http.Request, path idempotency.Path) (knobs, error) 
 	}
 	delay, fail, drop := r.Header.Get(HeaderDelay), r.Header.Get(HeaderFail), r.Header.Get(HeaderDropResponse)
 	k.stopAfter = r.Header.Get(HeaderStopAfter)
-	if delay == "" && fail == "" && drop == "" && k.stopAfter == "" {
+	ttl := r.Header.Get(HeaderTTL)
+	if delay == "" && fail == "" && drop == "" && k.stopAfter == "" && ttl == "" {
 		return k, nil
 	}
 	if !ws.enabled {
@@ -93,6 +105,11 @@ func (ws workshop) knobs(r *http.Request, path idempotency.Path) (knobs, error) 
 	if drop != "" {
 		if k.dropResponse, err = strconv.ParseBool(drop); err != nil {
 			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be true or false", HeaderDropResponse)
+		}
+	}
+	if ttl != "" {
+		if k.ttl, err = time.ParseDuration(ttl); err != nil || k.ttl < MinWorkshopTTL || k.ttl > MaxWorkshopTTL {
+			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration from %s to %s, such as 5s", HeaderTTL, MinWorkshopTTL, MaxWorkshopTTL)
 		}
 	}
 	if k.stopAfter != "" && path != idempotency.StepWise {
@@ -158,11 +175,15 @@ const maxDeskFaults = 4 << 10
 // handleDeskFaults is PUT /workshop/desk-faults: it hands a JSON object of
 // the review desk's faults ({"down":true}, {} to clear) to the desk, so
 // that the workshop page, which calls only this origin, can make the
-// external call stick. It is routed only with the workshop on.
+// external call stick. The faults are the caller's own: aimed at the
+// calls the desk gets for the caller's requests (its "account"), set and
+// cleared apart from everyone else's, so that in a workshop room one
+// participant's faults never touch another's deliveries. It is routed only
+// with the workshop on.
 //
 // Errors: malformed_json, body_too_large, workshop_disabled (the desk
-// refuses its knobs), invalid_field (the desk refuses these faults, such as
-// a delay that is not a duration), unavailable.
+// refuses its knobs), invalid_field (another account, or the desk refuses
+// these faults, such as a delay that is not a duration), unavailable.
 func handleDeskFaults(logger *slog.Logger, set func(context.Context, json.RawMessage) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeskFaults))
@@ -170,10 +191,12 @@ func handleDeskFaults(logger *slog.Logger, set func(context.Context, json.RawMes
 		switch {
 		case errors.As(err, new(*http.MaxBytesError)):
 			err = apperr.Errorf(apperr.BodyTooLarge, "the faults must be at most %d bytes", maxDeskFaults)
-		case err == nil && json.Unmarshal(b, &obj) != nil:
+		case err == nil && (json.Unmarshal(b, &obj) != nil || obj == nil):
 			err = apperr.Errorf(apperr.MalformedJSON, "send the desk's faults as a JSON object, such as {\"down\":true}, or {} to clear them")
 		case err == nil:
-			err = set(r.Context(), b)
+			if b, err = ownFaults(obj, actorOf(r)); err == nil {
+				err = set(r.Context(), b)
+			}
 		}
 		if err != nil {
 			writeError(logger, w, r, err)
@@ -181,4 +204,21 @@ func handleDeskFaults(logger *slog.Logger, set func(context.Context, json.RawMes
 		}
 		writeJSON(w, http.StatusOK, json.RawMessage(b))
 	})
+}
+
+// ownFaults is the desk's faults obj aimed at actor's account. Errors:
+// invalid_field when obj names another account.
+func ownFaults(obj map[string]json.RawMessage, actor string) ([]byte, error) {
+	mine, err := json.Marshal(actor)
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := obj["account"]; ok {
+		var named string
+		if json.Unmarshal(a, &named) != nil || named != actor {
+			return nil, apperr.Errorf(apperr.InvalidField, "account: you set the faults of your own account only; leave it out")
+		}
+	}
+	obj["account"] = mine
+	return json.Marshal(obj)
 }

@@ -168,6 +168,10 @@ type Request struct {
 	// the named step as if its runner died there, or at once when the run
 	// is already past it (DoSteps).
 	StopAfter string
+	// TTL, a workshop knob, is how long this request's record is replayed
+	// when it claims the key (0: Config.TTL). It applies to the record this
+	// request writes only: a lease still holds an unfinished claim.
+	TTL time.Duration
 }
 
 // Result is the answer to a request.
@@ -219,6 +223,14 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.Clock = time.Now
 	}
 	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}}, nil
+}
+
+// ttl is how long the record req writes is replayed.
+func (r *Runner) ttl(req Request) time.Duration {
+	if req.TTL > 0 {
+		return req.TTL
+	}
+	return r.cfg.TTL
 }
 
 // WorkBudget is how long a claimed work may run: half the lease, so that it
@@ -302,7 +314,7 @@ func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, 
 		if err != nil {
 			return r.failed(res, req.Scope, err)
 		}
-		cr, err := r.cfg.Store.CreateResultAndFinishAtomically(ctx, req.Scope, req.Fingerprint, uuid.NewString(), r.cfg.TTL, d)
+		cr, err := r.cfg.Store.CreateResultAndFinishAtomically(ctx, req.Scope, req.Fingerprint, uuid.NewString(), r.ttl(req), d)
 		switch {
 		case errors.Is(err, ErrEffectNotApplied) && tries+1 < reruns:
 			continue // the row the work read changed: read and decide again
@@ -327,7 +339,7 @@ func (r *Runner) twoPhase(ctx context.Context, req Request, work Work) (Result, 
 	for tries := 0; ; tries++ {
 		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
 		leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
-		cr, err := r.cfg.Store.Claim(ctx, req.Scope, req.Fingerprint, c.Token, r.cfg.Lease, r.cfg.TTL)
+		cr, err := r.cfg.Store.Claim(ctx, req.Scope, req.Fingerprint, c.Token, r.cfg.Lease, r.ttl(req))
 		if err != nil {
 			// The claim may have committed with its reply lost: release it
 			// by its token, so the key is not blocked for a lease.

@@ -234,7 +234,7 @@ func (r *Runner) DoSteps(ctx context.Context, req Request, op *Steps, input json
 	waitUntil := r.waitUntil(req)
 	for tries := 0; ; tries++ {
 		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
-		cr, err := rs.ClaimRun(ctx, req.Scope, req.Fingerprint, c.Token, r.cfg.Lease, r.cfg.TTL, input)
+		cr, err := rs.ClaimRun(ctx, req.Scope, req.Fingerprint, c.Token, r.cfg.Lease, r.ttl(req), input)
 		if err != nil {
 			// The claim may have committed with its reply lost: let go of
 			// it by its token, so that the key is not blocked for a lease

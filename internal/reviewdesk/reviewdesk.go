@@ -112,6 +112,27 @@ func New(baseURL string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
 }
 
+// AccountHeader names, on a call, the account it is made for.
+const AccountHeader = "Desk-Account"
+
+// accountKey carries the account a call is made for.
+type accountKey struct{}
+
+// WithAccount returns ctx for calls made for account: each call of the
+// client under it names the account to the desk (the Desk-Account header),
+// which aims that account's faults at it. The account is the actor whose
+// request the call carries.
+func WithAccount(ctx context.Context, account string) context.Context {
+	return context.WithValue(ctx, accountKey{}, account)
+}
+
+// setAccount names ctx's account on req, if it has one.
+func setAccount(ctx context.Context, req *http.Request) {
+	if a, _ := ctx.Value(accountKey{}).(string); a != "" {
+		req.Header.Set(AccountHeader, a)
+	}
+}
+
 // Submit sends s under key, the sender's idempotency key for this
 // submission: the same key for every attempt of one submission. A nil error
 // means accepted, the first time or again.
@@ -281,6 +302,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	setAccount(ctx, req)
 	req.GetBody = nil
 	status, answer, err := c.do(req)
 	if err != nil {
@@ -318,6 +340,7 @@ func (c *Client) lookup(ctx context.Context, op, path string) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
+	setAccount(ctx, req)
 	status, answer, err := c.do(req)
 	switch {
 	case err != nil:
@@ -335,7 +358,8 @@ func (c *Client) lookup(ctx context.Context, op, path string) (Receipt, error) {
 var ErrFaultsDisabled = errors.New("reviewdesk: the desk refuses its fault knobs (PROVIDER_FAULTS is off)")
 
 // SetFaults replaces the desk's fault knobs with faults, a JSON object such
-// as {"down":true}; {} clears them. Workshops use it.
+// as {"down":true}; {} clears them; with "account" only that account's are
+// replaced (WithAccount). Workshops use it.
 //
 // Errors: ErrFaultsDisabled, *RefusedError (the desk refused these faults,
 // such as a delay that is not a duration: sending them again cannot

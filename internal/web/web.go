@@ -26,9 +26,12 @@ var static embed.FS
 
 // Config is what the pages are told of the server.
 type Config struct {
-	Workshop bool          // the Workshop-* headers are on: show the switches
-	TTL      time.Duration // replay window, for the expiry step
-	Lease    time.Duration // bounds the in-progress step's delay
+	Workshop bool // the Workshop-* headers are on: show the switches
+	// Room is a workshop room: the pages ask for a name, and send the
+	// token dev-<name>.
+	Room  bool
+	TTL   time.Duration // replay window, for the expiry step
+	Lease time.Duration // bounds the in-progress step's delay
 	// DeskFaults reports whether the server passes the review desk's fault
 	// knobs on (PUT /workshop/desk-faults), for the external step.
 	DeskFaults bool
@@ -62,6 +65,7 @@ var contentTypes = map[string]string{
 func Handler(cfg Config) http.Handler {
 	config, _ := json.Marshal(map[string]any{
 		"workshop":     cfg.Workshop,
+		"room":         cfg.Room,
 		"ttlSeconds":   int(cfg.TTL.Seconds()),
 		"leaseSeconds": int(cfg.Lease.Seconds()),
 		"deskFaults":   cfg.DeskFaults,
@@ -99,7 +103,8 @@ type Step struct {
 	Name string `json:"name"`
 	Says string `json:"says"` // what the contract answers
 	// Needs names what the server must have for the step to run:
-	// "workshop" (WORKSHOP=true), "ttl" (a TTL of at most 2m), "desk" (the
+	// "workshop" (WORKSHOP=true), "ttl" (WORKSHOP=true for Workshop-TTL, or
+	// a server TTL of at most 2m), "desk" (the
 	// review desk's fault knobs), "expedite" (WORKSHOP=true and a review
 	// desk behind the server, for its operation of several steps), or
 	// nothing.

@@ -2,7 +2,8 @@
 -- first, skipping rows another dispatcher holds locked at this moment, and
 -- lease them to the caller's token: a taken row is due again when the lease
 -- passes (its dispatcher died). It returns each taken row with its demo
--- request's fields, and whether the request is cancelled: the dispatcher
+-- request's fields (its actor: the desk's calls are made for it), and
+-- whether the request is cancelled: the dispatcher
 -- never submits a cancelled request (package delivery). A row is a
 -- submission or a cancel (kind): both are taken the same way.
 --
@@ -28,5 +29,5 @@ WITH clock AS (
     WHERE o.request_id = due.request_id AND o.kind = due.kind
     RETURNING o.request_id, o.kind, o.attempts
 )
-SELECT taken.request_id, taken.kind, taken.attempts, r.topic, r.note, r.state = 'cancelled' AS cancelled
+SELECT taken.request_id, r.actor_id, taken.kind, taken.attempts, r.topic, r.note, r.state = 'cancelled' AS cancelled
 FROM taken JOIN demo_requests r ON r.id = taken.request_id

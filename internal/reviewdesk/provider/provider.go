@@ -45,7 +45,9 @@
 //	                           refunded from the start
 //	GET  /v1/refunds/{key}     200 {"state":"accepted","chargeKey",…} or 404 {"state":"unknown"}
 //	GET  /v1/stats             counts of every resource and each account's credit
-//	GET|PUT /v1/faults         the fault knobs, when enabled
+//	GET|PUT /v1/faults         the fault knobs, when enabled: the desk's, or with "account" one
+//	                           account's, for the calls made for it (GET ?account=: those that
+//	                           apply to its calls)
 //	GET  /readyz               200 while its database answers
 //
 // A slot held past its hold is released by SweepHolds, which the provider
@@ -73,6 +75,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
 // Submission is what a sender submits.
@@ -103,10 +107,29 @@ var refusedCodes = map[string]string{
 	resRefunds:     "refund_refused",
 }
 
+// AccountHeader names the account a call is made for
+// (reviewdesk.WithAccount). The desk aims an account's faults at the calls
+// that carry it (Faults.Account); a call without it meets the desk's own
+// faults only.
+const AccountHeader = reviewdesk.AccountHeader
+
+// maxAccountFaults bounds how many accounts hold faults of their own at
+// once, a workshop room's worth.
+const maxAccountFaults = 1000
+
 // Faults are the knobs of the desk. The zero value is a healthy desk. Each
 // knob applies to every resource (submissions, cancels, slots, releases,
 // charges, refunds) as it does to submissions, or only to those Only names.
+//
+// Without Account they are the desk's own, for every call. With Account
+// they are that account's, for the calls made for it (AccountHeader): set
+// and cleared apart from the desk's and from every other account's; while
+// an account holds faults of its own, the desk's do not apply to its calls.
 type Faults struct {
+	// Account aims the knobs at the calls made for this account only (1 to
+	// 64 characters); empty: the desk's own. Knobs all zero for an account
+	// clear its faults, and its calls meet the desk's own again.
+	Account string `json:"account,omitempty"`
 	// Delay holds every call, a new one or a status lookup, this long
 	// first, e.g. "2s".
 	Delay string `json:"delay,omitempty"`
@@ -181,10 +204,24 @@ type Server struct {
 	logger *slog.Logger
 	opts   Options
 
-	mu     sync.Mutex
-	faults Faults
-	delay  time.Duration
-	hold   time.Duration
+	mu       sync.Mutex
+	faults   knobs             // the desk's own
+	accounts map[string]*knobs // each account's own, by Faults.Account
+}
+
+// knobs are one set of faults with its durations parsed.
+type knobs struct {
+	f           Faults
+	delay, hold time.Duration
+}
+
+// knobsFor returns the faults that apply to the calls made for account:
+// its own if it holds some, else the desk's. The caller holds s.mu.
+func (s *Server) knobsFor(account string) *knobs {
+	if k, ok := s.accounts[account]; ok && account != "" {
+		return k
+	}
+	return &s.faults
 }
 
 // NewServer returns the desk on db, which Migrate has prepared. Its held
@@ -197,7 +234,7 @@ func NewServer(db *sqlx.DB, logger *slog.Logger, opts Options) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: st, logger: logger, opts: opts}, nil
+	return &Server{store: st, logger: logger, opts: opts, accounts: map[string]*knobs{}}, nil
 }
 
 // Handler returns the desk's routes.
@@ -252,7 +289,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 // for it, and reports whether it did. known tells whether the desk holds
 // the call's key already: a repeat of what it took is answered as usual.
 func (s *Server) refused(w http.ResponseWriter, r *http.Request, resource string, known func(context.Context) (bool, error)) bool {
-	if f := s.current(); !f.Refuse || !f.appliesTo(resource) {
+	if f := s.current(r.Header.Get(AccountHeader)); !f.Refuse || !f.appliesTo(resource) {
 		return false
 	}
 	switch ok, err := known(r.Context()); {
@@ -269,13 +306,15 @@ func (s *Server) refused(w http.ResponseWriter, r *http.Request, resource string
 // answer writes v, what the desk stored under a call's key, applying
 // dropResponses and holdAnswer to a new one of resource.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, resource string, v any, fresh bool) {
-	if fresh && s.takeDrop(resource) {
+	account := r.Header.Get(AccountHeader)
+	if fresh && s.takeDrop(resource, account) {
 		dropConnection(w)
 		return
 	}
 	s.mu.Lock()
-	hold := s.hold
-	if !s.faults.appliesTo(resource) {
+	k := s.knobsFor(account)
+	hold := k.hold
+	if !k.f.appliesTo(resource) {
 		hold = 0
 	}
 	s.mu.Unlock()
@@ -337,7 +376,7 @@ func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusForbidden, "faults_disabled", "start the review desk with PROVIDER_FAULTS=true to use its fault knobs")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.current())
+	writeJSON(w, http.StatusOK, s.current(r.URL.Query().Get("account")))
 }
 
 // handlePutFaults replaces the whole set of faults; {} clears them.
@@ -350,7 +389,7 @@ func (s *Server) handlePutFaults(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		writeProblem(w, http.StatusBadRequest, "invalid_body", "send the faults as JSON: delay, holdAnswer, failNext, dropResponses, refuse, down, only")
+		writeProblem(w, http.StatusBadRequest, "invalid_body", "send the faults as JSON: delay, holdAnswer, failNext, dropResponses, refuse, down, only, account")
 		return
 	}
 	if err := s.SetFaults(f); err != nil {
@@ -361,7 +400,7 @@ func (s *Server) handlePutFaults(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, f)
 }
 
-// SetFaults replaces the faults.
+// SetFaults replaces the desk's faults, or with f.Account that account's.
 func (s *Server) SetFaults(f Faults) error {
 	var d [2]time.Duration
 	for i, v := range []string{f.Delay, f.HoldAnswer} {
@@ -378,17 +417,37 @@ func (s *Server) SetFaults(f Faults) error {
 			return fmt.Errorf("only names resources among %s, not %q", strings.Join(resourceNames(), ", "), res)
 		}
 	}
+	if len(f.Account) > 64 {
+		return fmt.Errorf("account must be at most 64 characters")
+	}
 	f.Only = slices.Clone(f.Only)
+	k := knobs{f: f, delay: d[0], hold: d[1]}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults, s.delay, s.hold = f, d[0], d[1]
+	switch _, held := s.accounts[f.Account]; {
+	case f.Account == "":
+		s.faults = k
+	case f.isClear():
+		delete(s.accounts, f.Account)
+	case !held && len(s.accounts) >= maxAccountFaults:
+		return fmt.Errorf("%d accounts hold faults already: clear some first", maxAccountFaults)
+	default:
+		s.accounts[f.Account] = &k
+	}
 	return nil
 }
 
-func (s *Server) current() Faults {
+// isClear reports whether f sets no knob.
+func (f Faults) isClear() bool {
+	return f.Delay == "" && f.FailNext == 0 && f.HoldAnswer == "" && f.DropResponses == 0 && !f.Refuse && !f.Down
+}
+
+// current returns the faults that apply to the calls made for account:
+// its own, or the desk's when it holds none (and for "").
+func (s *Server) current(account string) Faults {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.faults
+	return s.knobsFor(account).f
 }
 
 // resourceNames are the names Faults.Only takes, in the order of the routes.
@@ -396,13 +455,13 @@ func resourceNames() []string {
 	return []string{resSubmissions, resCancels, resSlots, resReleases, resCharges, resRefunds}
 }
 
-// takeDrop reports whether the answer of this new call to resource is to
-// be dropped, counting it.
-func (s *Server) takeDrop(resource string) bool {
+// takeDrop reports whether the answer of this new call to resource, made
+// for account, is to be dropped, counting it.
+func (s *Server) takeDrop(resource, account string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.faults.DropResponses > 0 && s.faults.appliesTo(resource) {
-		s.faults.DropResponses--
+	if k := s.knobsFor(account); k.f.DropResponses > 0 && k.f.appliesTo(resource) {
+		k.f.DropResponses--
 		return true
 	}
 	return false
@@ -413,11 +472,12 @@ func (s *Server) applyFaults(resource string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.mu.Lock()
-			f, delay := s.faults, s.delay
+			k := s.knobsFor(r.Header.Get(AccountHeader))
+			f, delay := k.f, k.delay
 			on := f.appliesTo(resource)
 			fail := on && f.FailNext > 0
 			if fail {
-				s.faults.FailNext--
+				k.f.FailNext--
 			}
 			s.mu.Unlock()
 			if !on {
@@ -505,7 +565,7 @@ func writeProblem(w http.ResponseWriter, status int, code, detail string) {
 
 // String formats the faults for logs.
 func (f Faults) String() string {
-	return fmt.Sprintf("delay=%s holdAnswer=%s failNext=%d dropResponses=%d refuse=%t down=%t only=%s",
+	return fmt.Sprintf("delay=%s holdAnswer=%s failNext=%d dropResponses=%d refuse=%t down=%t only=%s account=%s",
 		cmp.Or(f.Delay, "0s"), cmp.Or(f.HoldAnswer, "0s"), f.FailNext, f.DropResponses, f.Refuse, f.Down,
-		cmp.Or(strings.Join(f.Only, ","), "all"))
+		cmp.Or(strings.Join(f.Only, ","), "all"), cmp.Or(f.Account, "all"))
 }

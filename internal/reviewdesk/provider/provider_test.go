@@ -1201,3 +1201,77 @@ func TestDeskOptions(t *testing.T) {
 		t.Errorf("NewServer with a 1ms hold and no credit: %v", err)
 	}
 }
+
+// TestDeskFaultsPerAccount: faults aimed at an account apply to the calls
+// made for it only, are set and cleared apart from the desk's and from
+// other accounts', and while it holds some the desk's own do not apply to
+// its calls.
+func TestDeskFaultsPerAccount(t *testing.T) {
+	t.Parallel()
+	d := testkit.StartDesk(t, nil)
+	ana := reviewdesk.WithAccount(context.Background(), "ana")
+	ben := reviewdesk.WithAccount(context.Background(), "ben")
+	plain := context.Background()
+	submit := func(ctx context.Context, key string) error {
+		_, err := d.Client.Submit(ctx, key, sub)
+		return err
+	}
+	d.Faults(t, provider.Faults{Account: "ana", Down: true})
+	if err := submit(ana, "ana-1"); !isUnclear(err) {
+		t.Fatalf("ana's submission while her desk is down: %v, want unclear", err)
+	}
+	if _, err := d.Client.Status(ana, "ana-1"); !isUnclear(err) {
+		t.Fatalf("ana's status lookup while her desk is down: %v, want unclear", err)
+	}
+	for name, ctx := range map[string]context.Context{"ben": ben, "no account": plain} {
+		if err := submit(ctx, "other-"+name); err != nil {
+			t.Fatalf("%s's submission while only ana's desk is down: %v", name, err)
+		}
+	}
+	// The desk's own faults: for every account without faults of its own.
+	d.Faults(t, provider.Faults{Refuse: true})
+	if err := submit(ben, "ben-2"); !refusedWith("submission_refused")(err) {
+		t.Fatalf("ben's submission while the desk refuses: %v, want a refusal", err)
+	}
+	if err := submit(ana, "ana-2"); !isUnclear(err) {
+		t.Fatalf("ana's submission while her own desk is down: %v, want unclear, her own faults", err)
+	}
+	// Another account's faults leave ana's alone; clearing hers brings the
+	// desk's back for her.
+	d.Faults(t, provider.Faults{Account: "ben", FailNext: 1})
+	if err := submit(ana, "ana-3"); !isUnclear(err) {
+		t.Fatalf("ana's submission after ben set his: %v, want unclear", err)
+	}
+	d.Faults(t, provider.Faults{Account: "ana"})
+	if err := submit(ana, "ana-4"); !refusedWith("submission_refused")(err) {
+		t.Fatalf("ana's submission once hers are cleared: %v, want the desk's refusal", err)
+	}
+	if err := submit(ben, "ben-3"); !isUnclear(err) {
+		t.Fatalf("ben's submission under his failNext: %v, want unclear (503)", err)
+	}
+	d.Faults(t, provider.Faults{})
+	if err := submit(ben, "ben-4"); err != nil {
+		t.Fatalf("ben's next submission, his failNext spent: %v", err)
+	}
+	if err := submit(ana, "ana-1"); err != nil {
+		t.Fatalf("ana's retry once every fault is cleared: %v", err)
+	}
+
+	// Over HTTP: an account's faults are echoed, and read back by account.
+	status, _, body := call(t, http.MethodPut, d.URL+"/v1/faults", "", `{"down":true,"account":"cy"}`)
+	if status != http.StatusOK || !strings.Contains(body, `"account":"cy"`) {
+		t.Fatalf("PUT an account's faults: %d %s", status, body)
+	}
+	if status, _, body := call(t, http.MethodGet, d.URL+"/v1/faults?account=cy", "", ""); status != http.StatusOK || !strings.Contains(body, `"down":true`) {
+		t.Fatalf("GET cy's faults: %d %s", status, body)
+	}
+	if status, _, body := call(t, http.MethodGet, d.URL+"/v1/faults", "", ""); status != http.StatusOK || strings.Contains(body, `"down"`) {
+		t.Fatalf("GET the desk's faults: %d %s, want none", status, body)
+	}
+	if status, _, body := call(t, http.MethodPut, d.URL+"/v1/faults", "", `{"down":true,"account":"`+strings.Repeat("a", 65)+`"}`); status != http.StatusBadRequest {
+		t.Fatalf("PUT a 65-character account: %d %s, want 400", status, body)
+	}
+	if got := (provider.Faults{Down: true, Account: "cy"}).String(); !strings.Contains(got, "account=cy") {
+		t.Fatalf("Faults.String: %s", got)
+	}
+}

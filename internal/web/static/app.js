@@ -10,7 +10,7 @@
 // it, and says so. An intent is its user's: Sign out ends it, after
 // offering to check its status, so the next user of the tab never sees or
 // sends it.
-import { bodyOf, call, getJSON, newIntent, renew, resolve, send, sleep, token } from './client.js';
+import { askForName, bodyOf, call, getJSON, newIntent, renew, resolve, roomToken, send, sleep, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
 const store = {
@@ -334,10 +334,14 @@ function signOut() {
   signedIn(false);
 }
 
+// room is true on a workshop room's server: sign-in asks for a name.
+let room = false;
+
 async function start() {
   $('sign-in-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    token.set($('token').value.trim());
+    const v = $('token').value.trim();
+    token.set(room ? roomToken(v) : v);
     $('token').value = '';
     signedIn(true);
     resume();
@@ -358,7 +362,10 @@ async function start() {
   $('send-again').addEventListener('click', onSendAgain);
   try {
     const got = await call('GET', '/ui/config.json');
-    $('switches').hidden = !JSON.parse(got.body).workshop;
+    const config = JSON.parse(got.body);
+    $('switches').hidden = !config.workshop;
+    room = Boolean(config.room);
+    if (room) askForName($('token'), $('token-label'), $('token-hint'));
   } catch {
     // Without the config the switches stay hidden.
   }

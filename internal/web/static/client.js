@@ -32,6 +32,29 @@ export const token = {
   set: (t) => sessionStorage.setItem('demo-api.token', t),
   drop: () => sessionStorage.removeItem('demo-api.token'),
 };
+
+// roomPrefix starts the token of every participant of a workshop room
+// (WORKSHOP_ROOM): there the pages ask for a name, and dev-<name> is the
+// token.
+const roomPrefix = 'dev-';
+
+// askForName turns the page's token field into a name field, for a
+// workshop room: label, input and hint say so, and the field shows the
+// name of the token this tab holds.
+export function askForName(input, label, hint) {
+  label.textContent = 'Your name';
+  input.type = 'text';
+  input.placeholder = 'a short lowercase name';
+  input.pattern = '[a-z0-9][a-z0-9._\\-]{0,31}';
+  if (hint) hint.textContent = 'A workshop room: sign in with a short lowercase name of your own; your token is dev-<name>, and your keys and desk faults are yours alone.';
+}
+
+// roomToken is the token of the participant name.
+export const roomToken = (name) => roomPrefix + name;
+
+// roomName is the name in a participant's token t, or '' for another token.
+export const roomName = (t) => (t.startsWith(roomPrefix) ? t.slice(roomPrefix.length) : '');
+
 export const createOperation = 'demo-requests.create';
 
 // retryable reports whether an answer is worth sending again with the same
