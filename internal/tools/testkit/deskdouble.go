@@ -102,6 +102,13 @@ func (d *DeskDouble) Submissions(t testing.TB) int {
 	return len(d.submissions)
 }
 
+// AllCancels counts the cancels the double accepted.
+func (d *DeskDouble) AllCancels(t testing.TB) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.cancels)
+}
+
 // Submission returns the receipt of the submission under key, and whether
 // the double accepted one.
 func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, bool) {
