@@ -5,6 +5,7 @@
 //	demo-api purge-expired    delete expired idempotency records once
 //	demo-api resume-run       resume a run of several steps that needs attention // demo-only
 //	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
+//	demo-api sql [NAME]       print the statements composed at start-up
 //	demo-api provider         run the review desk (the external service) // demo-only
 //	demo-api dispatch         hand accepted requests to the review desk
 //	demo-api send             create a demo request through the retrying client
@@ -47,6 +48,7 @@ commands:
   purge-expired       delete expired idempotency records, then exit
   resume-run          resume a run of several steps that needs attention (--actor, --operation, --key) // demo-only
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
+  sql [NAME]          print the statements composed of a key row's part and an operation's effect
   provider            run the review desk, the external service requests are handed to // demo-only
   dispatch            hand accepted requests to the review desk (serve does it too)
   send                create a demo request through the retrying Go client (api/client)
@@ -120,6 +122,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		fmt.Fprintln(stdout, auth.Hash(args[0]))
 		return nil
+	case "sql":
+		return sqlCmd(args, stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
