@@ -22,7 +22,7 @@
 #   make new-service DEST=dir MODULE=path  the bare template: the service without # demo-only
 #                   its demo-only parts, under a new module path (README.md) # demo-only
 #   make copy-check such a copy, made in a temporary folder, builds, vets # demo-only
-#                   and passes its tests (.ci/run runs it beside make test) # demo-only
+#                   and passes its tests (.ci/run runs it after make test) # demo-only
 #   make screenshots  the browser tests, writing the README's screenshots to # demo-only
 #                   docs/screenshots # demo-only
 SHELL := /bin/bash
@@ -114,7 +114,7 @@ screenshots:
 # make new-service DEST=../orders MODULE=example.com/acme/orders writes the
 # service without its demo-only parts (scripts/newservice/demo-only.txt)
 # under a new module path; make copy-check proves such a copy builds, vets
-# and passes its tests (.ci/run runs it beside make test).
+# and passes its tests (.ci/run runs it after make test).
 new-service:
 	@if [[ -z "$(DEST)" || -z "$(MODULE)" ]]; then echo "usage: make new-service DEST=<dir> MODULE=<module path>" >&2; exit 2; fi
 	$(GO) run ./scripts/newservice -dest "$(DEST)" -module "$(MODULE)"

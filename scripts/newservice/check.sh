@@ -2,7 +2,7 @@
 # check.sh: make new-service's copy, proved. It writes the bare copy into a
 # temporary folder under another module path and checks that nothing in it
 # names this module, that it is gofmt-clean, that it builds and vets, and
-# that its tests pass. make copy-check runs it; .ci/run runs it beside
+# that its tests pass. make copy-check runs it; .ci/run runs it after
 # make test. The copy's tests run without the race detector (make test
 # runs the same code with it) and share this machine's module and build
 # caches, so the check costs about the copy's test time.
