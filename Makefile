@@ -18,12 +18,16 @@
 #                   go vet and every test with the race detector
 #   make cross      the builds of other systems: go vet for macOS, go build
 #                   for Windows (.ci/run runs it beside make test)
-#   make bench      the benchmark; writes docs/bench.md
-#   make chaos      the fault campaign; writes docs/chaos.md (make test runs a
-#                   short one)
+#   make bench      the benchmark; writes docs/bench.md # demo-only
+#   make chaos      the fault campaign; writes docs/chaos.md (make test runs a # demo-only
+#                   short one) # demo-only
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
-#   make screenshots  the browser tests, writing the README's screenshots to
-#                   docs/screenshots
+#   make new-service DEST=dir MODULE=path  the bare template: the service without # demo-only
+#                   its demo-only parts, under a new module path (README.md) # demo-only
+#   make copy-check such a copy, made in a temporary folder, builds, vets # demo-only
+#                   and passes its tests (.ci/run runs it after make test) # demo-only
+#   make screenshots  the browser tests, writing the README's screenshots to # demo-only
+#                   docs/screenshots # demo-only
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
@@ -33,11 +37,12 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test cross bench chaos fuzz screenshots build vet fmt db-stop db-reset clean
+.PHONY: run test cross bench chaos fuzz screenshots build vet fmt db-stop db-reset clean new-service copy-check
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
 
+# demo-only{ make run of the full demo, with the stand-in review desk
 # Each step stops make run at its first failure, with that step's message.
 # The review desk (demo-api provider, the external service) runs beside the
 # API on PROVIDER_LISTEN_ADDR (127.0.0.1:8090) with its own database and its
@@ -64,6 +69,19 @@ run: build
 	DISPATCH_MAX_ATTEMPTS="$${DISPATCH_MAX_ATTEMPTS:-4}" \
 	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" WORKSHOP_ROOM="$${WORKSHOP_ROOM:-false}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
 	./bin/demo-api serve
+# }demo-only
+# The bare copy's make run: the API alone (no desk: PROVIDER_URL names
+# yours), the workshop knobs off unless WORKSHOP=true.
+# copy-only: run: build
+# copy-only: 	@set -eo pipefail; \
+# copy-only: 	url="$$(scripts/dev-db.sh)"; \
+# copy-only: 	alice="$$(./bin/demo-api hash-token '$(DEV_TOKEN_ALICE)')"; \
+# copy-only: 	bob="$$(./bin/demo-api hash-token '$(DEV_TOKEN_BOB)')"; \
+# copy-only: 	echo "demo-api: database $$url"; \
+# copy-only: 	echo "demo-api: tokens: alice -> '$(DEV_TOKEN_ALICE)', bob -> '$(DEV_TOKEN_BOB)'"; \
+# copy-only: 	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" \
+# copy-only: 	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-false}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
+# copy-only: 	./bin/demo-api serve
 
 # The whole suite, with the race detector. scripts/setup.sh first installs
 # what the tests need where it is missing (Chromium), or stops with the
@@ -86,6 +104,7 @@ cross:
 	GOOS=darwin $(GO) vet ./...
 	GOOS=windows $(GO) build ./...
 
+# demo-only{ the full demo's tools
 bench:
 	$(GO) run ./cmd/demo-bench
 
@@ -95,6 +114,20 @@ chaos:
 screenshots:
 	mkdir -p docs/screenshots
 	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run '^TestBrowser' ./cmd/demo-api
+# }demo-only
+
+# demo-only{ the bare template (scripts/newservice)
+# make new-service DEST=../orders MODULE=example.com/acme/orders writes the
+# service without its demo-only parts (scripts/newservice/demo-only.txt)
+# under a new module path; make copy-check proves such a copy builds, vets
+# and passes its tests (.ci/run runs it after make test).
+new-service:
+	@if [[ -z "$(DEST)" || -z "$(MODULE)" ]]; then echo "usage: make new-service DEST=<dir> MODULE=<module path>" >&2; exit 2; fi
+	$(GO) run ./scripts/newservice -dest "$(DEST)" -module "$(MODULE)"
+
+copy-check:
+	scripts/newservice/check.sh
+# }demo-only
 
 FUZZTIME ?= 30s
 # Every fuzz target, found where it is written, so a new one cannot be left out.

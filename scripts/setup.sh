@@ -25,7 +25,7 @@ die() { log "$*"; exit 1; }
 # needs: NAME | Debian packages, the first one apt knows is taken | Homebrew
 # arguments ("" when macOS has it already) | what to run elsewhere.
 needs=(
-  "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary"
+  "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary" # demo-only
   "curl|curl||run 'sudo dnf install curl' (Fedora) or 'sudo pacman -S curl' (Arch)"
   "pgbouncer|pgbouncer|pgbouncer|run 'sudo dnf install pgbouncer' (Fedora) or 'sudo pacman -S pgbouncer' (Arch)"
 )

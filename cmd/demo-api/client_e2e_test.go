@@ -343,6 +343,8 @@ func TestClientAgainstTheServer(t *testing.T) {
 	})
 }
 
+// demo-only{ every step, the desk's and the expedite's too, needs the stand-in desk
+
 // TestWorkshopAll runs demo-api workshop --all against a real server with
 // the knobs on and a short TTL: every step passes, none is skipped.
 func TestWorkshopAll(t *testing.T) {
@@ -361,6 +363,8 @@ func TestWorkshopAll(t *testing.T) {
 		t.Fatalf("%d steps passed, want %d:\n%s", n, len(workshopSteps), out.String())
 	}
 }
+
+// }demo-only
 
 // TestWorkshopFailsOnAServerWithoutKnobs: the workshop is a conformance
 // check: a step that cannot get the contract's answer fails the run.

@@ -118,7 +118,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"purge-expired", "-h"}, "-sweep-batch"},
 		{[]string{"hash-token", "-h"}, "usage: demo-api hash-token TOKEN"},
 		{[]string{"dispatch", "-h"}, "-provider-url"},
-		{[]string{"provider", "-h"}, "-database-url"},
+		{[]string{"provider", "-h"}, "-database-url"}, // demo-only
 		{[]string{"send", "-h"}, "-resolve"},
 		{[]string{"workshop", "-h"}, "-provider"},
 		{[]string{"-h"}, "commands:"},

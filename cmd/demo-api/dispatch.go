@@ -53,14 +53,18 @@ func dispatch(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	logger.Info("dispatching", "provider", cfg.providerURL, "max_attempts", cfg.dispatchAttempts, "metrics", cfg.metricsAddr)
 	disp := dispatcher(cfg, store, logger, m.Outbox(store, logger))
+	// demo-only{ the expedite's completer
 	runner, ops, err := completer(cfg, store, disp.Desk, m.Outcome)
 	if err != nil {
 		return err
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); complete(ctx, logger, runner, ops, cfg.completeInterval) }()
+	// }demo-only
 	disp.Run(ctx)
+	// demo-only{ the expedite's completer
 	<-done
+	// }demo-only
 	logger.Info("stopped")
 	return nil
 }

@@ -9,20 +9,20 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestDispatcherKilledBetweenAcceptAndMark SIGKILLs the dispatcher (serve)
-// after the review desk accepted a submission and before the dispatcher
+// after the review desk (a double of its HTTP API, so that the test stays
+// in a copy without the stand-in desk) accepted a submission and before the dispatcher
 // recorded it. After a restart, the next attempt asks the desk first and
 // finds it: the desk holds one submission, the request shows submitted, and
 // the restarted dispatcher sent nothing.
 func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
 	url := pgtest.NewURL(t)
-	desk := testkit.StartDesk(t, nil)
-	desk.Faults(t, provider.Faults{HoldAnswer: "1m"}) // accept, then hold the answer
+	desk := testkit.StartDeskDouble(t)
+	desk.Faults(t, testkit.DeskFaults{HoldAnswer: "1m"}) // accept, then hold the answer
 	// A call may take 1 s, so a taken row's lease is 3 s.
 	env := []string{"PROVIDER_URL=" + desk.URL, "DISPATCH_CALL_TIMEOUT=1s"}
 	p := start(t, url, env...)
@@ -40,7 +40,7 @@ func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
 		t.Fatalf("%d outbox rows pending after one attempt, want 1: the kill came after the mark", n)
 	}
 
-	desk.Faults(t, provider.Faults{})
+	desk.Faults(t, testkit.DeskFaults{})
 	p2 := start(t, url, env...)
 	if !testkit.Eventually(10*time.Second, func() bool {
 		return testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'submitted' AND attempts = 2`) == 1
@@ -76,7 +76,7 @@ func get(t *testing.T, url string) string {
 // dispatch, a process of its own on the same database, does.
 func TestDispatchCommand(t *testing.T) {
 	url := pgtest.NewURL(t)
-	desk := testkit.StartDesk(t, nil)
+	desk := testkit.StartDeskDouble(t)
 	p := start(t, url, "PROVIDER_URL="+desk.URL, "DISPATCH=false")
 	if resp, body, err := p.post("key-dispatch"); err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %v %s", err, body)

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
+	"errors" // demo-only
+	"fmt"    // demo-only
+	"io"     // demo-only
+	"net"    // demo-only
 	"strings"
-	"syscall"
+	"syscall" // demo-only
 	"testing"
 	"time"
 
@@ -58,6 +58,8 @@ func TestWorkshopBeyondLoopbackWarns(t *testing.T) {
 	}
 }
 
+// demo-only{ the stand-in desk
+
 // TestProviderClosesSlowBody: the review desk has the API's read timeout
 // (HTTP_READ_TIMEOUT, here 1 s): a connection that sends its body slowly is
 // closed, not held for as long as the sender likes.
@@ -91,6 +93,8 @@ func TestProviderClosesSlowBody(t *testing.T) {
 	}
 	t.Logf("the desk closed the slow connection after %v", time.Since(start).Round(time.Millisecond))
 }
+
+// }demo-only
 
 // TestDispatchServesMetrics: demo-api dispatch, a process of its own,
 // serves /metrics on the address METRICS_ADDR names, with the outbox's

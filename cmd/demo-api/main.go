@@ -3,9 +3,10 @@
 //	demo-api serve            run the HTTP API (migrates first) and the sweeper
 //	demo-api migrate up|down  apply or roll back the schema
 //	demo-api purge-expired    delete expired idempotency records once
-//	demo-api resume-run       resume a run of several steps that needs attention
+//	demo-api resume-run       resume a run of several steps that needs attention // demo-only
 //	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
-//	demo-api provider         run the review desk (the external service)
+//	demo-api sql [NAME]       print the statements composed at start-up
+//	demo-api provider         run the review desk (the external service) // demo-only
 //	demo-api dispatch         hand accepted requests to the review desk
 //	demo-api send             create a demo request through the retrying client
 //	demo-api workshop         walk through every branch against a running server
@@ -45,9 +46,10 @@ commands:
   serve               run the HTTP API and the sweeper (applies migrations first)
   migrate up|down     apply all migrations, or roll back the last one
   purge-expired       delete expired idempotency records, then exit
-  resume-run          resume a run of several steps that needs attention (--actor, --operation, --key)
+  resume-run          resume a run of several steps that needs attention (--actor, --operation, --key) // demo-only
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
-  provider            run the review desk, the external service requests are handed to
+  sql [NAME]          print the statements composed of a key row's part and an operation's effect
+  provider            run the review desk, the external service requests are handed to // demo-only
   dispatch            hand accepted requests to the review desk (serve does it too)
   send                create a demo request through the retrying Go client (api/client)
   workshop            walk through every branch of the contract against a running server
@@ -101,14 +103,14 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		return purgeCmd(ctx, cfg, stdout)
-	case "resume-run":
-		return resumeRunCmd(ctx, args, getenv, stdout, stderr)
+	case "resume-run": // demo-only
+		return resumeRunCmd(ctx, args, getenv, stdout, stderr) // demo-only
 	case "workshop":
 		return workshopCmd(ctx, args, stdout)
 	case "send":
 		return sendCmd(ctx, args, stdout, stderr)
-	case "provider":
-		return providerCmd(ctx, args, getenv, stdout, stderr)
+	case "provider": // demo-only
+		return providerCmd(ctx, args, getenv, stdout, stderr) // demo-only
 	case "hash-token":
 		const hashUsage = "usage: demo-api hash-token TOKEN\n\nPrints the hex SHA-256 of TOKEN, as API_TOKENS holds it (actor:sha256hex,…)."
 		if wantsHelp(args) {
@@ -120,6 +122,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		fmt.Fprintln(stdout, auth.Hash(args[0]))
 		return nil
+	case "sql":
+		return sqlCmd(args, stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -60,9 +60,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Metrics:    m,
 		Path:       idempotency.Path(cfg.path),
 	}
+	// demo-only{ the expedite
 	if disp.Desk != nil {
 		deps.Desk, deps.Expedites = disp.Desk, store
 	}
+	// }demo-only
 	if cfg.workshop && disp.Desk != nil {
 		deps.DeskFaults = deskFaults(disp.Desk)
 	}
@@ -83,6 +85,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if disp.Desk != nil && cfg.dispatch {
 		wg.Go(func() { disp.Run(sweepCtx) })
 	}
+	// demo-only{ the expedite's completer
 	if disp.Desk != nil {
 		runner, ops, err := completer(cfg, chores, disp.Desk, m.Outcome)
 		if err != nil {
@@ -90,6 +93,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		wg.Go(func() { complete(sweepCtx, logger, runner, ops, cfg.completeInterval) })
 	}
+	// }demo-only
 
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "room", cfg.room, "actors", len(tokens),
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", store.Unprepared,

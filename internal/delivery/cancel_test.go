@@ -10,7 +10,6 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
@@ -38,8 +37,7 @@ func (e *env) cancel(t *testing.T, id, key string) idempotency.ClaimResult {
 }
 
 func (e *env) deskCancels(t *testing.T, id string) int {
-	return testkit.Count(t, e.desk.DB, `SELECT count(*) FROM cancels WHERE key = $1 AND submission_key = $2`,
-		delivery.CancelKey(id), delivery.ProviderKey(id))
+	return e.desk.Cancels(delivery.CancelKey(id), delivery.ProviderKey(id))
 }
 
 // TestACancelBeforeDeliveryNeverReachesTheDesk: a request cancelled before
@@ -78,11 +76,11 @@ func TestACancelAfterDeliveryReachesTheDeskOnce(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name    string
-		faults  provider.Faults
+		faults  testkit.DeskFaults
 		lookups map[string]int // the cancel_status answers
 	}{
-		{"answered", provider.Faults{}, nil},
-		{"answer dropped", provider.Faults{DropResponses: 1}, map[string]int{"accepted": 1}},
+		{"answered", testkit.DeskFaults{}, nil},
+		{"answer dropped", testkit.DeskFaults{DropResponses: 1}, map[string]int{"accepted": 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -122,7 +120,7 @@ func TestACancelWhileTheDispatcherHoldsTheDelivery(t *testing.T) {
 	e := newEnv(t)
 	ids := e.accept(t, 1)
 	d, c := e.dispatcher(8)
-	e.desk.Faults(t, provider.Faults{HoldAnswer: "1s"}) // accepted, answered a second later
+	e.desk.Faults(t, testkit.DeskFaults{HoldAnswer: "1s"}) // accepted, answered a second later
 	done := make(chan error, 1)
 	go func() { _, err := d.Once(context.Background()); done <- err }()
 	if !testkit.Eventually(5*time.Second, func() bool { return e.desk.Submissions(t) == 1 }) {
@@ -135,7 +133,7 @@ func TestACancelWhileTheDispatcherHoldsTheDelivery(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	e.desk.Faults(t, provider.Faults{})
+	e.desk.Faults(t, testkit.DeskFaults{})
 	e.drain(t, d)
 	st := e.status(t, ids[0])
 	if st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Submitted {
@@ -158,12 +156,12 @@ func TestACancelAfterAFailedAttemptIsNeverSubmitted(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name        string
-		faults      provider.Faults
+		faults      testkit.DeskFaults
 		state       string // the delivery in the end
 		submissions int    // at the desk
 	}{
-		{"the desk was down", provider.Faults{Down: true, Only: []string{"submissions"}}, delivery.Withdrawn, 0},
-		{"the answer was lost", provider.Faults{DropResponses: 1, Only: []string{"submissions"}}, delivery.Submitted, 1},
+		{"the desk was down", testkit.DeskFaults{Down: true, Only: []string{"submissions"}}, delivery.Withdrawn, 0},
+		{"the answer was lost", testkit.DeskFaults{DropResponses: 1, Only: []string{"submissions"}}, delivery.Submitted, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -181,7 +179,7 @@ func TestACancelAfterAFailedAttemptIsNeverSubmitted(t *testing.T) {
 			if st := e.status(t, ids[0]); st.NextAttemptAt == nil || st.NextAttemptAt.After(e.clock.Now()) {
 				t.Fatalf("delivery after the cancel = %+v, want due at once, so the desk is asked now", st)
 			}
-			e.desk.Faults(t, provider.Faults{})
+			e.desk.Faults(t, testkit.DeskFaults{})
 			e.drain(t, d)
 			st := e.status(t, ids[0])
 			if st.State != tt.state || e.desk.Submissions(t) != tt.submissions {

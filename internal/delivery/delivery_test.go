@@ -18,25 +18,25 @@ import (
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// env is a demo database with its outbox, a review desk over loopback on a
-// database of its own, and a clock both the store and the test move.
+// env is a demo database with its outbox, a double of the review desk's
+// HTTP API over loopback (the external system; the stand-in desk itself is
+// the full demo's), and a clock both the store and the test move.
 type env struct {
 	db    *sqlx.DB
 	store *postgres.Store
 	clock *testkit.Clock
-	desk  *testkit.Desk
+	desk  *testkit.DeskDouble
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{db: pgtest.NewDB(t), clock: testkit.NewClock(), desk: testkit.StartDesk(t, nil)}
+	e := &env{db: pgtest.NewDB(t), clock: testkit.NewClock(), desk: testkit.StartDeskDouble(t)}
 	e.store = postgres.New(e.db)
 	e.store.Clock = e.clock.Now
 	return e
@@ -146,8 +146,7 @@ func TestEachRequestIsSubmittedOnceWithOneCall(t *testing.T) {
 		st.ProviderKey != "demo-request:"+ids[0] {
 		t.Fatalf("delivery = %+v, want submitted once with a reference", st)
 	}
-	ref := testkit.Count(t, e.desk.DB, `SELECT count(*) FROM submissions WHERE key = $1 AND reference = $2`, st.ProviderKey, *st.ProviderReference)
-	if ref != 1 {
+	if rc, ok := e.desk.Submission(st.ProviderKey); !ok || rc.Reference != *st.ProviderReference {
 		t.Fatalf("the desk holds no submission under %s with reference %s", st.ProviderKey, *st.ProviderReference)
 	}
 }
@@ -159,7 +158,7 @@ func TestLostAnswerIsLookedUpNotResent(t *testing.T) {
 	e := newEnv(t)
 	ids := e.accept(t, 1)
 	d, c := e.dispatcher(8)
-	e.desk.Faults(t, provider.Faults{DropResponses: 1})
+	e.desk.Faults(t, testkit.DeskFaults{DropResponses: 1})
 	if _, err := d.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +183,7 @@ func TestBacklogGrowsWhileTheDeskIsDownAndDrains(t *testing.T) {
 	e := newEnv(t)
 	e.accept(t, 20)
 	d, c := e.dispatcher(8)
-	e.desk.Faults(t, provider.Faults{Down: true})
+	e.desk.Faults(t, testkit.DeskFaults{Down: true})
 	for range 3 {
 		if _, err := d.Once(context.Background()); err != nil {
 			t.Fatal(err)
@@ -196,7 +195,7 @@ func TestBacklogGrowsWhileTheDeskIsDownAndDrains(t *testing.T) {
 	if err != nil || n != 50 || oldest < 2*time.Minute {
 		t.Fatalf("backlog while down = %d, oldest due %v, %v; want 50, due for minutes", n, oldest, err)
 	}
-	e.desk.Faults(t, provider.Faults{})
+	e.desk.Faults(t, testkit.DeskFaults{})
 	c.submits = 0
 	e.drain(t, d)
 	if got := e.desk.Submissions(t); got != 50 {
@@ -287,7 +286,7 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		e := newEnv(t)
 		ids := e.accept(t, 1)
 		d, c := e.dispatcher(3)
-		e.desk.Faults(t, provider.Faults{Refuse: true})
+		e.desk.Faults(t, testkit.DeskFaults{Refuse: true})
 		e.drain(t, d)
 		if st := e.status(t, ids[0]); st.State != delivery.Failed || st.Attempts != 1 || st.LastError == nil {
 			t.Fatalf("delivery = %+v, want failed after one attempt, with the refusal", st)
@@ -302,11 +301,11 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		ids := e.accept(t, 1)
 		d, c := e.dispatcher(3)
 		// The first answer is lost; the desk then fails every lookup.
-		e.desk.Faults(t, provider.Faults{DropResponses: 1})
+		e.desk.Faults(t, testkit.DeskFaults{DropResponses: 1})
 		if _, err := d.Once(ctx); err != nil {
 			t.Fatal(err)
 		}
-		e.desk.Faults(t, provider.Faults{FailNext: 100})
+		e.desk.Faults(t, testkit.DeskFaults{FailNext: 100})
 		e.drain(t, d)
 		st := e.status(t, ids[0])
 		if st.State != delivery.Unknown || st.Attempts != 3 || st.NextAttemptAt != nil {
@@ -318,7 +317,7 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		if _, err := d.Reconcile(ctx, "alice", ids[0]); apperr.Code(err) != apperr.Unavailable {
 			t.Fatalf("reconcile while the desk fails: %v, want unavailable", err)
 		}
-		e.desk.Faults(t, provider.Faults{})
+		e.desk.Faults(t, testkit.DeskFaults{})
 		for range 2 { // it is safe to repeat
 			st, err := d.Reconcile(ctx, "alice", ids[0])
 			if err != nil || st.State != delivery.Submitted || st.ProviderReference == nil {
@@ -334,12 +333,12 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		e := newEnv(t)
 		ids := e.accept(t, 1)
 		d, c := e.dispatcher(2)
-		e.desk.Faults(t, provider.Faults{Down: true})
+		e.desk.Faults(t, testkit.DeskFaults{Down: true})
 		e.drain(t, d)
 		if st := e.status(t, ids[0]); st.State != delivery.Unknown {
 			t.Fatalf("delivery = %+v, want unknown", st)
 		}
-		e.desk.Faults(t, provider.Faults{})
+		e.desk.Faults(t, testkit.DeskFaults{})
 		c.submits = 0
 		st, err := d.Reconcile(ctx, "alice", ids[0])
 		if err != nil || st.State != delivery.Pending || st.Attempts != 0 || c.submits != 0 {

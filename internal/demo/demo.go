@@ -147,11 +147,13 @@ func (s *Service) Cancel(ctx context.Context, actor, id string, now time.Time) (
 	switch {
 	case r.State != StateAccepted:
 		return Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is %s and cannot be cancelled", id, r.State)
+	// demo-only{ the rule between a cancel and the expedite
 	case r.Expedite == ExpediteOrdered:
 		return Request{}, apperr.Errorf(apperr.BeingExpedited,
 			"demo request %s is being expedited; it can be cancelled, under a new key, only if the expedite is refused", id)
 	case r.Expedite == ExpediteConfirmed:
 		return Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is expedited (paid for) and cannot be cancelled", id)
+		// }demo-only
 	}
 	at := now.UTC().Truncate(time.Microsecond)
 	r.State, r.CancelledAt = StateCancelled, &at

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/internal/delivery"
-	"github.com/demo-api/demo-api/internal/reviewdesk/provider"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
@@ -18,7 +17,7 @@ import (
 // submission throughout; the create's replay is unchanged by all this.
 func TestDeliveryRoutes(t *testing.T) {
 	t.Parallel()
-	desk := testkit.StartDesk(t, nil)
+	desk := testkit.StartDeskDouble(t)
 	e := newEnv(t, withDesk(desk.URL))
 	created := e.create("key-d1", body1)
 	id := created.request(t).ID
@@ -54,7 +53,7 @@ func TestDeliveryRoutes(t *testing.T) {
 
 	// The desk accepts and loses its answer, then fails every call: the
 	// two attempts run out and the delivery is unknown.
-	for _, f := range []provider.Faults{{DropResponses: 1}, {FailNext: 10}} {
+	for _, f := range []testkit.DeskFaults{{DropResponses: 1}, {FailNext: 10}} {
 		desk.Faults(t, f)
 		if _, err := e.dispatcher.Once(context.Background()); err != nil {
 			t.Fatal(err)
@@ -74,7 +73,7 @@ func TestDeliveryRoutes(t *testing.T) {
 		r.problem(t) != "unavailable" || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("reconcile while the desk fails: %d %s, want 503 with Retry-After", r.Status, r.Body)
 	}
-	desk.Faults(t, provider.Faults{})
+	desk.Faults(t, testkit.DeskFaults{})
 	for range 2 {
 		r := e.must(req{method: http.MethodPost, path: route + "/reconcile", token: tokenAlice})
 		var st delivery.Status
@@ -123,7 +122,7 @@ func TestReconcileWithoutADesk(t *testing.T) {
 // then submitted. The cancel's replay is the same 200 either way.
 func TestDeliveryRouteShowsTheCancel(t *testing.T) {
 	t.Parallel()
-	desk := testkit.StartDesk(t, nil)
+	desk := testkit.StartDeskDouble(t)
 	e := newEnv(t, withDesk(desk.URL))
 	get := func(id string) (reply, delivery.Status) {
 		t.Helper()
@@ -169,7 +168,7 @@ func TestDeliveryRouteShowsTheCancel(t *testing.T) {
 	if r, st := get(late); st.Cancel == nil || st.Cancel.State != delivery.Submitted || st.Cancel.ProviderReference == nil {
 		t.Fatalf("delivery after the cancel's dispatch: %s, want the cancel submitted with the desk's reference", r.Body)
 	}
-	if n, c := desk.Submissions(t), testkit.Count(t, desk.DB, `SELECT count(*) FROM cancels`); n != 1 || c != 1 {
+	if n, c := desk.Submissions(t), desk.AllCancels(t); n != 1 || c != 1 {
 		t.Fatalf("the desk holds %d submissions and %d cancels, want 1 and 1 (none of the early request)", n, c)
 	}
 }

@@ -62,9 +62,7 @@ func plain[In, Out any](s *server, op operation[In, Out], write func(context.Con
 	})
 }
 
-// noWrites stands for the store's writes, which a plain handler does not
-// ask for: it writes through its own function.
-type noWrites struct{}
-
-func (noWrites) InsertDemoRequest(demo.Request) idempotency.Effect { return nil }
-func (noWrites) CancelDemoRequest(demo.Request) idempotency.Effect { return nil }
+// noWrites stands for the store's writes, which a plain handler never
+// asks for: it writes through its own function. Embedding the interface
+// (nil) keeps it whole when an operation adds a write to DemoWrites.
+type noWrites struct{ DemoWrites }

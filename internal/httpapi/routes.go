@@ -20,9 +20,11 @@ func (s *server) operations() ([]route, error) {
 	add := func(r route, err error) { routes, errs = append(routes, r), append(errs, err) }
 	add(idempotentRoute(s, http.MethodPost, "/v1/demo-requests", createDemoRequest(s.Demo, s.Writes)))
 	add(idempotentRoute(s, http.MethodPost, "/v1/demo-requests/{id}/cancel", cancelDemoRequest(s.Demo, s.Writes)))
+	// demo-only{ the expedite, an operation of several steps
 	if s.Desk != nil {
 		add(stepRoute(s, http.MethodPost, "/v1/demo-requests/{id}/expedite", expediteOperation(Expedite(s.Demo, s.Expedites, s.Desk))))
 	}
+	// }demo-only
 	return routes, errors.Join(errs...)
 }
 
@@ -33,7 +35,9 @@ func (s *server) routes(ops []route) http.Handler {
 
 	// The pages (package web): the create page and the workshop page.
 	deskFaults := s.Workshop && s.DeskFaults != nil
-	pages := web.Handler(web.Config{Workshop: s.Workshop, Room: s.Room, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults, Expedite: s.Desk != nil})
+	pageCfg := web.Config{Workshop: s.Workshop, Room: s.Room, TTL: s.TTL, Lease: s.Lease, DeskFaults: deskFaults}
+	pageCfg.Expedite = s.Desk != nil // demo-only
+	pages := web.Handler(pageCfg)
 	r.Method(http.MethodGet, "/", pages)
 	r.Method(http.MethodGet, "/workshop", pages)
 	r.Method(http.MethodGet, "/ui/*", pages)
@@ -44,9 +48,9 @@ func (s *server) routes(ops []route) http.Handler {
 			r.Method(op.method, op.pattern, op.handler)
 		}
 		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
-		if s.Desk != nil {
-			r.Method(http.MethodGet, "/v1/demo-requests/{id}/expedite", handleGetExpedite(s.Logger, s.Demo, s.Expedites))
-		}
+		if s.Desk != nil { // demo-only
+			r.Method(http.MethodGet, "/v1/demo-requests/{id}/expedite", handleGetExpedite(s.Logger, s.Demo, s.Expedites)) // demo-only
+		} // demo-only
 		if s.Deliveries != nil {
 			r.Method(http.MethodGet, "/v1/demo-requests/{id}/delivery", handleGetDelivery(s.Logger, s.Deliveries))
 			r.Method(http.MethodPost, "/v1/demo-requests/{id}/delivery/reconcile", handleReconcile(s.Logger, s.Deliveries))

@@ -27,11 +27,13 @@ type Deps struct {
 	Tokens auth.Tokens
 	// Deliveries, if set, serves the delivery routes of a demo request.
 	Deliveries Deliveries
+	// demo-only{ the expedite
 	// Desk, if set with Expedites, serves the expedite, an operation of
 	// several steps at the review desk (Expedite); Keys must then keep runs
 	// (idempotency.RunStore).
 	Desk      ExpediteDesk
 	Expedites ExpediteWrites
+	// }demo-only
 	// Ready reports whether the database answers (/readyz).
 	Ready func(context.Context) error
 	TTL   time.Duration // replay window of a completed key
@@ -95,12 +97,16 @@ func NewServer(d Deps) (http.Handler, error) {
 		return nil, errors.New("httpapi: Deps needs at least one token")
 	case d.Room && !d.Workshop:
 		return nil, errors.New("httpapi: a workshop room (Room) needs the workshop knobs (Workshop)")
+	// demo-only{ the expedite
 	case (d.Desk == nil) != (d.Expedites == nil):
 		return nil, errors.New("httpapi: Deps needs both Desk and Expedites, or neither")
+		// }demo-only
 	}
+	// demo-only{ the expedite
 	if _, ok := d.Keys.(idempotency.RunStore); d.Desk != nil && !ok {
 		return nil, errors.New("httpapi: the expedite needs a Keys store that keeps runs")
 	}
+	// }demo-only
 	s := &server{Deps: d}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock}
 	if d.Metrics != nil {

@@ -2,8 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
-	"sync"
+	"errors" // demo-only
+	"sync"   // demo-only
 	"testing"
 	"time"
 
@@ -135,6 +135,8 @@ func TestACancelWaitsForTheDispatchersTake(t *testing.T) {
 	}
 }
 
+// demo-only{ the rule between a cancel and the expedite
+
 // TestCancelAndExpediteOrderNeverBothApply: the rule between a cancel and an
 // expedite holds in the statements themselves, whatever their reads
 // decided. A cancel (decided on a read that saw no expedite) and the
@@ -199,3 +201,5 @@ func TestCancelAndExpediteOrderNeverBothApply(t *testing.T) {
 		})
 	}
 }
+
+// }demo-only

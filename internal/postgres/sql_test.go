@@ -16,9 +16,13 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
-// readSQL returns the embedded file sql/name.
+// readSQL returns the embedded file sql/name, or the statement composed
+// under that name (compose.go).
 func readSQL(t *testing.T, name string) string {
 	t.Helper()
+	if text, ok := postgres.Statements()[name]; ok {
+		return text
+	}
 	b, err := fs.ReadFile(postgres.SQLFiles, "sql/"+name)
 	if err != nil {
 		t.Fatal(err)
@@ -28,11 +32,13 @@ func readSQL(t *testing.T, name string) string {
 
 var param = regexp.MustCompile(`\$(\d+)`)
 
-// TestEveryStatementPrepares prepares every file of sql/ against the
-// migrated schema, so a typo, a wrong column or a parameter of two types
-// fails here. It also checks what a reader relies on: the comment at the
-// top lists every parameter PostgreSQL found ($1 … $n, no more), the body
-// numbers them in reading order, and the Go code names the file.
+// TestEveryStatementPrepares prepares every file of sql/ and every
+// statement composed from sql/key/ and sql/effect/ against the migrated
+// schema, so a typo, a wrong column or a parameter of two types fails
+// here. It also checks what a reader relies on: the comment at the top
+// lists every parameter PostgreSQL found ($1 … $n, no more), the body
+// numbers them in reading order, and the Go code names the file (each
+// effect composed by name).
 func TestEveryStatementPrepares(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -56,9 +62,25 @@ func TestEveryStatementPrepares(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("the statements: %v, %v", files, err)
 	}
+	statements := map[string]string{}
 	for _, path := range files {
 		name := strings.TrimPrefix(path, "sql/")
-		text := readSQL(t, name)
+		statements[name] = readSQL(t, name)
+	}
+	composed := postgres.Statements()
+	for name, text := range composed {
+		statements[name] = text
+	}
+	effects, _ := filepath.Glob("sql/effect/*.sql")
+	if len(effects) == 0 || len(composed) != 3*len(effects) {
+		t.Fatalf("%d statements composed of %d effects (sql/effect/*.sql), want 3 each", len(composed), len(effects))
+	}
+	for _, f := range effects {
+		if name := filepath.Base(f); !strings.Contains(code.String(), `composed("`+name+`")`) {
+			t.Errorf("%s: no Go code composes it (composed(%q))", f, name)
+		}
+	}
+	for name, text := range statements {
 		if _, err := conn.ExecContext(ctx, "PREPARE stmt AS "+text); err != nil {
 			t.Errorf("%s does not prepare: %v", name, err)
 			continue
@@ -98,7 +120,7 @@ func TestEveryStatementPrepares(t *testing.T) {
 				next = i + 1
 			}
 		}
-		if !strings.Contains(code.String(), `statement("`+name+`")`) {
+		if _, ok := composed[name]; !ok && !strings.Contains(code.String(), `statement("`+name+`")`) {
 			t.Errorf("%s: no Go code runs it (statement(%q))", name, name)
 		}
 	}

@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"net/http"
-	"strings"
 	"sync"
 )
 
@@ -24,15 +23,6 @@ func (c *deskCalls) wrap(next http.Handler) http.Handler {
 		c.mu.Unlock()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// route is path with its third segment, the key, written {key}.
-func route(path string) string {
-	parts := strings.SplitN(path, "/", 5) // "", "v1", resource, key, rest
-	if len(parts) > 3 && parts[1] == "v1" {
-		parts[3] = "{key}"
-	}
-	return strings.Join(parts, "/")
 }
 
 // Calls is how many calls of route (such as "POST /v1/slots") the desk

@@ -1,22 +1,13 @@
--- finish_claim_cancel_demo_request.sql: the two-phase finish of a demo
--- request's cancel. ONE statement, hence one transaction, completes the key
--- with its answer only while the caller's claim token still holds it
--- (finished), and FROM it marks the demo request cancelled: a lost lease
--- completes nothing and changes nothing.
+-- cancel_demo_request.sql: the effect of a demo request's cancel, written
+-- FROM the key row its statement completes (finished): it marks the demo
+-- request cancelled. sql/key/ holds the rest of each statement it is part
+-- of: free.sql, takeover.sql and finish.sql.
 --
--- Parameters:
---   $1  now              the test clock; NULL for the database clock
---   $2  status_code      the stored answer: its status,
---   $3  response_body    its body,
---   $4  response_headers its headers (a JSON object),
---   $5  result_id        and the id of what it changed (NULL for none)
---   $6  actor_id         the scope: the actor,
---   $7  operation        the operation,
---   $8  idem_key         and the Idempotency-Key
---   $9  claim_token      the token of the caller's claim
---   $10 state            the demo request's new state,
---   $11 cancelled_at     its cancel time,
---   $12 id               and its id
+-- Parameters, after the key's (each statement numbers them after its own):
+--   :1 state             the demo request's new state,
+--   :2 cancelled_at      its cancel time,
+--   :3 id                and its id
+--   :actor_id  the scope's actor (a key parameter)
 --
 -- The work decided the cancel on a read, so the write says what it expects
 -- to find (still accepted, and no expedite ordered or confirmed); if
@@ -29,24 +20,13 @@
 -- one due at once so the dispatcher settles it without sending (stopped),
 -- and queues a keyed cancel to the desk for one that may be there
 -- (desk_cancel).
-WITH clock AS (
-    SELECT coalesce($1::timestamptz, now()) AS now
-), finished AS (
-    UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
-        status_code = $2::integer, response_body = $3::bytea,
-        response_headers = $4::jsonb, result_id = $5,
-        completed_at = clock.now
-    FROM clock
-    WHERE actor_id = $6 AND operation = $7 AND idem_key = $8
-      AND claim_token = $9::uuid AND state = 'in_progress'
-    RETURNING result_id
-), effect AS (
+effect AS (
     -- The rule between a cancel and an expedite (package demo), decided
     -- on this row, which the expedite's order marks: no cancel while an
     -- expedite is ordered or confirmed (migration 000008).
-    UPDATE demo_requests SET state = $10, cancelled_at = $11::timestamptz
+    UPDATE demo_requests SET state = :1, cancelled_at = :2::timestamptz
     FROM finished
-    WHERE id = $12::uuid AND actor_id = $6 AND state = 'accepted'
+    WHERE id = :3::uuid AND actor_id = :actor_id AND state = 'accepted'
       AND (expedite IS NULL OR expedite = 'refused')
     RETURNING id
 ), stopped AS (
@@ -79,5 +59,3 @@ WITH clock AS (
     FROM effect JOIN outbox s ON s.request_id = effect.id AND s.kind = 'submit', clock
     WHERE s.state <> 'failed' AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
     RETURNING request_id
-)
-SELECT EXISTS (SELECT 1 FROM finished) AS claimed, EXISTS (SELECT 1 FROM effect)::integer AS effect

@@ -1,0 +1,32 @@
+-- finish.sql: the two-phase finish of an operation with an effect. ONE
+-- statement, hence one transaction, completes the key with its answer only
+-- while the caller's claim token still holds it (finished), and FROM it
+-- writes the operation's effect (sql/effect/<name>.sql): a lost lease
+-- completes nothing and changes nothing.
+--
+-- Parameters:
+--   $1  now              the test clock; NULL for the database clock
+--   $2  status_code      the stored answer: its status,
+--   $3  response_body    its body,
+--   $4  response_headers its headers (a JSON object),
+--   $5  result_id        and the id of what it changed (NULL for none)
+--   $6  actor_id         the scope: the actor,
+--   $7  operation        the operation,
+--   $8  idem_key         and the Idempotency-Key
+--   $9  claim_token      the token of the caller's claim
+--   $10 …                the effect's own (:1 …)
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), finished AS (
+    UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
+        status_code = $2::integer, response_body = $3::bytea,
+        response_headers = $4::jsonb, result_id = $5,
+        completed_at = clock.now
+    FROM clock
+    WHERE actor_id = $6 AND operation = $7 AND idem_key = $8
+      AND claim_token = $9::uuid AND state = 'in_progress'
+    RETURNING result_id
+), -- the effect, FROM finished:
+@effect
+)
+SELECT EXISTS (SELECT 1 FROM finished) AS claimed, EXISTS (SELECT 1 FROM effect)::integer AS effect

@@ -1,0 +1,61 @@
+-- takeover.sql: free.sql, able to take over the scope's row (the rule of
+-- claim_takeover.sql): run only when free.sql returned a row that
+-- idempotency.Decide says to take over. It writes the key row completed
+-- with its answer, where the scope is free or over the row it takes over,
+-- and FROM it (finished) the operation's effect (sql/effect/<name>.sql).
+--
+-- Parameters (as in free.sql):
+--   $1  now              the test clock; NULL for the database clock
+--   $2  actor_id         the scope: the actor,
+--   $3  operation        the operation,
+--   $4  idem_key         and the Idempotency-Key
+--   $5  fingerprint      of the request's significant fields
+--   $6  claim_token      the request's token
+--   $7  status_code      the stored answer: its status,
+--   $8  response_body    its body,
+--   $9  response_headers its headers (a JSON object),
+--   $10 result_id        and the id of what it changed (NULL for none)
+--   $11 ttl_us           how long the key lives, in microseconds
+--   $12 …                the effect's own (:1 …)
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), prev AS (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
+), fresh AS (
+    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
+        fingerprint, state, claim_token, lease_until, status_code, response_body,
+        response_headers, result_id, created_at, completed_at, expires_at)
+    SELECT $2, $3, $4,
+        $5, 'completed', $6::uuid, NULL, $7::integer, $8::bytea,
+        $9::jsonb, $10, clock.now, clock.now, clock.now + $11::bigint * interval '1 microsecond'
+    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
+    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
+    RETURNING k.result_id
+), takeover AS (
+    UPDATE idempotency_keys k SET
+        fingerprint = $5,
+        state = 'completed',
+        claim_token = $6::uuid,
+        lease_until = NULL,
+        status_code = $7::integer,
+        response_body = $8::bytea,
+        response_headers = $9::jsonb,
+        result_id = $10,
+        created_at = clock.now,
+        completed_at = clock.now,
+        expires_at = clock.now + $11::bigint * interval '1 microsecond'
+    FROM clock
+    WHERE k.actor_id = $2 AND k.operation = $3 AND k.idem_key = $4
+      AND ((k.expires_at <= clock.now AND (k.state = 'completed' OR k.lease_until <= clock.now))
+        OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = $5))
+    RETURNING k.result_id
+), finished AS (
+    SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
+), -- the effect, FROM finished:
+@effect
+)
+SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*
+FROM clock LEFT JOIN prev ON true
