@@ -318,6 +318,37 @@ func (e *env) checkOutbox(ctx context.Context, res *result, topic string) error 
 		}
 	}
 
+	// A cancel whose attempts ran out (the desk took none for long) is
+	// reconciled the same way: asked, and sent again if the desk never got it.
+	var cancels []string
+	if err := e.db.SelectContext(ctx, &cancels, `SELECT o.request_id::text FROM outbox o JOIN demo_requests r ON r.id = o.request_id
+		WHERE r.topic = $1 AND o.kind = 'cancel' AND o.state = 'unknown'`, topic); err != nil {
+		return fmt.Errorf("read the cancels that ended unknown: %w", err)
+	}
+	for _, id := range cancels {
+		res.undelivered = append(res.undelivered, id+" cancel unknown")
+		if err := e.reconcile(ctx, id); err != nil {
+			res.fail("reconcile the cancel of %s: %v", id, err)
+		}
+	}
+	if len(cancels) > 0 {
+		if !res.scenario.deskFault {
+			res.fail("%d cancels unknown although the desk was healthy", len(cancels))
+		}
+		if err := e.drain(ctx, res, topic); err != nil {
+			return err
+		}
+		var left int
+		if err := e.db.GetContext(ctx, &left, `SELECT count(*) FROM outbox o JOIN demo_requests r ON r.id = o.request_id
+			WHERE r.topic = $1 AND o.kind = 'cancel' AND o.state <> 'submitted'`, topic); err != nil {
+			return err
+		}
+		if left > 0 {
+			res.fail("%d cancels not submitted after the reconcile", left)
+		}
+		res.reconciled += len(cancels) - left
+	}
+
 	var requests []string
 	if err := e.db.SelectContext(ctx, &requests, `SELECT id::text FROM demo_requests WHERE actor_id = $1 AND topic = $2`, actor, topic); err != nil {
 		return err

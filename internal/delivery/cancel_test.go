@@ -195,3 +195,36 @@ func TestACancelAfterAFailedAttemptIsNeverSubmitted(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileSettlesACancelThatEndedUnknown: the desk holds the
+// submission, then takes no cancel until the cancel's attempts run out
+// (unknown). Reconcile asks the desk about the cancel as it does about the
+// submission: never received, it is queued again and the next attempt
+// sends it, so the desk does not keep a live submission of a cancelled
+// request; received, it is recorded as submitted without a send.
+func TestReconcileSettlesACancelThatEndedUnknown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.accept(t, 1)
+	d, c := e.dispatcher(2)
+	e.drain(t, d)
+	e.cancel(t, ids[0], "c-1")
+	e.desk.Faults(t, testkit.DeskFaults{Down: true, Only: []string{"cancels"}})
+	e.drain(t, d)
+	st := e.status(t, ids[0])
+	if st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Unknown {
+		t.Fatalf("delivery with the desk taking no cancel = %+v (cancel %+v), want submitted, its cancel unknown", st, st.Cancel)
+	}
+	e.desk.Faults(t, testkit.DeskFaults{})
+	if st, err := d.Reconcile(context.Background(), "alice", ids[0]); err != nil || st.Cancel == nil || st.Cancel.State != delivery.Pending {
+		t.Fatalf("reconcile = %+v (cancel %+v), %v; want the cancel queued again", st, st.Cancel, err)
+	}
+	e.drain(t, d)
+	if st := e.status(t, ids[0]); st.Cancel == nil || st.Cancel.State != delivery.Submitted || e.deskCancels(t, ids[0]) != 1 {
+		t.Fatalf("after the reconcile = %+v (cancel %+v), %d cancels at the desk: want it sent once", st, st.Cancel, e.deskCancels(t, ids[0]))
+	}
+	sent := c.called["cancel"]
+	if st, err := d.Reconcile(context.Background(), "alice", ids[0]); err != nil || st.Cancel.State != delivery.Submitted || c.called["cancel"] != sent {
+		t.Fatalf("a second reconcile = %+v, %v; want it as it is, nothing sent", st.Cancel, err)
+	}
+}

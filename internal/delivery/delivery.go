@@ -143,9 +143,10 @@ type Store interface {
 	Settle(ctx context.Context, token string, marks []Mark) (int, error)
 	// Delivery returns the delivery of actor's request id. Errors: not_found.
 	Delivery(ctx context.Context, actor, id string) (Status, error)
-	// Reconciled records the desk's answer about request id: accepted with
-	// reference, or (reference "") never accepted.
-	Reconciled(ctx context.Context, id, reference string) error
+	// Reconciled records the desk's answer about the row of request id of
+	// kind (KindSubmit or KindCancel): accepted with reference, or
+	// (reference "") never accepted.
+	Reconciled(ctx context.Context, id, kind, reference string) error
 }
 
 // Metrics is what a dispatcher reports to.
@@ -319,13 +320,14 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 // deskCall is what an attempt sends for one kind of row, and how it asks
 // the desk what became of an earlier send.
 type deskCall struct {
+	kind             string // KindSubmit or KindCancel
 	sendOp, statusOp string
 	send, status     func(context.Context) (reviewdesk.Receipt, error)
 }
 
 func (d *Dispatcher) submission(row Due) deskCall {
 	key := ProviderKey(row.RequestID)
-	return deskCall{sendOp: "submit", statusOp: "status",
+	return deskCall{kind: KindSubmit, sendOp: "submit", statusOp: "status",
 		send: func(ctx context.Context) (reviewdesk.Receipt, error) {
 			return d.Desk.Submit(ctx, key, reviewdesk.Submission{RequestID: row.RequestID, Topic: row.Topic, Note: row.Note})
 		},
@@ -334,7 +336,7 @@ func (d *Dispatcher) submission(row Due) deskCall {
 
 func (d *Dispatcher) cancellation(row Due) deskCall {
 	key := CancelKey(row.RequestID)
-	return deskCall{sendOp: "cancel", statusOp: "cancel_status",
+	return deskCall{kind: KindCancel, sendOp: "cancel", statusOp: "cancel_status",
 		send: func(ctx context.Context) (reviewdesk.Receipt, error) {
 			return d.Desk.Cancel(ctx, key, ProviderKey(row.RequestID))
 		},
@@ -375,37 +377,49 @@ func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, er
 	return d.Store.Delivery(ctx, actor, id)
 }
 
-// Reconcile asks the desk now what became of actor's request id and records
-// its answer: accepted makes the delivery submitted; never accepted puts an
-// unknown delivery back in the queue, whose next attempt sends it. It never
-// sends itself, so it is safe to repeat. A submitted or withdrawn delivery
-// is answered as it is, without a call.
+// Reconcile asks the desk now what became of actor's request id and of its
+// cancel, and records its answers: accepted makes a row submitted; never
+// accepted puts an unknown row back in the queue, whose next attempt sends
+// it. It never sends itself, so it is safe to repeat. A submitted or
+// withdrawn delivery, and a cancel not unknown (pending is its
+// dispatcher's; failed was refused), are answered as they are, without a
+// call.
 //
 // Errors: not_found; unavailable (the desk did not answer clearly).
 func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, error) {
 	d.defaults()
 	st, err := d.Store.Delivery(ctx, actor, id)
-	if err != nil || st.State == Submitted || st.State == Withdrawn {
+	if err != nil {
 		return st, err
+	}
+	var rows []deskCall
+	if st.State != Submitted && st.State != Withdrawn {
+		rows = append(rows, d.submission(Due{RequestID: id, Actor: actor, Kind: KindSubmit}))
+	}
+	if st.Cancel != nil && st.Cancel.State == Unknown {
+		rows = append(rows, d.cancellation(Due{RequestID: id, Actor: actor, Kind: KindCancel}))
+	}
+	if len(rows) == 0 {
+		return st, nil
 	}
 	if d.Desk == nil {
 		return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "no review desk is configured (PROVIDER_URL)",
 			RetryAfter: time.Minute}
 	}
-	receipt, err := d.call(reviewdesk.WithAccount(ctx, actor), "status", func(ctx context.Context) (reviewdesk.Receipt, error) {
-		return d.Desk.Status(ctx, st.ProviderKey)
-	})
-	switch {
-	case err == nil:
-		err = d.Store.Reconciled(ctx, id, receipt.Reference)
-	case errors.Is(err, reviewdesk.ErrNotFound):
-		err = d.Store.Reconciled(ctx, id, "")
-	default:
-		return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "the review desk does not answer clearly; try again",
-			RetryAfter: time.Second, Err: err}
-	}
-	if err != nil {
-		return Status{}, err
+	for _, row := range rows {
+		receipt, err := d.call(reviewdesk.WithAccount(ctx, actor), row.statusOp, row.status)
+		switch {
+		case err == nil:
+			err = d.Store.Reconciled(ctx, id, row.kind, receipt.Reference)
+		case errors.Is(err, reviewdesk.ErrNotFound):
+			err = d.Store.Reconciled(ctx, id, row.kind, "")
+		default:
+			return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "the review desk does not answer clearly; try again",
+				RetryAfter: time.Second, Err: err}
+		}
+		if err != nil {
+			return Status{}, err
+		}
 	}
 	return d.Store.Delivery(ctx, actor, id)
 }

@@ -80,12 +80,12 @@ func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status
 }
 
 // Reconciled implements delivery.Store.
-func (s *Store) Reconciled(ctx context.Context, id, reference string) error {
+func (s *Store) Reconciled(ctx context.Context, id, kind, reference string) error {
 	var err error
 	if reference != "" {
-		_, err = s.db.ExecContext(ctx, acceptedSQL, s.now(), reference, id)
+		_, err = s.db.ExecContext(ctx, acceptedSQL, s.now(), reference, id, kind)
 	} else {
-		_, err = s.db.ExecContext(ctx, requeuedSQL, s.now(), id)
+		_, err = s.db.ExecContext(ctx, requeuedSQL, s.now(), id, kind)
 	}
 	return dbErr(err)
 }
