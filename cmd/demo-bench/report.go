@@ -82,8 +82,9 @@ type report struct {
 // throughput-equivalent: the reference's CPU per request over the
 // scenario's, so higher is better.
 const (
-	targetCreateVsEffect     = 0.75 // the one-phase create against its business effect, at 8 and 32 clients
-	targetCreate2PVsEffect   = 0.6  // the two-phase create against the same, at 8 clients
+	targetCreateVsEffect8    = 0.75 // the one-phase create against its business effect, at 8 clients
+	targetCreateVsEffect32   = 0.70 // and at 32, where 32 backends share the host's cores
+	targetCreate2PVsCreate   = 0.6  // the two-phase create against the one-phase one, at 8 and 32 clients
 	targetReplayVsRead       = 0.9  // a retry's replay against the read floor, at 8 and 32 clients
 	targetDrainVsCreate      = 1.0  // the dispatcher keeps up with creates at 8 clients
 	targetCallsPerDelivery   = 1.0
@@ -271,13 +272,20 @@ func (r *report) targets() []target {
 			ts = append(ts, target{name: name, measured: notMeasured})
 			return
 		}
+		// Judged on the median of the interleaved rounds; the rounds'
+		// spread beside it shows whether a miss is inside the host's noise.
 		rs := cpuRatios(r.phases, a, b, c)
-		ts = append(ts, target{name: name, measured: fmt.Sprintf("%.2f× (%s)", median(rs), joinf(rs, "%.2f")),
-			want: fmt.Sprintf("≥ %.2g×", want), met: len(rs) > 0 && median(rs) >= want})
+		measured := notMeasured
+		if len(rs) > 0 {
+			measured = fmt.Sprintf("%.2f× (rounds %.2f–%.2f: %s)", median(rs), slices.Min(rs), slices.Max(rs), joinf(rs, "%.2f"))
+		}
+		ts = append(ts, target{name: name, measured: measured,
+			want: fmt.Sprintf("≥ %.2f×", want), met: len(rs) > 0 && median(rs) >= want})
 	}
-	cpuTarget(scCreate, scOutbox, 8, targetCreateVsEffect)
-	cpuTarget(scCreate, scOutbox, 32, targetCreateVsEffect)
-	cpuTarget(scCreate2P, scOutbox, 8, targetCreate2PVsEffect)
+	cpuTarget(scCreate, scOutbox, 8, targetCreateVsEffect8)
+	cpuTarget(scCreate, scOutbox, 32, targetCreateVsEffect32)
+	cpuTarget(scCreate2P, scCreate, 8, targetCreate2PVsCreate)
+	cpuTarget(scCreate2P, scCreate, 32, targetCreate2PVsCreate)
 	cpuTarget(scReplayA2, scRead, 8, targetReplayVsRead)
 	cpuTarget(scReplayA2, scRead, 32, targetReplayVsRead)
 	if d := r.drain; d != nil {
