@@ -22,33 +22,13 @@ import (
 // comes 2 s after the database is back gets a fresh claim, not a 409 for
 // the rest of the 30 s lease.
 func TestReleaseRetriedAcrossARestart(t *testing.T) {
-	if os.Getenv("TEST_DATABASE_URL") != "" {
-		t.Skip("restarts a cluster of its own; TEST_DATABASE_URL cannot be restarted")
-	}
-	t.Parallel()
 	ctx := context.Background()
-	pg, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop() })
-	db, err := postgres.Open(ctx, pg.URL("postgres"), postgres.KeyStatements)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := postgres.Migrate(db, 0); err != nil {
-		t.Fatal(err)
-	}
-	r, err := idempotency.NewRunner(idempotency.Config{Store: postgres.New(db), TTL: ttl, Lease: lease})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg, db, r := restartable(t)
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "restart.test", Key: "key-restart"},
 		Fingerprint: "fp", Path: idempotency.TwoPhase}
 
 	restarted := make(chan error, 1)
-	_, err = r.Do(ctx, req, func(wctx context.Context, _ time.Time) (idempotency.Decided, error) {
+	_, err := r.Do(ctx, req, func(wctx context.Context, _ time.Time) (idempotency.Decided, error) {
 		// The claim commits without waiting for its WAL (a crash may lose
 		// it, which frees the key): write it out, as time would.
 		if _, err := db.ExecContext(wctx, "CHECKPOINT"); err != nil {
@@ -104,28 +84,8 @@ func waitDown(url string, timeout time.Duration) bool {
 // measures how long the retries, sent every 200 ms from the moment the
 // database answers, got 409.
 func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
-	if os.Getenv("TEST_DATABASE_URL") != "" {
-		t.Skip("restarts a cluster of its own; TEST_DATABASE_URL cannot be restarted")
-	}
-	t.Parallel()
 	ctx := context.Background()
-	pg, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop() })
-	db, err := postgres.Open(ctx, pg.URL("postgres"), postgres.KeyStatements)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := postgres.Migrate(db, 0); err != nil {
-		t.Fatal(err)
-	}
-	r, err := idempotency.NewRunner(idempotency.Config{Store: postgres.New(db), TTL: ttl, Lease: lease})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg, db, r := restartable(t)
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "restart.steps", Key: "key-restart-steps"},
 		Fingerprint: "fp", Path: idempotency.StepWise}
 
@@ -172,7 +132,10 @@ func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	var res idempotency.Result
+	var (
+		res idempotency.Result
+		err error
+	)
 	var conflicts int
 	for {
 		res, err = r.DoSteps(ctx, req, op, input)
@@ -193,4 +156,34 @@ func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
 	if calls != 1 || asked == 0 {
 		t.Errorf("the other system was called %d times and asked %d times, want 1 call, then asked", calls, asked)
 	}
+}
+
+// restartable starts a cluster of the test's own (one it may restart), with
+// the schema, and a Runner on it. It skips where TEST_DATABASE_URL names the
+// server, which the test cannot restart.
+func restartable(t *testing.T) (*pgtest.Server, *sqlx.DB, *idempotency.Runner) {
+	t.Helper()
+	if os.Getenv("TEST_DATABASE_URL") != "" {
+		t.Skip("restarts a cluster of its own; TEST_DATABASE_URL cannot be restarted")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	pg, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	db, err := postgres.Open(ctx, pg.URL("postgres"), postgres.KeyStatements)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := postgres.Migrate(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := idempotency.NewRunner(idempotency.Config{Store: postgres.New(db), TTL: ttl, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pg, db, r
 }
