@@ -16,8 +16,8 @@
 #   make test       scripts/setup.sh (installs the browser the tests drive
 #                   where it is missing), no tracked file over 1 MiB, gofmt,
 #                   go vet and every test with the race detector
-#   make cross      the builds of other systems: go vet for macOS, go build
-#                   for Windows (.ci/run runs it beside make test)
+#   make cross      the builds of other systems: go vet for macOS, go vet
+#                   and go build for Windows (.ci/run runs it beside make test)
 #   make bench      the benchmark; writes docs/bench.md # demo-only
 #   make chaos      the fault campaign; writes docs/chaos.md (make test runs a # demo-only
 #                   short one) # demo-only
@@ -102,6 +102,7 @@ test:
 # The project must build on macOS and Windows too.
 cross:
 	GOOS=darwin $(GO) vet ./...
+	GOOS=windows $(GO) vet ./...
 	GOOS=windows $(GO) build ./...
 
 # demo-only{ the full demo's tools
