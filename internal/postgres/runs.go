@@ -29,11 +29,15 @@ var (
 )
 
 // claimRunStatements claim a step-wise key and write its run in the same
-// statement (sql/claim_run.sql): a claim never exists without its run.
-var claimRunStatements = writeStatements{free: statement("claim_run.sql"), takeOver: statement("claim_run_takeover.sql")}
+// statement: the claim's own statements (claim.sql, claim_takeover.sql)
+// with the run's CTE (sql/run/started.sql). A claim never exists without
+// its run.
+var claimRunStatements = writeStatements{
+	free:     withCTE("claim_run.sql", "claim.sql", "started", "started.sql"),
+	takeOver: withCTE("claim_run_takeover.sql", "claim_takeover.sql", "started", "started.sql"),
+}
 
-// ClaimRun implements idempotency.RunStore (sql/claim_run.sql, and
-// sql/claim_run_takeover.sql for a row to take over).
+// ClaimRun implements idempotency.RunStore (claimRunStatements).
 func (s *Store) ClaimRun(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration, input json.RawMessage) (idempotency.ClaimResult, error) {
 	// jsonb goes as text (see SaveRun).
 	args := []any{s.now(), sc.Actor, sc.Operation, sc.Key, fp, token, lease.Microseconds(), ttl.Microseconds(), string(input)}
