@@ -115,3 +115,35 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// CheckRetrySchedule fails t unless the attempts that arrived at a server
+// that never answered, the first of them at start, keep the clients' retry
+// rule for a budget ending at deadline (api/client and the page's
+// client.js alike): each wait at least the backoff's floor (half its
+// interval: 100 ms doubling to 1 s), none with less than 250 ms of the
+// budget left, and at most two attempts in its last second.
+func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.Time) {
+	t.Helper()
+	const minAttempt = 250 * time.Millisecond
+	var times []string
+	lastSecond := 0
+	for i, at := range arrived {
+		times = append(times, at.Sub(start).Round(time.Millisecond).String())
+		if deadline.Sub(at) <= time.Second {
+			lastSecond++
+		}
+		if left := deadline.Sub(at); left < minAttempt {
+			t.Errorf("attempt %d started with %v of the budget left, under %v", i+1, left, minAttempt)
+		}
+		if i > 0 {
+			floor := min(100*time.Millisecond<<(i-1), time.Second) / 2
+			if gap := at.Sub(arrived[i-1]); gap < floor {
+				t.Errorf("attempt %d came %v after attempt %d, under the backoff's floor of %v", i+1, gap, i, floor)
+			}
+		}
+	}
+	t.Logf("%d attempts at %v; %d in the budget's last second", len(arrived), times, lastSecond)
+	if lastSecond > 2 {
+		t.Errorf("%d attempts in the budget's last second, want at most 2", lastSecond)
+	}
+}
