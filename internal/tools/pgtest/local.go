@@ -39,17 +39,11 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	l := &local{bindir: bindir}
-	uid, gid := -1, -1
-	if os.Geteuid() == 0 {
-		if uid, gid, err = lookupPGUser(); err != nil {
-			return nil, err
-		}
-		runuser, err := exec.LookPath("runuser")
-		if err != nil {
-			return nil, fmt.Errorf("running as root, which PostgreSQL refuses, and no runuser (util-linux) to run it as %q: %w", pgUser, err)
-		}
-		l.prefix = []string{runuser, "-u", pgUser, "--"}
+	prefix, uid, gid, err := asPGUser("PostgreSQL")
+	if err != nil {
+		return nil, err
 	}
+	l.prefix = prefix
 
 	base := os.TempDir()
 	if uid >= 0 && !traversable(base) {
@@ -356,6 +350,24 @@ func isExec(path string) bool {
 		return false
 	}
 	return runtime.GOOS == "windows" || fi.Mode().Perm()&0o111 != 0
+}
+
+// asPGUser returns how to run program (which refuses root) as the
+// `postgres` OS user when this process is root: the runuser prefix of its
+// command, and that user's ids for the folders it must own. For any other
+// user it runs as is (nil, -1, -1).
+func asPGUser(program string) (prefix []string, uid, gid int, err error) {
+	if os.Geteuid() != 0 {
+		return nil, -1, -1, nil
+	}
+	if uid, gid, err = lookupPGUser(); err != nil {
+		return nil, -1, -1, err
+	}
+	runuser, err := exec.LookPath("runuser")
+	if err != nil {
+		return nil, -1, -1, fmt.Errorf("running as root, which %s refuses, and no runuser (util-linux) to run it as %q: %w", program, pgUser, err)
+	}
+	return []string{runuser, "-u", pgUser, "--"}, uid, gid, nil
 }
 
 func lookupPGUser() (uid, gid int, err error) {

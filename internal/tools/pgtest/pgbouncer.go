@@ -68,17 +68,9 @@ func (s *Server) StartPgBouncer(ctx context.Context, target string) (*PgBouncer,
 	if err != nil {
 		return nil, fmt.Errorf("pgbouncer target %q: %w", target, err)
 	}
-	var prefix []string
-	uid, gid := -1, -1
-	if os.Geteuid() == 0 {
-		if uid, gid, err = lookupPGUser(); err != nil {
-			return nil, err
-		}
-		runuser, err := exec.LookPath("runuser")
-		if err != nil {
-			return nil, fmt.Errorf("running as root, which PgBouncer refuses, and no runuser (util-linux) to run it as %q: %w", pgUser, err)
-		}
-		prefix = []string{runuser, "-u", pgUser, "--"}
+	prefix, uid, gid, err := asPGUser("PgBouncer")
+	if err != nil {
+		return nil, err
 	}
 	base := os.TempDir()
 	if uid >= 0 && !traversable(base) {
