@@ -41,6 +41,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -65,6 +66,8 @@ type options struct {
 	expedite      int
 	out           string
 	strict        bool
+	locale        string // the cluster's initdb --locale (empty: C)
+	undo          int    // newest migrations undone after the servers migrated
 }
 
 var concurrencies = []int{1, 8, 32}
@@ -92,6 +95,8 @@ func main() {
 	flag.IntVar(&o.expedite, "expedite-rounds", 3, "rounds of the expedite at 1 and 8 clients, beside the drain's servers (0: none)")
 	flag.StringVar(&o.out, "out", "docs/bench.md", "markdown file to write the results into, relative to the repository (empty: none)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 2 when a performance target is missed")
+	flag.StringVar(&o.locale, "locale", "", "the cluster's locale (initdb --locale; empty: C), e.g. en_US.UTF-8 to measure a language collation; it must exist (locale -a)")
+	flag.IntVar(&o.undo, "undo-migrations", 0, "undo the newest N migrations once the servers have migrated, to measure the schema before them (e.g. 1 with -locale en_US.UTF-8: the key columns without COLLATE \"C\")")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -197,7 +202,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	}
 
 	b.logf("starting a durable PostgreSQL with pg_stat_statements")
-	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: true, Settings: map[string]string{
+	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: true, Locale: o.locale, Settings: map[string]string{
 		"shared_preload_libraries":         "pg_stat_statements",
 		"pg_stat_statements.track_utility": "off",
 	}})
@@ -258,6 +263,13 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		return 1, err
 	}
 	defer b.benchDB.Close()
+	if o.undo > 0 {
+		b.logf("undoing the newest %d migration(s): the servers run on the schema before them", o.undo)
+		if err := postgres.Migrate(b.benchDB, -o.undo); err != nil {
+			return 1, fmt.Errorf("undo %d migration(s): %w", o.undo, err)
+		}
+	}
+	b.rep.env.Settings = append(b.rep.env.Settings, "schema="+schemaVersion(ctx, b.benchDB))
 	b.benchDB.SetMaxOpenConns(8)
 
 	round, storms, floor, counts, drain := b.plan()
@@ -562,13 +574,23 @@ func describeEnv(ctx context.Context, admin *sqlx.DB, source string) environment
 		e.Kernel = strings.TrimSpace(string(b))
 	}
 	_ = admin.GetContext(ctx, &e.PGVersion, `SELECT split_part(version(), ' on ', 1)`)
-	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "shared_buffers", "max_connections"} {
+	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "shared_buffers", "max_connections", "lc_collate"} {
 		var v string
 		if err := admin.GetContext(ctx, &v, `SELECT current_setting($1)`, name); err == nil {
 			e.Settings = append(e.Settings, name+"="+v)
 		}
 	}
 	return e
+}
+
+// schemaVersion is the migration the database is at, as golang-migrate
+// records it.
+func schemaVersion(ctx context.Context, db *sqlx.DB) string {
+	var v int
+	if err := db.GetContext(ctx, &v, `SELECT version FROM schema_migrations`); err != nil {
+		return "unknown"
+	}
+	return strconv.Itoa(v)
 }
 
 func ms(d time.Duration) string {

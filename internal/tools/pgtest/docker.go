@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -39,9 +40,10 @@ func startDocker(ctx context.Context, opts Options) (*Server, error) {
 	res, err := pool.RunWithOptions(&dockertest.RunOptions{
 		Repository: dockerImage,
 		Tag:        dockerTag,
-		Env:        []string{"POSTGRES_PASSWORD=postgres", "POSTGRES_HOST_AUTH_METHOD=trust"},
-		Cmd:        cmd,
-		Labels:     map[string]string{"github.com/demo-api/demo-api": "pgtest"},
+		Env: []string{"POSTGRES_PASSWORD=postgres", "POSTGRES_HOST_AUTH_METHOD=trust",
+			"POSTGRES_INITDB_ARGS=--locale=" + cmp.Or(opts.Locale, "C")},
+		Cmd:    cmd,
+		Labels: map[string]string{"github.com/demo-api/demo-api": "pgtest"},
 	}, func(hc *docker.HostConfig) {
 		hc.AutoRemove = true
 		hc.RestartPolicy = docker.RestartPolicy{Name: "no"}

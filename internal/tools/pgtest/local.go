@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,7 +69,7 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	}
 
 	out, err := l.command(ctx, "initdb", "-D", l.data, "-U", "postgres", "--auth=trust",
-		"-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput()
+		"-E", "UTF8", "--locale="+cmp.Or(opts.Locale, "C"), "--no-sync").CombinedOutput()
 	if err != nil {
 		return fail(fmt.Errorf("initdb (%s): %w\n%s", bindir, err, out))
 	}

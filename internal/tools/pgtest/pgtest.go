@@ -67,6 +67,9 @@ type Options struct {
 	// name=value after the defaults (so they may override them), e.g.
 	// {"shared_preload_libraries": "pg_stat_statements"}.
 	Settings map[string]string
+	// Locale is the cluster's initdb --locale (empty: C), e.g. en_US.UTF-8
+	// to measure a language collation; the locale must exist (locale -a).
+	Locale string
 }
 
 // Start finds or starts a PostgreSQL, in this order:
