@@ -367,7 +367,7 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 			c := r
 			at := time.Now().UTC().Truncate(time.Microsecond)
 			c.State, c.CancelledAt = demo.StateCancelled, &at
-			d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: s.CancelDemoRequest(c)}
+			d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: cancelEffect(s, c)}
 			return s.CreateResultAndFinishAtomically(ctx, idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}, r.ID, uuid.NewString(), ttl, d)
 		}
 		if cr, err := cancel("c-1"); err != nil || !cr.Claimed {
