@@ -343,7 +343,8 @@ func TestClientAgainstTheServer(t *testing.T) {
 	})
 }
 
-// demo-only{ every step, the desk's and the expedite's too, needs the stand-in desk
+// demo-only{ the workshop command; its every step, the desk's and the expedite's
+// too, needs the stand-in desk
 
 // TestWorkshopAll runs demo-api workshop --all against a real server with
 // the knobs on and a short TTL: every step passes, none is skipped.
@@ -364,8 +365,6 @@ func TestWorkshopAll(t *testing.T) {
 	}
 }
 
-// }demo-only
-
 // TestWorkshopFailsOnAServerWithoutKnobs: the workshop is a conformance
 // check: a step that cannot get the contract's answer fails the run.
 func TestWorkshopFailsOnAServerWithoutKnobs(t *testing.T) {
@@ -378,3 +377,5 @@ func TestWorkshopFailsOnAServerWithoutKnobs(t *testing.T) {
 		t.Fatalf("workshop against a server without knobs: %v\n%s", err, out.String())
 	}
 }
+
+// }demo-only

@@ -120,7 +120,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"dispatch", "-h"}, "-provider-url"},
 		{[]string{"provider", "-h"}, "-database-url"}, // demo-only
 		{[]string{"send", "-h"}, "-resolve"},
-		{[]string{"workshop", "-h"}, "-provider"},
+		{[]string{"workshop", "-h"}, "-provider"}, // demo-only
 		{[]string{"-h"}, "commands:"},
 	} {
 		var stdout, stderr strings.Builder

@@ -9,7 +9,7 @@
 //	demo-api provider         run the review desk (the external service) // demo-only
 //	demo-api dispatch         hand accepted requests to the review desk
 //	demo-api send             create a demo request through the retrying client
-//	demo-api workshop         walk through every branch against a running server
+//	demo-api workshop         walk through every branch against a running server // demo-only
 //
 // Configuration comes from environment variables; each has a flag of the
 // same meaning (see config.go).
@@ -52,7 +52,7 @@ commands:
   provider            run the review desk, the external service requests are handed to // demo-only
   dispatch            hand accepted requests to the review desk (serve does it too)
   send                create a demo request through the retrying Go client (api/client)
-  workshop            walk through every branch of the contract against a running server
+  workshop            walk through every branch of the contract against a running server // demo-only
 
 run "demo-api <command> -h" for the flags and environment variables.`
 
@@ -105,8 +105,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return purgeCmd(ctx, cfg, stdout)
 	case "resume-run": // demo-only
 		return resumeRunCmd(ctx, args, getenv, stdout, stderr) // demo-only
-	case "workshop":
-		return workshopCmd(ctx, args, stdout)
+	case "workshop": // demo-only
+		return workshopCmd(ctx, args, stdout) // demo-only
 	case "send":
 		return sendCmd(ctx, args, stdout, stderr)
 	case "provider": // demo-only

@@ -150,7 +150,7 @@ func TestProblemPages(t *testing.T) {
 	if page.Status != http.StatusOK || !strings.Contains(string(page.Body), "Idempotency-Key header missing") {
 		t.Fatalf("problem page: %d %s", page.Status, page.Body)
 	}
-	for _, code := range apperrCodes(t) {
+	for _, code := range apperr.Codes() {
 		if r := e.must(req{method: http.MethodGet, path: "/problems/" + code}); r.Status != http.StatusOK {
 			t.Errorf("no page for code %s: %d", code, r.Status)
 		}

@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +20,8 @@ import (
 	"github.com/pb33f/libopenapi/datamodel/high/base"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 	"github.com/pb33f/libopenapi/orderedmap"
+
+	"github.com/demo-api/demo-api/internal/apperr"
 )
 
 // specPath is the contract, relative to this package's folder.
@@ -210,7 +208,7 @@ func TestOpenAPISpecIsValid(t *testing.T) {
 		t.Fatal("the contract has no operations")
 	}
 
-	codes := apperrCodes(t)
+	codes := apperr.Codes()
 	var enum []string
 	for _, n := range spec.problem.Properties.GetOrZero("code").Schema().Enum {
 		enum = append(enum, n.Value)
@@ -225,36 +223,4 @@ func TestOpenAPISpecIsValid(t *testing.T) {
 			t.Errorf("Problem code enum has %q, which is no apperr code", c)
 		}
 	}
-}
-
-// apperrCodes returns the string constants of internal/apperr: the machine
-// codes.
-func apperrCodes(t *testing.T) []string {
-	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../apperr/apperr.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var codes []string
-	for _, decl := range f.Decls {
-		gd, ok := decl.(*ast.GenDecl)
-		if !ok || gd.Tok != token.CONST {
-			continue
-		}
-		for _, s := range gd.Specs {
-			for _, v := range s.(*ast.ValueSpec).Values {
-				if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					c, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					codes = append(codes, c)
-				}
-			}
-		}
-	}
-	if len(codes) == 0 {
-		t.Fatal("no machine codes found in ../apperr/apperr.go")
-	}
-	return codes
 }

@@ -19,6 +19,8 @@ import (
 // into a handler; the key, scope, fingerprint, claim, replay, conflict,
 // release, waiting and rendering are done there, once for every operation.
 type operation[In, Out any] struct {
+	// method and pattern are its route, e.g. POST /v1/demo-requests.
+	method, pattern string
 	// name scopes the keys, e.g. "demo-requests.create".
 	name string
 	// path is idempotency.OnePhase when the work is a database write decided
@@ -36,12 +38,16 @@ type operation[In, Out any] struct {
 	decide func(ctx context.Context, actor string, in In, now time.Time) (Out, error)
 	// render turns what was decided into the answer to store and send.
 	render func(Out) (idempotency.Response, error)
-	// write returns the business change that commits with the answer.
-	write func(Out) idempotency.Effect
+	// effect names the business change that commits with the answer: a
+	// statement file of the store's (postgres: sql/effect/<name>.sql), looked
+	// up when the server is made (Writes.Effect).
+	effect string
+	// args are the effect's own parameters, in the order its file lists them.
+	args func(Out) []any
 }
 
-// route is one idempotent route of the API: the table in routes.go feeds
-// both the router and the outcome route.
+// route is one idempotent route of the API: the operations (operations.go
+// lists them) feed both the router and the outcome route.
 type route struct {
 	method, pattern string
 	operation       string
@@ -49,14 +55,18 @@ type route struct {
 	handler         http.Handler
 }
 
-// idempotentRoute is the route of op, or an error naming what op lacks: an
-// operation declared half-way is refused when the server is made, not on
-// its first request.
-func idempotentRoute[In, Out any](s *server, method, pattern string, op operation[In, Out]) (route, error) {
+// idempotentRoute is the route of op, or an error naming what op lacks or
+// the effect the store does not have: an operation declared half-way is
+// refused when the server is made, not on its first request.
+func idempotentRoute[In, Out any](s *server, op operation[In, Out]) (route, error) {
 	if err := op.check(); err != nil {
 		return route{}, err
 	}
-	return route{method: method, pattern: pattern, operation: op.name, handler: idempotent(s, op)}, nil
+	write, err := s.Writes.Effect(op.effect)
+	if err != nil {
+		return route{}, fmt.Errorf("httpapi: operation %s: %w", op.name, err)
+	}
+	return route{method: op.method, pattern: op.pattern, operation: op.name, handler: idempotent(s, op, write)}, nil
 }
 
 // check reports an operation that lacks a part, by its name.
@@ -66,12 +76,14 @@ func (op operation[In, Out]) check() error {
 		part   string
 		absent bool
 	}{
+		{"a method and pattern", op.method == "" || op.pattern == ""},
 		{"a path (one_phase or two_phase)", op.path != idempotency.OnePhase && op.path != idempotency.TwoPhase},
 		{"decode", op.decode == nil},
 		{"significant", op.significant == nil},
 		{"decide", op.decide == nil},
 		{"render", op.render == nil},
-		{"write", op.write == nil},
+		{"effect", op.effect == ""},
+		{"args", op.args == nil},
 	} {
 		if p.absent {
 			missing = append(missing, p.part)
@@ -95,8 +107,8 @@ const (
 	maxClientAttempt = 1000
 )
 
-// idempotent is the handler of op.
-func idempotent[In, Out any](s *server, op operation[In, Out]) http.Handler {
+// idempotent is the handler of op, whose effect write makes.
+func idempotent[In, Out any](s *server, op operation[In, Out], write func(args ...any) idempotency.Effect) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		it, err := readIntent(s, w, r, op.name, op.path, op.decode, op.significant)
 		if err != nil {
@@ -123,11 +135,7 @@ func idempotent[In, Out any](s *server, op operation[In, Out]) http.Handler {
 			if err != nil {
 				return idempotency.Decided{}, err
 			}
-			effect := op.write(out)
-			if effect == nil {
-				return idempotency.Decided{}, fmt.Errorf("operation %s decided %d without its business write", op.name, resp.Status)
-			}
-			return idempotency.Decided{Response: resp, Effect: effect}, nil
+			return idempotency.Decided{Response: resp, Effect: write(op.args(out)...)}, nil
 		})
 		s.answer(w, r, it.req.Scope, it.attempt, it.knobs, res, err)
 	})

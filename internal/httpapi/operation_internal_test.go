@@ -15,13 +15,16 @@ import (
 func TestOperationCheck(t *testing.T) {
 	whole := func() operation[string, string] {
 		return operation[string, string]{
+			method:      http.MethodPost,
+			pattern:     "/v1/things",
 			name:        "things.create",
 			path:        idempotency.OnePhase,
 			decode:      func(http.ResponseWriter, *http.Request) (string, error) { return "", nil },
 			significant: func(string) map[string]any { return nil },
 			decide:      func(context.Context, string, string, time.Time) (string, error) { return "", nil },
 			render:      func(string) (idempotency.Response, error) { return idempotency.Response{}, nil },
-			write:       func(string) idempotency.Effect { return nil },
+			effect:      "create_thing.sql",
+			args:        func(string) []any { return nil },
 		}
 	}
 	if err := whole().check(); err != nil {
@@ -38,7 +41,9 @@ func TestOperationCheck(t *testing.T) {
 		{"no significant", func(o *operation[string, string]) { o.significant = nil }, "lacks significant"},
 		{"no decide", func(o *operation[string, string]) { o.decide = nil }, "lacks decide"},
 		{"no render", func(o *operation[string, string]) { o.render = nil }, "lacks render"},
-		{"no write, no render", func(o *operation[string, string]) { o.write, o.render = nil, nil }, "lacks render, write"},
+		{"no route", func(o *operation[string, string]) { o.pattern = "" }, "lacks a method and pattern"},
+		{"no effect", func(o *operation[string, string]) { o.effect = "" }, "lacks effect"},
+		{"no args, no render", func(o *operation[string, string]) { o.args, o.render = nil, nil }, "lacks render, args"},
 	}
 	for _, tc := range tests {
 		op := whole()

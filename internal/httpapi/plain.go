@@ -27,7 +27,7 @@ func NewPlainServer(d Deps, insert func(context.Context, demo.Request) error) (h
 		return nil, errors.New("httpapi: Deps needs at least one token")
 	}
 	s := &server{Deps: d}
-	op := createDemoRequest(d.Demo, noWrites{})
+	op := createDemoRequest(d.Demo)
 	r := s.base()
 	r.With(authenticate(s.Logger, s.Tokens, false)).Method(http.MethodPost, "/v1/demo-requests", plain(s, op, insert))
 	return r, nil
@@ -61,8 +61,3 @@ func plain[In, Out any](s *server, op operation[In, Out], write func(context.Con
 		writeResponse(w, resp, false)
 	})
 }
-
-// noWrites stands for the store's writes, which a plain handler never
-// asks for: it writes through its own function. Embedding the interface
-// (nil) keeps it whole when an operation adds a write to DemoWrites.
-type noWrites struct{ DemoWrites }

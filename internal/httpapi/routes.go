@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -10,25 +9,8 @@ import (
 	"github.com/demo-api/demo-api/internal/web"
 )
 
-// operations is the table of idempotent operations: it feeds the router
-// and the outcome route. A new operation is one line here (see
-// demo_requests.go for what the line names). An operation that lacks a
-// part is refused by NewServer.
-func (s *server) operations() ([]route, error) {
-	var routes []route
-	var errs []error
-	add := func(r route, err error) { routes, errs = append(routes, r), append(errs, err) }
-	add(idempotentRoute(s, http.MethodPost, "/v1/demo-requests", createDemoRequest(s.Demo, s.Writes)))
-	add(idempotentRoute(s, http.MethodPost, "/v1/demo-requests/{id}/cancel", cancelDemoRequest(s.Demo, s.Writes)))
-	// demo-only{ the expedite, an operation of several steps
-	if s.Desk != nil {
-		add(stepRoute(s, http.MethodPost, "/v1/demo-requests/{id}/expedite", expediteOperation(Expedite(s.Demo, s.Expedites, s.Desk))))
-	}
-	// }demo-only
-	return routes, errors.Join(errs...)
-}
-
-// routes is the whole API surface; ops are the idempotent operations.
+// routes is the whole API surface; ops are the idempotent operations
+// (demo_requests.go lists them, each with its method and pattern).
 func (s *server) routes(ops []route) http.Handler {
 	r := s.base()
 	r.Method(http.MethodGet, "/problems/{code}", handleProblemPage(s.Logger))

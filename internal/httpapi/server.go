@@ -23,7 +23,7 @@ type Deps struct {
 	Keys   idempotency.Store
 	Demo   *demo.Service
 	// Writes makes the business changes that commit with a key.
-	Writes DemoWrites
+	Writes Writes
 	Tokens auth.Tokens
 	// Deliveries, if set, serves the delivery routes of a demo request.
 	Deliveries Deliveries
@@ -65,11 +65,13 @@ type Deps struct {
 	InWork func(ctx context.Context, r *http.Request) error
 }
 
-// DemoWrites makes the business changes of the demo operations; the store
-// commits each with the completion of its key.
-type DemoWrites interface {
-	InsertDemoRequest(demo.Request) idempotency.Effect
-	CancelDemoRequest(demo.Request) idempotency.Effect
+// Writes finds the business changes of the operations, each by the name
+// of its statement file; the store commits each with the completion of
+// its key. It does not grow with the operations.
+type Writes interface {
+	// Effect returns the maker of the change name, whose arguments are
+	// its file's parameters in order, or an error if the store has none.
+	Effect(name string) (func(args ...any) idempotency.Effect, error)
 }
 
 // Metrics is what the server reports to.

@@ -21,7 +21,17 @@ func cancelled(s *postgres.Store, r demo.Request) idempotency.Decided {
 	at := time.Now().UTC().Truncate(time.Microsecond)
 	r.State, r.CancelledAt = demo.StateCancelled, &at
 	return idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte(`{"state":"cancelled"}`), ResultID: r.ID},
-		Effect: s.CancelDemoRequest(r)}
+		Effect: cancelEffect(s, r)}
+}
+
+// cancelEffect is the cancel's write of r, as the cancel operation makes
+// it: the effect sql/effect/cancel_demo_request.sql, with its parameters.
+func cancelEffect(s *postgres.Store, r demo.Request) idempotency.Effect {
+	write, err := s.Effect("cancel_demo_request.sql")
+	if err != nil {
+		panic(err)
+	}
+	return write(r.State, r.CancelledAt, r.ID)
 }
 
 func cancelScope(key string) idempotency.Scope {

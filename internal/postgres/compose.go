@@ -43,6 +43,22 @@ var (
 // tests that prepare every statement and for `demo-api sql`.
 var composedStatements = map[string]string{}
 
+// effectFiles returns the names of the files of sql/effect/, each an
+// operation's effect (demo.go).
+func effectFiles() []string {
+	entries, err := composeFiles.ReadDir("sql/effect")
+	if err != nil {
+		panic("postgres: " + err.Error())
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".sql") {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
 // composed returns the statements of the effect sql/effect/name, one per
 // path: the one-phase statement in its two forms and the two-phase finish.
 func composed(name string) keyStatements {

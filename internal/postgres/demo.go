@@ -4,48 +4,77 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// The business writes: the statements of each effect, one file per path.
-// Each writes FROM finished, the key row its statement completed, so it
-// happens exactly when the key is completed with its answer.
+// The business writes: each effect's statements, one per path. Each writes
+// FROM finished, the key row its statement completed, so it happens exactly
+// when the key is completed with its answer. An operation names its effect
+// by its file (Store.Effect): a new operation adds a file to sql/effect/
+// and no Go here.
 
-// createDemoRequest is the effect of a create: the request, and FROM it the
-// outbox row that hands it to the review desk (package delivery), due at
-// once. Nothing calls the desk inside the request. Its statements are
-// written whole, not composed: the one-phase create is the benchmarked
-// path, its final SELECT shaped for speed.
-var createDemoRequest = keyStatements{
-	onePhase: writeStatements{free: statement("create_demo_request.sql"), takeOver: statement("create_demo_request_takeover.sql")},
-	finish:   statement("finish_claim_create_demo_request.sql"),
+// effectStatements are an effect's statements, and whether the work
+// decided it on a read (conditional): then a write that finds its row
+// changed since changes nothing, and the transaction rolls back
+// (idempotency.ErrEffectNotApplied), so the work decides afresh.
+type effectStatements struct {
+	stmts       keyStatements
+	conditional bool
 }
 
-// cancelDemoRequest is the effect of a cancel, composed with the key's
-// statements (compose.go). The work decided it on a read, so the write
-// says what it expects to find (still accepted); if another request
-// cancelled it meanwhile, it changes nothing and the transaction rolls
-// back (idempotency.ErrEffectNotApplied).
-var cancelDemoRequest = composed("cancel_demo_request.sql")
+// createDemoRequest is the file of the create's effect: the request, and
+// FROM it the outbox row that hands it to the review desk (package
+// delivery), due at once. Nothing calls the desk inside the request.
+const createDemoRequest = "create_demo_request.sql"
+
+// effects are the business writes by the name an operation gives: every
+// file of sql/effect/, composed with the key's statements (compose.go), and
+// the create, whose statements are written whole, not composed: the
+// one-phase create is the benchmarked path, its final SELECT shaped for
+// speed. An effect of sql/effect/ is conditional: the cancel's says what
+// it expects to find (still accepted).
+var effects = func() map[string]effectStatements {
+	m := map[string]effectStatements{createDemoRequest: {stmts: keyStatements{
+		onePhase: writeStatements{free: statement("create_demo_request.sql"), takeOver: statement("create_demo_request_takeover.sql")},
+		finish:   statement("finish_claim_create_demo_request.sql"),
+	}}}
+	for _, name := range effectFiles() {
+		m[name] = effectStatements{stmts: composed(name), conditional: true}
+	}
+	return m
+}()
 
 var getDemoRequestSQL = statement("get_demo_request.sql")
 
-// InsertDemoRequest returns the write that creates r with its key. Its
-// arguments follow the key's in its files ($12 on in create_demo_request.sql).
-func (s *Store) InsertDemoRequest(r demo.Request) idempotency.Effect {
-	return &effect{what: "insert demo request", stmts: &createDemoRequest,
-		args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
+// Effect returns the maker of the business write name, or an error naming
+// the writes there are. name is a file of sql/effect/ (as
+// cancel_demo_request.sql), or create_demo_request.sql; args are its own
+// parameters, in the order its file lists them (:1 … for an effect of
+// sql/effect/, $12 … for the create). The server looks each operation's
+// effect up when it is made, so a misspelt name refuses to start.
+func (s *Store) Effect(name string) (func(args ...any) idempotency.Effect, error) {
+	st, ok := effects[name]
+	if !ok {
+		return nil, fmt.Errorf("postgres: no effect %q; there are %s", name, strings.Join(slices.Sorted(maps.Keys(effects)), ", "))
+	}
+	return func(args ...any) idempotency.Effect {
+		return &effect{what: name, stmts: &st.stmts, args: args, conditional: st.conditional}
+	}, nil
 }
 
-// CancelDemoRequest returns the write that cancels r (as the work decided
-// it) with its key. Its arguments are the effect's own, in the order of
-// sql/effect/cancel_demo_request.sql (:1 on).
-func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
-	return &effect{what: "cancel demo request", stmts: &cancelDemoRequest, conditional: true,
-		args: []any{r.State, r.CancelledAt, r.ID}}
+// InsertDemoRequest returns the create's write of r with its key, as the
+// create operation makes it: for the tools and tests that write one
+// without the HTTP layer.
+func (s *Store) InsertDemoRequest(r demo.Request) idempotency.Effect {
+	st := effects[createDemoRequest]
+	return &effect{what: createDemoRequest, stmts: &st.stmts, args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
 }
 
 // DemoRequest implements demo.Store.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -367,7 +369,7 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 			c := r
 			at := time.Now().UTC().Truncate(time.Microsecond)
 			c.State, c.CancelledAt = demo.StateCancelled, &at
-			d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: s.CancelDemoRequest(c)}
+			d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: cancelEffect(s, c)}
 			return s.CreateResultAndFinishAtomically(ctx, idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}, r.ID, uuid.NewString(), ttl, d)
 		}
 		if cr, err := cancel("c-1"); err != nil || !cr.Claimed {
@@ -443,9 +445,20 @@ func TestMigrationsDownAndUp(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM outbox WHERE state = 'withdrawn' OR kind = 'cancel'`); n != 2 {
 		t.Fatalf("%d withdrawn or cancel rows before the migrations, want 2", n)
 	}
+	// The migrations are counted as found: a new one needs no change here,
+	// only its down beside its up.
 	ups, err := fs.Glob(migrations.FS, "*.up.sql")
 	if err != nil || len(ups) == 0 {
 		t.Fatalf("the migrations: %v, %v", ups, err)
+	}
+	downs, _ := fs.Glob(migrations.FS, "*.down.sql")
+	for _, up := range ups {
+		if down := strings.TrimSuffix(up, ".up.sql") + ".down.sql"; !slices.Contains(downs, down) {
+			t.Fatalf("migrations/%s has no %s: every migration goes down too", up, down)
+		}
+	}
+	if len(downs) != len(ups) {
+		t.Fatalf("%d down migrations for %d up: a down without its up", len(downs), len(ups))
 	}
 	from5 := 0
 	for _, up := range ups {
