@@ -66,14 +66,26 @@ func BenchmarkServe(b *testing.B) {
 		resp.Body.Close()
 		return resp, nil
 	}
+	get := func(url, _, _ string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp, nil
+	}
 	var seq atomic.Int64
-	var keys []string
+	var keys, ids []string
 	for range 256 {
 		k := fmt.Sprintf("replay-%d", seq.Add(1))
-		if resp, err := post(srv.URL+"/v1/demo-requests", k, ""); err != nil || resp.StatusCode != http.StatusCreated {
+		resp, err := post(srv.URL+"/v1/demo-requests", k, "")
+		if err != nil || resp.StatusCode != http.StatusCreated {
 			b.Fatalf("seed create: %v %v", resp, err)
 		}
-		keys = append(keys, k)
+		keys, ids = append(keys, k), append(ids, resp.Header.Get("Location"))
 	}
 
 	for _, bc := range []struct {
@@ -82,25 +94,39 @@ func BenchmarkServe(b *testing.B) {
 		key      func() string
 		attempt  string // X-Client-Attempt: a retry (2) reads its key first
 		replayed string
+		send     func(url, key, attempt string) (*http.Response, error) // post when nil
+		status   int                                                    // 201 when 0
 	}{
-		{"baseline", base.URL + "/v1/demo-requests", func() string { return "" }, "", ""},
-		{"create", srv.URL + "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", ""},
-		{"create-2p", srv2p.URL + "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", ""},
-		{"replay", srv.URL + "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "", "true"},
-		{"replay-attempt-2", srv.URL + "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "2", "true"},
+		{"baseline", base.URL + "/v1/demo-requests", func() string { return "" }, "", "", nil, 0},
+		{"create", srv.URL + "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", "", nil, 0},
+		{"create-2p", srv2p.URL + "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", "", nil, 0},
+		{"replay", srv.URL + "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "", "true", nil, 0},
+		{"replay-attempt-2", srv.URL + "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "2", "true", nil, 0},
+		// read: GET /v1/demo-requests/{id} of the seeds, the read floor of a
+		// replay (one indexed read through the same middleware).
+		{"read", srv.URL, func() string { return ids[seq.Add(1)%int64(len(ids))] }, "", "", get, http.StatusOK},
 	} {
+		send, status := bc.send, bc.status
+		if send == nil {
+			send, status = post, http.StatusCreated
+		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetParallelism(4) // 4 × GOMAXPROCS clients
 			b.ReportAllocs()
 			cpu := cpuTime()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					resp, err := post(bc.url, bc.key(), bc.attempt)
+					key := bc.key()
+					url := bc.url
+					if bc.send != nil {
+						url, key = bc.url+key, "" // the key is the path
+					}
+					resp, err := send(url, key, bc.attempt)
 					if err != nil {
 						b.Error(err)
 						return
 					}
-					if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != bc.replayed {
+					if resp.StatusCode != status || resp.Header.Get("Idempotent-Replayed") != bc.replayed {
 						b.Errorf("status %d, replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
 						return
 					}
