@@ -65,6 +65,7 @@ type options struct {
 	expedite      int
 	out           string
 	strict        bool
+	profile       string // profile.go: where the servers' profiles go; empty: none
 }
 
 var concurrencies = []int{1, 8, 32}
@@ -92,6 +93,7 @@ func main() {
 	flag.IntVar(&o.expedite, "expedite-rounds", 3, "rounds of the expedite at 1 and 8 clients, beside the drain's servers (0: none)")
 	flag.StringVar(&o.out, "out", "docs/bench.md", "markdown file to write the results into, relative to the repository (empty: none)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 2 when a performance target is missed")
+	flag.StringVar(&o.profile, "profile", "", "a folder for the servers' CPU and allocation profiles of round 1's phases at 8 clients (PPROF_ADDR); empty: none")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -227,6 +229,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	b.rep.env = describeEnv(ctx, admin, pg.Source)
 	b.rep.env.Code = describeCode(ctx, root)
 
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return 1, err
+		}
+		extraServerEnv = append(extraServerEnv, "PPROF_ADDR=127.0.0.1:0")
+	}
 	token := "bench-" + randHex(16)
 	srv, err := startAPI(ctx, "server", bin, tmp, dbURL, token) // migrates the database
 	if err != nil {
@@ -361,11 +369,20 @@ func (b *bench) round(ctx context.Context, cl *client, round int) error {
 			req, after = cl.scenario(sc, c)
 			var lr loadResult
 			var cpu cpuTimes
-			pc, err := b.stats.measure(ctx, func() {
+			measured := func() {
 				before := b.cpu.sample()
 				lr = closedLoop(ctx, c, b.o.duration, 0, req)
 				cpu = b.cpu.sample().sub(before)
-			})
+			}
+			if b.o.profile != "" && round == 1 && c == profileConcurrency {
+				phase := measured
+				measured = func() {
+					if err := profilePhase(ctx, b.o.profile, cl.serverOf(sc), sc, c, b.o.duration, phase); err != nil {
+						b.logf("profile %s @%d: %v", sc, c, err)
+					}
+				}
+			}
+			pc, err := b.stats.measure(ctx, measured)
 			after()
 			if err != nil {
 				return err
