@@ -88,6 +88,8 @@ func reportWAL(b *testing.B, db *sqlx.DB) func() {
 			b.Fatal(err)
 		}
 		b.ReportMetric(bytes/float64(b.N), "wal-B/op")
-		b.Logf("WAL from %s to %s (pg_waldump --stats=record -s %[1]s -e %[2]s)", start, lsn())
+		if testing.Verbose() {
+			b.Logf("WAL from %s to %s (pg_waldump --stats=record -s %[1]s -e %[2]s)", start, lsn())
+		}
 	}
 }
