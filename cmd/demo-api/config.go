@@ -44,6 +44,7 @@ type config struct {
 	dispatchRetry    time.Duration
 	dispatchTimeout  time.Duration
 	metricsAddr      string // dispatch serves /metrics here; empty: not at all
+	pprofAddr        string // serve's profiler (net/http/pprof), loopback only; empty: none
 }
 
 // commandUsage is the first line of each command's -h.
@@ -131,6 +132,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	dur(&c.dispatchRetry, "DISPATCH_FIRST_RETRY", "dispatch-first-retry", "1s", "the wait after a first failed delivery; it doubles, jittered, up to 1m")
 	dur(&c.dispatchTimeout, "DISPATCH_CALL_TIMEOUT", "dispatch-call-timeout", "5s", "how long one call to the review desk may take; a taken row's lease is three")
 	dur(&c.completeInterval, "COMPLETE_INTERVAL", "complete-interval", "1s", "how often the completer looks for expedites whose runner died or gave up")
+	if cmd == "serve" {
+		fs.StringVar(&c.pprofAddr, "pprof-listen", env("PPROF_ADDR", ""), "serve net/http/pprof on this address of this machine only, e.g. 127.0.0.1:6060; empty: no profiler ($PPROF_ADDR)")
+	}
 	if cmd == "dispatch" {
 		fs.StringVar(&c.metricsAddr, "metrics-listen", env("METRICS_ADDR", ""), "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics ($METRICS_ADDR)")
 	}

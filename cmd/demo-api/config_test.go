@@ -56,6 +56,8 @@ func TestLoadConfig(t *testing.T) {
 		{name: "the room is off by default", env: with("WORKSHOP", "true"), check: func(c config) bool { return c.workshop && !c.room }},
 		{name: "WORKSHOP_ROOM with the knobs", env: with("WORKSHOP", "true", "WORKSHOP_ROOM", "true"),
 			check: func(c config) bool { return c.workshop && c.room }},
+		{name: "no profiler by default", env: base, check: func(c config) bool { return c.pprofAddr == "" }},
+		{name: "PPROF_ADDR", env: with("PPROF_ADDR", "127.0.0.1:6060"), check: func(c config) bool { return c.pprofAddr == "127.0.0.1:6060" }},
 		{name: "WORKSHOP_ROOM needs the knobs", env: with("WORKSHOP_ROOM", "true"), wantErr: "WORKSHOP_ROOM needs WORKSHOP=true"},
 		{name: "WORKSHOP_ROOM=yes is refused", env: with("WORKSHOP", "true", "WORKSHOP_ROOM", "yes"), wantErr: `WORKSHOP_ROOM: "yes" is not a boolean`},
 		{name: "DATABASE_UNPREPARED=yes is refused", env: with("DATABASE_UNPREPARED", "yes"), wantErr: `DATABASE_UNPREPARED: "yes" is not a boolean`},

@@ -29,6 +29,14 @@ import (
 // its own), stops the sweeper and the dispatcher, and returns nil.
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger := cfg.logger(stderr)
+	var pprofLn net.Listener // refused before anything starts when it is not on this machine
+	if cfg.pprofAddr != "" {
+		var err error
+		if pprofLn, err = serving.ListenPprof(cfg.pprofAddr); err != nil {
+			return err
+		}
+		defer pprofLn.Close()
+	}
 	store, closeDB, err := openStore(ctx, cfg, postgres.KeyStatements)
 	if err != nil {
 		return err
@@ -108,6 +116,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			"with no secret; anyone who reaches the server may act as anyone. Only for a workshop", "addr", ln.Addr().String())
 	}
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
+	if pprofLn != nil {
+		// After the line above, which tools read first (cmd/demo-bench).
+		fmt.Fprintf(stdout, "demo-api pprof on http://%s/debug/pprof/\n", pprofLn.Addr())
+		wg.Go(func() { serving.ServePprof(sweepCtx, logger, pprofLn) })
+	}
 	page := pageAddr(ln.Addr().(*net.TCPAddr))
 	fmt.Fprintf(stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
 	if cfg.room {

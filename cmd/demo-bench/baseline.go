@@ -49,8 +49,8 @@ SELECT id, created_at, created_at, created_at FROM request`
 )
 
 // serveBaseline runs the baseline server until ctx ends. It reads
-// DATABASE_URL, LISTEN_ADDR, API_TOKENS and BASELINE_OUTBOX (true: each
-// request also writes its outbox row), logs to stderr and prints
+// DATABASE_URL, LISTEN_ADDR, API_TOKENS, BASELINE_OUTBOX (true: each
+// request also writes its outbox row) and PPROF_ADDR (as serve's), logs to stderr and prints
 // "baseline listening on http://ADDR" to stdout once it listens.
 func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
@@ -92,6 +92,14 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 	}
 	srv := serving.NewServer(handler, logger, 30*time.Second) // demo-api serve's default
 	fmt.Fprintf(stdout, "baseline listening on http://%s\n", ln.Addr())
+	if addr := getenv("PPROF_ADDR"); addr != "" { // as demo-api serve's
+		pln, err := serving.ListenPprof(addr)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "baseline pprof on http://%s/debug/pprof/\n", pln.Addr())
+		go serving.ServePprof(ctx, logger, pln)
+	}
 	return serving.Serve(ctx, logger, srv, ln, 10*time.Second)
 }
 

@@ -68,6 +68,7 @@ type options struct {
 	strict        bool
 	locale        string // the cluster's initdb --locale (empty: C)
 	undo          int    // newest migrations undone after the servers migrated
+	profile       string // profile.go: where the servers' profiles go; empty: none
 }
 
 var concurrencies = []int{1, 8, 32}
@@ -97,6 +98,7 @@ func main() {
 	flag.BoolVar(&o.strict, "strict", false, "exit 2 when a performance target is missed")
 	flag.StringVar(&o.locale, "locale", "", "the cluster's locale (initdb --locale; empty: C), e.g. en_US.UTF-8 to measure a language collation; it must exist (locale -a)")
 	flag.IntVar(&o.undo, "undo-migrations", 0, "undo the newest N migrations once the servers have migrated, to measure the schema before them (e.g. 1 with -locale en_US.UTF-8: the key columns without COLLATE \"C\")")
+	flag.StringVar(&o.profile, "profile", "", "a folder for the servers' CPU and allocation profiles of round 1's phases at 8 clients (PPROF_ADDR); empty: none")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -232,6 +234,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	b.rep.env = describeEnv(ctx, admin, pg.Source)
 	b.rep.env.Code = describeCode(ctx, root)
 
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return 1, err
+		}
+		extraServerEnv = append(extraServerEnv, "PPROF_ADDR=127.0.0.1:0")
+	}
 	token := "bench-" + randHex(16)
 	srv, err := startAPI(ctx, "server", bin, tmp, dbURL, token) // migrates the database
 	if err != nil {
@@ -373,11 +381,20 @@ func (b *bench) round(ctx context.Context, cl *client, round int) error {
 			req, after = cl.scenario(sc, c)
 			var lr loadResult
 			var cpu cpuTimes
-			pc, err := b.stats.measure(ctx, func() {
+			measured := func() {
 				before := b.cpu.sample()
 				lr = closedLoop(ctx, c, b.o.duration, 0, req)
 				cpu = b.cpu.sample().sub(before)
-			})
+			}
+			if b.o.profile != "" && round == 1 && c == profileConcurrency {
+				phase := measured
+				measured = func() {
+					if err := profilePhase(ctx, b.o.profile, cl.serverOf(sc), sc, c, b.o.duration, phase); err != nil {
+						b.logf("profile %s @%d: %v", sc, c, err)
+					}
+				}
+			}
+			pc, err := b.stats.measure(ctx, measured)
 			after()
 			if err != nil {
 				return err

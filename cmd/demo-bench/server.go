@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,23 +68,30 @@ type serverProc struct {
 	name string
 	cmd  *exec.Cmd
 	base string // http://127.0.0.1:port
-	log  string // its stderr
-	done chan error
+	// pprof is its profiler, http://127.0.0.1:port/debug/pprof/, when it
+	// runs with PPROF_ADDR (-profile); empty otherwise.
+	pprof string
+	log   string // its stderr
+	done  chan error
 }
 
 // serverEnv is the environment of both servers: a loopback port of their
 // choosing, the bench's token for actor "bench", JSON logs (to a file), and
 // the sweeper idle so that every statement during a phase is a request's.
 func serverEnv(databaseURL, token string) []string {
-	return []string{
+	return append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"DATABASE_URL=" + databaseURL,
 		"LISTEN_ADDR=127.0.0.1:0",
 		"API_TOKENS=bench:" + auth.Hash(token),
 		"LOG_FORMAT=json",
 		"SWEEP_INTERVAL=1h",
-	}
+	}, extraServerEnv...)
 }
+
+// extraServerEnv is added to every server's environment: PPROF_ADDR with
+// -profile.
+var extraServerEnv []string
 
 // startAPI runs bin serve (which migrates the database first).
 func startAPI(ctx context.Context, name, bin, dir, databaseURL, token string) (*serverProc, error) {
@@ -134,6 +142,17 @@ func startServer(ctx context.Context, name string, argv []string, dir string, en
 		return nil, fmt.Errorf("server %s printed no address (%v); its log:\n%s", name, err, tailFile(s.log, 20))
 	}
 	s.base = addr
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "PPROF_ADDR=") }) {
+		// The line after the address: "<name> pprof on http://ADDR/debug/pprof/".
+		line, err := out.ReadString('\n')
+		if _, url, ok := strings.Cut(strings.TrimSpace(line), " pprof on "); ok {
+			s.pprof = url
+		} else {
+			s.cmd.Process.Kill()
+			s.cmd.Wait()
+			return nil, fmt.Errorf("server %s printed no profiler address (%q, %v)", name, line, err)
+		}
+	}
 	go io.Copy(io.Discard, out) // the pipe must not fill up
 	go func() { s.done <- s.cmd.Wait() }()
 

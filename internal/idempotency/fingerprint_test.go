@@ -1,6 +1,11 @@
 package idempotency
 
-import "testing"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+)
 
 func TestFingerprint(t *testing.T) {
 	base := map[string]any{"topic": "billing", "note": "call me"}
@@ -36,5 +41,39 @@ func TestFingerprint(t *testing.T) {
 		if got := fp(m); got == want {
 			t.Errorf("Fingerprint(%v) equals that of %v", m, base)
 		}
+	}
+}
+
+// TestFingerprintOfOtherValues: a map with a value other than a string
+// goes through encoding/json, as before, and gets the same fingerprint as
+// its JSON.
+func TestFingerprintOfOtherValues(t *testing.T) {
+	m := map[string]any{"requestId": "r1", "count": 3, "tags": []string{"a", "b"}}
+	got, err := Fingerprint(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(m)
+	sum := sha256.Sum256(b)
+	if want := hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("Fingerprint(%v) = %s, want %s", m, got, want)
+	}
+	if _, ok := appendCanonical(nil, m); ok {
+		t.Error("appendCanonical took a map with a number and a list")
+	}
+}
+
+// TestFingerprintIsStable: the fingerprint of a create's fields is the one
+// stored keys hold (hex SHA-256 of json.Marshal's bytes), so a retry after
+// an upgrade still matches.
+func TestFingerprintIsStable(t *testing.T) {
+	got, err := Fingerprint(map[string]any{"topic": "billing", "note": "<call> me & \"you\"\n\u2028"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"note":"\u003ccall\u003e me \u0026 \"you\"\n\u2028","topic":"billing"}`
+	sum := sha256.Sum256([]byte(want))
+	if got != hex.EncodeToString(sum[:]) {
+		t.Errorf("Fingerprint = %s, want the SHA-256 of %s", got, want)
 	}
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -90,11 +89,11 @@ type answer struct {
 }
 
 func answerOf(d idempotency.Decided) (answer, error) {
-	headers, err := json.Marshal(d.Response.Header)
+	headers, err := encodeHeaders(d.Response.Header)
 	if err != nil {
 		return answer{}, fmt.Errorf("encode headers: %w", err)
 	}
-	return answer{status: d.Response.Status, body: d.Response.Body, headers: string(headers),
+	return answer{status: d.Response.Status, body: d.Response.Body, headers: headers,
 		resultID: sql.NullString{String: d.Response.ResultID, Valid: d.Response.ResultID != ""}}, nil
 }
 
@@ -148,7 +147,8 @@ func (r recordRow) record() (*idempotency.Record, error) {
 		},
 	}
 	if len(r.ResponseHeaders) > 0 {
-		if err := json.Unmarshal(r.ResponseHeaders, &rec.Response.Header); err != nil {
+		var err error
+		if rec.Response.Header, err = decodeHeaders(r.ResponseHeaders); err != nil {
 			return nil, fmt.Errorf("decode stored headers: %w", err)
 		}
 	}
@@ -226,8 +226,9 @@ func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, sc idempote
 		return idempotency.ClaimResult{}, err
 	}
 	stmts, effectArgs := statementsOf(e)
-	args := append([]any{s.now(), sc.Actor, sc.Operation, sc.Key, fp, token,
-		a.status, a.body, a.headers, a.resultID, ttl.Microseconds()}, effectArgs...)
+	args := make([]any, 0, 11+len(effectArgs)) // one allocation, not two
+	args = append(append(args, s.now(), sc.Actor, sc.Operation, sc.Key, fp, token,
+		a.status, a.body, a.headers, a.resultID, ttl.Microseconds()), effectArgs...)
 	var cr idempotency.ClaimResult
 	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var changed int
@@ -256,8 +257,9 @@ func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, 
 		return err
 	}
 	stmts, effectArgs := statementsOf(e)
-	args := append([]any{s.now(), a.status, a.body, a.headers, a.resultID,
-		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, effectArgs...)
+	args := make([]any, 0, 9+len(effectArgs))
+	args = append(append(args, s.now(), a.status, a.body, a.headers, a.resultID,
+		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token), effectArgs...)
 	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var claimed bool // finishColumns
 		var changed int

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
@@ -21,7 +22,10 @@ import (
 //
 // ns/op is mostly the round trips' wait; cpu-µs/op is this process's CPU
 // (user and system) per create, the Go side and its syscalls without
-// PostgreSQL's. make bench measures CPU per request.
+// PostgreSQL's; wal-B/op the WAL PostgreSQL wrote per create
+// (pg_current_wal_lsn before and after; the tests' cluster runs with
+// full_page_writes off, so without the page images a checkpoint adds).
+// make bench measures CPU per request.
 func BenchmarkStoreCreate(b *testing.B) {
 	db, err := postgres.Open(context.Background(), pgtest.NewURL(b), postgres.KeyStatements)
 	if err != nil {
@@ -36,6 +40,7 @@ func BenchmarkStoreCreate(b *testing.B) {
 	}
 	b.Run("one-phase", func(b *testing.B) {
 		defer reportCPU(b)()
+		defer reportWAL(b, db)()
 		for b.Loop() {
 			cr, err := s.CreateResultAndFinishAtomically(ctx, scope(), "fp", uuid.NewString(), ttl, created(s, newRequest("bench", "t")))
 			if err != nil || !cr.Claimed {
@@ -45,6 +50,7 @@ func BenchmarkStoreCreate(b *testing.B) {
 	})
 	b.Run("two-phase", func(b *testing.B) {
 		defer reportCPU(b)()
+		defer reportWAL(b, db)()
 		for b.Loop() {
 			c := idempotency.Claim{Scope: scope(), Token: uuid.NewString()}
 			cr, err := s.Claim(ctx, c.Scope, "fp", c.Token, lease, ttl)
@@ -63,4 +69,27 @@ func BenchmarkStoreCreate(b *testing.B) {
 func reportCPU(b *testing.B) func() {
 	start := cpuTime()
 	return func() { b.ReportMetric(float64((cpuTime()-start).Microseconds())/float64(b.N), "cpu-µs/op") }
+}
+
+// reportWAL starts measuring the WAL the cluster writes; the function it
+// returns reports it per iteration as wal-B/op.
+func reportWAL(b *testing.B, db *sqlx.DB) func() {
+	lsn := func() string {
+		var l string
+		if err := db.Get(&l, `SELECT pg_current_wal_insert_lsn()::text`); err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	start := lsn()
+	return func() {
+		var bytes float64
+		if err := db.Get(&bytes, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)`, lsn(), start); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(bytes/float64(b.N), "wal-B/op")
+		if testing.Verbose() {
+			b.Logf("WAL from %s to %s (pg_waldump --stats=record -s %[1]s -e %[2]s)", start, lsn())
+		}
+	}
 }

@@ -1,0 +1,53 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+)
+
+// ListenPprof listens for the profiler on addr (PPROF_ADDR), which must be
+// on this machine: 127.0.0.1:6060, [::1]:6060 or localhost:6060 (port 0:
+// any free one). A profile shows what the server runs, and its handlers
+// can keep the process busy for as long as they are asked to, so an address
+// that other machines reach (or none, which is every interface) is refused.
+func ListenPprof(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("PPROF_ADDR %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("PPROF_ADDR %q: the profiler listens on this machine only: 127.0.0.1:PORT, [::1]:PORT or localhost:PORT", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("PPROF_ADDR: %w", err)
+	}
+	return ln, nil
+}
+
+// ServePprof serves net/http/pprof's pages under /debug/pprof/ on ln until
+// ctx ends, on a server of its own: the API's routes, middleware and
+// metrics never see it. A CPU profile of the API under load:
+//
+//	go tool pprof -top http://127.0.0.1:6060/debug/pprof/profile?seconds=10
+func ServePprof(ctx context.Context, logger *slog.Logger, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	// A profile of up to a minute must be written out: no WriteTimeout,
+	// and the shutdown does not wait for it.
+	return Serve(ctx, slog.New(slog.DiscardHandler), srv, ln, time.Second)
+}
