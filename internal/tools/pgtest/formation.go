@@ -382,23 +382,25 @@ func (f *Formation) WaitPrimary(ctx context.Context, old *FormationNode, timeout
 // may still finish what it was doing, answer its client and send WAL; so
 // Crash stops every process of the node first (SIGSTOP: none runs another
 // instruction), then kills them all (SIGKILL). Nothing is shut down or
-// flushed beyond what the kernel already holds. The node stays down.
-func (f *Formation) Crash(n *FormationNode) error {
+// flushed beyond what the kernel already holds. The node stays down. at
+// is the moment of the crash: no process of the node ran after it.
+func (f *Formation) Crash(n *FormationNode) (at time.Time, err error) {
 	k := n.keeper
 	if k == nil || k.cmd == nil {
-		return fmt.Errorf("%s is not running", n.Name)
+		return time.Time{}, fmt.Errorf("%s is not running", n.Name)
 	}
 	pids, err := descendants(k.cmd.Process.Pid)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
+	at = time.Now()
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGSTOP)
 	}
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	return k.kill(syscall.SIGKILL)
+	return at, k.kill(syscall.SIGKILL)
 }
 
 // descendants returns pid and every process below it, from ps.
