@@ -31,6 +31,9 @@ const (
 // its expedites (res.expedites) in SQL and at the desk.
 func (e *env) check(ctx context.Context, res *result, topic string, intents []*intent, settler *worker) error {
 	res.intents = len(intents)
+	if res.lost == nil {
+		res.lost = map[string]string{}
+	}
 	if len(intents) == 0 {
 		res.fail("no intent was sent")
 		return nil
