@@ -109,7 +109,10 @@ cross:
 bench:
 	$(GO) run ./cmd/demo-bench
 
+# The failover scenarios run a pg_auto_failover formation: setup.sh
+# installs pg_autoctl where it is missing, or stops with the command.
 chaos:
+	scripts/setup.sh pg_autoctl
 	$(GO) run ./cmd/demo-chaos
 
 screenshots:

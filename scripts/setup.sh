@@ -3,7 +3,7 @@
 # say what it does. make test and .ci/run call it first; running it again is
 # cheap: what is there is only named.
 #
-#   scripts/setup.sh            every need below
+#   scripts/setup.sh            every need below but those in on_request
 #   scripts/setup.sh NAME...    only those needs (e.g. scripts/setup.sh chromium)
 #
 # How a missing need is installed:
@@ -28,7 +28,14 @@ needs=(
   "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary" # demo-only
   "curl|curl||run 'sudo dnf install curl' (Fedora) or 'sudo pacman -S curl' (Arch)"
   "pgbouncer|pgbouncer|pgbouncer|run 'sudo dnf install pgbouncer' (Fedora) or 'sudo pacman -S pgbouncer' (Arch)"
+  "pg_autoctl|postgresql-15-auto-failover postgresql-16-auto-failover postgresql-17-auto-failover||install pg_auto_failover for your PostgreSQL (https://pg-auto-failover.readthedocs.io, 'Installing pg_auto_failover'): Homebrew has no formula of it; on Fedora or RHEL, 'sudo dnf install pg_auto_failover_15' from the PGDG repository" # demo-only
 )
+
+# on_request: needs that only a named call installs (make chaos names
+# pg_autoctl), so that make test does not install, or stop for, what no
+# test of it uses.
+on_request=" pg_autoctl " # demo-only
+on_request="${on_request:- }"
 
 # have_chromium: the browser the browser tests drive, found where
 # internal/tools/browsertest looks for it.
@@ -62,6 +69,20 @@ have_pgbouncer() {
   done
   return 1
 }
+
+# demo-only{ make chaos's failover scenarios
+# have_pg_autoctl: pg_auto_failover's pg_autoctl, which make chaos runs for
+# its failover scenarios (cmd/demo-chaos looks in the same places). Debian
+# puts it beside the server binaries, off a user's PATH.
+have_pg_autoctl() {
+  command -v pg_autoctl && return 0
+  local p
+  for p in /usr/lib/postgresql/*/bin/pg_autoctl /usr/pgsql-*/bin/pg_autoctl /usr/local/bin/pg_autoctl; do
+    [[ -x "$p" ]] && echo "$p" && return 0
+  done
+  return 1
+}
+# }demo-only
 
 # as_root runs a command as root: directly, or through sudo without a
 # password prompt. It fails when neither can.
@@ -136,6 +157,9 @@ done
 for line in "${needs[@]}"; do
   IFS='|' read -r name debian brew other <<<"$line"
   if ((${#want[@]})) && [[ " ${want[*]} " != *" $name "* ]]; then
+    continue
+  fi
+  if ((${#want[@]} == 0)) && [[ "$on_request" == *" $name "* ]]; then
     continue
   fi
   if where="$("have_$name")"; then

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,29 @@ func TestTimelineRenders(t *testing.T) {
 	}
 	if root != "svg" {
 		t.Errorf("root element %q, want svg", root)
+	}
+}
+
+// TestLossEffectsApart: with asynchronous replication the failures that
+// name a create whose acknowledgement was lost (its key or its request)
+// are its cost, reported apart; every other failure still fails.
+func TestLossEffectsApart(t *testing.T) {
+	res := &result{lost: map[string]string{"key-lost": "req-lost"}, failures: []string{
+		"intent key-lost: the client got request req-lost, the database has [req-new]",
+		"the desk holds submission ref-1 for request req-lost, which does not exist",
+		"intent key-other: 2 business rows [a b]",
+		"3 keys in progress past their lease and 5s: [x y z]",
+	}}
+	res.setLossEffectsApart()
+	if want := []string{"intent key-other: 2 business rows [a b]", "3 keys in progress past their lease and 5s: [x y z]"}; !slices.Equal(res.failures, want) {
+		t.Errorf("failures %q, want %q", res.failures, want)
+	}
+	if len(res.lossEffects) != 2 {
+		t.Errorf("loss effects %q, want the two that name key-lost or req-lost", res.lossEffects)
+	}
+	calm := &result{failures: []string{"intent k: 2 business rows"}, lost: map[string]string{}}
+	calm.setLossEffectsApart()
+	if len(calm.failures) != 1 || len(calm.lossEffects) != 0 {
+		t.Errorf("with nothing lost, failures %q and effects %q", calm.failures, calm.lossEffects)
 	}
 }

@@ -32,6 +32,34 @@ type timeline struct {
 	mu               sync.Mutex
 	bins             map[string][]int // by answer kind
 	injected, healed time.Duration    // from start
+	// successes are the 201s (first or replayed): when each attempt was
+	// sent and answered, to find the first after a moment (a failover's
+	// crash: the new primary's first answer).
+	successes [][2]time.Time
+}
+
+// success notes a 201 to an attempt sent at sent.
+func (t *timeline) success(sent time.Time, resp *http.Response) {
+	if t == nil || resp == nil || resp.StatusCode != http.StatusCreated {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.successes = append(t.successes, [2]time.Time{sent, time.Now()})
+}
+
+// firstSuccessAfter is when the first 201 came to an attempt sent after
+// at (zero: none did).
+func (t *timeline) firstSuccessAfter(at time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first time.Time
+	for _, s := range t.successes {
+		if s[0].After(at) && (first.IsZero() || s[1].Before(first)) {
+			first = s[1]
+		}
+	}
+	return first
 }
 
 func newTimeline() *timeline { return &timeline{start: time.Now(), bins: map[string][]int{}} }

@@ -31,6 +31,9 @@ const (
 // its expedites (res.expedites) in SQL and at the desk.
 func (e *env) check(ctx context.Context, res *result, topic string, intents []*intent, settler *worker) error {
 	res.intents = len(intents)
+	if res.lost == nil {
+		res.lost = map[string]string{}
+	}
 	if len(intents) == 0 {
 		res.fail("no intent was sent")
 		return nil
@@ -157,6 +160,7 @@ func (e *env) checkRows(ctx context.Context, res *result, topic string, intents 
 		}
 		if in.outcome == "created" && !slices.Contains(ids, in.requestID) {
 			res.lostAcks++
+			res.lost[in.it.Key] = in.requestID
 			res.fail("intent %s: the client got request %s, the database has %v", in.it.Key, in.requestID, ids)
 		}
 		switch {
@@ -212,6 +216,9 @@ func (e *env) checkReplays(ctx context.Context, res *result, intents []*intent) 
 					firstErr = cmp.Or(firstErr, err)
 				case status != http.StatusCreated || !replayed || want == nil || !bytes.Equal(body, want):
 					res.replaysChecked++
+					if _, lost := res.lost[in.it.Key]; lost && status == http.StatusCreated && !replayed {
+						res.secondEffects++ // its acknowledged create was lost: sent again, it ran again
+					}
 					res.fail("intent %s: the replay is %d (replayed %t) %q, not %q", in.it.Key, status, replayed, body, want)
 				default:
 					res.replaysChecked++
@@ -365,6 +372,10 @@ func (e *env) checkOutbox(ctx context.Context, res *result, topic string) error 
 		return fmt.Errorf("read the desk's submissions: %w", err)
 	}
 	res.deskSubmissions = len(held)
+	lostIDs := map[string]bool{}
+	for _, id := range res.lost {
+		lostIDs[id] = true
+	}
 	exists := map[string]bool{}
 	for _, id := range requests {
 		exists[id] = true
@@ -374,6 +385,9 @@ func (e *env) checkOutbox(ctx context.Context, res *result, topic string) error 
 		desk[h.RequestID] = append(desk[h.RequestID], h.Reference)
 		switch {
 		case !exists[h.RequestID]:
+			if lostIDs[h.RequestID] {
+				res.lostDelivered++
+			}
 			res.fail("the desk holds submission %s for request %s, which does not exist", h.Reference, h.RequestID)
 		case h.Key != "demo-request:"+h.RequestID:
 			res.fail("the desk holds request %s under the key %q", h.RequestID, h.Key)

@@ -51,6 +51,7 @@ type env struct {
 	deskDB   *sqlx.DB
 	desk     *proc
 	replicas [2]*replica
+	fo       *failoverState // during a failover scenario (failover.go)
 	// transport is the clients': enough idle connections for every
 	// worker, on both replicas.
 	transport *http.Transport
@@ -120,15 +121,7 @@ func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 		return nil, err
 	}
 
-	deskAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	e.desk = &proc{name: "desk", argv: []string{e.bin, "provider"}, env: []string{
-		"PATH=" + os.Getenv("PATH"), "PROVIDER_DATABASE_URL=" + e.pg.URL("chaos_desk"),
-		"PROVIDER_LISTEN_ADDR=" + deskAddr, "PROVIDER_FAULTS=true", "LOG_FORMAT=json",
-		"PROVIDER_CREDIT=" + strconv.Itoa(deskCredit)}}
-	if err := e.start(ctx, e.desk, "/readyz"); err != nil {
+	if e.desk, err = e.startDesk(ctx, "desk", e.pg.URL("chaos_desk")); err != nil {
 		return nil, err
 	}
 	for i := range e.replicas {
@@ -153,6 +146,19 @@ func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 		}
 	}
 	return e, nil
+}
+
+// startDesk starts a review desk named name on the database at dbURL.
+func (e *env) startDesk(ctx context.Context, name, dbURL string) (*proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	desk := &proc{name: name, argv: []string{e.bin, "provider"}, env: []string{
+		"PATH=" + os.Getenv("PATH"), "PROVIDER_DATABASE_URL=" + dbURL,
+		"PROVIDER_LISTEN_ADDR=" + addr, "PROVIDER_FAULTS=true", "LOG_FORMAT=json",
+		"PROVIDER_CREDIT=" + strconv.Itoa(deskCredit)}}
+	return desk, e.start(ctx, desk, "/readyz")
 }
 
 func (e *env) tearDown() {

@@ -102,9 +102,13 @@ type recorder struct {
 }
 
 func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	sent := time.Now()
 	resp, err := r.next.RoundTrip(req)
 	if req.Method == http.MethodPost {
 		r.timeline.add(resp, err)
+		if err == nil {
+			r.timeline.success(sent, resp)
+		}
 	}
 	if err != nil || req.Method != http.MethodPost || resp.StatusCode/100 != 2 {
 		return resp, err

@@ -30,6 +30,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -106,7 +107,13 @@ func run(ctx context.Context, o options, progress io.Writer) (rep *report, err e
 	// The time left: what the scenarios still to run should take (their
 	// timelines and a guess at their checks), scaled by how the finished
 	// ones compared with that.
-	planned := func(sc scenario) time.Duration { return time.Second + sc.hold + afterHeal + 4*time.Second }
+	planned := func(sc scenario) time.Duration {
+		d := time.Second + sc.hold + cmp.Or(sc.after, afterHeal) + 4*time.Second
+		if sc.prepare != nil {
+			d += 25 * time.Second // a formation, a desk, the replicas moved there and back
+		}
+		return d
+	}
 	var todo, done time.Duration
 	for _, sc := range scs {
 		todo += planned(sc)

@@ -94,6 +94,7 @@ func (r *report) markdown() string {
 		"\"Longest blocked\" runs from a key's first 409 to its definite answer; \"after the heal\" from the heal (or a later first 409), " +
 		"split by whether the key's owner may have died (an attempt broke under the request: its replica was killed), whose claim waits for its lease by design. \"Recovery\" runs from the heal to the first success of an intent that began after it. " +
 		"Deliveries are the scenario's outbox rows after the drain, by state; an unknown or failed one is expected only where the desk misbehaved, and is listed below, then reconciled.\n\n")
+	r.failoverSection(p)
 	r.expediteSection(p)
 	var stopped []string
 	for _, res := range r.results {
@@ -241,3 +242,69 @@ func writeSection(path, md string) error {
 
 // maxListed is how many stopped deliveries the report lists per scenario.
 const maxListed = 5
+
+// readyGrace is how far from the failover's edges /readyz may be either
+// answer: a probe asked just before the crash, or just before the new
+// primary's first answer, may be answered either way.
+const readyGrace = time.Second
+
+// failoverFigures are a failover scenario's measures (failover.go).
+type failoverFigures struct {
+	sync                   bool
+	syncNames              string // the primary's synchronous_standby_names before the crash
+	oldPrimary, newPrimary string
+	source                 string
+	promoted               time.Duration // crash → the monitor's new primary
+	firstSuccess           time.Duration // crash → the first 201 to an attempt sent after it
+	firstReady             time.Duration // crash → the first /readyz 200 to a probe asked after it
+	readyWhileDown         int           // /readyz 200s with no primary taking writes
+	notReadyWhileDown      int
+	notReadyAfter          int // /readyz not 200 from 3 s after the first 201
+}
+
+// failoverSection is the report's part on the failover scenarios.
+func (r *report) failoverSection(p func(string, ...any)) {
+	var fos []*result
+	for _, res := range r.results {
+		if res.fo != nil {
+			fos = append(fos, res)
+		}
+	}
+	if len(fos) == 0 {
+		return
+	}
+	p("### Failovers\n\nThe replicas on a pg_auto_failover formation (%s; a monitor, a primary and a standby, on 127.0.0.1; the monitor's checks tightened to fail over in about ten seconds: "+
+		"a health check every second, a node unhealthy after 4 s without news of its keeper, 6 s for a lost primary to demote itself), "+
+		"their `DATABASE_URL` the formation's multi-host URL as `pg_autoctl show uri` prints it. Under the load, the primary crashes: every process of the node "+
+		"(keeper, postmaster, backends) stopped, then killed. \"Lost acks\": creates a client saw answered 201 whose row the new primary does not hold; "+
+		"\"ran again\": of them, those whose retry with the same key (the checks' replay) was answered 201 as a first request, a second effect; "+
+		"\"at the desk\": their deliveries the desk holds, of requests that no longer exist. "+
+		"/readyz is judged from %s after the crash to %s before the first 201 (no primary takes writes: 200 is a lie) and from 3 s after that first 201 (anything but 200 is).\n\n",
+		fos[0].fo.source, readyGrace, readyGrace)
+	p("| scenario | replication at the crash | crashed → promoted | crash → new primary (monitor) | crash → first 201 | duplicates | lost acks | ran again | at the desk | /readyz: 200 / not 200 with no primary | /readyz not 200 after | crash → first /readyz 200 |\n")
+	p("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	for _, res := range fos {
+		fo := res.fo
+		repl := fmt.Sprintf("synchronous (`%s`)", fo.syncNames)
+		if !fo.sync {
+			repl = fmt.Sprintf("asynchronous (`%s`)", fo.syncNames)
+		}
+		p("| %s | %s | %s → %s | %s | %s | %d | %d | %d | %d | %d / %d | %d | %s |\n", res.scenario.name, repl, fo.oldPrimary, fo.newPrimary,
+			fo.promoted.Round(100*time.Millisecond), recovery(fo.firstSuccess), res.duplicates, res.lostAcks, res.secondEffects, res.lostDelivered,
+			fo.readyWhileDown, fo.notReadyWhileDown, fo.notReadyAfter, recovery(fo.firstReady))
+	}
+	var effects []string
+	for _, res := range fos {
+		for i, f := range res.lossEffects {
+			if i == maxListed {
+				effects = append(effects, fmt.Sprintf("- %s: … and %d more", res.scenario.name, len(res.lossEffects)-i))
+				break
+			}
+			effects = append(effects, fmt.Sprintf("- %s: %s", res.scenario.name, f))
+		}
+	}
+	if len(effects) > 0 {
+		p("\nWhat the lost acknowledgements did to the checks (reported, not failed: the scenario replicates asynchronously on purpose):\n\n%s\n", strings.Join(effects, "\n"))
+	}
+	p("\n")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +26,21 @@ type scenario struct {
 	inject, heal func(ctx context.Context, e *env) error
 	deskFault    bool          // the review desk misbehaves: deliveries may end unknown
 	work         time.Duration // if set, how long every 4th intent holds its claim (instead of -work)
+	// prepare, if set, readies what the scenario runs against before its
+	// load (failover.go: a formation, and the replicas moved onto it), and
+	// returns what puts the campaign's own back after its checks.
+	prepare func(ctx context.Context, e *env) (restore func() error, err error)
+	// judge, if set, checks what the scenario needs beyond the common
+	// checks, once its load ended (failover.go).
+	judge func(e *env, res *result)
+	// lossReported: acknowledged creates may be lost by design (a failover
+	// with asynchronous replication): each is counted, and so are its
+	// consequences (its retry ran again, its delivery reached the desk),
+	// instead of failing the scenario; every other check still holds.
+	lossReported bool
+	// after, if set, is how long the load goes on after the heal (instead
+	// of afterHeal).
+	after time.Duration
 }
 
 // links sets the database links of both replicas to l.
@@ -137,9 +153,17 @@ type probe struct {
 	during, after statusmix.Mix
 	slowest       time.Duration
 	healed        atomic.Bool
+	samples       []probeSample // every answer, in order of its ask
 }
 
-func (p *probe) record(status int, took time.Duration) {
+// probeSample is one answer of a probe: when it was asked, and its status
+// (0: none in time).
+type probeSample struct {
+	at, end time.Time
+	status  int
+}
+
+func (p *probe) record(at time.Time, status int, took time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.during
@@ -148,6 +172,7 @@ func (p *probe) record(status int, took time.Duration) {
 	}
 	m[status]++
 	p.slowest = max(p.slowest, took)
+	p.samples = append(p.samples, probeSample{at: at, end: at.Add(took), status: status})
 }
 
 func (p *probe) String() string {
@@ -184,6 +209,15 @@ type result struct {
 	// after their delivery was tried.
 	cancelledAlone []string
 	ex             expediteFigures
+
+	fo *failoverFigures // a failover scenario's (failover.go)
+	// With lossReported: the creates whose acknowledgement was lost (by
+	// key, with the requestId their client got), those of them whose retry
+	// ran the create again, and the failures that follow from a lost one.
+	lost          map[string]string
+	secondEffects int
+	lostDelivered int // their deliveries the desk holds, of requests that no longer exist
+	lossEffects   []string
 }
 
 func (r *result) fail(format string, args ...any) {
@@ -193,7 +227,18 @@ func (r *result) fail(format string, args ...any) {
 // runScenario runs the load, the fault and the checks of sc, the n-th
 // scenario of the campaign; quota is its share of the intents.
 func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o options) (*result, error) {
-	res := &result{scenario: sc, readyz: newProbe(), metrics: newProbe(), timeline: newTimeline()}
+	res := &result{scenario: sc, readyz: newProbe(), metrics: newProbe(), timeline: newTimeline(), lost: map[string]string{}}
+	if sc.prepare != nil {
+		restore, err := sc.prepare(ctx, e)
+		if err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		defer func() {
+			if err := restore(); err != nil {
+				res.fail("restore the campaign after the scenario: %v", err)
+			}
+		}()
+	}
 	t := newTally()
 	ans := &answers{m: map[string][]byte{}}
 	hc := &http.Client{Transport: recorder{next: e.transport, answers: ans, timeline: res.timeline}}
@@ -237,7 +282,8 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	// The load: the quota spread over the timeline (a second before the
 	// fault, the fault, two seconds after the heal).
 	topic := fmt.Sprintf("chaos %s %d", sc.name, n)
-	pace := newPacer(quota, time.Second+sc.hold+afterHeal)
+	after := cmp.Or(sc.after, afterHeal)
+	pace := newPacer(quota, time.Second+sc.hold+after)
 	var mu sync.Mutex
 	var intents []*intent
 	var healedAt atomic.Pointer[time.Time]
@@ -346,7 +392,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 		exTally.heal(now)
 		res.readyz.healed.Store(true)
 		res.metrics.healed.Store(true)
-		sleepCtx(ctx, afterHeal)
+		sleepCtx(ctx, after)
 	}
 	pace.end()
 	close(stopExpedites)
@@ -355,6 +401,9 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	probes.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("inject or heal: %w", err)
+	}
+	if sc.judge != nil {
+		sc.judge(e, res)
 	}
 	res.statuses, res.longestBlocked = t.statuses, t.blocked
 	res.blockedAfterHeal = [2]time.Duration{t.afterHealAlive, t.afterHealDied}
@@ -368,7 +417,39 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 	}
 	res.topic, res.sent, res.expedites, res.ex.statuses = topic, intents, expedites, exTally.statuses
 	res.cancelledAlone = cancelledAlone
-	return res, e.check(ctx, res, topic, intents, settler)
+	if err := e.check(ctx, res, topic, intents, settler); err != nil {
+		return res, err
+	}
+	if sc.lossReported {
+		res.setLossEffectsApart()
+	}
+	return res, nil
+}
+
+// setLossEffectsApart moves the failures that name a create whose
+// acknowledgement was lost (its key or its request) from the failures to
+// the loss's effects: with lossReported they are what the loss costs,
+// counted and reported, not a broken promise of the service.
+func (r *result) setLossEffectsApart() {
+	if len(r.lost) == 0 {
+		return
+	}
+	var kept []string
+	for _, f := range r.failures {
+		effect := false
+		for key, id := range r.lost {
+			if strings.Contains(f, key) || strings.Contains(f, id) {
+				effect = true
+				break
+			}
+		}
+		if effect {
+			r.lossEffects = append(r.lossEffects, f)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	r.failures = kept
 }
 
 // settler is a worker for the checks: it sends again an intent that
@@ -396,7 +477,7 @@ func watch(ctx context.Context, url string, p *probe) {
 			resp.Body.Close()
 			status = resp.StatusCode
 		}
-		p.record(status, time.Since(start))
+		p.record(start, status, time.Since(start))
 		sleepCtx(ctx, 250*time.Millisecond)
 	}
 }
