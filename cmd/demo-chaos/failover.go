@@ -39,7 +39,7 @@ import (
 func init() {
 	scenarios = append(scenarios,
 		scenario{name: "failover-sync", what: "a pg_auto_failover formation (monitor, primary, standby) with its synchronous replication (synchronous_commit on, the standby in synchronous_standby_names): " +
-			"its primary crashed (SIGSTOP then SIGKILL of the keeper, the postmaster and every backend); the monitor promotes the standby",
+			"its WAL sender paused 500ms (a slower link), then its primary crashed (SIGSTOP then SIGKILL of the keeper, the postmaster and every backend); the monitor promotes the standby",
 			hold: failoverHold, after: failoverAfter, prepare: onFormation(true), inject: crashPrimary, heal: awaitPrimary, judge: judgeFailover},
 		scenario{name: "failover-async", what: "the same with asynchronous replication (the standby's replication-quorum false: synchronous_standby_names ''): " +
 			"acknowledged creates the standby had not received are lost, and counted",
@@ -55,6 +55,14 @@ const (
 	failoverHold  = 14 * time.Second
 	failoverAfter = 4 * time.Second
 )
+
+// replicationLag is how long the primary's WAL sender is paused before it
+// crashes: on one machine's loopback a standby is never more
+// than microseconds behind, and across machines it is a network round trip
+// or more; the pause stands for such a link (or a standby busy replaying).
+// Synchronous replication's commits wait it out; asynchronous
+// replication's are acknowledged, and the crash loses them.
+const replicationLag = 500 * time.Millisecond
 
 // failoverState is a failover scenario's formation and what happened to it.
 type failoverState struct {
@@ -209,10 +217,16 @@ func crashPrimary(ctx context.Context, e *env) error {
 		return fmt.Errorf("no primary to crash (%v)", err)
 	}
 	fo.old = old
+	resume, err := fo.f.PauseWALSenders(ctx, old)
+	if err != nil {
+		return err
+	}
+	defer resume() // matters only if the crash fails: a crashed node has no process left
+	sleepCtx(ctx, replicationLag)
 	if fo.killedAt, err = fo.f.Crash(old); err != nil {
 		return fmt.Errorf("crash %s: %w", old.Name, err)
 	}
-	e.logf("crashed %s, the primary", old.Name)
+	e.logf("crashed %s, the primary, %s after its WAL sender paused", old.Name, replicationLag)
 	go func() {
 		p, err := fo.f.WaitPrimary(context.WithoutCancel(ctx), old, 90*time.Second)
 		fo.promotedAt, fo.watchErr = time.Now(), err

@@ -65,6 +65,15 @@ func (r *report) markdown() string {
 		xs, xdups, xlost = xs+res.ex.sent, xdups+res.ex.duplicates, xlost+res.ex.lostAcks
 		xconf, xatt = xconf+res.ex.confirmed, xatt+res.ex.attention
 	}
+	var byDesign []string // the scenarios that lose acknowledgements on purpose, and how many
+	for _, res := range r.results {
+		if res.scenario.lossReported && res.lostAcks+res.ex.lostAcks > 0 {
+			byDesign = append(byDesign, fmt.Sprintf("%s %d", res.scenario.name, res.lostAcks+res.ex.lostAcks))
+		}
+	}
+	if len(byDesign) > 0 {
+		verdict += fmt.Sprintf(" (the lost acknowledgements are those of asynchronous replication, counted, not failed: %s)", strings.Join(byDesign, ", "))
+	}
 	p("**%d intents, %d duplicates, %d lost acknowledgements; %d expedites (%d confirmed, %d needing attention), %d duplicated external effects, %d lost acknowledgements: %s.**\n\n",
 		total, dups, lost, xs, xconf, xatt, xdups, xlost, verdict)
 	p("| scenario | intents | created / refused / unknown | unknown settled: completed / never / lease passed (sent again) | moved replica | duplicates | lost acks | replays byte-identical | 5xx and no answer (attempts) | 409s | longest blocked | blocked after the heal: owner alive / died | recovery | deliveries (desk submissions) |\n")

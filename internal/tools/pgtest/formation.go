@@ -403,6 +403,49 @@ func (f *Formation) Crash(n *FormationNode) (at time.Time, err error) {
 	return at, k.kill(syscall.SIGKILL)
 }
 
+// PauseWALSenders stops primary n's WAL senders (SIGSTOP), as a
+// replication link slower than loopback would hold back what its standbys
+// have: the primary's WAL goes on, and no standby receives any of it
+// until resume (SIGCONT) is called. Under synchronous replication the
+// primary's commits wait meanwhile; under asynchronous replication they
+// are acknowledged without the standbys. (Pausing a standby's receiver
+// instead would not do: what the sender wrote waits in the kernel's socket
+// buffers, and the receiver reads it after the primary is gone.)
+func (f *Formation) PauseWALSenders(ctx context.Context, n *FormationNode) (resume func(), err error) {
+	db, err := sql.Open("postgres", f.NodeURL(n, "postgres"))
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT pid FROM pg_stat_replication`)
+	if err != nil {
+		return nil, fmt.Errorf("the WAL senders of %s: %w", n.Name, err)
+	}
+	defer rows.Close()
+	var pids []int
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return nil, err
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("%s has no WAL sender: no standby streams from it", n.Name)
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	return func() {
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}, nil
+}
+
 // descendants returns pid and every process below it, from ps.
 func descendants(pid int) ([]int, error) {
 	out, err := exec.Command("ps", "-A", "-o", "pid=,ppid=").Output()
