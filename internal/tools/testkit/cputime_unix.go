@@ -1,14 +1,15 @@
 //go:build unix
 
-package httpapi_test
+package testkit
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is this process's CPU time, user and system.
-func cpuTime() time.Duration {
+// CPUTime is this process's CPU time, user and system, for benchmarks
+// that report CPU per operation beside the wall time.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

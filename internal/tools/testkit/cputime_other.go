@@ -1,0 +1,8 @@
+//go:build !unix
+
+package testkit
+
+import "time"
+
+// CPUTime is not measured here: it is always 0.
+func CPUTime() time.Duration { return 0 }
