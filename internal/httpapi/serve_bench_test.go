@@ -44,7 +44,7 @@ import (
 func BenchmarkServe(b *testing.B) {
 	srv, token := startBenchServer(b, "")
 	srv2p, _ := startBenchServer(b, idempotency.TwoPhase)
-	base := startBaselineServer(b)
+	base := startBaselineServer(b) // demo-only
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.Cleanup(hc.CloseIdleConnections)
 
@@ -98,7 +98,7 @@ func BenchmarkServe(b *testing.B) {
 		send     func(url, key, attempt string) (*http.Response, error) // post when nil
 		status   int                                                    // 201 when 0
 	}{
-		{"baseline", base.URL + "/v1/demo-requests", func() string { return "" }, "", "", nil, 0},
+		{"baseline", base.URL + "/v1/demo-requests", func() string { return "" }, "", "", nil, 0}, // demo-only
 		{"create", srv.URL + "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", "", nil, 0},
 		{"create-2p", srv2p.URL + "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", "", nil, 0},
 		{"replay", srv.URL + "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "", "true", nil, 0},
@@ -188,6 +188,7 @@ func startBenchServer(tb testing.TB, path idempotency.Path) (*httptest.Server, s
 	return startLabelled(tb, h), benchToken
 }
 
+// demo-only{ the baseline is the bench's (httpapi.NewPlainServer)
 // startBaselineServer serves the bench's baseline+outbox (cmd/demo-bench's
 // baseline server with BASELINE_OUTBOX=true): the API's stack without the
 // idempotency layer, and one prepared statement that writes the request
@@ -221,6 +222,8 @@ SELECT id, created_at, created_at, created_at FROM request`)
 	}
 	return startLabelled(tb, h)
 }
+
+// }demo-only
 
 // startLabelled serves h with the profiler label side=server: Serve's
 // goroutines, and the connections' it starts, inherit it.
