@@ -62,29 +62,43 @@ func effectFiles() []string {
 // composed returns the statements of the effect sql/effect/name, one per
 // path: the one-phase statement in its two forms and the two-phase finish.
 func composed(name string) keyStatements {
+	eff, err := composeFiles.ReadFile("sql/effect/" + name)
+	if err != nil {
+		panic("postgres: " + err.Error())
+	}
+	return composedOf(name, "sql/effect/"+name, string(eff))
+}
+
+// composedOf returns the statements of the effect text (from source),
+// named after name.
+func composedOf(name, source, text string) keyStatements {
 	return keyStatements{
-		onePhase: writeStatements{free: compose(shapeFree, name), takeOver: compose(shapeTakeover, name)},
-		finish:   compose(shapeFinish, name),
+		onePhase: writeStatements{free: compose(shapeFree, name, source, text), takeOver: compose(shapeTakeover, name, source, text)},
+		finish:   compose(shapeFinish, name, source, text),
 	}
 }
+
+// noEffect is the effect of an answer that changes nothing but its key (a
+// refusal, such as a 422): a CTE that writes nothing, so each statement
+// reports 0 for effect.
+const noEffect = `-- No business change: the key row alone holds the answer.
+effect AS (
+    SELECT FROM finished WHERE false
+`
 
 // effectParam is a parameter of an effect's file: :1, :2, … its own, in
 // the order of its Go arguments, and :actor_id, the scope's actor. A
 // PostgreSQL cast (::) is not one.
 var effectParam = regexp.MustCompile(`(^|[^:]):([0-9]+|actor_id)\b`)
 
-// compose writes the statement of shape with the effect sql/effect/name,
-// and records it under its name.
-func compose(shape keyShape, name string) string {
+// compose writes the statement of shape with the effect text (from
+// source), and records it under the name shape gives name.
+func compose(shape keyShape, name, source, text string) string {
 	key, err := composeFiles.ReadFile("sql/key/" + shape.file)
 	if err != nil {
 		panic("postgres: " + err.Error())
 	}
-	eff, err := composeFiles.ReadFile("sql/effect/" + name)
-	if err != nil {
-		panic("postgres: " + err.Error())
-	}
-	effect := effectParam.ReplaceAllStringFunc(string(eff), func(m string) string {
+	effect := effectParam.ReplaceAllStringFunc(text, func(m string) string {
 		sub := effectParam.FindStringSubmatch(m)
 		if sub[2] == "actor_id" {
 			return sub[1] + "$" + strconv.Itoa(shape.actor)
@@ -100,7 +114,7 @@ func compose(shape keyShape, name string) string {
 	}
 	stmt := shape.name(name)
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- %s: sql/key/%s with the effect sql/effect/%s (composed at start-up).\n--\n", stmt, shape.file, name)
+	fmt.Fprintf(&b, "-- %s: sql/key/%s with the effect %s (composed at start-up).\n--\n", stmt, shape.file, source)
 	b.WriteString(keyHeader)
 	b.WriteString("--\n")
 	b.WriteString(effHeader)

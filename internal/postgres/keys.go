@@ -41,11 +41,9 @@ type keyStatements struct {
 	finish   string
 }
 
-// answerOnly completes a key with no business change (a refusal).
-var answerOnly = keyStatements{
-	onePhase: writeStatements{free: statement("answer_only.sql"), takeOver: statement("answer_only_takeover.sql")},
-	finish:   statement("finish_claim_answer_only.sql"),
-}
+// answerOnly completes a key with no business change (a refusal): the
+// key's statements (sql/key/) with an effect that writes nothing.
+var answerOnly = composedOf("answer_only.sql", "noEffect of compose.go", noEffect)
 
 // effect is the postgres store's idempotency.Effect: its statements, their
 // business arguments (after the key's, in the files' order), and whether

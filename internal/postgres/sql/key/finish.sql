@@ -14,7 +14,7 @@
 --   $7  operation        the operation,
 --   $8  idem_key         and the Idempotency-Key
 --   $9  claim_token      the token of the caller's claim
---   $10 …                the effect's own (:1 …)
+--   then the effect's own (its :1 …), numbered on from here
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), finished AS (

@@ -16,7 +16,7 @@
 --   $9  response_headers its headers (a JSON object),
 --   $10 result_id        and the id of what it changed (NULL for none)
 --   $11 ttl_us           how long the key lives, in microseconds
---   $12 …                the effect's own (:1 …)
+--   then the effect's own (its :1 …), numbered on from here
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), prev AS (
