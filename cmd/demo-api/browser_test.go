@@ -266,16 +266,12 @@ func TestBrowserTimeoutThenCheckStatus(t *testing.T) {
 func TestBrowserNeverSeenThenSendAgain(t *testing.T) {
 	t.Parallel()
 	p := openPage(t, "/")
-	p.rec.mu.Lock()
-	p.rec.cut = true
-	p.rec.mu.Unlock()
+	p.rec.setCut(true)
 	p.fill("unreachable", "the server is out of reach")
 	p.do(chromedp.Click(chromedp.CSS("#create-button")))
 	p.waitState("outcome-unknown", 8*time.Second)
 	key := p.oneKey()
-	p.rec.mu.Lock()
-	p.rec.cut = false
-	p.rec.mu.Unlock()
+	p.rec.setCut(false)
 	p.do(chromedp.Click(chromedp.CSS("#check-status")))
 	p.wait(`!document.querySelector('#send-again').hidden`, 5*time.Second)
 	if status := p.detail("status"); !strings.Contains(status, "never seen") {
@@ -324,9 +320,7 @@ func TestBrowserSecondTab(t *testing.T) {
 func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
 	t.Parallel()
 	p := openPage(t, "/")
-	p.rec.mu.Lock()
-	p.rec.cut = true
-	p.rec.mu.Unlock()
+	p.rec.setCut(true)
 	p.fill("down", "the server is down")
 	p.do(chromedp.Click(chromedp.CSS("#create-button")))
 	p.waitState("outcome-unknown", 8*time.Second)

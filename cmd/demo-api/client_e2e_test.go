@@ -106,6 +106,14 @@ func (rec *recorder) proxy(t *testing.T, target string) string {
 	return srv.URL
 }
 
+// setCut makes the server out of reach (every connection closed unanswered)
+// or reachable again.
+func (rec *recorder) setCut(cut bool) {
+	rec.mu.Lock()
+	rec.cut = cut
+	rec.mu.Unlock()
+}
+
 // checkAttempts fails unless every attempt carried key, numbered 1..n.
 func (rec *recorder) checkAttempts(t *testing.T, key string) {
 	t.Helper()

@@ -49,6 +49,15 @@ func BenchmarkServe(b *testing.B) {
 	b.Cleanup(hc.CloseIdleConnections)
 
 	body := []byte(`{"topic":"bench-create","note":"a demo request filed by the load generator"}`)
+	do := func(req *http.Request) (*http.Response, error) { // the answer read whole, its body closed
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp, nil
+	}
 	post := func(url, key, attempt string) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -59,24 +68,12 @@ func BenchmarkServe(b *testing.B) {
 		if attempt != "" {
 			req.Header.Set("X-Client-Attempt", attempt)
 		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp, nil
+		return do(req)
 	}
 	get := func(url, _, _ string) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp, nil
+		return do(req)
 	}
 	var seq atomic.Int64
 	var keys, ids []string

@@ -1,10 +1,8 @@
 package testkit
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"testing"
 
@@ -50,14 +48,9 @@ func StartDeskWith(t testing.TB, db *sqlx.DB, opts provider.Options) *Desk {
 		t.Fatal(err)
 	}
 	d := &Desk{DB: db, Server: srv}
-	d.srv = httptest.NewUnstartedServer(d.calls.wrap(d.Server.Handler()))
-	// A call the desk holds (delay, holdAnswer) whose sender died may not
-	// notice: the desk reads a body only after the delay. The test's end
-	// ends every call still held, so that Close does not wait for them.
-	ctx, cancel := context.WithCancel(context.Background())
-	d.srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
-	d.srv.Start()
-	t.Cleanup(func() { cancel(); d.srv.Close() })
+	// A call the desk holds (delay, holdAnswer) reads its body only after
+	// the delay: the test's end ends it (serveUntilTheEnd).
+	d.srv = serveUntilTheEnd(t, d.calls.wrap(d.Server.Handler()))
 	d.URL = d.srv.URL
 	d.Client = reviewdesk.New(d.URL, nil)
 	return d

@@ -70,16 +70,22 @@ func (f DeskFaults) appliesTo(resource string) bool {
 func StartDeskDouble(t testing.TB) *DeskDouble {
 	t.Helper()
 	d := &DeskDouble{submissions: map[string]reviewdesk.Receipt{}, cancels: map[string]deskCancel{}, calls: map[string]int{}}
-	d.srv = httptest.NewUnstartedServer(http.HandlerFunc(d.serve))
-	// The test's end ends every answer still held, so that Close does not
-	// wait for them.
-	ctx, cancel := context.WithCancel(context.Background())
-	d.srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
-	d.srv.Start()
-	t.Cleanup(func() { cancel(); d.srv.Close() })
+	d.srv = serveUntilTheEnd(t, http.HandlerFunc(d.serve))
 	d.URL = d.srv.URL
 	d.Client = reviewdesk.New(d.URL, nil)
 	return d
+}
+
+// serveUntilTheEnd serves h on a test server whose calls the test's end
+// ends: an answer still held (a delay, a held answer) whose sender died
+// may never notice, and Close would wait for it.
+func serveUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
+	srv.Start()
+	t.Cleanup(func() { cancel(); srv.Close() })
+	return srv
 }
 
 // Faults replaces the double's fault knobs with f.
