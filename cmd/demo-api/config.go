@@ -172,7 +172,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		return c, fmt.Errorf("WORKSHOP_ROOM needs WORKSHOP=true: a room is a workshop's")
 	}
 	if (cmd == "serve" || cmd == "dispatch") && (c.lease <= 0 || c.ttl < c.lease) {
-		return c, fmt.Errorf("IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL")
+		return c, fmt.Errorf("IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL: a retry told to wait out a claim (Retry-After, at most the lease) must still find its answer")
 	}
 	if cmd == "dispatch" && c.providerURL == "" {
 		return c, fmt.Errorf("set PROVIDER_URL (or -provider-url) to the review desk's URL")

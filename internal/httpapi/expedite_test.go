@@ -367,3 +367,44 @@ func TestExpediteNeedsAttention(t *testing.T) {
 	}
 	x.checkDesk(1, 1, 0, nil)
 }
+
+// TestExpediteRunLongerThanTheTTL: a run that ends after its key's TTL
+// (Workshop-TTL: 5s, counted from the claim) keeps its key until it ends,
+// and its answer is replayed for the TTL from then: whether a retry or the
+// completer ends it, a retry afterwards gets the confirmed order, not a new
+// intent refused as already expedited.
+func TestExpediteRunLongerThanTheTTL(t *testing.T) {
+	t.Parallel()
+	for _, by := range []string{"retry", "completer"} {
+		t.Run(by, func(t *testing.T) {
+			t.Parallel()
+			x := newExpediteEnv(t)
+			first := map[string]string{"Workshop-Stop-After": "ordered", "Workshop-TTL": "5s"}
+			if r := x.expedite("key-x1", 1, first); r.Status != 0 {
+				t.Fatalf("stopped after ordered: %d %s, want no answer", r.Status, r.Body)
+			}
+			x.clock.Advance(testLease + time.Second) // past the TTL and the lease
+			var final reply
+			if by == "retry" {
+				final = x.settle("key-x1", 2)
+				if logs := x.logs.String(); strings.Contains(logs, `"outcome":"expired_taken_over"`) {
+					t.Fatal("the retry took the run's key over as expired: a new intent while the run was unfinished")
+				}
+			} else {
+				r, ops := x.completer()
+				if n, err := r.CompleteAbandoned(context.Background(), ops, 4); err != nil || n != 1 {
+					t.Fatalf("completer: %d runs, %v", n, err)
+				}
+				final = x.expedite("key-x1", 2, nil)
+			}
+			if final.Status != http.StatusCreated || final.expedite(t).State != demo.ExpediteConfirmed {
+				t.Fatalf("the answer after the run ended past the TTL: %d %s, want 201 confirmed", final.Status, final.Body)
+			}
+			x.clock.Advance(4 * time.Second)
+			if r := x.expedite("key-x1", 9, nil); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("a retry 4 s after the answer: %d %s, want the replay", r.Status, r.Body)
+			}
+			x.checkDesk(1, 1, 0, map[string]int{"POST /v1/slots": 1, "POST /v1/charges": 1})
+		})
+	}
+}

@@ -341,3 +341,64 @@ func TestWorkshopTTL(t *testing.T) {
 		t.Fatalf("%d keys stored for refused knobs, want 0", n)
 	}
 }
+
+// TestTTLCountsFromTheAnswer: a key's TTL counts from its answer, not from
+// its claim. A first request held past its own TTL (Workshop-TTL: 5s) stays
+// in progress; once it answers, a retry that waited (Prefer: wait) and
+// retries up to the TTL later replay that answer; only past the TTL after
+// the answer is the key a new intent.
+func TestTTLCountsFromTheAnswer(t *testing.T) {
+	t.Parallel()
+	clk := testkit.NewClock()
+	e := newEnv(t, withClock(clk), withWorkshop())
+	claimed, release := e.hold()
+	short := map[string]string{"Workshop-TTL": "5s"}
+	for k, v := range holdHeader {
+		short[k] = v
+	}
+	first := make(chan reply, 1)
+	go func() {
+		r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-slow"}, body: body1, header: short})
+		if err != nil {
+			t.Error(err)
+		}
+		first <- r
+	}()
+	<-claimed
+	clk.Advance(10 * time.Second) // past the claim's TTL, well within its lease
+
+	if r := e.create("key-slow", body1); r.Status != http.StatusConflict || r.problem(t) != apperr.OperationInProgress {
+		t.Fatalf("a retry while the first runs past its TTL: %d %s, want 409", r.Status, r.Body)
+	}
+	waiter := make(chan reply, 1)
+	go func() {
+		r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-slow"}, body: body1,
+			header: map[string]string{"Prefer": "wait=10"}})
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- r
+	}()
+	// Whether the waiter looks before or after the first answers, it must
+	// get that answer.
+	closeOnce(release)
+	done := <-first
+	if done.Status != http.StatusCreated {
+		t.Fatalf("first request: %d %s", done.Status, done.Body)
+	}
+	id := done.request(t).ID
+	if r := <-waiter; r.Status != http.StatusCreated || r.request(t).ID != id {
+		t.Fatalf("the waiter: %d %s, want the first answer (%s)", r.Status, r.Body, id)
+	}
+	clk.Advance(4 * time.Second)
+	if r := e.create("key-slow", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != id {
+		t.Fatalf("a retry 4 s after the answer: %d %s, want the replay", r.Status, r.Body)
+	}
+	clk.Advance(time.Second)
+	if r := e.create("key-slow", body1); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" || r.request(t).ID == id {
+		t.Fatalf("a retry 5 s after the answer: %d %s, want a new intent", r.Status, r.Body)
+	}
+	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 2 {
+		t.Fatalf("%d business rows, want 2: one per intent", n)
+	}
+}

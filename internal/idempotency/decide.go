@@ -18,7 +18,7 @@ type Record struct {
 	Response    Response  // while completed
 	CreatedAt   time.Time // time of the claim
 	CompletedAt time.Time
-	ExpiresAt   time.Time // claim time + TTL
+	ExpiresAt   time.Time // once completed: the answer's time + TTL
 }
 
 // Kind says what a request does with a key, given what is stored.
@@ -77,8 +77,9 @@ func Decide(prev *Record, fp string, now time.Time) Decision {
 	}
 }
 
-// Expired reports whether the record is past its TTL and no live lease holds
-// it: such a record is gone for every purpose (replay, lookup, sweeper).
+// Expired reports whether the record's answer is past its TTL: such a record
+// is gone for every purpose (replay, lookup, sweeper). A record in progress
+// never expires, so no intent runs twice because its work outlasted the TTL.
 func (r *Record) Expired(now time.Time) bool {
-	return !now.Before(r.ExpiresAt) && (r.State == Completed || !now.Before(r.LeaseUntil))
+	return r.State == Completed && !now.Before(r.ExpiresAt)
 }

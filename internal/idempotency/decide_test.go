@@ -70,7 +70,8 @@ var decideCases = []decideCase{
 	{"in progress, lease passed, other payload", inProgress("a", -time.Second, time.Hour), "b", idempotency.Decision{Kind: idempotency.Mismatch}},
 	{"in progress past TTL, lease alive", inProgress("a", time.Second, -time.Second), "a",
 		idempotency.Decision{Kind: idempotency.Busy, LeaseLeft: time.Second}},
-	{"in progress past TTL and lease", inProgress("a", -time.Second, -time.Second), "b", idempotency.Decision{Kind: idempotency.TakeOverExpired}},
+	{"in progress past TTL and lease", inProgress("a", -time.Second, -time.Second), "a", idempotency.Decision{Kind: idempotency.TakeOverLease}},
+	{"in progress past TTL and lease, other payload", inProgress("a", -time.Second, -time.Second), "b", idempotency.Decision{Kind: idempotency.Mismatch}},
 }
 
 func TestDecide(t *testing.T) {

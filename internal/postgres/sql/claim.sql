@@ -10,7 +10,7 @@
 --   $5 fingerprint  of the request's significant fields
 --   $6 claim_token  new on every claim: fences a slow owner out
 --   $7 lease_us     the lease, in microseconds
---   $8 ttl_us       how long the key lives, in microseconds
+--   $8 ttl_us       how long the key is replayed once answered, in microseconds
 --
 -- It is one statement, committed on its own, so a concurrent request sees
 -- the row at once, and the unique scope decides the race. Its parts run on

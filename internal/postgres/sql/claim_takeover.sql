@@ -14,10 +14,10 @@
 --   $7 lease_us     the lease, in microseconds
 --   $8 ttl_us       how long the key lives, in microseconds
 --
--- takeover replaces a row that expired (past its TTL, and no live lease
--- holds it: idempotency.Record.Expired), or whose owner's lease passed while
--- the same intent (fingerprint) asks again (idempotency.Decide's
--- TakeOverExpired and TakeOverLease). It locks only a row it takes over and
+-- takeover replaces a completed row past its TTL (idempotency.Record.Expired),
+-- or a row in progress whose owner's lease passed while the same intent
+-- (fingerprint) asks again (idempotency.Decide's TakeOverExpired and
+-- TakeOverLease). A row in progress never expires. It locks only a row it takes over and
 -- rechecks the rule once it holds the lock, so of two racing takeovers one
 -- wins. Like claim.sql it commits without waiting for its WAL flush.
 -- Unlike claim.sql it reads the row there first (prev): it runs because a
@@ -56,7 +56,7 @@ WITH clock AS (
         expires_at = clock.now + $8::bigint * interval '1 microsecond'
     FROM clock
     WHERE k.actor_id = $2 AND k.operation = $3 AND k.idem_key = $4
-      AND ((k.expires_at <= clock.now AND (k.state = 'completed' OR k.lease_until <= clock.now))
+      AND ((k.state = 'completed' AND k.expires_at <= clock.now)
         OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = $5))
     RETURNING k.result_id
 ), finished AS (

@@ -2,7 +2,8 @@
 -- request's create. ONE statement, hence one transaction, completes the key
 -- with its answer only while the caller's claim token still holds it
 -- (finished), and FROM it inserts the demo request and its outbox row: a
--- lost lease completes nothing and creates nothing.
+-- lost lease completes nothing and creates nothing. The key's TTL counts
+-- from its answer: the claim set expires_at - created_at to it.
 --
 -- Parameters:
 --   $1  now              the test clock; NULL for the database clock
@@ -30,7 +31,7 @@ WITH clock AS (
     UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
         status_code = $2::integer, response_body = $3::bytea,
         response_headers = $4::jsonb, result_id = $5,
-        completed_at = clock.now
+        completed_at = clock.now, expires_at = clock.now + (expires_at - created_at)
     FROM clock
     WHERE actor_id = $6 AND operation = $7 AND idem_key = $8
       AND claim_token = $9::uuid AND state = 'in_progress'

@@ -1,7 +1,8 @@
 -- finish_run.sql: complete a run's key with its answer and mark the run
 -- done, only while the caller's claim token holds the key. The caller
 -- commits the answer's business write in the same transaction (package
--- postgres, FinishRun).
+-- postgres, FinishRun). The key's TTL counts from its answer: the claim
+-- set expires_at - created_at to it.
 --
 -- Parameters:
 --   $1  now              the test clock; NULL for the database clock
@@ -19,7 +20,7 @@ WITH clock AS (
     UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
         status_code = $2::integer, response_body = $3::bytea,
         response_headers = $4::jsonb, result_id = $5,
-        completed_at = clock.now
+        completed_at = clock.now, expires_at = clock.now + (expires_at - created_at)
     FROM clock
     WHERE actor_id = $6 AND operation = $7 AND idem_key = $8
       AND claim_token = $9::uuid AND state = 'in_progress'

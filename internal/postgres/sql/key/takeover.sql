@@ -49,7 +49,7 @@ WITH clock AS (
         expires_at = clock.now + $11::bigint * interval '1 microsecond'
     FROM clock
     WHERE k.actor_id = $2 AND k.operation = $3 AND k.idem_key = $4
-      AND ((k.expires_at <= clock.now AND (k.state = 'completed' OR k.lease_until <= clock.now))
+      AND ((k.state = 'completed' AND k.expires_at <= clock.now)
         OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = $5))
     RETURNING k.result_id
 ), finished AS (
