@@ -26,6 +26,7 @@ type scenario struct {
 	inject, heal func(ctx context.Context, e *env) error
 	deskFault    bool          // the review desk misbehaves: deliveries may end unknown
 	work         time.Duration // if set, how long every 4th intent holds its claim (instead of -work)
+	expediteTTL  time.Duration // if set, every expedite's key is replayed this long (Workshop-TTL)
 	// prepare, if set, readies what the scenario runs against before its
 	// load (failover.go: a formation, and the replicas moved onto it), and
 	// returns what puts the campaign's own back after its checks.
@@ -130,6 +131,8 @@ var scenarios = []scenario{
 		hold: 6 * time.Second, inject: desk(`{"delay":"1s","only":["slots","charges"]}`), heal: desk(`{}`)},
 	{name: "cancel-desk-down", what: "the desk takes no submission for 4 s: requests cancelled after a failed delivery attempt must never reach it",
 		hold: 4 * time.Second, inject: desk(`{"down":true,"only":["submissions"]}`), heal: desk(`{}`), deskFault: true},
+	{name: "run-past-ttl", what: "every expedite's key has a 2 s TTL (Workshop-TTL) while the desk takes no slot for 6 s: runs park longer than their TTL, and none may become a new intent",
+		hold: 6 * time.Second, expediteTTL: 2 * time.Second, inject: desk(`{"down":true,"only":["slots"]}`), heal: desk(`{}`)},
 	{name: "desk-down", what: "the review desk down for 4 s", hold: 4 * time.Second, inject: desk(`{"down":true}`), heal: desk(`{}`), deskFault: true},
 	{name: "desk-down-long", what: "the review desk down for 10 s, longer than a delivery's attempts: deliveries end unknown, and are reconciled", hold: 10 * time.Second,
 		inject: desk(`{"down":true}`), heal: desk(`{}`), deskFault: true},
@@ -357,6 +360,9 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 				xit, err := client.NewExpediteIntent(in.requestID)
 				if err != nil {
 					continue
+				}
+				if sc.expediteTTL > 0 {
+					xit.Header.Set(httpapi.HeaderTTL, sc.expediteTTL.String())
 				}
 				xin := &expedite{intent: &intent{it: xit, topic: topic, note: note, started: time.Now()}, requestID: in.requestID}
 				// Every fourth request is also cancelled at the same moment,
