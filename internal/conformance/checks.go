@@ -24,7 +24,7 @@ func (r *runner) keyMissing(ctx context.Context) (Verdict, string) {
 
 func (r *runner) keyMalformed(ctx context.Context) (Verdict, string) {
 	malformed := []string{
-		`"` + newKey(),         // a quoted string never closed
+		`"` + newKey(),        // a quoted string never closed
 		quote(newKey() + "é"), // a letter outside ASCII
 	}
 	var wrong []string
