@@ -150,7 +150,7 @@ func TestSkipsSayWhy(t *testing.T) {
 	if got := names(rep, conformance.Pass); len(got) != len(conformance.Names())-3 || rep.Failed() {
 		t.Errorf("passed %v:\n%s", got, text.String())
 	}
-	if !strings.Contains(text.String(), "11 checks: 8 PASS, 0 WARN, 0 FAIL, 3 SKIP") {
+	if !strings.Contains(text.String(), "11 checks: 8 PASS, 3 SKIP") {
 		t.Errorf("no summary line:\n%s", text.String())
 	}
 }

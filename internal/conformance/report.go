@@ -29,13 +29,20 @@ func (r Report) WriteText(w io.Writer) error {
 	return err
 }
 
-// summary counts the verdicts: "11 checks: 9 PASS, 1 WARN, 0 FAIL, 1 SKIP".
+// summary counts the verdicts that occur, e.g. "11 checks: 10 PASS, 1 SKIP":
+// FAIL appears in the report only when a check failed.
 func (r Report) summary() string {
 	n := map[Verdict]int{}
 	for _, res := range r.Results {
 		n[res.Verdict]++
 	}
-	return fmt.Sprintf("%d checks: %d PASS, %d WARN, %d FAIL, %d SKIP", len(r.Results), n[Pass], n[Warn], n[Fail], n[Skip])
+	var counts []string
+	for _, v := range []Verdict{Pass, Warn, Fail, Skip} {
+		if n[v] > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", n[v], v))
+		}
+	}
+	return fmt.Sprintf("%d checks: %s", len(r.Results), strings.Join(counts, ", "))
 }
 
 // WriteJSON writes the report as one JSON object, with its summary line.
