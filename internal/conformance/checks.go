@@ -100,7 +100,7 @@ func (r *runner) mismatch(ctx context.Context) (Verdict, string) {
 }
 
 func (r *runner) storm(ctx context.Context) (Verdict, string) {
-	var conflicts, bare409, failed, results int
+	var conflicts, bare409, failed, limited, results int
 	for i := 1; i <= r.cfg.Repeat; i++ {
 		key := newKey()
 		answers := r.together(ctx, r.cfg.Storm, key)
@@ -116,6 +116,8 @@ func (r *runner) storm(ctx context.Context) (Verdict, string) {
 				if a.header.Get("Retry-After") == "" {
 					bare409++
 				}
+			case a.status == http.StatusTooManyRequests:
+				limited++ // a rate limit stores nothing: no result
 			default:
 				results++
 				distinct[a.result()] = true
@@ -129,6 +131,9 @@ func (r *runner) storm(ctx context.Context) (Verdict, string) {
 		}
 	}
 	summary := fmt.Sprintf("%d storms of %d: one result each (%d answers carried it, %d were 409", r.cfg.Repeat, r.cfg.Storm, results, conflicts)
+	if limited > 0 {
+		summary += fmt.Sprintf(", %d were 429", limited)
+	}
 	if failed > 0 {
 		summary += fmt.Sprintf(", %d failed", failed)
 	}
