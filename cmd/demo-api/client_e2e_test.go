@@ -373,8 +373,8 @@ func TestWorkshopAll(t *testing.T) {
 	}
 }
 
-// TestWorkshopFailsOnAServerWithoutKnobs: the workshop is a conformance
-// check: a step that cannot get the contract's answer fails the run.
+// TestWorkshopFailsOnAServerWithoutKnobs: a step that cannot get the
+// contract's answer (here, for want of the knobs) fails the run.
 func TestWorkshopFailsOnAServerWithoutKnobs(t *testing.T) {
 	t.Parallel()
 	base, _ := serveInProcess(t, "WORKSHOP=false")

@@ -25,9 +25,11 @@ import (
 const workshopUsage = `usage: demo-api workshop [--base URL] [--token T] [--step NAME | --all] [--ttl D] [--provider URL]
 
 Walks through every branch of the Idempotency-Key contract against a running
-server, prints each HTTP exchange, and says after each step whether the
-answer is what the contract says. It exits 1 if any step differs, so it is
-also a conformance check for another server of this contract.
+demo-api, prints each HTTP exchange, and says after each step whether the
+answer is what the contract says; it exits 1 if any step differs. It is the
+teaching walk of this service: its steps need demo-api's problem codes and
+workshop knobs. To check another API, or a new operation, from outside, use
+demo-api conformance.
 
 Steps that need the server's workshop knobs (WORKSHOP=true): in-progress,
 lost-response, transient, expiry. The expiry step gives its key a TTL of 5 s
