@@ -67,6 +67,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Room:       cfg.room,
 		Metrics:    m,
 		Path:       idempotency.Path(cfg.path),
+
+		NewKeysPerSecond: cfg.newKeysPerSecond,
+		NewKeysBurst:     cfg.newKeysBurst,
 	}
 	// demo-only{ the expedite
 	if disp.Desk != nil {
@@ -105,6 +108,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "room", cfg.room, "actors", len(tokens),
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", store.Unprepared,
+		"new_keys_per_second", cfg.newKeysPerSecond, "new_keys_burst", cfg.newKeysBurst,
 		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
 	if cfg.workshop && !loopback(ln.Addr()) {
 		logger.Warn("workshop knobs are on and the server listens beyond this machine: "+

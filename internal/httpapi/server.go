@@ -40,6 +40,11 @@ type Deps struct {
 	Lease time.Duration // ownership of a claim
 	// MaxWait caps Prefer: wait (default 10 s).
 	MaxWait time.Duration
+	// NewKeysPerSecond and NewKeysBurst bound the new keys of each actor,
+	// in this process (idempotency.Config); zero: no bound. Over the bound
+	// a request is answered 429 rate_limited and nothing is stored.
+	NewKeysPerSecond float64
+	NewKeysBurst     int
 	// Workshop enables the Workshop-* request headers; without it they are
 	// refused with 400 workshop_disabled.
 	Workshop bool
@@ -110,7 +115,8 @@ func NewServer(d Deps) (http.Handler, error) {
 	}
 	// }demo-only
 	s := &server{Deps: d}
-	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock}
+	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock,
+		NewKeysPerSecond: d.NewKeysPerSecond, NewKeysBurst: d.NewKeysBurst}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome
 	}

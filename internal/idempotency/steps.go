@@ -225,12 +225,12 @@ func (r *Runner) DoSteps(ctx context.Context, req Request, op *Steps, input json
 	if !ok {
 		return r.failed(res, req.Scope, errors.New("idempotency: the store keeps no runs"))
 	}
-	if req.Retry {
-		if got, done, err := r.readFirst(ctx, req); done {
-			got.Path = StepWise
-			return got, err
-		}
+	p, got, done, err := r.admit(ctx, req)
+	if done {
+		got.Path = StepWise
+		return got, err
 	}
+	defer p.done()
 	waitUntil := r.waitUntil(req)
 	for tries := 0; ; tries++ {
 		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
@@ -251,6 +251,7 @@ func (r *Runner) DoSteps(ctx context.Context, req Request, op *Steps, input json
 		kind := Decide(cr.Prev, req.Fingerprint, cr.Now).Kind
 		res.Outcome = claimOutcome(kind)
 		r.observe(req.Scope, StepWise, res.Outcome)
+		r.claimed(p, res.Outcome)
 		// The claim wrote the run, or kept the one it took over (ClaimRun).
 		run, err := rs.LoadRun(ctx, req.Scope)
 		if err != nil {

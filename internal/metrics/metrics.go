@@ -45,7 +45,7 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 		reg: prometheus.NewRegistry(),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "demo_api_idempotency_outcomes_total",
-			Help: "What requests did with their idempotency key, by path (one_phase, two_phase, step_wise): claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun; for runs of several steps also resumed, parked, needs_attention.",
+			Help: "What requests did with their idempotency key, by path (one_phase, two_phase, step_wise): claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun, rate_limited (a new key over the actor's bound: nothing stored); for runs of several steps also resumed, parked, needs_attention.",
 		}, []string{"operation", "path", "outcome"}),
 		answered: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "demo_api_client_attempt_answered",
