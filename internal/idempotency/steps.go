@@ -314,6 +314,7 @@ func (r *Runner) drive(ctx context.Context, rs RunStore, op *Steps, c Claim, run
 		}
 	}
 	resumed := run.Attempts > 1
+	decided := 0 // times a local step was decided afresh in this turn
 	for ; run.State == RunRunning && i < len(op.Steps); i++ {
 		step := op.Steps[i]
 		var effect Effect
@@ -342,9 +343,15 @@ func (r *Runner) drive(ctx context.Context, rs RunStore, op *Steps, c Claim, run
 		prev := run.Point
 		run.Point = step.Name
 		if err := r.save(ctx, rs, c, run, effect, r.cfg.Lease); errors.Is(err, ErrEffectNotApplied) {
-			// What the step read changed before it committed: the next
-			// turn decides it afresh.
+			// What the step read changed before it committed (a cancel
+			// won): decide the step afresh now, so that a refusal is
+			// answered at once; past reruns, the next turn does.
 			run.Point = prev
+			if step.Local != nil && decided+1 < reruns {
+				decided++
+				i--
+				continue
+			}
 			return Response{}, r.park(ctx, rs, c, run, step.Name, err)
 		} else if err != nil {
 			return Response{}, err
