@@ -36,8 +36,12 @@ type Deps struct {
 	// }demo-only
 	// Ready reports whether the database answers (/readyz).
 	Ready func(context.Context) error
-	TTL   time.Duration // replay window of a completed key
-	Lease time.Duration // ownership of a claim
+	// Replication, if set, is shown on /readyz: how the database
+	// replicates commits, as last read (nil before the first reading).
+	// It is read in the background, so /readyz costs no more than Ready.
+	Replication func() any
+	TTL         time.Duration // replay window of a completed key
+	Lease       time.Duration // ownership of a claim
 	// MaxWait caps Prefer: wait (default 10 s).
 	MaxWait time.Duration
 	// NewKeysPerSecond and NewKeysBurst bound the new keys of each actor,

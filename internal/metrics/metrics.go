@@ -36,6 +36,7 @@ type Metrics struct {
 	answered *prometheus.HistogramVec
 	latency  *prometheus.HistogramVec
 	swept    prometheus.Counter
+	waits    prometheus.Gauge
 }
 
 // New registers the metrics, the Go runtime's and the process's, and reads
@@ -60,6 +61,10 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "demo_api_sweeper_deleted_total",
 			Help: "Expired idempotency records the sweeper deleted.",
+		}),
+		waits: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "demo_api_commit_waits_for_standby",
+			Help: "1 when a commit waits for a synchronous standby before it is acknowledged, 0 when it does not (asynchronous: a failover can lose acknowledged keys); absent until read.",
 		}),
 	}
 	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, claimGauges(claims, logger),
@@ -88,6 +93,15 @@ func (m *Metrics) Answered(operation string, n int) {
 // answer was sent.
 func (m *Metrics) Request(route, status string, d time.Duration) {
 	m.latency.WithLabelValues(route, status).Observe(d.Seconds())
+}
+
+// CommitWaits sets whether a commit waits for a synchronous standby.
+func (m *Metrics) CommitWaits(waits bool) {
+	v := 0.0
+	if waits {
+		v = 1
+	}
+	m.waits.Set(v)
 }
 
 // Swept counts records the sweeper deleted.
