@@ -40,8 +40,14 @@ func TestCommitWithoutItsStandbyIsNotAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	// The service says so: its commits wait, and no standby is there.
-	if r, err := postgres.New(db).Replication(ctx); err != nil || !r.CommitWaits || r.Attached != 0 || r.StandbyNames != "absent_standby" {
+	// The service says so: its commits wait, and no standby is there. (Read
+	// on a pool of its own: the bound above is for the commits.)
+	rdb, err := postgres.Open(ctx, pg.URL("postgres"), postgres.LongStatements)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if r, err := postgres.New(rdb).Replication(ctx); err != nil || !r.CommitWaits || r.Attached != 0 || r.StandbyNames != "absent_standby" {
 		t.Fatalf("replication: %+v, %v; want commits that wait, no standby attached", r, err)
 	}
 	if r, err := postgres.New(setup).Replication(ctx); err != nil || r.CommitWaits || r.SynchronousCommit != "local" {
