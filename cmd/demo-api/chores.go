@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/demo-api/demo-api/internal/postgres"
@@ -90,4 +91,62 @@ func migrateCmd(ctx context.Context, cfg config, direction string, stdout io.Wri
 	}
 	fmt.Fprintf(stdout, "migrate %s: done\n", direction)
 	return nil
+}
+
+// replicationEvery is how often serve reads how its commits replicate:
+// /readyz and the gauge show the last reading, so a readiness probe costs
+// no more than a ping.
+const replicationEvery = 30 * time.Second
+
+// replicationWatch keeps the last reading of how the database replicates
+// this service's commits (postgres.Replication), logs it at start and when
+// it changes, and sets the gauge.
+type replicationWatch struct {
+	logger *slog.Logger
+	read   func(context.Context) (postgres.Replication, error)
+	gauge  func(waits bool)
+	last   atomic.Pointer[postgres.Replication]
+}
+
+// latest is the last reading, nil before the first (for /readyz).
+func (w *replicationWatch) latest() any {
+	if r := w.last.Load(); r != nil {
+		return r
+	}
+	return nil
+}
+
+// check reads once, and logs the reading when it is the first or differs
+// from the one before.
+func (w *replicationWatch) check(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := w.read(rctx)
+	if err != nil {
+		w.logger.Warn("read replication settings", "err", err)
+		return
+	}
+	if prev := w.last.Swap(&r); prev == nil || *prev != r {
+		level := slog.LevelInfo
+		if !r.CommitWaits {
+			level = slog.LevelWarn
+		}
+		w.logger.Log(ctx, level, "replication: "+r.Describe(), "synchronous_commit", r.SynchronousCommit,
+			"synchronous_standby_names", r.StandbyNames, "synchronous_standbys_attached", r.Attached)
+	}
+	w.gauge(r.CommitWaits)
+}
+
+// run checks every replicationEvery until ctx ends.
+func (w *replicationWatch) run(ctx context.Context) {
+	t := time.NewTicker(replicationEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.check(ctx)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type config struct {
 	readTimeout     time.Duration // of an HTTP request, headers and body
 	path            string        // "" (each operation's own), one_phase or two_phase
 	unprepared      bool
+	// The bound on new keys per actor, in this process.
+	newKeysPerSecond float64
+	newKeysBurst     int
 
 	// The dispatcher (package delivery).
 	providerURL      string
@@ -111,6 +115,14 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		}
 		fs.IntVar(p, flagName, n, help+" ($"+name+")")
 	}
+	rate := func(p *float64, name, flagName string, def float64, help string) {
+		f, err := strconv.ParseFloat(env(name, strconv.FormatFloat(def, 'g', -1, 64)), 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			envErrs = append(envErrs, envErr{flagName, fmt.Errorf("%s: %q is not a positive number", name, getenv(name))})
+			f = def
+		}
+		fs.Float64Var(p, flagName, f, help+" ($"+name+")")
+	}
 	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL ($DATABASE_URL)")
 	fs.StringVar(&c.listenAddr, "listen", env("LISTEN_ADDR", ":8080"), "listen address ($LISTEN_ADDR)")
 	dur(&c.ttl, "IDEMPOTENCY_TTL", "ttl", "24h", "how long a completed key is replayed")
@@ -119,6 +131,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	dur(&c.readTimeout, "HTTP_READ_TIMEOUT", "read-timeout", "30s", "how long a request may take to arrive, headers and body")
 	dur(&c.shutdownTimeout, "SHUTDOWN_TIMEOUT", "shutdown-timeout", "25s", "how long in-flight requests get to finish on SIGTERM")
 	positive(&c.sweepBatch, "SWEEP_BATCH", "sweep-batch", 500, "rows the sweeper deletes per statement")
+	rate(&c.newKeysPerSecond, "NEW_KEYS_PER_SECOND", "new-keys-per-second", 10, "new idempotency keys each actor may store per second, in this process; over it: 429 rate_limited")
+	positive(&c.newKeysBurst, "NEW_KEYS_BURST", "new-keys-burst", 50, "new idempotency keys each actor may store at once before NEW_KEYS_PER_SECOND applies")
 	fs.StringVar(&c.tokens, "tokens", env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
 	boolean(&c.workshop, "WORKSHOP", "workshop", false, "accept the Workshop-* headers")
 	boolean(&c.room, "WORKSHOP_ROOM", "workshop-room", false, "a workshop room: any bearer token dev-<name> is the participant <name> (with WORKSHOP only; unsafe for anything but a workshop)")
@@ -176,6 +190,12 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	}
 	if cmd == "dispatch" && c.providerURL == "" {
 		return c, fmt.Errorf("set PROVIDER_URL (or -provider-url) to the review desk's URL")
+	}
+	if cmd == "serve" && (!(c.newKeysPerSecond > 0) || math.IsInf(c.newKeysPerSecond, 0)) {
+		return c, fmt.Errorf("NEW_KEYS_PER_SECOND must be a positive number: the bound on new keys per actor is always on (raise it to loosen it)")
+	}
+	if cmd == "serve" && c.newKeysBurst < 1 {
+		return c, fmt.Errorf("NEW_KEYS_BURST must be at least 1: an actor must be able to store one new key")
 	}
 	if c.path != "" && c.path != string(idempotency.OnePhase) && c.path != string(idempotency.TwoPhase) {
 		return c, fmt.Errorf("IDEMPOTENCY_PATH must be one_phase, two_phase or empty")

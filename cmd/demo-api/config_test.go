@@ -81,6 +81,18 @@ func TestLoadConfig(t *testing.T) {
 		{name: "dispatch needs no tokens", cmd: "dispatch", env: map[string]string{"DATABASE_URL": "postgres://db/x", "PROVIDER_URL": "http://desk"},
 			check: func(c config) bool { return c.providerURL == "http://desk" }},
 		{name: "lease over ttl", env: with("IDEMPOTENCY_TTL", "1m", "IDEMPOTENCY_LEASE", "2m"), wantErr: "IDEMPOTENCY_LEASE"},
+		{name: "the bound on new keys is on by default", env: base, check: func(c config) bool {
+			return c.newKeysPerSecond == 10 && c.newKeysBurst == 50
+		}},
+		{name: "the bound on new keys raised", env: with("NEW_KEYS_PER_SECOND", "2500.5", "NEW_KEYS_BURST", "10000"), check: func(c config) bool {
+			return c.newKeysPerSecond == 2500.5 && c.newKeysBurst == 10000
+		}},
+		{name: "NEW_KEYS_PER_SECOND=0 is refused", env: with("NEW_KEYS_PER_SECOND", "0"), wantErr: `NEW_KEYS_PER_SECOND: "0" is not a positive number`},
+		{name: "NEW_KEYS_PER_SECOND=Inf is refused", env: with("NEW_KEYS_PER_SECOND", "Inf"), wantErr: "NEW_KEYS_PER_SECOND"},
+		{name: "NEW_KEYS_PER_SECOND=fast is refused", env: with("NEW_KEYS_PER_SECOND", "fast"), wantErr: "NEW_KEYS_PER_SECOND"},
+		{name: "NEW_KEYS_BURST=0 is refused", env: with("NEW_KEYS_BURST", "0"), wantErr: "NEW_KEYS_BURST"},
+		{name: "a zero rate by flag is refused", env: base, args: []string{"-new-keys-per-second", "0"}, wantErr: "the bound on new keys per actor is always on"},
+		{name: "a zero burst by flag is refused", env: base, args: []string{"-new-keys-burst", "0"}, wantErr: "NEW_KEYS_BURST must be at least 1"},
 		{name: "log format", env: with("LOG_FORMAT", "xml"), wantErr: "LOG_FORMAT"},
 		{name: "unknown flag", env: base, args: []string{"-nope"}, wantErr: "-nope"},
 		{name: "stray argument", env: base, args: []string{"extra"}, wantErr: `unexpected argument "extra"`},

@@ -283,7 +283,10 @@ func TestGracefulShutdown(t *testing.T) {
 	if n := countRows(t, url); n != 1 {
 		t.Fatalf("%d business rows, want 1", n)
 	}
-	for _, msg := range []string{`"msg":"shutting down"`, `"msg":"stopped"`} {
+	// At start it said whether a commit waits for a synchronous standby:
+	// not on a single server.
+	for _, msg := range []string{`"msg":"replication: asynchronous`, `"synchronous_standbys_attached":0`,
+		`"msg":"shutting down"`, `"msg":"stopped"`} {
 		if !strings.Contains(p.log(), msg) {
 			t.Fatalf("log lacks %s", msg)
 		}

@@ -53,20 +53,26 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	m := metrics.New(store, logger)
 	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
 
+	repl := &replicationWatch{logger: logger, read: store.Replication, gauge: m.CommitWaits}
+	repl.check(ctx) // says at start whether a commit waits for a synchronous standby
 	deps := httpapi.Deps{
-		Logger:     logger,
-		Keys:       store,
-		Demo:       &demo.Service{Store: store, RefusedTopics: cfg.refused()},
-		Writes:     store,
-		Deliveries: disp,
-		Tokens:     tokens,
-		Ready:      store.Ping,
-		TTL:        cfg.ttl,
-		Lease:      cfg.lease,
-		Workshop:   cfg.workshop,
-		Room:       cfg.room,
-		Metrics:    m,
-		Path:       idempotency.Path(cfg.path),
+		Logger:      logger,
+		Keys:        store,
+		Demo:        &demo.Service{Store: store, RefusedTopics: cfg.refused()},
+		Writes:      store,
+		Deliveries:  disp,
+		Tokens:      tokens,
+		Ready:       store.Ping,
+		Replication: repl.latest,
+		TTL:         cfg.ttl,
+		Lease:       cfg.lease,
+		Workshop:    cfg.workshop,
+		Room:        cfg.room,
+		Metrics:     m,
+		Path:        idempotency.Path(cfg.path),
+
+		NewKeysPerSecond: cfg.newKeysPerSecond,
+		NewKeysBurst:     cfg.newKeysBurst,
 	}
 	// demo-only{ the expedite
 	if disp.Desk != nil {
@@ -89,6 +95,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { sweep(sweepCtx, logger, chores, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
+	wg.Go(func() { repl.run(sweepCtx) })
 	defer func() { stopSweep(); wg.Wait() }()
 	if disp.Desk != nil && cfg.dispatch {
 		wg.Go(func() { disp.Run(sweepCtx) })
@@ -105,6 +112,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.workshop, "room", cfg.room, "actors", len(tokens),
 		"ttl", cfg.ttl, "lease", cfg.lease, "path", cfg.path, "unprepared", store.Unprepared,
+		"new_keys_per_second", cfg.newKeysPerSecond, "new_keys_burst", cfg.newKeysBurst,
 		"provider", cfg.providerURL, "dispatch", disp.Desk != nil && cfg.dispatch)
 	if cfg.workshop && !loopback(ln.Addr()) {
 		logger.Warn("workshop knobs are on and the server listens beyond this machine: "+

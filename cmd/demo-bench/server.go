@@ -77,7 +77,8 @@ type serverProc struct {
 
 // serverEnv is the environment of both servers: a loopback port of their
 // choosing, the bench's token for actor "bench", JSON logs (to a file), and
-// the sweeper idle so that every statement during a phase is a request's.
+// the sweeper idle so that every statement during a phase is a request's,
+// and the bound on new keys far above what one actor sends here.
 func serverEnv(databaseURL, token string) []string {
 	return append([]string{
 		"PATH=" + os.Getenv("PATH"),
@@ -86,6 +87,7 @@ func serverEnv(databaseURL, token string) []string {
 		"API_TOKENS=bench:" + auth.Hash(token),
 		"LOG_FORMAT=json",
 		"SWEEP_INTERVAL=1h",
+		"NEW_KEYS_PER_SECOND=1000000", "NEW_KEYS_BURST=1000000",
 	}, extraServerEnv...)
 }
 

@@ -139,7 +139,8 @@ func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 			"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + u.String(), "LISTEN_ADDR=" + addr,
 			"API_TOKENS=" + actor + ":" + auth.Hash(token), "LOG_FORMAT=json", "IDEMPOTENCY_LEASE=" + lease.String(),
 			"SHUTDOWN_TIMEOUT=5s", "PROVIDER_URL=" + e.desk.url, "DISPATCH_CALL_TIMEOUT=1s",
-			"DISPATCH_FIRST_RETRY=200ms", "DISPATCH_MAX_ATTEMPTS=6", "IDEMPOTENCY_PATH=" + paths[i], "WORKSHOP=true"}}
+			"DISPATCH_FIRST_RETRY=200ms", "DISPATCH_MAX_ATTEMPTS=6", "IDEMPOTENCY_PATH=" + paths[i], "WORKSHOP=true",
+			"NEW_KEYS_PER_SECOND=1000000", "NEW_KEYS_BURST=1000000"}}
 		e.replicas[i] = r
 		if err := e.start(ctx, r.proc, "/readyz"); err != nil {
 			return nil, err

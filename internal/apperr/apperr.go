@@ -50,6 +50,10 @@ var (
 	KeyPayloadMismatch = define("key_payload_mismatch", 422, "Idempotency key reused with a different payload",
 		"This idempotency key was already used for a request with different significant fields: a key names one intent. Nothing was run or changed. Make a new key for a new intent; do not retry this request as it is.")
 
+	// The bound on new keys: nothing runs, nothing is stored.
+	RateLimited = define("rate_limited", 429, "Too many new keys",
+		"This actor sent more new idempotency keys than the service takes in a moment. Nothing was run or stored for this request. Send the same request, with the same key, after Retry-After seconds. A retry of a key the service already holds is never refused this way: the key is not a rate limit, and a client that makes a new key for every attempt meets this bound.")
+
 	// Refusals by a business rule, decided after the claim: stored and replayed
 	// like a success. A new operation's refusal is one more line here.
 	TopicRefused = define("topic_refused", 422, "Topic refused",

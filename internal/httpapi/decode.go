@@ -35,6 +35,11 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return apperr.Errorf(apperr.UnsupportedMediaType, "send the body in UTF-8 (charset=%q is not)", cs)
 	}
+	if r.ContentLength > MaxBodyBytes {
+		// Declared over the limit: answered before the body is read, not
+		// after the read timeout of a body that may never come.
+		return apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", MaxBodyBytes)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 		return apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", MaxBodyBytes)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,8 +328,11 @@ func TestExpediteNeedsAttention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, point, run, _ := x.outcome("key-x1"); point != "ordered" || run != "needs_attention" {
-		t.Fatalf("outcome: point %s, run %s, want ordered, needs_attention", point, run)
+	if state, point, run, _ := x.outcome("key-x1"); state != "needs_attention" || point != "ordered" || run != "needs_attention" {
+		t.Fatalf("outcome: state %s, point %s, run %s, want needs_attention, ordered, needs_attention", state, point, run)
+	}
+	if o := x.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/key-x1?operation=" + httpapi.ExpediteOperation, token: tokenAlice}); strings.Contains(string(o.Body), "leaseRemainingSeconds") {
+		t.Fatalf("the outcome of a run that needs attention shows a lease: %s", o.Body)
 	}
 	x.clock.Advance(testLease)
 	// Whatever the retry (one that reads the key first, a first attempt's
@@ -407,4 +411,47 @@ func TestExpediteRunLongerThanTheTTL(t *testing.T) {
 			x.checkDesk(1, 1, 0, map[string]int{"POST /v1/slots": 1, "POST /v1/charges": 1})
 		})
 	}
+}
+
+// orderHooked is the store with a hook that runs when an expedite's first
+// step has read the request and decided to order, before its order is
+// written.
+type orderHooked struct {
+	*postgres.Store
+	hook func()
+}
+
+func (o orderHooked) OrderExpedite(actor string, e demo.Expedite) idempotency.Effect {
+	o.hook()
+	return o.Store.OrderExpedite(actor, e)
+}
+
+// TestFirstExpediteLosingToACancel: a cancel that commits between the
+// expedite's read of the request and its order's write wins (the rule of
+// docs/steps.md); the expedite learns it at its write and answers the
+// refusal at once, 422 request_not_expeditable, not a 409 that the
+// completer turns into the 422 later. Nothing reaches the desk.
+func TestFirstExpediteLosingToACancel(t *testing.T) {
+	t.Parallel()
+	var x *expediteEnv
+	var once sync.Once
+	cancelled := make(chan reply, 1)
+	x = newExpediteEnv(t, func(d *httpapi.Deps, s *postgres.Store) {
+		d.Expedites = orderHooked{Store: s, hook: func() {
+			once.Do(func() {
+				cancelled <- x.must(req{path: "/v1/demo-requests/" + x.id + "/cancel", token: tokenAlice, keys: []string{"key-cancel"}})
+			})
+		}}
+	})
+	r := x.expedite("key-x1", 1, nil)
+	if c := <-cancelled; c.Status != http.StatusOK {
+		t.Fatalf("the cancel: %d %s, want 200", c.Status, c.Body)
+	}
+	if r.Status != http.StatusUnprocessableEntity || r.problem(t) != "request_not_expeditable" {
+		t.Fatalf("the expedite that lost to the cancel: %d %s, want 422 request_not_expeditable at once", r.Status, r.Body)
+	}
+	if again := x.expedite("key-x1", 2, nil); again.Status != http.StatusUnprocessableEntity || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("its retry: %d %s, want the 422 replayed", again.Status, again.Body)
+	}
+	x.checkDesk(0, 0, 0, map[string]int{"POST /v1/slots": 0})
 }

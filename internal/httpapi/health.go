@@ -20,8 +20,9 @@ func handleHealthz() http.Handler {
 }
 
 // handleReadyz answers 200 while the database answers, 503 otherwise, and
-// within readyTimeout either way.
-func handleReadyz(logger *slog.Logger, ready func(context.Context) error) http.Handler {
+// within readyTimeout either way. Its detail says how commits replicate,
+// when replication is set.
+func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replication func() any) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
@@ -29,7 +30,13 @@ func handleReadyz(logger *slog.Logger, ready func(context.Context) error) http.H
 			writeError(logger, w, r, &apperr.Error{Code: apperr.Unavailable, Message: "the database does not answer", RetryAfter: time.Second, Err: err})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		body := map[string]any{"status": "ready"}
+		if replication != nil {
+			if r := replication(); r != nil {
+				body["replication"] = r
+			}
+		}
+		writeJSON(w, http.StatusOK, body)
 	})
 }
 

@@ -15,6 +15,10 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
+// keyNeedsAttention is the outcome route's state of a key whose run needs
+// attention.
+const keyNeedsAttention = "needs_attention"
+
 // keyOutcome is the body of the outcome route.
 type keyOutcome struct {
 	Key                   string     `json:"key"`
@@ -99,6 +103,11 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ops []route) 
 			if run != nil {
 				out.Run = &runOutcome{RecoveryPoint: run.Point, State: string(run.State), References: run.Refs,
 					Attempts: run.Attempts, LastError: run.LastError}
+			}
+			if run != nil && run.State == idempotency.RunNeedsAttention && rec.State == idempotency.InProgress {
+				// No owner works on it and no lease will pass: only an
+				// operator moves it (docs/steps.md).
+				out.State, out.LeaseRemainingSeconds = keyNeedsAttention, nil
 			}
 		}
 		writeJSON(w, http.StatusOK, out)

@@ -56,7 +56,7 @@ func (s *server) base() chi.Router {
 	r.NotFound(handleProblem(s.Logger, errNoRoute))
 	r.MethodNotAllowed(handleMethodNotAllowed(s.Logger, r))
 	r.Method(http.MethodGet, "/healthz", handleHealthz())
-	r.Method(http.MethodGet, "/readyz", handleReadyz(s.Logger, s.Ready))
+	r.Method(http.MethodGet, "/readyz", handleReadyz(s.Logger, s.Ready, s.Replication))
 	if s.Metrics != nil {
 		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
 	}

@@ -36,10 +36,19 @@ type Deps struct {
 	// }demo-only
 	// Ready reports whether the database answers (/readyz).
 	Ready func(context.Context) error
-	TTL   time.Duration // replay window of a completed key
-	Lease time.Duration // ownership of a claim
+	// Replication, if set, is shown on /readyz: how the database
+	// replicates commits, as last read (nil before the first reading).
+	// It is read in the background, so /readyz costs no more than Ready.
+	Replication func() any
+	TTL         time.Duration // replay window of a completed key
+	Lease       time.Duration // ownership of a claim
 	// MaxWait caps Prefer: wait (default 10 s).
 	MaxWait time.Duration
+	// NewKeysPerSecond and NewKeysBurst bound the new keys of each actor,
+	// in this process (idempotency.Config); zero: no bound. Over the bound
+	// a request is answered 429 rate_limited and nothing is stored.
+	NewKeysPerSecond float64
+	NewKeysBurst     int
 	// Workshop enables the Workshop-* request headers; without it they are
 	// refused with 400 workshop_disabled.
 	Workshop bool
@@ -110,7 +119,8 @@ func NewServer(d Deps) (http.Handler, error) {
 	}
 	// }demo-only
 	s := &server{Deps: d}
-	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock}
+	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock,
+		NewKeysPerSecond: d.NewKeysPerSecond, NewKeysBurst: d.NewKeysBurst}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome
 	}

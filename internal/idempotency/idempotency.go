@@ -196,12 +196,21 @@ type Config struct {
 	Clock func() time.Time
 	// Observe, if set, is told every outcome as it happens (for metrics).
 	Observe func(operation string, p Path, o Outcome)
+	// NewKeysPerSecond and NewKeysBurst bound the new keys of each actor:
+	// a token bucket per actor, in this process, that refills at
+	// NewKeysPerSecond and holds NewKeysBurst. A request that would store a
+	// new key over the bound is refused (rate_limited), and nothing is
+	// stored; a request whose key is stored is never refused by it. Zero:
+	// no bound.
+	NewKeysPerSecond float64
+	NewKeysBurst     int
 }
 
 // Runner applies the state machine around a Work.
 type Runner struct {
 	cfg     Config
 	waiters waiters
+	newKeys *newKeys // nil: no bound
 }
 
 // NewRunner returns a Runner, or an error naming what cfg lacks.
@@ -215,6 +224,8 @@ func NewRunner(cfg Config) (*Runner, error) {
 		return nil, errors.New("idempotency: the TTL must be at least the lease")
 	case cfg.MaxWait < 0:
 		return nil, errors.New("idempotency: MaxWait must not be negative")
+	case cfg.NewKeysPerSecond < 0 || (cfg.NewKeysPerSecond > 0 && cfg.NewKeysBurst < 1):
+		return nil, errors.New("idempotency: a bound on new keys needs a positive rate and a burst of at least 1")
 	}
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 10 * time.Second
@@ -222,7 +233,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}}, nil
+	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}, newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst)}, nil
 }
 
 // ttl is how long the record req writes is replayed.
@@ -265,43 +276,79 @@ const (
 // Errors: operation_in_progress (with RetryAfter) while another attempt owns
 // the key, or after this one lost its lease; ctx's error when its client left
 // while it waited for another attempt; key_payload_mismatch when the
-// key was used with a different fingerprint; any error of the store or of
-// the work (the claim, if any, released).
+// key was used with a different fingerprint; rate_limited (with RetryAfter)
+// when the key is new and its actor is over the bound on new keys; any
+// error of the store or of the work (the claim, if any, released).
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
-	if req.Retry {
-		if res, done, err := r.readFirst(ctx, req); done {
-			return res, err
-		}
+	p, res, done, err := r.admit(ctx, req)
+	if done {
+		return res, err
 	}
+	defer p.done()
 	if req.Path == OnePhase {
-		return r.onePhase(ctx, req, work)
+		return r.onePhase(ctx, req, work, p)
 	}
-	return r.twoPhase(ctx, req, work)
+	return r.twoPhase(ctx, req, work, p)
 }
 
-// readFirst answers a retry from one read of its key when the key decides
-// it (a replay, a mismatch, a busy key: 409 or the wait's replay), so the
+// admit decides whether req goes on to its path's statement: a retry first
+// reads its key (readFirst); then the bound on new keys admits it (newKeys)
+// or, when its actor is over the bound, the store is asked: a stored key
+// is answered from the read, or goes on without a token when its lease
+// passed; a new one is refused. It reports done with the answer when req
+// goes no further.
+func (r *Runner) admit(ctx context.Context, req Request) (p *pass, res Result, done bool, err error) {
+	read, kind := false, ClaimNew
+	if req.Retry {
+		if res, kind, done, err = r.readFirst(ctx, req); done {
+			return nil, res, done, err
+		}
+		read = true
+	}
+	if r.newKeys == nil {
+		return nil, res, false, nil
+	}
+	p, wait := r.newKeys.admit(req.Scope, r.cfg.Clock())
+	if p != nil {
+		return p, res, false, nil
+	}
+	if !read {
+		if res, kind, done, err = r.readFirst(ctx, req); done {
+			return nil, res, done, err
+		}
+	}
+	if kind == TakeOverLease {
+		return r.newKeys.follow(req.Scope), res, false, nil
+	}
+	res = Result{Path: req.Path, Outcome: OutcomeRateLimited}
+	r.observe(req.Scope, req.Path, res.Outcome)
+	return nil, res, true, rateLimited(wait)
+}
+
+// readFirst answers a request from one read of its key when the key decides
+// it (a replay, a mismatch, a busy key: 409 or the wait's replay), so a
 // retry reads instead of running the path's statement. It reports done
-// false when the read found no key, one to take over, or failed: then the
-// path's statement runs, and its race rules decide as for any request.
-func (r *Runner) readFirst(ctx context.Context, req Request) (res Result, done bool, err error) {
+// false, with what the read found, when it found no key, one to take over,
+// or failed (then as no key): then the path's statement runs, and its race
+// rules decide as for any request.
+func (r *Runner) readFirst(ctx context.Context, req Request) (res Result, kind Kind, done bool, err error) {
 	res = Result{Path: req.Path}
 	rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
 	if err != nil || rec == nil {
-		return res, false, nil
+		return res, ClaimNew, false, nil
 	}
-	switch Decide(rec, req.Fingerprint, now).Kind {
+	switch kind = Decide(rec, req.Fingerprint, now).Kind; kind {
 	case Replay, Mismatch, Busy:
 		done, err = r.taken(ctx, req, ClaimResult{Prev: rec, Now: now}, r.waitUntil(req), &res, 0)
-		return res, done, err
+		return res, kind, done, err
 	}
-	return res, false, nil
+	return res, kind, false, nil
 }
 
 // onePhase decides first, then runs one statement that writes the key
 // completed with the answer and the business change where the scope is
 // free (CreateResultAndFinishAtomically), or reports the row that holds it.
-func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, error) {
+func (r *Runner) onePhase(ctx context.Context, req Request, work Work, p *pass) (Result, error) {
 	res := Result{Path: OnePhase}
 	waitUntil := r.waitUntil(req)
 	// The statement is the finish: a client that hangs up must not cancel
@@ -323,6 +370,7 @@ func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, 
 		case cr.Claimed:
 			res.Outcome, res.Response = claimOutcome(Decide(cr.Prev, req.Fingerprint, cr.Now).Kind), d.Response
 			r.observe(req.Scope, OnePhase, res.Outcome)
+			r.claimed(p, res.Outcome)
 			return res, nil
 		}
 		if done, err := r.taken(clientCtx, req, cr, waitUntil, &res, tries); done {
@@ -333,7 +381,7 @@ func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, 
 
 // twoPhase claims the key in its own commit, runs the work, and finishes
 // the claim fenced by its token (run).
-func (r *Runner) twoPhase(ctx context.Context, req Request, work Work) (Result, error) {
+func (r *Runner) twoPhase(ctx context.Context, req Request, work Work, p *pass) (Result, error) {
 	res := Result{Path: TwoPhase}
 	waitUntil := r.waitUntil(req)
 	for tries := 0; ; tries++ {
@@ -349,6 +397,7 @@ func (r *Runner) twoPhase(ctx context.Context, req Request, work Work) (Result, 
 		if cr.Claimed {
 			res.Outcome = claimOutcome(Decide(cr.Prev, req.Fingerprint, cr.Now).Kind)
 			r.observe(req.Scope, TwoPhase, res.Outcome)
+			r.claimed(p, res.Outcome)
 			return r.run(ctx, c, leaseEnd, res, work)
 		}
 		if done, err := r.taken(ctx, req, cr, waitUntil, &res, tries); done {
@@ -550,6 +599,14 @@ func (r *Runner) failed(res Result, s Scope, err error) (Result, error) {
 func (r *Runner) observe(s Scope, p Path, o Outcome) {
 	if r.cfg.Observe != nil {
 		r.cfg.Observe(s.Operation, p, o)
+	}
+}
+
+// claimed takes the token of p when its claim wrote a new key: one where
+// none was, or where one had expired. A lease taken over is the same key.
+func (r *Runner) claimed(p *pass, o Outcome) {
+	if o == OutcomeClaimed || o == OutcomeExpiredTakenOver {
+		p.claimed(r.cfg.Clock())
 	}
 }
 

@@ -225,12 +225,12 @@ func (r *Runner) DoSteps(ctx context.Context, req Request, op *Steps, input json
 	if !ok {
 		return r.failed(res, req.Scope, errors.New("idempotency: the store keeps no runs"))
 	}
-	if req.Retry {
-		if got, done, err := r.readFirst(ctx, req); done {
-			got.Path = StepWise
-			return got, err
-		}
+	p, got, done, err := r.admit(ctx, req)
+	if done {
+		got.Path = StepWise
+		return got, err
 	}
+	defer p.done()
 	waitUntil := r.waitUntil(req)
 	for tries := 0; ; tries++ {
 		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
@@ -251,6 +251,7 @@ func (r *Runner) DoSteps(ctx context.Context, req Request, op *Steps, input json
 		kind := Decide(cr.Prev, req.Fingerprint, cr.Now).Kind
 		res.Outcome = claimOutcome(kind)
 		r.observe(req.Scope, StepWise, res.Outcome)
+		r.claimed(p, res.Outcome)
 		// The claim wrote the run, or kept the one it took over (ClaimRun).
 		run, err := rs.LoadRun(ctx, req.Scope)
 		if err != nil {
@@ -313,6 +314,7 @@ func (r *Runner) drive(ctx context.Context, rs RunStore, op *Steps, c Claim, run
 		}
 	}
 	resumed := run.Attempts > 1
+	decided := 0 // times a local step was decided afresh in this turn
 	for ; run.State == RunRunning && i < len(op.Steps); i++ {
 		step := op.Steps[i]
 		var effect Effect
@@ -341,9 +343,15 @@ func (r *Runner) drive(ctx context.Context, rs RunStore, op *Steps, c Claim, run
 		prev := run.Point
 		run.Point = step.Name
 		if err := r.save(ctx, rs, c, run, effect, r.cfg.Lease); errors.Is(err, ErrEffectNotApplied) {
-			// What the step read changed before it committed: the next
-			// turn decides it afresh.
+			// What the step read changed before it committed (a cancel
+			// won): decide the step afresh now, so that a refusal is
+			// answered at once; past reruns, the next turn does.
 			run.Point = prev
+			if step.Local != nil && decided+1 < reruns {
+				decided++
+				i--
+				continue
+			}
 			return Response{}, r.park(ctx, rs, c, run, step.Name, err)
 		} else if err != nil {
 			return Response{}, err

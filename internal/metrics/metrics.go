@@ -36,6 +36,7 @@ type Metrics struct {
 	answered *prometheus.HistogramVec
 	latency  *prometheus.HistogramVec
 	swept    prometheus.Counter
+	waits    prometheus.Gauge
 }
 
 // New registers the metrics, the Go runtime's and the process's, and reads
@@ -45,7 +46,7 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 		reg: prometheus.NewRegistry(),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "demo_api_idempotency_outcomes_total",
-			Help: "What requests did with their idempotency key, by path (one_phase, two_phase, step_wise): claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun; for runs of several steps also resumed, parked, needs_attention.",
+			Help: "What requests did with their idempotency key, by path (one_phase, two_phase, step_wise): claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun, rate_limited (a new key over the actor's bound: nothing stored); for runs of several steps also resumed, parked, needs_attention.",
 		}, []string{"operation", "path", "outcome"}),
 		answered: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "demo_api_client_attempt_answered",
@@ -60,6 +61,10 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "demo_api_sweeper_deleted_total",
 			Help: "Expired idempotency records the sweeper deleted.",
+		}),
+		waits: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "demo_api_commit_waits_for_standby",
+			Help: "1 when a commit waits for a synchronous standby before it is acknowledged, 0 when it does not (asynchronous: a failover can lose acknowledged keys); absent until read.",
 		}),
 	}
 	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, claimGauges(claims, logger),
@@ -88,6 +93,15 @@ func (m *Metrics) Answered(operation string, n int) {
 // answer was sent.
 func (m *Metrics) Request(route, status string, d time.Duration) {
 	m.latency.WithLabelValues(route, status).Observe(d.Seconds())
+}
+
+// CommitWaits sets whether a commit waits for a synchronous standby.
+func (m *Metrics) CommitWaits(waits bool) {
+	v := 0.0
+	if waits {
+		v = 1
+	}
+	m.waits.Set(v)
 }
 
 // Swept counts records the sweeper deleted.

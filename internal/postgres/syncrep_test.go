@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,19 @@ func TestCommitWithoutItsStandbyIsNotAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	// The service says so: its commits wait, and no standby is there. (Read
+	// on a pool of its own: the bound above is for the commits.)
+	rdb, err := postgres.Open(ctx, pg.URL("postgres"), postgres.LongStatements)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if r, err := postgres.New(rdb).Replication(ctx); err != nil || !r.CommitWaits || r.Attached != 0 || r.StandbyNames != "absent_standby" {
+		t.Fatalf("replication: %+v, %v; want commits that wait, no standby attached", r, err)
+	}
+	if r, err := postgres.New(setup).Replication(ctx); err != nil || r.CommitWaits || r.SynchronousCommit != "local" {
+		t.Fatalf("replication of a session with synchronous_commit=local: %+v, %v; want commits that do not wait", r, err)
+	}
 	for _, run := range []struct {
 		name string
 		fn   func() error
@@ -82,5 +96,18 @@ func TestCommitWithoutItsStandbyIsNotAcknowledged(t *testing.T) {
 		if e, ok := errors.AsType[*apperr.Error](postgres.DBErr(err)); !ok || e.Code != apperr.Unavailable {
 			t.Fatalf("%s: %v is not answered as unavailable", run.name, err)
 		}
+	}
+}
+
+// TestReplicationOfASingleServer: a server without standbys says its
+// commits wait for none.
+func TestReplicationOfASingleServer(t *testing.T) {
+	store, _, _ := newStore(t) // parallel
+	r, err := store.Replication(context.Background())
+	if err != nil || r.CommitWaits || r.StandbyNames != "" || r.Attached != 0 {
+		t.Fatalf("replication: %+v, %v; want asynchronous (no standby named), none attached", r, err)
+	}
+	if !strings.HasPrefix(r.Describe(), "asynchronous") {
+		t.Fatalf("described as %q", r.Describe())
 	}
 }

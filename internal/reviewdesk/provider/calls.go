@@ -38,7 +38,10 @@ func handleNewCall[In any, Row receipted](s *Server, c newCall[In, Row]) http.Ha
 			return
 		}
 		var in In
-		if err := decodeBody(w, r, &in); err != nil || !c.valid(in) {
+		if err := decodeBody(w, r, &in); err != nil {
+			writeBodyError(w, err, c.usage)
+			return
+		} else if !c.valid(in) {
 			writeProblem(w, http.StatusBadRequest, "invalid_body", c.usage)
 			return
 		}

@@ -278,11 +278,33 @@ func idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return key, true
 }
 
+// errBodyTooLarge is decodeBody's error for a body over maxBody, as sent or
+// as declared.
+var errBodyTooLarge = fmt.Errorf("the body must be at most %d bytes", maxBody)
+
 // decodeBody reads the request's JSON body into v, refusing unknown fields.
+// A body declared over the limit is refused before it is read.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if r.ContentLength > maxBody {
+		return errBodyTooLarge
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	err := dec.Decode(v)
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+		return errBodyTooLarge
+	}
+	return err
+}
+
+// writeBodyError answers a body decodeBody refused: 413 body_too_large
+// when it is over the limit, else 400 invalid_body with usage.
+func writeBodyError(w http.ResponseWriter, err error, usage string) {
+	if errors.Is(err, errBodyTooLarge) {
+		writeProblem(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
+		return
+	}
+	writeProblem(w, http.StatusBadRequest, "invalid_body", usage)
 }
 
 // refused answers a new call to resource 422 while the refuse knob is on
@@ -386,10 +408,8 @@ func (s *Server) handlePutFaults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var f Faults
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		writeProblem(w, http.StatusBadRequest, "invalid_body", "send the faults as JSON: delay, holdAnswer, failNext, dropResponses, refuse, down, only, account")
+	if err := decodeBody(w, r, &f); err != nil {
+		writeBodyError(w, err, "send the faults as JSON: delay, holdAnswer, failNext, dropResponses, refuse, down, only, account")
 		return
 	}
 	if err := s.SetFaults(f); err != nil {

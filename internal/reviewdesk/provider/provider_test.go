@@ -1,14 +1,18 @@
 package provider_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -1273,5 +1277,51 @@ func TestDeskFaultsPerAccount(t *testing.T) {
 	}
 	if got := (provider.Faults{Down: true, Account: "cy"}).String(); !strings.Contains(got, "account=cy") {
 		t.Fatalf("Faults.String: %s", got)
+	}
+}
+
+// TestOversizeBody: the desk answers a body over its limit 413
+// body_too_large, as sent or as declared (at once, before the body).
+func TestOversizeBody(t *testing.T) {
+	t.Parallel()
+	d := testkit.StartDesk(t, nil)
+	big := `{"requestId":"` + sub.RequestID + `","topic":"billing","note":"` + strings.Repeat("x", 20<<10) + `"}`
+	for _, route := range []string{"/v1/submissions", "/v1/faults"} {
+		method := http.MethodPost
+		if route == "/v1/faults" {
+			method = http.MethodPut
+		}
+		req, _ := http.NewRequest(method, d.URL+route, strings.NewReader(big))
+		req.Header.Set("Idempotency-Key", "k-big")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct{ Code string }
+		json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || p.Code != "body_too_large" ||
+			resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%s %s of %d bytes: %d %q, want 413 body_too_large", method, route, len(big), resp.StatusCode, p.Code)
+		}
+	}
+
+	u, _ := url.Parse(d.URL)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/submissions HTTP/1.1\r\nHost: %s\r\nIdempotency-Key: k-declared\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{",
+		u.Host, 1<<20)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a declared oversize body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a declared oversize body: %d, want 413", resp.StatusCode)
 	}
 }

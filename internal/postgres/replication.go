@@ -1,0 +1,53 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// Replication says whether a commit waits for a synchronous standby: with
+// asynchronous replication an acknowledged key can be lost in a failover.
+type Replication struct {
+	SynchronousCommit string `json:"synchronousCommit"`       // the setting
+	StandbyNames      string `json:"synchronousStandbyNames"` // the setting; empty: none
+	// CommitWaits is true when a commit waits for a synchronous standby
+	// before it is acknowledged.
+	CommitWaits bool `json:"commitWaitsForStandby"`
+	// Attached is how many synchronous standbys are connected now; -1 when
+	// the role may not see it (pg_read_all_stats).
+	Attached int `json:"synchronousStandbysAttached"`
+}
+
+// Describe says it in a few words, for a log line.
+func (r Replication) Describe() string {
+	switch {
+	case !r.CommitWaits:
+		return "asynchronous: a commit does not wait for a standby, and a failover can lose acknowledged keys"
+	case r.Attached == 0:
+		return "synchronous, with no synchronous standby attached: commits wait until one is"
+	}
+	return "synchronous: a commit waits for a synchronous standby"
+}
+
+var commitReplicationSQL = statement("commit_replication.sql")
+
+// Replication reads how the server replicates this pool's commits
+// (commit_replication.sql): one cheap read, for a periodic check.
+func (s *Store) Replication(ctx context.Context) (Replication, error) {
+	var row struct {
+		Commit   string `db:"synchronous_commit"`
+		Names    string `db:"standby_names"`
+		Attached int    `db:"attached"`
+		Hidden   int    `db:"hidden"`
+	}
+	if err := s.db.GetContext(ctx, &row, commitReplicationSQL); err != nil {
+		return Replication{}, fmt.Errorf("read replication settings: %w", dbErr(err))
+	}
+	r := Replication{SynchronousCommit: row.Commit, StandbyNames: row.Names, Attached: row.Attached,
+		CommitWaits: row.Names != "" && slices.Contains([]string{"on", "remote_write", "remote_apply"}, row.Commit)}
+	if row.Attached == 0 && row.Hidden > 0 {
+		r.Attached = -1
+	}
+	return r, nil
+}
