@@ -71,7 +71,7 @@ func (e *env) acceptFor(t *testing.T, actor string, n int) []string {
 func (e *env) dispatcher(maxAttempts int) (*delivery.Dispatcher, *counts) {
 	c := &counts{}
 	return &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: c, MaxAttempts: maxAttempts, CallTimeout: 2 * time.Second, Batch: 16, Idle: 20 * time.Millisecond}, c
+		Metrics: c, MaxAttempts: maxAttempts, CallTimeout: 10 * time.Second, Batch: 16, Idle: 20 * time.Millisecond}, c
 }
 
 // drain runs rounds, moving the clock past every backoff, until none is due.
