@@ -10,7 +10,8 @@
 #                   clones on one machine can run side by side.
 #                   WORKSHOP_ROOM=true LISTEN_ADDR=0.0.0.0:8080 make run opens a
 #                   workshop room: any token dev-<name> is the participant
-#                   <name> (no secret: for a workshop only).
+#                   dev-<name> (no secret: for a workshop only), and the desk
+#                   listens on LISTEN_ADDR's host too (port 8090).
 #   make db-stop    stop that cluster
 #   make db-reset   stop it and delete its data: the next make run starts fresh
 #   make test       scripts/setup.sh (installs the browser the tests drive
@@ -53,21 +54,27 @@ run: build
 	@set -eo pipefail; \
 	url="$$(scripts/dev-db.sh)"; \
 	desk_url="$$(scripts/dev-db.sh url reviewdesk)"; \
+	api_addr="$${LISTEN_ADDR:-127.0.0.1:8080}"; \
 	desk_addr="$${PROVIDER_LISTEN_ADDR:-127.0.0.1:8090}"; \
+	if [ "$${WORKSHOP_ROOM:-false}" = true ] && [ -z "$${PROVIDER_LISTEN_ADDR:-}" ]; then \
+	  case "$${api_addr%:*}" in 127.*|localhost|'[::1]') ;; *) desk_addr="$${api_addr%:*}:8090" ;; esac; \
+	fi; \
+	desk_api="http://$$desk_addr"; \
+	case "$${desk_addr%:*}" in ''|0.0.0.0|'[::]') desk_api="http://127.0.0.1:$${desk_addr##*:}" ;; esac; \
 	alice="$$(./bin/demo-api hash-token '$(DEV_TOKEN_ALICE)')"; \
 	bob="$$(./bin/demo-api hash-token '$(DEV_TOKEN_BOB)')"; \
 	echo "demo-api: database $$url"; \
 	echo "demo-api: tokens: alice -> '$(DEV_TOKEN_ALICE)', bob -> '$(DEV_TOKEN_BOB)'  (Authorization: Bearer $(DEV_TOKEN_ALICE))"; \
 	echo "demo-api: workshop headers enabled; try the curl lines of README.md"; \
 	if [ "$${WORKSHOP_ROOM:-false}" = true ]; then \
-	  echo "demo-api: workshop room: every participant is the token dev-<name> (a short lowercase name; README: ME=<name>), at the address serve prints below"; \
+	  echo "demo-api: workshop room: every participant is the token dev-<name> (a short lowercase name; README: ME=<name>), at the address serve prints below; the review desk listens on $$desk_addr"; \
 	fi; \
 	PROVIDER_DATABASE_URL="$$desk_url" PROVIDER_LISTEN_ADDR="$$desk_addr" PROVIDER_FAULTS=true \
 	LOG_FORMAT="$${LOG_FORMAT:-text}" ./bin/demo-api provider & desk=$$!; \
 	trap 'kill $$desk 2>/dev/null || true; wait $$desk 2>/dev/null || true' EXIT; \
-	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" PROVIDER_URL="http://$$desk_addr" \
+	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" PROVIDER_URL="$$desk_api" \
 	DISPATCH_MAX_ATTEMPTS="$${DISPATCH_MAX_ATTEMPTS:-4}" \
-	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" WORKSHOP_ROOM="$${WORKSHOP_ROOM:-false}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
+	LISTEN_ADDR="$$api_addr" WORKSHOP="$${WORKSHOP:-true}" WORKSHOP_ROOM="$${WORKSHOP_ROOM:-false}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
 	./bin/demo-api serve
 # }demo-only
 # The bare copy's make run: the API alone (no desk: PROVIDER_URL names

@@ -96,6 +96,34 @@ as_root() {
   fi
 }
 
+# debian_installed prints the first of the packages dpkg holds, and its
+# status: "installed", or a step of an install or upgrade under way.
+debian_installed() {
+  local p status
+  for p in "$@"; do
+    status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" || continue
+    case "${status##* }" in
+      not-installed | config-files | "") ;;
+      *) echo "$p ${status##* }" && return 0 ;;
+    esac
+  done
+  return 1
+}
+
+# not_found_NAME says what to do when NAME's package is installed but NAME
+# is not found; $1 is an executable of the package, if one was seen.
+not_found_chromium() { echo "set CHROME_PATH to its binary${1:+ (e.g. CHROME_PATH=$1)}"; } # demo-only
+not_found() { echo "put it on PATH${1:+ (e.g. $1)}"; }
+
+# debian_executable prints an executable of package pkg named like need.
+debian_executable() {
+  local f
+  while read -r f; do
+    [[ -f "$f" && -x "$f" ]] && echo "$f" && return 0
+  done < <(dpkg-query -L "$1" 2>/dev/null | grep -E "/$2[^/]*\$" || true)
+  return 1
+}
+
 # debian_package prints the first of the packages that apt can install.
 debian_package() {
   local p
@@ -166,7 +194,14 @@ for line in "${needs[@]}"; do
     log "$name: $where"
     continue
   fi
-  if command -v apt-get >/dev/null; then
+  if command -v apt-get >/dev/null && command -v dpkg-query >/dev/null && held="$(debian_installed $debian)"; then
+    # Installing it again would upgrade it, under whatever runs it now.
+    pkg=${held% *} exe="$(debian_executable "${held% *}" "$name" || true)"
+    hint="$(if declare -F "not_found_$name" >/dev/null; then "not_found_$name" "$exe"; else not_found "$exe"; fi)"
+    [[ "${held##* }" == installed ]] ||
+      die "$name: the package $pkg is being installed or upgraded (dpkg: ${held##* }): run this again when that ends"
+    die "$name: installed (the package $pkg) but not found: $hint"
+  elif command -v apt-get >/dev/null; then
     install_debian "$name" "$debian"
   elif [[ "$(uname -s)" == Darwin ]]; then
     install_macos "$name" "$brew" "$other"

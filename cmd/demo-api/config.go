@@ -29,7 +29,7 @@ type config struct {
 	sweepBatch      int
 	tokens          string
 	workshop        bool
-	room            bool // a workshop room: any dev-<name> is the participant <name>
+	room            bool // a workshop room: any dev-<name> is the participant dev-<name>
 	refusedTopics   string
 	logFormat       string
 	shutdownTimeout time.Duration
@@ -135,7 +135,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	positive(&c.newKeysBurst, "NEW_KEYS_BURST", "new-keys-burst", 50, "new idempotency keys each actor may store at once before NEW_KEYS_PER_SECOND applies")
 	fs.StringVar(&c.tokens, "tokens", env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
 	boolean(&c.workshop, "WORKSHOP", "workshop", false, "accept the Workshop-* headers")
-	boolean(&c.room, "WORKSHOP_ROOM", "workshop-room", false, "a workshop room: any bearer token dev-<name> is the participant <name> (with WORKSHOP only; unsafe for anything but a workshop)")
+	boolean(&c.room, "WORKSHOP_ROOM", "workshop-room", false, "a workshop room: any bearer token dev-<name> is the participant dev-<name>, and API_TOKENS may be empty (with WORKSHOP only; unsafe for anything but a workshop)")
 	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
 	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "json"), "json or text ($LOG_FORMAT)")
 	fs.StringVar(&c.path, "path", env("IDEMPOTENCY_PATH", ""), "make every operation take this path: one_phase or two_phase; empty: each its own ($IDEMPOTENCY_PATH)")
@@ -177,13 +177,24 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	if c.databaseURL == "" {
 		return c, fmt.Errorf("set DATABASE_URL (or -database-url) to a PostgreSQL URL")
 	}
-	if cmd == "serve" {
-		if _, err := auth.Parse(c.tokens); err != nil {
-			return c, fmt.Errorf("API_TOKENS: %w", err)
-		}
-	}
 	if cmd == "serve" && c.room && !c.workshop {
 		return c, fmt.Errorf("WORKSHOP_ROOM needs WORKSHOP=true: a room is a workshop's")
+	}
+	if cmd == "serve" {
+		tokens, err := auth.Parse(c.tokens)
+		switch {
+		case err != nil && c.room && strings.TrimSpace(c.tokens) == "":
+			// A room's participants need no configured token.
+		case err != nil && strings.TrimSpace(c.tokens) == "":
+			return c, fmt.Errorf("API_TOKENS: no tokens configured, so every request would be refused (401): " +
+				"set actor:sha256hex,… (demo-api hash-token TOKEN prints the hash), or open a workshop room (WORKSHOP_ROOM=true), whose participants need none")
+		case err != nil:
+			return c, fmt.Errorf("API_TOKENS: %w", err)
+		case c.room:
+			if err := auth.CheckRoom(tokens); err != nil {
+				return c, fmt.Errorf("API_TOKENS with WORKSHOP_ROOM: %w", err)
+			}
+		}
 	}
 	if (cmd == "serve" || cmd == "dispatch") && (c.lease <= 0 || c.ttl < c.lease) {
 		return c, fmt.Errorf("IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL: a retry told to wait out a claim (Retry-After, at most the lease) must still find its answer")

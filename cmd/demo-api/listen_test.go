@@ -5,7 +5,7 @@ import (
 	"errors" // demo-only
 	"fmt"    // demo-only
 	"io"     // demo-only
-	"net"    // demo-only
+	"net"
 	"strings"
 	"syscall" // demo-only
 	"testing"
@@ -52,8 +52,43 @@ func TestWorkshopBeyondLoopbackWarns(t *testing.T) {
 		if warned := strings.Contains(stderr.String(), "WORKSHOP_ROOM is on"); warned != tt.roomWarn {
 			t.Errorf("serve on %s with WORKSHOP_ROOM=%s: warned of the room %v, want %v; its log:\n%s", tt.addr, tt.room, warned, tt.roomWarn, stderr.String())
 		}
-		if joins := strings.Contains(stdout.String(), "join at http://") && strings.Contains(stdout.String(), "Bearer dev-$ME"); joins != tt.roomWarn {
+		if joins := strings.Contains(stdout.String(), "join at http://") && strings.Contains(stdout.String(), "\nAPI=http://"); joins != tt.roomWarn {
 			t.Errorf("serve on %s with WORKSHOP_ROOM=%s: printed how to join %v, want %v:\n%s", tt.addr, tt.room, joins, tt.roomWarn, stdout.String())
+		}
+	}
+}
+
+// TestJoinLine: a room's banner prints the line a participant pastes first,
+// with the addresses other machines reach: the review desk on the API's
+// address when it is this machine's loopback desk and the API listens
+// beyond this machine (make run's room opens it there), the desk's own URL
+// otherwise, and no DESK without one.
+func TestJoinLine(t *testing.T) {
+	t.Parallel()
+	lan := &net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080}
+	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 8080}
+	for _, tt := range []struct {
+		addr     *net.TCPAddr
+		provider string
+		want     string
+		deskNote bool
+	}{
+		{lan, "http://127.0.0.1:8090", "\nAPI=http://192.0.2.7:8080 DESK=http://192.0.2.7:8090 ME=\n", true},
+		{lan, "http://localhost:8090/", "\nAPI=http://192.0.2.7:8080 DESK=http://192.0.2.7:8090 ME=\n", true},
+		{lan, "http://desk.example:8090/", "\nAPI=http://192.0.2.7:8080 DESK=http://desk.example:8090 ME=\n", false},
+		{local, "http://127.0.0.1:8090", "\nAPI=http://127.0.0.1:8080 DESK=http://127.0.0.1:8090 ME=\n", false},
+		{lan, "", "\nAPI=http://192.0.2.7:8080 ME=\n", false},
+	} {
+		var out strings.Builder
+		printJoin(&out, tt.addr, tt.provider)
+		if !strings.Contains(out.String(), tt.want) || !strings.Contains(out.String(), "join at http://"+tt.addr.String()+"/workshop") {
+			t.Errorf("printJoin(%s, %q) printed\n%s\nwant the line %q", tt.addr, tt.provider, out.String(), tt.want)
+		}
+		if note := strings.Contains(out.String(), "it must listen there too"); note != tt.deskNote {
+			t.Errorf("printJoin(%s, %q): said where the desk must listen %v, want %v:\n%s", tt.addr, tt.provider, note, tt.deskNote, out.String())
+		}
+		if !strings.Contains(out.String(), "not $(whoami)") {
+			t.Errorf("printJoin(%s, %q) does not ask for a name of one's own:\n%s", tt.addr, tt.provider, out.String())
 		}
 	}
 }

@@ -59,7 +59,7 @@ func TestWorkshopRoom(t *testing.T) {
 	// Each participant's requests are their own, and every delivery the
 	// server recorded as submitted is at the desk once.
 	var actors int
-	if err := db.Get(&actors, `SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('ana', 'ben', 'cy', 'dee')`); err != nil || actors != 4 {
+	if err := db.Get(&actors, `SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('dev-ana', 'dev-ben', 'dev-cy', 'dev-dee')`); err != nil || actors != 4 {
 		t.Fatalf("%d participants hold requests (%v), want 4", actors, err)
 	}
 	var pending, submitted int
@@ -126,7 +126,7 @@ func TestBrowserWorkshopRoom(t *testing.T) {
 	}
 	t.Logf("two pages walked every step in %s", time.Since(started).Round(100*time.Millisecond))
 	var actors int
-	if err := db.Get(&actors, `SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('ana', 'ben')`); err != nil || actors != 2 {
+	if err := db.Get(&actors, `SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('dev-ana', 'dev-ben')`); err != nil || actors != 2 {
 		t.Fatalf("%d participants hold requests (%v), want 2", actors, err)
 	}
 }
@@ -157,7 +157,7 @@ func TestBrowserCreatePageInARoom(t *testing.T) {
 		t.Fatalf("the page created under %q, want Bearer dev-ana", auths)
 	}
 	var actor string
-	if err := db.Get(&actor, `SELECT actor_id FROM demo_requests`); err != nil || actor != "ana" {
-		t.Fatalf("the request belongs to %q (%v), want ana", actor, err)
+	if err := db.Get(&actor, `SELECT actor_id FROM demo_requests`); err != nil || actor != "dev-ana" {
+		t.Fatalf("the request belongs to %q (%v), want dev-ana", actor, err)
 	}
 }

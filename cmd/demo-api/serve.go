@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,7 +51,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeChores()
-	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig
+	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig; none in a room without API_TOKENS
 	m := metrics.New(store, logger)
 	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
 
@@ -120,8 +122,8 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			"addr", ln.Addr().String())
 	}
 	if cfg.room {
-		logger.Warn("WORKSHOP_ROOM is on: any bearer token dev-<name> is accepted as the participant <name>, "+
-			"with no secret; anyone who reaches the server may act as anyone. Only for a workshop", "addr", ln.Addr().String())
+		logger.Warn("WORKSHOP_ROOM is on: any bearer token dev-<name> is accepted as the participant dev-<name>, "+
+			"with no secret; anyone who reaches the server may act as any participant. Only for a workshop", "addr", ln.Addr().String())
 	}
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
 	if pprofLn != nil {
@@ -132,7 +134,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	page := pageAddr(ln.Addr().(*net.TCPAddr))
 	fmt.Fprintf(stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
 	if cfg.room {
-		printJoin(stdout, ln.Addr().(*net.TCPAddr))
+		printJoin(stdout, ln.Addr().(*net.TCPAddr), cfg.providerURL)
 	}
 
 	return serving.Serve(ctx, logger, srv, ln, cfg.shutdownTimeout)
@@ -148,8 +150,12 @@ func pageAddr(a *net.TCPAddr) string {
 }
 
 // printJoin tells a workshop room how to join a server listening at a: the
-// addresses to open, and the token form.
-func printJoin(w io.Writer, a *net.TCPAddr) {
+// page to open, and the line each participant pastes first in a terminal,
+// ending it with a name of their own (the README's blocks read API, DESK
+// and ME). The review desk is at providerURL; when that is this machine's
+// loopback and the API listens beyond it, participants reach the desk at
+// the API's address and the desk's port, where make run's room opens it.
+func printJoin(w io.Writer, a *net.TCPAddr, providerURL string) {
 	hosts := []string{a.IP.String()}
 	if a.IP.IsUnspecified() {
 		hosts = nil
@@ -163,10 +169,27 @@ func printJoin(w io.Writer, a *net.TCPAddr) {
 			hosts = []string{"localhost"}
 		}
 	}
+	desk, _ := url.Parse(providerURL)
+	deskLocal := desk != nil && desk.Host != "" && (desk.Hostname() == "localhost" || net.ParseIP(desk.Hostname()).IsLoopback())
+	fmt.Fprintf(w, "demo-api room: open the page, or paste the line under it in a terminal and end it with a name of your own "+
+		"(lowercase letters, digits, '.', '_' or '-': not $(whoami), which lab machines share):\n")
 	for _, h := range hosts {
-		fmt.Fprintf(w, "demo-api room: join at http://%s/workshop\n", net.JoinHostPort(h, strconv.Itoa(a.Port)))
+		api := "http://" + net.JoinHostPort(h, strconv.Itoa(a.Port))
+		line := "API=" + api
+		switch {
+		case desk == nil || desk.Host == "":
+		case deskLocal && !loopback(a):
+			line += " DESK=http://" + net.JoinHostPort(h, desk.Port())
+		default:
+			line += " DESK=" + strings.TrimSuffix(providerURL, "/")
+		}
+		fmt.Fprintf(w, "demo-api room: join at %s/workshop\n%s ME=\n", api, line)
 	}
-	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name> (a short lowercase name), e.g. ME=ana, then Authorization: Bearer dev-$ME\n", auth.RoomTokenPrefix)
+	if deskLocal && !loopback(a) {
+		fmt.Fprintf(w, "demo-api room: DESK is the review desk on port %s of the same address: it must listen there too "+
+			"(make run's room opens it; else PROVIDER_LISTEN_ADDR=0.0.0.0:%s demo-api provider)\n", desk.Port(), desk.Port())
+	}
+	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name>: Authorization: Bearer dev-$ME\n", auth.RoomTokenPrefix)
 }
 
 // deskFaults sets the desk's fault knobs for the workshop page, within 5 s.

@@ -31,8 +31,8 @@ func TestParseRejects(t *testing.T) {
 }
 
 func TestRoomActor(t *testing.T) {
-	for token, want := range map[string]string{"dev-alice": "alice", "dev-ana.m": "ana.m", "dev-bo_b-2": "bo_b-2", "dev-7": "7",
-		"dev-" + strings.Repeat("a", 32): strings.Repeat("a", 32)} {
+	for token, want := range map[string]string{"dev-alice": "dev-alice", "dev-ana.m": "dev-ana.m", "dev-bo_b-2": "dev-bo_b-2", "dev-7": "dev-7",
+		"dev-" + strings.Repeat("a", 32): "dev-" + strings.Repeat("a", 32)} {
 		if got, ok := RoomActor(token); !ok || got != want {
 			t.Errorf("RoomActor(%q) = %q, %v; want %q", token, got, ok, want)
 		}
@@ -42,5 +42,24 @@ func TestRoomActor(t *testing.T) {
 		if got, ok := RoomActor(token); ok {
 			t.Errorf("RoomActor(%q) = %q, want refused", token, got)
 		}
+	}
+}
+
+// TestCheckRoom: a configured actor whose name a participant could have is
+// refused in a room; other names pass.
+func TestCheckRoom(t *testing.T) {
+	ok, err := Parse("alice:" + Hash("a") + ",u1:" + Hash("b") + ",devops:" + Hash("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRoom(ok); err != nil {
+		t.Fatalf("CheckRoom(alice, u1, devops) = %v, want nil", err)
+	}
+	clash, err := Parse("alice:" + Hash("a") + ",dev-ana:" + Hash("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRoom(clash); err == nil || !strings.Contains(err.Error(), `"dev-ana"`) {
+		t.Fatalf("CheckRoom(alice, dev-ana) = %v, want an error naming dev-ana", err)
 	}
 }

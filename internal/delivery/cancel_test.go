@@ -124,7 +124,7 @@ func TestACancelWhileTheDispatcherHoldsTheDelivery(t *testing.T) {
 	e := newEnv(t)
 	ids := e.accept(t, 1)
 	d, c := e.dispatcher(8)
-	e.desk.Faults(t, testkit.DeskFaults{HoldAnswer: "1s"}) // accepted, answered a second later
+	e.desk.Faults(t, testkit.DeskFaults{HoldAnswer: "5s"}) // accepted, answered 5 s later: time for the cancel on a busy host
 	done := make(chan error, 1)
 	go func() { _, err := d.Once(context.Background()); done <- err }()
 	if !testkit.Eventually(5*time.Second, func() bool { return e.desk.Submissions(t) == 1 }) {

@@ -45,7 +45,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -127,6 +126,7 @@ type Due struct {
 type Mark struct {
 	RequestID string
 	Kind      string
+	Token     string // the lease token the row was taken under
 	State     string
 	Reference string // Submitted
 	Error     string // the last error, if any
@@ -135,12 +135,14 @@ type Mark struct {
 
 // Store keeps the outbox.
 type Store interface {
-	// TakeDue takes up to n due rows for lease under token: each is due
-	// again only when the lease passes.
-	TakeDue(ctx context.Context, token string, n int, lease time.Duration) ([]Due, error)
-	// Settle records marks of rows still taken under token, and returns how
-	// many it recorded: a row another dispatcher took since is left alone.
-	Settle(ctx context.Context, token string, marks []Mark) (int, error)
+	// TakeDue takes up to n due rows for lease under token, leaving the
+	// rows of the busy actors: each taken row is due again only when the
+	// lease passes.
+	TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]Due, error)
+	// Settle records the marks of rows still taken under their tokens, and
+	// returns how many it recorded: a row another dispatcher took since is
+	// left alone.
+	Settle(ctx context.Context, marks []Mark) (int, error)
 	// Delivery returns the delivery of actor's request id. Errors: not_found.
 	Delivery(ctx context.Context, actor, id string) (Status, error)
 	// Reconciled records the desk's answer about the row of request id of
@@ -162,19 +164,28 @@ type Metrics interface {
 	Called(op string)
 }
 
-// Dispatcher hands due outbox rows to the desk.
+// Dispatcher hands due outbox rows to the desk. Each row it takes is handed
+// over on its own, under the row's lease and the call's deadline, and its
+// mark is recorded as soon as it is decided, with the others decided
+// meanwhile: a slow call holds its own row and its place in flight, never
+// another row's, and the next take does not wait for it.
 type Dispatcher struct {
 	Store  Store
 	Desk   *reviewdesk.Client
 	Logger *slog.Logger
 	// Metrics, if set, counts deliveries, lookups and calls.
 	Metrics Metrics
-	// Batch is how many rows one round takes and sends at once (default 32).
+	// Batch is how many rows one take asks for at most (default 32).
 	Batch int
-	// Loops is how many rounds run at the same time (default 8).
-	Loops int
-	// CallTimeout bounds one call to the desk (default 5 s); a round's
-	// lease is three of them: a lookup and a send, with a margin.
+	// InFlight bounds the rows taken and not yet recorded (default 256): a
+	// take asks for no more rows than there are free places.
+	InFlight int
+	// PerActor bounds one actor's rows in flight (default 32; a take may
+	// pass it by less than a batch): an account whose calls hang fills its
+	// own places, and the other actors' rows are still taken.
+	PerActor int
+	// CallTimeout bounds one call to the desk (default 5 s); a row's lease
+	// is three of them: a lookup and a send, with a margin.
 	CallTimeout time.Duration
 	// MaxAttempts is when an unclear delivery becomes unknown (default 8).
 	MaxAttempts int
@@ -186,6 +197,17 @@ type Dispatcher struct {
 	Idle time.Duration
 
 	once sync.Once
+	mu   sync.Mutex
+	// inFlight counts the rows taken and not yet recorded, all and by actor.
+	inFlight int
+	byActor  map[string]int
+	freed    chan struct{} // a place was freed
+}
+
+// decision is a taken row and its attempt's mark, to be recorded.
+type decision struct {
+	row  Due
+	mark Mark
 }
 
 // defaults fills the zero fields, once.
@@ -193,7 +215,8 @@ func (d *Dispatcher) defaults() { d.once.Do(d.setDefaults) }
 
 func (d *Dispatcher) setDefaults() {
 	d.Batch = cmp.Or(d.Batch, 32)
-	d.Loops = cmp.Or(d.Loops, 8)
+	d.InFlight = cmp.Or(d.InFlight, 256)
+	d.PerActor = cmp.Or(d.PerActor, 32)
 	d.CallTimeout = cmp.Or(d.CallTimeout, 5*time.Second)
 	d.MaxAttempts = cmp.Or(d.MaxAttempts, 8)
 	d.FirstRetry = cmp.Or(d.FirstRetry, time.Second)
@@ -202,79 +225,165 @@ func (d *Dispatcher) setDefaults() {
 	if d.Metrics == nil {
 		d.Metrics = noMetrics{}
 	}
+	d.byActor = map[string]int{}
+	d.freed = make(chan struct{}, 1)
 }
 
-// Run dispatches until ctx ends, in Loops concurrent rounds. A round that
-// fails (the database is away) is logged and tried again after a pause
-// that doubles with each failure in a row, up to maxFailedPause, so a
-// database that is gone for long is asked, and logged, a few times a
-// second at most.
+// Run dispatches until ctx ends: it takes due rows while there are free
+// places, and before it returns it records the marks of the rows in
+// flight. A take that fails (the database is away) is logged and tried
+// again after a pause that doubles with each failure in a row, up to
+// maxFailedPause, so a database that is gone for long is asked, and logged,
+// a few times a second at most.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.defaults()
+	decided := make(chan decision, d.InFlight)
+	recorded := make(chan struct{})
+	go func() { defer close(recorded); d.recordAll(ctx, decided) }()
 	var wg sync.WaitGroup
-	for range d.Loops {
-		wg.Go(func() {
-			pause := d.Idle
-			for ctx.Err() == nil {
-				n, err := d.round(ctx)
-				switch {
-				case err != nil && ctx.Err() == nil:
-					d.Logger.Warn("dispatch round failed", "err", err, "next_try_in", pause)
-					sleep(ctx, pause/2+rand.N(pause))
-					pause = min(2*pause, maxFailedPause)
-				case n == 0:
-					pause = d.Idle
-					sleep(ctx, d.Idle/2+rand.N(d.Idle))
-				default:
-					pause = d.Idle
-				}
+	pause := d.Idle
+	for ctx.Err() == nil {
+		free, busy := d.places()
+		if free <= 0 {
+			select {
+			case <-ctx.Done():
+			case <-d.freed:
 			}
-		})
+			continue
+		}
+		n, err := d.take(ctx, &wg, min(free, d.Batch), busy, decided)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.Logger.Warn("dispatch take failed", "err", err, "next_try_in", pause)
+			sleep(ctx, pause/2+rand.N(pause))
+			pause = min(2*pause, maxFailedPause)
+		case n == 0:
+			pause = d.Idle
+			sleep(ctx, d.Idle/2+rand.N(d.Idle))
+		default:
+			pause = d.Idle
+		}
 	}
 	wg.Wait()
+	close(decided)
+	<-recorded
 }
 
-// maxFailedPause bounds the pause after failed rounds.
+// maxFailedPause bounds the pause after failed takes.
 const maxFailedPause = 5 * time.Second
 
-// Once runs one round: it takes up to Batch due rows, hands each over, and
-// records the marks. It returns how many rows it took.
+// Once takes up to Batch due rows, hands each over, records their marks,
+// and returns how many rows it took.
 func (d *Dispatcher) Once(ctx context.Context) (int, error) {
 	d.defaults()
-	return d.round(ctx)
+	decided := make(chan decision, d.Batch)
+	var wg sync.WaitGroup
+	n, err := d.take(ctx, &wg, d.Batch, nil, decided)
+	wg.Wait()
+	close(decided)
+	d.recordAll(ctx, decided)
+	return n, err
 }
 
-func (d *Dispatcher) round(ctx context.Context) (int, error) {
+// places returns how many more rows may be taken, and the actors that have
+// as many in flight as one may.
+func (d *Dispatcher) places() (free int, busy []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for actor, n := range d.byActor {
+		if n >= d.PerActor {
+			busy = append(busy, actor)
+		}
+	}
+	return d.InFlight - d.inFlight, busy
+}
+
+// take takes up to n due rows of actors not busy and starts, on wg, the
+// attempt of each, which sends its decision on decided. It returns how
+// many rows it took.
+func (d *Dispatcher) take(ctx context.Context, wg *sync.WaitGroup, n int, busy []string, decided chan<- decision) (int, error) {
 	token := uuid.NewString()
-	due, err := d.Store.TakeDue(ctx, token, d.Batch, 3*d.CallTimeout)
-	if err != nil || len(due) == 0 {
+	due, err := d.Store.TakeDue(ctx, token, n, 3*d.CallTimeout, busy)
+	if err != nil {
 		return 0, err
 	}
-	marks := make([]Mark, len(due))
-	var wg sync.WaitGroup
-	for i, row := range due {
-		wg.Go(func() { marks[i] = d.attempt(ctx, row) })
+	d.mu.Lock()
+	d.inFlight += len(due)
+	for _, row := range due {
+		d.byActor[row.Actor]++
 	}
-	wg.Wait()
-	// The marks are recorded even when ctx ended meanwhile (a shutdown): an
-	// accepted submission is best recorded now, not found by a lookup later.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.CallTimeout)
+	d.mu.Unlock()
+	for _, row := range due {
+		wg.Go(func() {
+			m := d.attempt(ctx, row)
+			m.Token = token
+			decided <- decision{row: row, mark: m}
+		})
+	}
+	return len(due), nil
+}
+
+// recordAll records the decisions sent on decided until it is closed, all
+// those waiting at once, and frees their places.
+func (d *Dispatcher) recordAll(ctx context.Context, decided <-chan decision) {
+	for first := range decided {
+		batch := []decision{first}
+	waiting:
+		for {
+			select {
+			case next, ok := <-decided:
+				if !ok {
+					break waiting
+				}
+				batch = append(batch, next)
+			default:
+				break waiting
+			}
+		}
+		d.record(ctx, batch)
+		d.mu.Lock()
+		for _, x := range batch {
+			d.inFlight--
+			if d.byActor[x.row.Actor]--; d.byActor[x.row.Actor] == 0 {
+				delete(d.byActor, x.row.Actor)
+			}
+		}
+		d.mu.Unlock()
+		select {
+		case d.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// record records the marks of batch. It records them even when ctx ended
+// meanwhile (a shutdown): an accepted submission is best recorded now, not
+// found by a lookup later. A mark that cannot be recorded leaves its row
+// taken: it is due again when its lease passes, and that attempt asks the
+// desk first.
+func (d *Dispatcher) record(ctx context.Context, batch []decision) {
+	marks := make([]Mark, len(batch))
+	for i, x := range batch {
+		marks[i] = x.mark
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.CallTimeout)
 	defer cancel()
-	settled, err := d.Store.Settle(sctx, token, marks)
+	settled, err := d.Store.Settle(ctx, marks)
 	if err != nil {
-		return len(due), fmt.Errorf("record %d marks: %w", len(marks), err)
+		d.Logger.Warn("dispatch: marks not recorded; their rows are due again when their leases pass",
+			"marks", len(marks), "err", err)
+		return
 	}
-	for i, m := range marks {
-		d.Metrics.Delivered(m.State, due[i].Attempt)
-		if m.State == Unknown || m.State == Failed { // a person has to look at it now
-			d.Logger.Warn("delivery gave up", "request_id", m.RequestID, "kind", m.Kind, "state", m.State, "attempts", due[i].Attempt, "err", m.Error)
+	for _, x := range batch {
+		d.Metrics.Delivered(x.mark.State, x.row.Attempt)
+		if m := x.mark; m.State == Unknown || m.State == Failed { // a person has to look at it now
+			d.Logger.Warn("delivery gave up", "request_id", m.RequestID, "kind", m.Kind, "state", m.State, "attempts", x.row.Attempt, "err", m.Error)
 		}
 	}
 	if settled < len(marks) {
 		d.Logger.Warn("dispatch: rows taken by another dispatcher meanwhile were left as it marked them",
 			"taken", len(marks), "recorded", settled)
 	}
-	return len(due), nil
 }
 
 // attempt hands row to the desk once and decides its mark. An attempt after

@@ -46,13 +46,19 @@ func newEnv(t *testing.T) *env {
 // request, its key and its outbox row in one statement.
 func (e *env) accept(t *testing.T, n int) []string {
 	t.Helper()
+	return e.acceptFor(t, "alice", n)
+}
+
+// acceptFor creates n accepted demo requests of actor.
+func (e *env) acceptFor(t *testing.T, actor string, n int) []string {
+	t.Helper()
 	ids := make([]string, n)
 	for i := range n {
-		r := demo.Request{ID: uuid.NewString(), Actor: "alice", State: demo.StateAccepted,
+		r := demo.Request{ID: uuid.NewString(), Actor: actor, State: demo.StateAccepted,
 			Topic: fmt.Sprintf("topic %d", i), CreatedAt: e.clock.Now()}
 		d := idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}"), ResultID: r.ID},
 			Effect: e.store.InsertDemoRequest(r)}
-		sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: r.ID}
+		sc := idempotency.Scope{Actor: actor, Operation: "demo-requests.create", Key: r.ID}
 		if _, err := e.store.CreateResultAndFinishAtomically(context.Background(), sc, "fp", uuid.NewString(), time.Hour, d); err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +71,7 @@ func (e *env) accept(t *testing.T, n int) []string {
 func (e *env) dispatcher(maxAttempts int) (*delivery.Dispatcher, *counts) {
 	c := &counts{}
 	return &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: c, MaxAttempts: maxAttempts, CallTimeout: 2 * time.Second, Batch: 16, Loops: 2, Idle: 20 * time.Millisecond}, c
+		Metrics: c, MaxAttempts: maxAttempts, CallTimeout: 10 * time.Second, Batch: 16, Idle: 20 * time.Millisecond}, c
 }
 
 // drain runs rounds, moving the clock past every backoff, until none is due.
@@ -252,21 +258,21 @@ func TestAStaleDispatcherChangesNothing(t *testing.T) {
 	ids := e.accept(t, 1)
 	ctx := context.Background()
 	stale, fresh := uuid.NewString(), uuid.NewString()
-	if due, err := e.store.TakeDue(ctx, stale, 10, time.Second); err != nil || len(due) != 1 || due[0].Attempt != 1 {
+	if due, err := e.store.TakeDue(ctx, stale, 10, time.Second, nil); err != nil || len(due) != 1 || due[0].Attempt != 1 {
 		t.Fatalf("take = %+v, %v", due, err)
 	}
-	if due, err := e.store.TakeDue(ctx, fresh, 10, time.Second); err != nil || len(due) != 0 {
+	if due, err := e.store.TakeDue(ctx, fresh, 10, time.Second, nil); err != nil || len(due) != 0 {
 		t.Fatalf("a row under a live lease was taken again: %+v, %v", due, err)
 	}
 	e.clock.Advance(2 * time.Second)
-	if due, err := e.store.TakeDue(ctx, fresh, 10, time.Second); err != nil || len(due) != 1 || due[0].Attempt != 2 {
+	if due, err := e.store.TakeDue(ctx, fresh, 10, time.Second, nil); err != nil || len(due) != 1 || due[0].Attempt != 2 {
 		t.Fatalf("take after the lease = %+v, %v; want it again, as attempt 2", due, err)
 	}
-	n, err := e.store.Settle(ctx, stale, []delivery.Mark{{RequestID: ids[0], State: delivery.Failed, Error: "stale"}})
+	n, err := e.store.Settle(ctx, []delivery.Mark{{RequestID: ids[0], Token: stale, State: delivery.Failed, Error: "stale"}})
 	if err != nil || n != 0 {
 		t.Fatalf("the stale mark recorded %d rows (%v), want 0", n, err)
 	}
-	n, err = e.store.Settle(ctx, fresh, []delivery.Mark{{RequestID: ids[0], State: delivery.Submitted, Reference: "RD-1"}})
+	n, err = e.store.Settle(ctx, []delivery.Mark{{RequestID: ids[0], Token: fresh, State: delivery.Submitted, Reference: "RD-1"}})
 	if err != nil || n != 1 {
 		t.Fatalf("the holder's mark recorded %d rows (%v), want 1", n, err)
 	}
@@ -363,20 +369,59 @@ func TestGiveUpAndReconcile(t *testing.T) {
 	})
 }
 
-// TestRunBacksOffWhileTheDatabaseIsGone: rounds that fail in a row pause
+// TestRunBacksOffWhileTheDatabaseIsGone: takes that fail in a row pause
 // longer each time, so a database gone for long is not asked, and logged,
 // dozens of times a second.
 func TestRunBacksOffWhileTheDatabaseIsGone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.db.Close() // every round now fails
+	e.db.Close() // every take now fails
 	var logs testkit.Buffer
 	d := &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	d.Run(ctx)
-	// 8 loops: at a steady 200 ms pause they would fail about 160 times.
-	if n := strings.Count(logs.String(), "dispatch round failed"); n == 0 || n > 60 {
-		t.Fatalf("%d failed rounds logged in 4 s, want a few dozen at most (and at least one)", n)
+	// At a steady 200 ms pause it would fail about 20 times; doubling
+	// pauses (0.2, 0.4, 0.8, 1.6 s, …) about 5.
+	if n := strings.Count(logs.String(), "dispatch take failed"); n == 0 || n > 10 {
+		t.Fatalf("%d failed takes logged in 4 s, want 10 at most (and at least one)", n)
+	}
+}
+
+// TestASlowCallHoldsOnlyItsOwnDelivery: one actor's desk calls hang (each
+// held 30 s, inside the call's deadline); another actor's request is
+// submitted within seconds all the same, whether the dispatcher took it
+// together with a held one or after a flood of held ones.
+func TestASlowCallHoldsOnlyItsOwnDelivery(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		held int // mallory's requests, accepted just before alice's
+	}{{"taken with a held one", 1}, {"after a flood of held ones", 600}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.store.Clock = nil // the database clock: the dispatcher runs for real
+			e.desk.Faults(t, testkit.DeskFaults{HoldAnswer: "30s", Account: "mallory"})
+			// The defaults, but for a call deadline past the hold.
+			d := &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				CallTimeout: time.Minute}
+			mallorys := e.acceptFor(t, "mallory", tc.held)
+			alices := e.accept(t, 1)
+			start := time.Now()
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() { d.Run(ctx) })
+			defer func() { cancel(); wg.Wait() }()
+			const within = 10 * time.Second // a third of the hold
+			if !testkit.Eventually(within, func() bool { return e.status(t, alices[0]).State == delivery.Submitted }) {
+				t.Fatalf("alice's request is %s %v after the dispatcher started, while mallory's calls are held",
+					e.status(t, alices[0]).State, time.Since(start).Round(time.Millisecond))
+			}
+			t.Logf("alice's request submitted %v after the dispatcher started", time.Since(start).Round(time.Millisecond))
+			if st, err := e.store.Delivery(context.Background(), "mallory", mallorys[0]); err != nil || st.State != delivery.Pending {
+				t.Fatalf("mallory's delivery = %+v, %v; want pending while its call is held", st, err)
+			}
+		})
 	}
 }

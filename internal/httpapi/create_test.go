@@ -3,7 +3,10 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,7 +14,11 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/postgres"
 )
 
 const body1 = `{"topic":"topic-billing","note":"note-call me"}`
@@ -254,7 +261,7 @@ func TestRoomParticipants(t *testing.T) {
 	if len(ids) != 3 {
 		t.Fatalf("%d requests for three participants, want 3", len(ids))
 	}
-	if n := e.count(`SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('ana', 'ben', 'c.d_e-9')`); n != 3 {
+	if n := e.count(`SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('dev-ana', 'dev-ben', 'dev-c.d_e-9')`); n != 3 {
 		t.Fatalf("%d actors hold the rows, want the 3 participants", n)
 	}
 	// The configured tokens still work, beside the room's.
@@ -266,10 +273,67 @@ func TestRoomParticipants(t *testing.T) {
 		if r.Status != http.StatusUnauthorized || r.problem(t) != apperr.Unauthorized {
 			t.Fatalf("token %q in a room: %d %s, want 401", token, r.Status, r.Body)
 		}
+		// The 401 says what a participant's token must be (an uppercase
+		// login, say, is not a name).
+		var p struct{ Detail string }
+		if json.Unmarshal(r.Body, &p) != nil || !strings.Contains(p.Detail, auth.RoomNameRule) {
+			t.Fatalf("token %q in a room: the 401 %s does not state the rule of the names", token, r.Body)
+		}
 	}
 	off := newEnv(t, withWorkshop())
 	if r := off.must(req{path: "/v1/demo-requests", token: "dev-ana", keys: []string{"k"}, body: body1}); r.Status != http.StatusUnauthorized {
 		t.Fatalf("dev-ana without the room: %d %s, want 401", r.Status, r.Body)
+	}
+}
+
+// TestRoomParticipantsAreNotConfiguredActors: in a room beside configured
+// actors (alice and u1, each with a secret token), the tokens dev-alice and
+// dev-u1 are participants of their own: they neither read nor cancel what
+// alice and u1 made, and their keys are theirs. A configured actor named
+// as a participant is refused at start, and a room needs no configured
+// token at all.
+func TestRoomParticipantsAreNotConfiguredActors(t *testing.T) {
+	t.Parallel()
+	const tokenU1 = "tok-u1-90d2"
+	e := newEnv(t, withRoom(), func(d *httpapi.Deps, _ *postgres.Store) {
+		d.Tokens[auth.Hash(tokenU1)] = "u1"
+	})
+	for _, owner := range []struct{ token, participant string }{{tokenAlice, "dev-alice"}, {tokenU1, "dev-u1"}} {
+		made := e.must(req{path: "/v1/demo-requests", token: owner.token, keys: []string{"same-key"}, body: body1})
+		if made.Status != http.StatusCreated {
+			t.Fatalf("create with %s's own token: %d %s", owner.participant, made.Status, made.Body)
+		}
+		id := made.request(t).ID
+		if r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + id, token: owner.participant}); r.Status != http.StatusNotFound {
+			t.Fatalf("%s reads the configured actor's request: %d %s, want 404", owner.participant, r.Status, r.Body)
+		}
+		if r := e.must(req{path: "/v1/demo-requests/" + id + "/cancel", token: owner.participant, keys: []string{"c-1"}}); r.Status != http.StatusNotFound {
+			t.Fatalf("%s cancels the configured actor's request: %d %s, want 404", owner.participant, r.Status, r.Body)
+		}
+		if r := e.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/same-key?operation=demo-requests.create", token: owner.participant}); r.Status != http.StatusNotFound {
+			t.Fatalf("%s reads the configured actor's key: %d %s, want 404", owner.participant, r.Status, r.Body)
+		}
+		mine := e.must(req{path: "/v1/demo-requests", token: owner.participant, keys: []string{"same-key"}, body: body1})
+		if mine.Status != http.StatusCreated || mine.Header.Get("Idempotent-Replayed") != "" || mine.request(t).ID == id {
+			t.Fatalf("%s's own use of the key: %d %s, want a first 201 of its own", owner.participant, mine.Status, mine.Body)
+		}
+		if r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + id, token: owner.token}); r.Status != http.StatusOK || r.request(t).State != demo.StateAccepted {
+			t.Fatalf("the configured actor's request after the participant's tries: %d %s, want 200, accepted", r.Status, r.Body)
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM demo_requests WHERE actor_id IN ('alice', 'u1')`); n != 2 {
+		t.Fatalf("%d requests of alice and u1, want 2", n)
+	}
+
+	base := httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: &demo.Service{Store: e.store}, Writes: e.store,
+		Keys: e.store, Ready: e.store.Ping, TTL: testTTL, Lease: testLease, Workshop: true, Room: true}
+	clash := base
+	clash.Tokens = auth.Tokens{auth.Hash("s3cret"): "dev-ana"}
+	if _, err := httpapi.NewServer(clash); err == nil || !strings.Contains(err.Error(), `"dev-ana"`) {
+		t.Fatalf("a room beside a configured actor dev-ana: %v, want refused, naming it", err)
+	}
+	if _, err := httpapi.NewServer(base); err != nil {
+		t.Fatalf("a room without configured tokens: %v, want served", err)
 	}
 }
 

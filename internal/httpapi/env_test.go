@@ -78,7 +78,7 @@ func withDesk(url string) envOption {
 
 func withWorkshop() envOption { return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop = true } }
 
-// withRoom makes a workshop room: any dev-<name> is the participant <name>.
+// withRoom makes a workshop room: any dev-<name> is the participant dev-<name>.
 func withRoom() envOption {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop, d.Room = true, true }
 }

@@ -167,8 +167,12 @@ func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
 // authenticate resolves "Authorization: Bearer <token>" to an actor, or
 // answers 401. The token is hashed, never logged. In a workshop room a
 // token dev-<name> that no configured token matches is the participant
-// <name>.
+// dev-<name> (auth.RoomActor), and a 401 states the rule of those names.
 func authenticate(logger *slog.Logger, tokens auth.Tokens, room bool) func(http.Handler) http.Handler {
+	refusal := "send Authorization: Bearer <token> with a known token"
+	if room {
+		refusal += "; in this workshop room " + auth.RoomNameRule
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -179,7 +183,7 @@ func authenticate(logger *slog.Logger, tokens auth.Tokens, room bool) func(http.
 			}
 			if !strings.EqualFold(scheme, "Bearer") || !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="demo-api"`)
-				writeError(logger, w, r, apperr.Errorf(apperr.Unauthorized, "send Authorization: Bearer <token> with a known token"))
+				writeError(logger, w, r, apperr.Errorf(apperr.Unauthorized, "%s", refusal))
 				return
 			}
 			info(r).actor = actor

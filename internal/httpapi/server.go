@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -53,9 +54,10 @@ type Deps struct {
 	// refused with 400 workshop_disabled.
 	Workshop bool
 	// Room, with Workshop, makes a workshop room: any bearer token
-	// dev-<name> is the participant <name>, a scope of its own
-	// (auth.RoomActor). Anyone who reaches the server may act as anyone:
-	// for a workshop only.
+	// dev-<name> is the participant dev-<name>, a scope of its own
+	// (auth.RoomActor), and Tokens may be empty and may hold no actor of
+	// that form (auth.CheckRoom). Anyone who reaches the server may act as
+	// any participant: for a workshop only.
 	Room bool
 	// DeskFaults, if set with Workshop, sets the review desk's fault knobs
 	// (PUT /workshop/desk-faults), for the workshop page's external step.
@@ -104,10 +106,12 @@ func NewServer(d Deps) (http.Handler, error) {
 	switch {
 	case d.Logger == nil || d.Demo == nil || d.Writes == nil || d.Ready == nil:
 		return nil, errors.New("httpapi: Deps needs a Logger, Demo, Writes and Ready")
-	case len(d.Tokens) == 0:
-		return nil, errors.New("httpapi: Deps needs at least one token")
+	case len(d.Tokens) == 0 && !d.Room:
+		return nil, errors.New("httpapi: Deps needs at least one token (or a workshop room, whose participants need none)")
 	case d.Room && !d.Workshop:
 		return nil, errors.New("httpapi: a workshop room (Room) needs the workshop knobs (Workshop)")
+	case d.Room && auth.CheckRoom(d.Tokens) != nil:
+		return nil, fmt.Errorf("httpapi: a workshop room: %w", auth.CheckRoom(d.Tokens))
 	// demo-only{ the expedite
 	case (d.Desk == nil) != (d.Expedites == nil):
 		return nil, errors.New("httpapi: Deps needs both Desk and Expedites, or neither")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
@@ -70,7 +71,7 @@ func TestTheCancelStopsTheDelivery(t *testing.T) {
 			if n := count(t, db, `SELECT count(*) FROM outbox WHERE kind = 'cancel'`); n != 0 {
 				t.Fatalf("%d cancels queued for the desk, want 0: it never heard of the request", n)
 			}
-			if due, err := s.TakeDue(ctx, uuid.NewString(), 10, lease); err != nil || len(due) != 0 {
+			if due, err := s.TakeDue(ctx, uuid.NewString(), 10, lease, nil); err != nil || len(due) != 0 {
 				t.Fatalf("take after the withdrawal = %+v, %v; want nothing due", due, err)
 			}
 		})
@@ -80,7 +81,7 @@ func TestTheCancelStopsTheDelivery(t *testing.T) {
 			onePhase(t, s, createScope, "fp", created(s, r))
 			clk.Advance(time.Minute) // the delivery is due
 			holder := uuid.NewString()
-			if due, err := s.TakeDue(ctx, holder, 10, lease); err != nil || len(due) != 1 {
+			if due, err := s.TakeDue(ctx, holder, 10, lease, nil); err != nil || len(due) != 1 {
 				t.Fatalf("take = %+v, %v", due, err)
 			}
 			cancel(t, s, r)
@@ -88,7 +89,7 @@ func TestTheCancelStopsTheDelivery(t *testing.T) {
 				AND lease_token = $2`, r.ID, holder); n != 1 {
 				t.Fatal("the cancel changed a delivery a dispatcher holds")
 			}
-			due, err := s.TakeDue(ctx, uuid.NewString(), 10, lease)
+			due, err := s.TakeDue(ctx, uuid.NewString(), 10, lease, nil)
 			if err != nil || len(due) != 1 || due[0].Kind != "cancel" || due[0].RequestID != r.ID || due[0].Attempt != 1 {
 				t.Fatalf("take after the cancel = %+v, %v; want the cancel, due now, as a first attempt", due, err)
 			}
@@ -113,7 +114,7 @@ func TestACancelWaitsForTheDispatchersTake(t *testing.T) {
 	defer tx.Rollback()
 	holder := uuid.NewString()
 	var taken []delivery.Due
-	if err := tx.SelectContext(ctx, &taken, readSQL(t, "outbox_take_due.sql"), clk.Now(), 10, holder, lease.Microseconds()); err != nil || len(taken) != 1 {
+	if err := tx.SelectContext(ctx, &taken, readSQL(t, "outbox_take_due.sql"), clk.Now(), pq.Array([]string{}), 10, holder, lease.Microseconds()); err != nil || len(taken) != 1 {
 		t.Fatalf("take in the open transaction = %v, %v", taken, err)
 	}
 	done := make(chan error, 1)

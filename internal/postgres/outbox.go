@@ -27,23 +27,27 @@ var (
 )
 
 // TakeDue implements delivery.Store.
-func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Duration) ([]delivery.Due, error) {
+func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
+	if busy == nil {
+		busy = []string{} // an empty array, not NULL: no actor is left out
+	}
 	var due []delivery.Due
-	err := s.db.SelectContext(ctx, &due, takeDueSQL, s.now(), n, token, lease.Microseconds())
+	err := s.db.SelectContext(ctx, &due, takeDueSQL, s.now(), pq.Array(busy), n, token, lease.Microseconds())
 	return due, dbErr(err)
 }
 
 // Settle implements delivery.Store.
-func (s *Store) Settle(ctx context.Context, token string, marks []delivery.Mark) (int, error) {
-	ids, kinds := make([]string, len(marks)), make([]string, len(marks))
+func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) {
+	ids, kinds, tokens := make([]string, len(marks)), make([]string, len(marks)), make([]string, len(marks))
 	states, refs, errs := make([]string, len(marks)), make([]string, len(marks)), make([]string, len(marks))
 	retry := make([]int64, len(marks))
 	for i, m := range marks {
 		ids[i], kinds[i], states[i], refs[i], errs[i], retry[i] = m.RequestID, cmp.Or(m.Kind, delivery.KindSubmit),
 			m.State, m.Reference, m.Error, m.Retry.Microseconds()
+		tokens[i] = m.Token
 	}
 	res, err := s.db.ExecContext(ctx, settleSQL, s.now(), pq.Array(ids), pq.Array(kinds), pq.Array(states),
-		pq.Array(refs), pq.Array(errs), pq.Array(retry), token)
+		pq.Array(refs), pq.Array(errs), pq.Array(retry), pq.Array(tokens))
 	if err != nil {
 		return 0, dbErr(err)
 	}

@@ -5,25 +5,29 @@
 -- request's fields (its actor: the desk's calls are made for it), and
 -- whether the request is cancelled: the dispatcher
 -- never submits a cancelled request (package delivery). A row is a
--- submission or a cancel (kind): both are taken the same way.
+-- submission or a cancel (kind): both are taken the same way. Rows of the
+-- busy actors are left for later: each already has as many deliveries with
+-- the desk as one actor may (package delivery's PerActor).
 --
 -- Parameters:
 --   $1 now          the test clock; NULL for the database clock
---   $2 batch        how many rows at most
---   $3 lease_token  the dispatcher's token
---   $4 lease_us     the lease, in microseconds
+--   $2 busy         the actors whose rows are left for later (text[], may be empty)
+--   $3 batch        how many rows at most
+--   $4 lease_token  the dispatcher's token
+--   $5 lease_us     the lease, in microseconds
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), due AS (
     SELECT o.request_id, o.kind
-    FROM outbox o, clock
+    FROM clock, outbox o JOIN demo_requests r ON r.id = o.request_id
     WHERE o.next_attempt_at <= clock.now -- pending, by the table's CHECK
+      AND r.actor_id <> ALL ($2::text[])
     ORDER BY o.next_attempt_at
-    LIMIT $2::integer
+    LIMIT $3::integer
     FOR UPDATE OF o SKIP LOCKED
 ), taken AS (
-    UPDATE outbox o SET attempts = o.attempts + 1, lease_token = $3::uuid,
-        next_attempt_at = clock.now + $4::bigint * interval '1 microsecond',
+    UPDATE outbox o SET attempts = o.attempts + 1, lease_token = $4::uuid,
+        next_attempt_at = clock.now + $5::bigint * interval '1 microsecond',
         updated_at = clock.now
     FROM due, clock
     WHERE o.request_id = due.request_id AND o.kind = due.kind

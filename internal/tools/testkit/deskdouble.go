@@ -60,10 +60,13 @@ type DeskFaults struct {
 	// Only names the resources the knobs apply to, "submissions" or
 	// "cancels"; empty means both.
 	Only []string
+	// Account aims the knobs at the calls made for this account only (the
+	// Desk-Account header); empty means every call.
+	Account string
 }
 
-func (f DeskFaults) appliesTo(resource string) bool {
-	return len(f.Only) == 0 || slices.Contains(f.Only, resource)
+func (f DeskFaults) appliesTo(resource, account string) bool {
+	return (len(f.Only) == 0 || slices.Contains(f.Only, resource)) && (f.Account == "" || f.Account == account)
 }
 
 // StartDeskDouble serves a desk double over loopback until t ends.
@@ -153,7 +156,7 @@ func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	d.calls[r.Method+" "+route(r.URL.Path)]++
 	f := d.faults
-	on := f.appliesTo(resource)
+	on := f.appliesTo(resource, r.Header.Get(reviewdesk.AccountHeader))
 	fail := on && f.FailNext > 0
 	if fail {
 		d.faults.FailNext--
