@@ -195,6 +195,13 @@ func (x *expediteRig) killInside(p *proc, kp killPoint, key string) {
 		x.create(p)
 	}
 	x.desk.Faults(t, kp.faults)
+	// p is stopped (SIGSTOP) the moment its call reaches the desk, so that
+	// its step's budget (half the lease) cannot run out while the test
+	// waits for the desk to hold what kp says; then it is killed.
+	var stop sync.Once
+	x.desk.OnArrival("POST /v1/"+kp.resource, func() {
+		stop.Do(func() { stopProcess(p.cmd.Process) })
+	})
 	answered := make(chan string, 1)
 	go func() {
 		resp, body, err := x.expedite(p, key, 1)
@@ -213,6 +220,7 @@ func (x *expediteRig) killInside(p *proc, kp killPoint, key string) {
 		t.Fatalf("the run never reached its call to %s at %s: run %+v, desk calls %v", kp.resource, kp.point, r, x.desk.AllCalls())
 	}
 	p.kill(t)
+	x.desk.OnArrival("POST /v1/"+kp.resource, nil)
 	if a := <-answered; a != "" {
 		t.Fatalf("the client of the killed serve got an answer: %s", a)
 	}
