@@ -27,9 +27,11 @@ import (
 // completer of another serve or of demo-api dispatch, finishes the run.
 
 // expediteLease is the IDEMPOTENCY_LEASE of these tests: a dead runner's
-// key is free 2 s after its last save, and a step's budget is 1 s, within
-// which a test kills the runner inside its call.
-const expediteLease = 2 * time.Second
+// key is free 5 s after its last save, and a step's budget (half the lease)
+// is 2.5 s, what one statement may take by the contract (its 2 s bound and
+// the wire's half second): a shorter budget fails a step, the create too,
+// on a busy machine whose database answers within its bound.
+const expediteLease = 5 * time.Second
 
 // expediteKey is the Idempotency-Key of the expedite in these tests.
 const expediteKey = "key-exp"
@@ -195,6 +197,13 @@ func (x *expediteRig) killInside(p *proc, kp killPoint, key string) {
 		x.create(p)
 	}
 	x.desk.Faults(t, kp.faults)
+	// p is stopped (SIGSTOP) the moment its call reaches the desk, so that
+	// its step's budget (half the lease) cannot run out while the test
+	// waits for the desk to hold what kp says; then it is killed.
+	var stop sync.Once
+	x.desk.OnArrival("POST /v1/"+kp.resource, func() {
+		stop.Do(func() { stopProcess(p.cmd.Process) })
+	})
 	answered := make(chan string, 1)
 	go func() {
 		resp, body, err := x.expedite(p, key, 1)
@@ -213,6 +222,7 @@ func (x *expediteRig) killInside(p *proc, kp killPoint, key string) {
 		t.Fatalf("the run never reached its call to %s at %s: run %+v, desk calls %v", kp.resource, kp.point, r, x.desk.AllCalls())
 	}
 	p.kill(t)
+	x.desk.OnArrival("POST /v1/"+kp.resource, nil)
 	if a := <-answered; a != "" {
 		t.Fatalf("the client of the killed serve got an answer: %s", a)
 	}

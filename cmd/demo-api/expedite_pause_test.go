@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 )
 
 // TestExpeditePausedRunnerIsFencedOut: a serve paused (SIGSTOP) inside its
-// slot call, the desk holding the slot, outlives its lease, and the
+// slot call as the call arrives, the desk holding the slot, outlives its lease, and the
 // completer of another replica takes the run over. Woken (SIGCONT) while
 // that one is inside the charge, the paused runner finds its call's budget
 // spent, and its write is fenced out by the claim token (the key is still
@@ -29,6 +30,14 @@ func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 	other := start(t, x.url, x.env(100*time.Millisecond)...)
 	x.create(paused)
 	x.desk.Faults(t, holdSlot.faults)
+	// The runner is stopped the moment its slot call reaches the desk: its
+	// step's budget (half the lease) cannot run out between the desk taking
+	// the slot and a test that looks for it.
+	var stop sync.Once
+	stopped := make(chan error, 1)
+	x.desk.OnArrival("POST /v1/slots", func() {
+		stop.Do(func() { stopped <- stopProcess(paused.cmd.Process) })
+	})
 	answered := make(chan string, 1)
 	go func() {
 		resp, body, err := x.expedite(paused, expediteKey, 1)
@@ -44,7 +53,7 @@ func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 	}) {
 		t.Fatalf("the desk never took the slot: %v", x.desk.AllCalls())
 	}
-	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := x.run(expediteKey); r.Point != holdSlot.point || r.LastError.Valid {

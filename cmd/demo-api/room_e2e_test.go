@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"slices"
 	"strings"
@@ -30,6 +29,7 @@ func TestWorkshopRoom(t *testing.T) {
 	t.Parallel()
 	desk := testkit.StartDesk(t, nil)
 	base, db := serveInProcess(t, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
+	ctx := testkit.Context(t)
 	outs := make([]*testkit.Buffer, len(roomNames))
 	errs := make([]error, len(roomNames))
 	begin := make(chan struct{})
@@ -38,7 +38,7 @@ func TestWorkshopRoom(t *testing.T) {
 		outs[i] = &testkit.Buffer{}
 		wg.Go(func() {
 			<-begin
-			errs[i] = run(context.Background(), []string{"workshop", "--base", base, "--token", "dev-" + name, "--all", "--provider", desk.URL},
+			errs[i] = run(ctx, []string{"workshop", "--base", base, "--token", "dev-" + name, "--all", "--provider", desk.URL},
 				func(string) string { return "" }, outs[i], io.Discard)
 		})
 	}

@@ -104,15 +104,16 @@ type workshop struct {
 	out         io.Writer
 	colour      bool
 	hc          *http.Client
-	run         string   // a tag in every key, so the workshop can run twice
-	created     []string // the requests the steps created, in order
+	ctx         context.Context // ends every request of the run (Ctrl-C, a caller's deadline)
+	run         string          // a tag in every key, so the workshop can run twice
+	created     []string        // the requests the steps created, in order
 }
 
 // workshopCmd is demo-api workshop.
 func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-api workshop", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	w := &workshop{out: stdout, hc: &http.Client{Timeout: 30 * time.Second}, run: uuid.NewString()[:8]}
+	w := &workshop{ctx: ctx, out: stdout, hc: &http.Client{Timeout: 30 * time.Second}, run: uuid.NewString()[:8]}
 	fs.StringVar(&w.base, "base", "http://localhost:8080", "the API's base URL")
 	fs.StringVar(&w.token, "token", "dev-alice", "bearer token (in a workshop room: dev-<your name>)")
 	fs.StringVar(&w.provider, "provider", "http://localhost:8090", "the review desk's base URL, for the external step")
@@ -190,7 +191,7 @@ func (w *workshop) send(method, path, key, body string, header ...string) exchan
 	if strings.HasPrefix(path, "http") {
 		url = path
 	}
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(w.ctx, method, url, strings.NewReader(body))
 	if url != path {
 		req.Header.Set("Authorization", "Bearer "+w.token)
 	}
@@ -386,7 +387,7 @@ func (w *workshop) stepMismatch() error {
 func (w *workshop) stepInProgress() error {
 	key := w.key("in-progress")
 	first := make(chan exchange, 1)
-	held := &workshop{base: w.base, token: w.token, out: io.Discard, hc: w.hc}
+	held := &workshop{ctx: w.ctx, base: w.base, token: w.token, out: io.Discard, hc: w.hc}
 	go func() { first <- held.create(key, workshopBody, "Workshop-Delay", w.delay.String()) }()
 	time.Sleep(w.delay / 3) // the first request holds its claim now
 	busy := w.create(key, workshopBody)
@@ -474,7 +475,7 @@ func (w *workshop) stepCancel() error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background() // the client's budget bounds each intent
+	ctx := w.ctx // the client's budget bounds each intent
 	it, err := client.NewCancelIntent(id)
 	if err != nil {
 		return err
@@ -589,7 +590,7 @@ func (w *workshop) awaitDelivery(path string) (deliveryView, error) {
 	w.printf("(reading %s until it changes)\n", path)
 	var last deliveryView
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		req, _ := http.NewRequest(http.MethodGet, w.base+path, nil)
+		req, _ := http.NewRequestWithContext(w.ctx, http.MethodGet, w.base+path, nil)
 		req.Header.Set("Authorization", "Bearer "+w.token)
 		resp, err := w.hc.Do(req)
 		if err != nil {

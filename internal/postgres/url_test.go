@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strconv"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/postgres"
@@ -102,7 +102,8 @@ func TestOpenSeveralHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(pgtest.NewURL(t))
+	testURL := pgtest.NewURL(t)
+	u, err := url.Parse(testURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,19 +152,30 @@ func TestOpenSeveralHosts(t *testing.T) {
 		t.Fatalf("open %s: %v", multi, err)
 	}
 	defer db.Close()
-	var port int
-	if err := db.GetContext(ctx, &port, "SELECT current_setting('port')::int"); err != nil {
+	// A server is told by its cluster's identifier: its own port is not
+	// the address a client dials where a container publishes it.
+	const identity = "SELECT system_identifier::text FROM pg_control_system()"
+	direct, err := postgres.Open(ctx, testURL, postgres.LongStatements)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if want := pgtest.Addr(t); strconv.Itoa(port) != portOf(want) {
-		t.Fatalf("the pool reached the server on port %d, want the writable one, %s", port, want)
+	defer direct.Close()
+	var got, want, readOnlyID string
+	for _, q := range []struct {
+		db  *sqlx.DB
+		out *string
+	}{{db, &got}, {direct, &want}, {admin, &readOnlyID}} {
+		if err := q.db.GetContext(ctx, q.out, identity); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want == readOnlyID {
+		t.Fatalf("the writable and the read-only server have one identifier, %s: the check cannot tell them apart", want)
+	}
+	if got != want {
+		t.Fatalf("the pool reached the server %s, want the writable one at %s (%s)", got, pgtest.Addr(t), want)
 	}
 	if _, err := db.ExecContext(ctx, "INSERT INTO demo_requests (id, actor_id, topic, note, state, created_at) VALUES (gen_random_uuid(), 'a', 't', 'n', 'accepted', now())"); err != nil {
 		t.Fatalf("a write through the pool: %v", err)
 	}
-}
-
-func portOf(addr string) string {
-	_, port, _ := net.SplitHostPort(addr)
-	return port
 }

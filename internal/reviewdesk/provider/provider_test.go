@@ -26,6 +26,12 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// callBound is the deadline of a call in these tests: the service's bound on
+// one call to the desk (DISPATCH_CALL_TIMEOUT's default), which a healthy
+// desk meets however busy the machine, and which the stalls of these tests
+// (a delay or a held answer of a minute) outlast.
+const callBound = 5 * time.Second
+
 var sub = reviewdesk.Submission{RequestID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Topic: "billing", Note: "call me"}
 
 // withState is r as a lookup answers it: with its state.
@@ -102,8 +108,8 @@ func TestFaults(t *testing.T) {
 		want   func(error) bool
 		stored int
 	}{
-		{"delay past the caller's deadline", provider.Faults{Delay: "500ms"}, func(d *testkit.Desk) error {
-			ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		{"delay past the caller's deadline", provider.Faults{Delay: "1m"}, func(d *testkit.Desk) error {
+			ctx, cancel := context.WithTimeout(ctx, callBound)
 			defer cancel()
 			_, err := d.Client.Submit(ctx, "k", sub)
 			return err
@@ -113,7 +119,7 @@ func TestFaults(t *testing.T) {
 			return err
 		}, unclear, 0},
 		{"accept and hold the answer past the caller's deadline", provider.Faults{HoldAnswer: "1m"}, func(d *testkit.Desk) error {
-			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(ctx, callBound)
 			defer cancel()
 			_, err := d.Client.Submit(ctx, "k", sub)
 			return err
@@ -299,13 +305,13 @@ func TestCancelFaults(t *testing.T) {
 			return errors.As(err, &r) && r.Code == "cancel_refused"
 		}, 0},
 		{"down", provider.Faults{Down: true}, unclear, 0},
-		{"delay past the caller's deadline", provider.Faults{Delay: "500ms"}, unclear, 0},
+		{"delay past the caller's deadline", provider.Faults{Delay: "1m"}, unclear, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			d := testkit.StartDesk(t, nil)
 			d.Faults(t, tt.faults)
-			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			cctx, cancel := context.WithTimeout(ctx, callBound)
 			defer cancel()
 			if _, err := d.Client.Cancel(cctx, "c", "demo-request:1"); !tt.want(err) {
 				t.Fatalf("error %v is not what the client should see", err)
@@ -1047,7 +1053,7 @@ func TestDeskFaultsOnlyOneResource(t *testing.T) {
 		// left, so it may be stored by the time the fault is cleared.
 		later bool
 	}{
-		{"delay", provider.Faults{Delay: "1s"}, func(string) func(error) bool { return isUnclear }, 0, true, true},
+		{"delay", provider.Faults{Delay: "1m"}, func(string) func(error) bool { return isUnclear }, 0, true, true},
 		{"failNext", provider.Faults{FailNext: 1}, func(string) func(error) bool { return isUnclear }, 0, false, false},
 		{"holdAnswer", provider.Faults{HoldAnswer: "1m"}, func(string) func(error) bool { return isUnclear }, 1, false, false},
 		{"dropResponses", provider.Faults{DropResponses: 1}, func(string) func(error) bool { return isUnclear }, 1, false, false},
@@ -1070,12 +1076,12 @@ func TestDeskFaultsOnlyOneResource(t *testing.T) {
 				d.Faults(t, f)
 				// A deadline the delay and the held answer pass, which a
 				// healthy call meets.
-				short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 500*time.Millisecond) }
+				bounded := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, callBound) }
 				for _, other := range resources {
 					if other.name == target.name {
 						continue
 					}
-					cctx, cancel := short()
+					cctx, cancel := bounded()
 					err, serr := other.call(cctx, d), other.status(cctx, d)
 					cancel()
 					if err != nil || serr != nil {
@@ -1085,7 +1091,7 @@ func TestDeskFaultsOnlyOneResource(t *testing.T) {
 						t.Fatalf("%d %s stored, want 1", n, other.name)
 					}
 				}
-				cctx, cancel := short()
+				cctx, cancel := bounded()
 				err := target.call(cctx, d)
 				cancel()
 				if !knob.want(target.name)(err) {
@@ -1095,7 +1101,7 @@ func TestDeskFaultsOnlyOneResource(t *testing.T) {
 					t.Fatalf("%d %s stored, want %d", n, target.name, knob.stored)
 				}
 				if knob.status {
-					cctx, cancel := short()
+					cctx, cancel := bounded()
 					err := target.status(cctx, d)
 					cancel()
 					if !isUnclear(err) {

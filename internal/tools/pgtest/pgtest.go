@@ -12,7 +12,9 @@
 // The server comes from, in this order: TEST_DATABASE_URL; a throw-away
 // cluster from local PostgreSQL binaries (initdb, pg_ctl); a postgres:15
 // container through dockertest. If none works, Main fails the run: tests that
-// need PostgreSQL never skip silently.
+// need PostgreSQL never skip silently. PGTEST_SOURCE=docker (or local) takes
+// that one only, e.g. to run the tests as on a laptop with Docker and no
+// PostgreSQL binaries.
 package pgtest
 
 import (
@@ -38,6 +40,11 @@ import (
 // envURL names the environment variable that points the tests at an existing
 // server instead of starting one.
 const envURL = "TEST_DATABASE_URL"
+
+// envSource names the environment variable that picks where Start takes its
+// server from, past TEST_DATABASE_URL: "local" (the local binaries only),
+// "docker" (dockertest only), or empty (the local binaries, else dockertest).
+const envSource = "PGTEST_SOURCE"
 
 // Server is a PostgreSQL reachable for tests.
 type Server struct {
@@ -88,7 +95,8 @@ type Options struct {
 //     user (through runuser), since PostgreSQL refuses to run as root.
 //  3. dockertest with the postgres:15 image, if a Docker engine answers.
 //
-// Otherwise the error says what to install and what each attempt said.
+// PGTEST_SOURCE=local or docker tries that one only. Otherwise the error
+// says what to install and what each attempt said.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	if raw := os.Getenv(envURL); raw != "" {
 		conf, err := parseURL(raw)
@@ -102,6 +110,24 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return s, nil
 	}
 
+	source := os.Getenv(envSource)
+	switch source {
+	case "":
+	case "local":
+		s, err := startLocal(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("pgtest: %s=local: %w; %s", envSource, err, installHint)
+		}
+		return s, nil
+	case "docker":
+		s, err := startDocker(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("pgtest: %s=docker: %w", envSource, err)
+		}
+		return s, nil
+	default:
+		return nil, fmt.Errorf("pgtest: %s=%q: want local, docker or nothing", envSource, source)
+	}
 	s, localErr := startLocal(ctx, opts)
 	if localErr == nil {
 		return s, nil
@@ -131,8 +157,9 @@ func (s *Server) Stop() error {
 
 // Restart restarts the server with `pg_ctl restart -m mode` (fast: the
 // sessions are ended cleanly; immediate: as after a crash, with recovery at
-// the start), and waits until it answers. Only a server from local binaries
-// can be restarted.
+// the start), and waits until it answers. A server from local binaries is
+// restarted with pg_ctl, a container by stopping it with the signal of mode
+// and starting it again; TEST_DATABASE_URL cannot be restarted.
 func (s *Server) Restart(ctx context.Context, mode string) error {
 	if s.restart == nil {
 		return fmt.Errorf("pgtest: a server from %s cannot be restarted here", s.Source)

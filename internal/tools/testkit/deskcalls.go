@@ -9,20 +9,39 @@ import (
 // in the path written {key} (as "GET /v1/slots/{key}"): tests check that a
 // runner asked before it sent, and sent once.
 type deskCalls struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu      sync.Mutex
+	n       map[string]int
+	arrived map[string]func()
 }
 
 func (c *deskCalls) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.Method + " " + route(r.URL.Path)
 		c.mu.Lock()
 		if c.n == nil {
 			c.n = map[string]int{}
 		}
-		c.n[r.Method+" "+route(r.URL.Path)]++
+		c.n[name]++
+		f := c.arrived[name]
 		c.mu.Unlock()
+		if f != nil {
+			f()
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// OnArrival runs f whenever a call of route (such as "POST /v1/slots")
+// arrives, before the desk handles it: a test acts at that moment (stops
+// the caller inside its call, say) instead of polling for the call's
+// effect.
+func (d *Desk) OnArrival(route string, f func()) {
+	d.calls.mu.Lock()
+	defer d.calls.mu.Unlock()
+	if d.calls.arrived == nil {
+		d.calls.arrived = map[string]func(){}
+	}
+	d.calls.arrived[route] = f
 }
 
 // Calls is how many calls of route (such as "POST /v1/slots") the desk

@@ -147,3 +147,19 @@ func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.
 		t.Errorf("%d attempts in the budget's last second, want at most 2", lastSecond)
 	}
 }
+
+// Context returns a context that ends when the test ends or a little before
+// the test binary's deadline (go test -timeout), whichever comes first: a
+// wait on it that would outlast the run fails the test with the test's own
+// message, not the binary's panic that names no test.
+func Context(t *testing.T) context.Context {
+	ctx := t.Context()
+	d, ok := t.Deadline()
+	if !ok {
+		return ctx
+	}
+	margin := min(30*time.Second, time.Until(d)/10)
+	ctx, cancel := context.WithDeadline(ctx, d.Add(-margin))
+	t.Cleanup(cancel)
+	return ctx
+}
