@@ -16,6 +16,9 @@
 #   make test       scripts/setup.sh (installs the browser the tests drive
 #                   where it is missing), no tracked file over 1 MiB, gofmt,
 #                   go vet and every test with the race detector
+#   make test-short the fast tier (go test -short, under a minute warm): every
+#                   branch of the contract against a real PostgreSQL, without
+#                   the browser, fault, restart and long end-to-end tests
 #   make cross      the builds of other systems: go vet for macOS, go vet
 #                   and go build for Windows (.ci/run runs it beside make test)
 #   make bench      the benchmark; writes docs/bench.md # demo-only
@@ -37,7 +40,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test cross bench chaos fuzz screenshots build vet fmt db-stop db-reset clean new-service copy-check
+.PHONY: run test test-short cross bench chaos fuzz screenshots build vet fmt db-stop db-reset clean new-service copy-check
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -98,6 +101,12 @@ test:
 	$(GO) vet ./...
 	set -o pipefail; $(GO) test -race -count=1 -v ./... 2>&1 \
 	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
+
+# The fast tier: every branch of the contract against a real PostgreSQL,
+# without the browser, fault, restart and long end-to-end tests (each of
+# those skips under -short, saying why).
+test-short:
+	$(GO) test -short -count=1 ./...
 
 # The project must build on macOS and Windows too.
 cross:

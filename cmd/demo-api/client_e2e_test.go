@@ -134,6 +134,7 @@ func rows(t *testing.T, db *sqlx.DB) int {
 // over loopback: each case ends with exactly the business rows the contract
 // allows, and every attempt of an intent carried its one key.
 func TestClientAgainstTheServer(t *testing.T) {
+	testkit.Long(t, "a long end-to-end run of the client against the binary")
 	t.Parallel()
 	ctx := context.Background()
 	base, db := serveInProcess(t)
@@ -357,6 +358,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 // TestWorkshopAll runs demo-api workshop --all against a real server with
 // the knobs on and a short TTL: every step passes, none is skipped.
 func TestWorkshopAll(t *testing.T) {
+	testkit.Long(t, "a long end-to-end walk (every workshop step against a server)")
 	t.Parallel()
 	desk := testkit.StartDesk(t, nil)
 	base, _ := serveInProcess(t, "IDEMPOTENCY_TTL=3s", "IDEMPOTENCY_LEASE=3s",

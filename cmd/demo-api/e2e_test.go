@@ -202,6 +202,7 @@ func countRows(t *testing.T, url string) int {
 // before the finish. The restarted server answers 409 while the dead claim's
 // lease lives, then takes it over and creates the request exactly once.
 func TestCrashMidRequest(t *testing.T) {
+	testkit.Long(t, "kills the server process")
 	url := pgtest.NewURL(t)
 	const lease = 3 * time.Second
 	p := start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
@@ -249,6 +250,7 @@ func TestCrashMidRequest(t *testing.T) {
 // TestGracefulShutdown sends SIGTERM while a request is inside its work: the
 // server stops accepting, lets the request finish, and exits 0.
 func TestGracefulShutdown(t *testing.T) {
+	testkit.Long(t, "signals the server process")
 	url := pgtest.NewURL(t)
 	p := start(t, url)
 	type answer struct {

@@ -147,3 +147,13 @@ func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.
 		t.Errorf("%d attempts in the budget's last second, want at most 2", lastSecond)
 	}
 }
+
+// Long marks t as a test of the whole suite only (make test): under
+// go test -short, the fast tier (make test-short), it is skipped, saying
+// why. The contract's branches are no such test.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: " + why)
+	}
+}
