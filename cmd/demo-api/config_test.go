@@ -122,6 +122,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"dispatch", "-h"}, "-provider-url"},
 		{[]string{"provider", "-h"}, "-database-url"}, // demo-only
 		{[]string{"send", "-h"}, "-resolve"},
+		{[]string{"healthcheck", "-h"}, "usage: demo-api healthcheck"},
 		{[]string{"workshop", "-h"}, "-provider"}, // demo-only
 		{[]string{"-h"}, "commands:"},
 	} {

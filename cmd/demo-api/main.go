@@ -9,6 +9,7 @@
 //	demo-api provider         run the review desk (the external service) // demo-only
 //	demo-api dispatch         hand accepted requests to the review desk
 //	demo-api send             create a demo request through the retrying client
+//	demo-api healthcheck      exit 0 when the serve on LISTEN_ADDR answers /healthz
 //	demo-api workshop         walk through every branch against a running server // demo-only
 //
 // Configuration comes from environment variables; each has a flag of the
@@ -52,6 +53,7 @@ commands:
   provider            run the review desk, the external service requests are handed to // demo-only
   dispatch            hand accepted requests to the review desk (serve does it too)
   send                create a demo request through the retrying Go client (api/client)
+  healthcheck         exit 0 when the serve on LISTEN_ADDR answers /healthz (the image's HEALTHCHECK)
   workshop            walk through every branch of the contract against a running server // demo-only
 
 run "demo-api <command> -h" for the flags and environment variables.`
@@ -109,6 +111,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return workshopCmd(ctx, args, stdout) // demo-only
 	case "send":
 		return sendCmd(ctx, args, stdout, stderr)
+	case "healthcheck":
+		return healthcheckCmd(ctx, args, getenv, stdout, stderr)
 	case "provider": // demo-only
 		return providerCmd(ctx, args, getenv, stdout, stderr) // demo-only
 	case "hash-token":
