@@ -16,9 +16,9 @@
 #   make test       scripts/setup.sh (installs the browser the tests drive
 #                   where it is missing), no tracked file over 1 MiB, gofmt,
 #                   go vet and every test with the race detector
-#   make test-short the fast tier (go test -short, under a minute warm): every
-#                   branch of the contract against a real PostgreSQL, without
-#                   the browser, fault, restart and long end-to-end tests
+#   make test-short the fast tier (go test -short): every branch of the
+#                   contract against a real PostgreSQL, without the browser,
+#                   fault, restart and long end-to-end tests
 #   make image      the container image (Dockerfile): the static binary on
 #                   scratch, built here; make image-check runs it against a
 #                   real PostgreSQL with a real Docker engine
