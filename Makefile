@@ -17,6 +17,12 @@
 #   make test       scripts/setup.sh (installs the browser the tests drive
 #                   where it is missing), no tracked file over 1 MiB, gofmt,
 #                   go vet and every test with the race detector
+#   make test-short the fast tier (go test -short): every branch of the
+#                   contract against a real PostgreSQL, without the browser,
+#                   fault, restart and long end-to-end tests
+#   make image      the container image (Dockerfile): the static binary on
+#                   scratch, built here; make image-check runs it against a
+#                   real PostgreSQL with a real Docker engine
 #   make cross      the builds of other systems: go vet for macOS, go vet
 #                   and go build for Windows (.ci/run runs it beside make test)
 #   make bench      the benchmark; writes docs/bench.md # demo-only
@@ -38,7 +44,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test cross bench chaos fuzz screenshots build vet fmt db-stop db-reset clean new-service copy-check
+.PHONY: run test test-short image image-check cross bench chaos fuzz screenshots build vet fmt db-stop db-reset clean new-service copy-check
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -105,6 +111,34 @@ test:
 	$(GO) vet ./...
 	set -o pipefail; $(GO) test -race -count=1 -v ./... 2>&1 \
 	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
+
+# The fast tier: every branch of the contract against a real PostgreSQL,
+# without the browser, fault, restart and long end-to-end tests (each of
+# those skips under -short, saying why).
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# The container image (Dockerfile), tagged $(IMAGE): the binary built here,
+# static and for the engine's Linux, packed on scratch with this machine's CA
+# certificates, so that the build pulls nothing.
+IMAGE ?= demo-api
+image:
+	@set -eo pipefail; rm -rf bin/image; mkdir -p bin/image/etc/ssl/certs; \
+	arch="$$(docker version -f '{{.Server.Arch}}')"; \
+	CGO_ENABLED=0 GOOS=linux GOARCH="$$arch" $(GO) build -trimpath -ldflags='-s -w' -o bin/image/demo-api ./cmd/demo-api; \
+	for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do \
+	  if [[ -f "$$f" ]]; then cp "$$f" bin/image/etc/ssl/certs/ca-certificates.crt; break; fi; \
+	done; \
+	[[ -s bin/image/etc/ssl/certs/ca-certificates.crt ]] || { echo "image: no CA certificates found on this machine" >&2; exit 1; }
+	docker build --target image -t $(IMAGE) .
+
+# The image against a real PostgreSQL: scripts/setup.sh brings a Docker
+# engine where it can, then scripts/imagecheck runs the image (/readyz, a
+# create and its replay, the health check) and prints its size.
+image-check:
+	scripts/setup.sh docker
+	$(MAKE) image
+	$(GO) run ./scripts/imagecheck -image $(IMAGE)
 
 # The project must build on macOS and Windows too.
 cross:

@@ -28,14 +28,15 @@ needs=(
   "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary" # demo-only
   "curl|curl||run 'sudo dnf install curl' (Fedora) or 'sudo pacman -S curl' (Arch)"
   "pgbouncer|pgbouncer|pgbouncer|run 'sudo dnf install pgbouncer' (Fedora) or 'sudo pacman -S pgbouncer' (Arch)"
+  "docker|docker.io|--cask docker|install a Docker engine (https://docs.docker.com/engine/install/) and start it"
   "pg_autoctl|postgresql-15-auto-failover postgresql-16-auto-failover postgresql-17-auto-failover||install pg_auto_failover for your PostgreSQL (https://pg-auto-failover.readthedocs.io, 'Installing pg_auto_failover'): Homebrew has no formula of it; on Fedora or RHEL, 'sudo dnf install pg_auto_failover_15' from the PGDG repository" # demo-only
 )
 
 # on_request: needs that only a named call installs (make chaos names
-# pg_autoctl), so that make test does not install, or stop for, what no
-# test of it uses.
+# pg_autoctl, make image-check docker), so that make test does not install,
+# or stop for, what no test of it uses.
 on_request=" pg_autoctl " # demo-only
-on_request="${on_request:- }"
+on_request="${on_request:- } docker "
 
 # have_chromium: the browser the browser tests drive, found where
 # internal/tools/browsertest looks for it.
@@ -67,6 +68,35 @@ have_pgbouncer() {
   for p in /usr/sbin/pgbouncer /usr/local/bin/pgbouncer /opt/homebrew/bin/pgbouncer /opt/homebrew/sbin/pgbouncer; do
     [[ -x "$p" ]] && echo "$p" && return 0
   done
+  return 1
+}
+
+# have_docker: a Docker engine that answers, which make image-check builds
+# and runs the image with. One installed but stopped is started (start_docker).
+have_docker() {
+  command -v docker >/dev/null || return 1
+  docker info >/dev/null 2>&1 || start_docker || return 1
+  command -v docker
+}
+
+# start_docker starts the engine of this Linux machine: through systemd
+# where it runs, else dockerd in the background as root, its log in
+# /var/log/dockerd.log. Elsewhere (Docker Desktop) it is started by hand.
+start_docker() {
+  [[ "$(uname -s)" == Linux ]] || return 1
+  command -v dockerd >/dev/null || [[ -x /usr/sbin/dockerd ]] || return 1
+  log "starting the Docker engine"
+  if [[ -d /run/systemd/system ]]; then
+    as_root systemctl start docker || return 1
+  else
+    as_root sh -c 'PATH="$PATH:/usr/sbin"; nohup dockerd >>/var/log/dockerd.log 2>&1 &' || return 1
+  fi
+  local i
+  for i in $(seq 60); do
+    docker info >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  log "the Docker engine did not answer within 30 s (its log: journalctl -u docker, or /var/log/dockerd.log)"
   return 1
 }
 

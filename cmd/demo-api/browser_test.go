@@ -157,6 +157,7 @@ func (p *page) created() {
 }
 
 func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	desk := testkit.StartDesk(t, nil)
 	p := openPage(t, "/", "PROVIDER_URL="+desk.URL)
@@ -193,6 +194,7 @@ func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
 }
 
 func TestBrowserReloadDuringAHeldAttempt(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	p.fill("reload", "the first attempt is held 1 s")
@@ -235,6 +237,7 @@ func (p *page) unknown(topic string) string {
 }
 
 func TestBrowserTimeoutThenCheckStatus(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	key := p.unknown("timeout")
@@ -264,6 +267,7 @@ func TestBrowserTimeoutThenCheckStatus(t *testing.T) {
 // status finds the key never seen and offers Send again, which sends the
 // same key.
 func TestBrowserNeverSeenThenSendAgain(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	p.rec.setCut(true)
@@ -288,6 +292,7 @@ func TestBrowserNeverSeenThenSendAgain(t *testing.T) {
 // TestBrowserSecondTab: while one tab sends an intent, Create in a second
 // tab of the same browser starts none.
 func TestBrowserSecondTab(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	second := &page{t: t, db: p.db, rec: p.rec, base: p.base, tab: p.tab.Sibling(t)}
@@ -318,6 +323,7 @@ func TestBrowserSecondTab(t *testing.T) {
 // backoff's floor (half its interval), none with less than 250 ms of the
 // budget left, at most two in its last second. Counted at the server.
 func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	p.rec.setCut(true)
@@ -344,6 +350,7 @@ func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
 // same intent and key: one request, although the first attempt's work
 // outlives the budget.
 func TestBrowserEditUndoneAfterOutcomeUnknown(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	old := p.unknown("undone")
@@ -361,6 +368,7 @@ func TestBrowserEditUndoneAfterOutcomeUnknown(t *testing.T) {
 // the page asked the outcome route what became of the unfinished one and
 // said so.
 func TestBrowserChangedFieldsAfterOutcomeUnknown(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	old := p.unknown("changed")
@@ -398,6 +406,7 @@ func TestBrowserChangedFieldsAfterOutcomeUnknown(t *testing.T) {
 // the intent, and bob, signed in next in the same tab, sees nothing of it
 // and sends nothing of hers.
 func TestBrowserSignOutEndsTheIntent(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	const bobToken = "tok-e2e-bob-71a3"
 	p := openPage(t, "/", "API_TOKENS=alice:"+auth.Hash(e2eToken)+",bob:"+auth.Hash(bobToken))
@@ -444,6 +453,7 @@ func TestBrowserSignOutEndsTheIntent(t *testing.T) {
 }
 
 func TestBrowserRefusal(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	p.fill("blocked", "a topic the rules refuse")
@@ -459,6 +469,7 @@ func TestBrowserRefusal(t *testing.T) {
 }
 
 func TestBrowserShowsMarkupAsText(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	markup := `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`
@@ -477,6 +488,7 @@ func TestBrowserShowsMarkupAsText(t *testing.T) {
 // browser tests see the refusal, so a page that broke the policy would fail
 // them.
 func TestBrowserCSP(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	server, _ := serveInProcess(t)
 	tab := browsertest.NewTab(t)
@@ -501,6 +513,7 @@ func TestBrowserCSP(t *testing.T) {
 }
 
 func TestBrowserWorkshopPage(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	desk := testkit.StartDesk(t, nil)
 	p := openPage(t, "/workshop", "IDEMPOTENCY_TTL=4s", "IDEMPOTENCY_LEASE=4s",
@@ -528,6 +541,7 @@ func (p *page) needs() string {
 // knobs, a short TTL or a review desk, the workshop page names what each
 // step lacks, and shows no requirement for a step that has what it needs.
 func TestBrowserWorkshopShowsUnmetNeeds(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/workshop", "WORKSHOP=false")
 	p.do(chromedp.WaitVisible(chromedp.CSS("#step-expiry")))

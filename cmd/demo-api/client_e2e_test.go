@@ -144,6 +144,7 @@ func rows(t *testing.T, db *sqlx.DB) int {
 // over loopback: each case ends with exactly the business rows the contract
 // allows, and every attempt of an intent carried its one key.
 func TestClientAgainstTheServer(t *testing.T) {
+	testkit.Long(t, "a long end-to-end run of the client against the binary")
 	t.Parallel()
 	ctx := context.Background()
 	base, db := serveInProcess(t)
@@ -368,6 +369,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 // the knobs on and the default TTL and lease (the expiry step gives its key
 // a TTL of its own): every step passes, none is skipped.
 func TestWorkshopAll(t *testing.T) {
+	testkit.Long(t, "a long end-to-end walk (every workshop step against a server)")
 	t.Parallel()
 	desk := testkit.StartDesk(t, nil)
 	base, _ := serveInProcess(t, "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")

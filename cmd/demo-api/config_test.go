@@ -142,6 +142,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"provider", "-h"}, "-database-url"}, // demo-only
 		{[]string{"send", "-h"}, "-resolve"},
 		{[]string{"conformance", "-h"}, "-other-actor-header"},
+		{[]string{"healthcheck", "-h"}, "usage: demo-api healthcheck"},
 		{[]string{"workshop", "-h"}, "-provider"}, // demo-only
 		{[]string{"-h"}, "commands:"},
 	} {

@@ -17,6 +17,7 @@ import (
 // Retry-After, since sending them again cannot succeed. Faults the desk
 // takes are echoed with 200.
 func TestDeskFaultsRefusalPassedOn(t *testing.T) {
+	testkit.Long(t, "fault injection at the desk, end to end")
 	t.Parallel()
 	x := newExpediteRig(t)
 	p := start(t, x.url, x.env(time.Second)...)

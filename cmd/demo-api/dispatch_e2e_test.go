@@ -20,6 +20,7 @@ import (
 // finds it: the desk holds one submission, the request shows submitted, and
 // the restarted dispatcher sent nothing.
 func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
+	testkit.Long(t, "kills the dispatcher process")
 	url := pgtest.NewURL(t)
 	desk := testkit.StartDeskDouble(t)
 	desk.Faults(t, testkit.DeskFaults{HoldAnswer: "1m"}) // accept, then hold the answer

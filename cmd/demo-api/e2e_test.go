@@ -204,6 +204,7 @@ func countRows(t *testing.T, url string) int {
 // The lease is short, but its half, the work's budget, still covers what a
 // statement may take by the contract (2 s and the wire's half second).
 func TestCrashMidRequest(t *testing.T) {
+	testkit.Long(t, "kills the server process")
 	url := pgtest.NewURL(t)
 	const lease = 5 * time.Second
 	p := start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
@@ -252,6 +253,7 @@ func TestCrashMidRequest(t *testing.T) {
 // TestGracefulShutdown sends SIGTERM while a request is inside its work: the
 // server stops accepting, lets the request finish, and exits 0.
 func TestGracefulShutdown(t *testing.T) {
+	testkit.Long(t, "signals the server process")
 	url := pgtest.NewURL(t)
 	p := start(t, url)
 	type answer struct {

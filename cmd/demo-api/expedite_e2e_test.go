@@ -390,6 +390,7 @@ func (x *expediteRig) checkExpedited(key string, body []byte, turns int, calls m
 // credit went down once, the order is confirmed, and the resumer asked the
 // desk before it sent the step it was killed in.
 func TestExpediteKilledInsideEachStep(t *testing.T) {
+	testkit.Long(t, "kills the server process inside each step")
 	t.Parallel()
 	for i, kp := range killPoints {
 		for _, who := range []resumer{byRetry, []resumer{byServe, byDispatch}[i%2]} {
@@ -413,6 +414,7 @@ func TestExpediteKilledInsideEachStep(t *testing.T) {
 // and sent each step once, every answer is 409 or the one 201, byte for
 // byte.
 func TestExpediteRacingResumers(t *testing.T) {
+	testkit.Long(t, "a long end-to-end race of processes")
 	t.Parallel()
 	x := newExpediteRig(t)
 	const complete = 100 * time.Millisecond

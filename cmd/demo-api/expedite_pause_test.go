@@ -23,6 +23,7 @@ import (
 // in progress): it answers 409 and leaves the run where the other runner
 // put it, which then finishes it.
 func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
+	testkit.Long(t, "pauses a server process")
 	t.Parallel()
 	x := newExpediteRig(t)
 	holdSlot := killPoints[1]

@@ -10,6 +10,7 @@
 //	demo-api dispatch         hand accepted requests to the review desk
 //	demo-api send             create a demo request through the retrying client
 //	demo-api conformance      check any Idempotency-Key API from the outside
+//	demo-api healthcheck      exit 0 when the serve on LISTEN_ADDR answers /healthz
 //	demo-api workshop         walk through every branch against a running server // demo-only
 //
 // Configuration comes from environment variables; each has a flag of the
@@ -54,6 +55,7 @@ commands:
   dispatch            hand accepted requests to the review desk (serve does it too)
   send                create a demo request through the retrying Go client (api/client)
   conformance         check an Idempotency-Key API (this one or any other) from the outside, each branch
+  healthcheck         exit 0 when the serve on LISTEN_ADDR answers /healthz (the image's HEALTHCHECK)
   workshop            walk through every branch of the contract against a running server // demo-only
 
 run "demo-api <command> -h" for the flags and environment variables.`
@@ -113,6 +115,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return sendCmd(ctx, args, stdout, stderr)
 	case "conformance":
 		return conformanceCmd(ctx, args, stdout)
+	case "healthcheck":
+		return healthcheckCmd(ctx, args, getenv, stdout, stderr)
 	case "provider": // demo-only
 		return providerCmd(ctx, args, getenv, stdout, stderr) // demo-only
 	case "hash-token":

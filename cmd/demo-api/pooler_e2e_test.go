@@ -28,6 +28,7 @@ import (
 // demo-api dispatch. Migrations need a direct connection: through the
 // pooler, migrate says so.
 func TestBehindPgBouncer(t *testing.T) {
+	testkit.Long(t, "runs behind PgBouncer")
 	bouncer := pgtest.NewPgBouncer(t, "")
 	direct := pgtest.NewURL(t)
 	deskDirect := pgtest.NewURL(t)

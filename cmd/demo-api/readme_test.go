@@ -22,6 +22,7 @@ import (
 // (ME=ana and ME=ben), and every comment must come true for both. A block
 // that restarts the server (make run) is the person's to run.
 func TestReadmeWalkthrough(t *testing.T) {
+	testkit.Long(t, "a long end-to-end walk (the README's curl blocks, two participants)")
 	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {

@@ -26,6 +26,7 @@ var roomNames = []string{"ana", "ben", "cy", "dee"}
 // deliveries go on; expiry included, in seconds (Workshop-TTL), with no
 // restart.
 func TestWorkshopRoom(t *testing.T) {
+	testkit.Long(t, "a long end-to-end walk (a workshop room)")
 	t.Parallel()
 	desk := testkit.StartDesk(t, nil)
 	base, db := serveInProcess(t, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
@@ -82,6 +83,7 @@ func TestWorkshopRoom(t *testing.T) {
 // run every step at the same moment: every step passes on both pages, the
 // external step and expiry included, each under its own participant.
 func TestBrowserWorkshopRoom(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	desk := testkit.StartDesk(t, nil)
 	server, db := serveInProcess(t, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
@@ -134,6 +136,7 @@ func TestBrowserWorkshopRoom(t *testing.T) {
 // TestBrowserCreatePageInARoom: in a workshop room the create page asks for
 // a name, and creates under the participant's token dev-<name>.
 func TestBrowserCreatePageInARoom(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	server, db := serveInProcess(t, "WORKSHOP_ROOM=true")
 	p := &page{t: t, db: db, rec: &recorder{}}

@@ -211,6 +211,7 @@ func metricValue(exposition, series string) (float64, bool) {
 // good value, say how old it is, and each scrape that could not read them
 // is counted. Once the database is back the gauges read it again.
 func TestMetricsWhileDatabaseDown(t *testing.T) {
+	testkit.Long(t, "fault injection (the database down)")
 	t.Parallel()
 	for _, tt := range []struct {
 		name string
@@ -268,6 +269,7 @@ func TestMetricsWhileDatabaseDown(t *testing.T) {
 // terminated); the first /readyz after must say 200, as creates would, not
 // spend itself on one dead connection and say 503.
 func TestReadyzRightAfterConnectionsDied(t *testing.T) {
+	testkit.Long(t, "fault injection (connections killed)")
 	t.Parallel()
 	e := newFaultEnv(t)
 	e.warmPool(t, 4)
@@ -291,6 +293,7 @@ FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_p
 // /readyz says 503 within its timeout, not once the partition heals; and
 // the first call after it heals says 200.
 func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
+	testkit.Long(t, "fault injection (a blackhole)")
 	t.Parallel()
 	e := newFaultEnv(t)
 	if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
@@ -320,6 +323,7 @@ func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
 // the key statements have a short bound of their own (postgres.KeyStatements),
 // and a two-phase claim's release goes on in the background.
 func TestCreateInAPartitionIs503(t *testing.T) {
+	testkit.Long(t, "fault injection (a partition)")
 	t.Parallel()
 	for _, tt := range []struct {
 		path   idempotency.Path
@@ -356,6 +360,7 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 // between PgBouncer and PostgreSQL: the statements' bound holds without a
 // startup parameter, and a create answers 503 within 3 s.
 func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
+	testkit.Long(t, "fault injection behind PgBouncer")
 	t.Parallel()
 	for _, where := range []string{proxyBeforePooler, proxyBehindPooler} {
 		t.Run(where, func(t *testing.T) {

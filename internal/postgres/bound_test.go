@@ -20,6 +20,7 @@ import (
 // transaction mode that refuses a statement_timeout startup parameter;
 // alone, prepared, and inside a transaction.
 func TestStatementBound(t *testing.T) {
+	testkit.Long(t, "runs behind PgBouncer")
 	t.Parallel()
 	bouncer := pgtest.NewPgBouncer(t, "")
 	const bound = 300 * time.Millisecond

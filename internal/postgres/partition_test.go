@@ -16,6 +16,7 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // muteAtClaim is the real store behind a proxy that, from the step-wise
@@ -40,6 +41,7 @@ func (s *muteAtClaim) ClaimRun(ctx context.Context, sc idempotency.Scope, fp, to
 // 200 ms from the heal, are answered within 3 s, not refused with 409 for
 // the rest of the claim's 30 s lease. The test logs how long they got 409.
 func TestStepClaimReplyLostInAPartition(t *testing.T) {
+	testkit.Long(t, "fault injection (a partition)")
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := pgtest.NewURL(t)

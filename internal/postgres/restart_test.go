@@ -14,6 +14,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestReleaseRetriedAcrossARestart: a two-phase work fails while PostgreSQL
@@ -22,6 +23,7 @@ import (
 // comes 2 s after the database is back gets a fresh claim, not a 409 for
 // the rest of the 30 s lease.
 func TestReleaseRetriedAcrossARestart(t *testing.T) {
+	testkit.Long(t, "restarts PostgreSQL")
 	ctx := context.Background()
 	pg, db, r := restartable(t)
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "restart.test", Key: "key-restart"},
@@ -84,6 +86,7 @@ func waitDown(url string, timeout time.Duration) bool {
 // measures how long the retries, sent every 200 ms from the moment the
 // database answers, got 409.
 func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
+	testkit.Long(t, "restarts PostgreSQL")
 	ctx := context.Background()
 	pg, db, r := restartable(t)
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "restart.steps", Key: "key-restart-steps"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // TestParseURL: a URL of several hosts, as pg_auto_failover prints it,
@@ -89,6 +90,7 @@ func TestParseURL(t *testing.T) {
 // server that takes no writes (as a standby), and the test server. With
 // target_session_attrs=read-write its connections reach the last one.
 func TestOpenSeveralHosts(t *testing.T) {
+	testkit.Long(t, "starts a second PostgreSQL")
 	t.Parallel()
 	ctx := context.Background()
 	readOnly, err := pgtest.Start(ctx, pgtest.Options{Settings: map[string]string{"default_transaction_read_only": "on"}})

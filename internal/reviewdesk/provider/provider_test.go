@@ -204,6 +204,7 @@ func TestFaultKnobsOverHTTP(t *testing.T) {
 // TestSubmissionsSurviveARestart: a new desk on the same database knows what
 // the old one accepted.
 func TestSubmissionsSurviveARestart(t *testing.T) {
+	testkit.Long(t, "restarts the desk")
 	t.Parallel()
 	first := testkit.StartDesk(t, nil)
 	r, err := first.Client.Submit(context.Background(), "demo-request:kept", sub)

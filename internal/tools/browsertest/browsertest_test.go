@@ -12,6 +12,9 @@ import (
 // own temporary files (a killed Chromium leaves its single-instance lock
 // folder there).
 func TestLeavesNoScratch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: drives a browser")
+	}
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	for range 2 {

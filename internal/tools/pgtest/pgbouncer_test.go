@@ -12,6 +12,9 @@ import (
 // transaction mode and refuses a startup parameter it does not track, as a
 // PgBouncer configured for production does; a plain client gets through.
 func TestPgBouncerRunsAsProductionDoes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs PgBouncer")
+	}
 	b := NewPgBouncer(t, "")
 	dbURL := b.URL(NewURL(t))
 	db, err := sqlx.Open("postgres", dbURL)

@@ -163,3 +163,13 @@ func Context(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// Long marks t as a test of the whole suite only (make test): under
+// go test -short, the fast tier (make test-short), it is skipped, saying
+// why. The contract's branches are no such test.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: " + why)
+	}
+}
