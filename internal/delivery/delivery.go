@@ -180,7 +180,7 @@ type Dispatcher struct {
 	// InFlight bounds the rows taken and not yet recorded (default 256): a
 	// take asks for no more rows than there are free places.
 	InFlight int
-	// PerActor bounds one actor's rows in flight (default 32; a take may
+	// PerActor bounds one actor's rows in flight (default 128; a take may
 	// pass it by less than a batch): an account whose calls hang fills its
 	// own places, and the other actors' rows are still taken.
 	PerActor int
@@ -216,7 +216,7 @@ func (d *Dispatcher) defaults() { d.once.Do(d.setDefaults) }
 func (d *Dispatcher) setDefaults() {
 	d.Batch = cmp.Or(d.Batch, 32)
 	d.InFlight = cmp.Or(d.InFlight, 256)
-	d.PerActor = cmp.Or(d.PerActor, 32)
+	d.PerActor = cmp.Or(d.PerActor, 128)
 	d.CallTimeout = cmp.Or(d.CallTimeout, 5*time.Second)
 	d.MaxAttempts = cmp.Or(d.MaxAttempts, 8)
 	d.FirstRetry = cmp.Or(d.FirstRetry, time.Second)
@@ -258,8 +258,16 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			sleep(ctx, pause/2+rand.N(pause))
 			pause = min(2*pause, maxFailedPause)
 		case n == 0:
+			// Nothing due, or only rows of actors at their share: a freed
+			// place may make one of theirs takeable before the pause ends.
 			pause = d.Idle
-			sleep(ctx, d.Idle/2+rand.N(d.Idle))
+			t := time.NewTimer(d.Idle/2 + rand.N(d.Idle))
+			select {
+			case <-ctx.Done():
+			case <-d.freed:
+			case <-t.C:
+			}
+			t.Stop()
 		default:
 			pause = d.Idle
 		}
