@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -555,5 +556,70 @@ func TestBrowserWorkshopShowsUnmetNeeds(t *testing.T) {
 	}, "\n")
 	if got := p.needs(); got != want {
 		t.Fatalf("the page shows the needs:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestBrowserRetriesARateLimit: over the bound on new keys (one key at
+// once, one more every 2 s), the page's first attempt is refused 429
+// rate_limited with Retry-After; the page waits that long, within its
+// budget, sends the same key again, and ends at created with one request.
+func TestBrowserRetriesARateLimit(t *testing.T) {
+	t.Parallel()
+	p := openPage(t, "/", "NEW_KEYS_PER_SECOND=0.5", "NEW_KEYS_BURST=1")
+	p.fill("limited", "the page's first attempt meets the bound")
+	// One create through HTTP spends alice's only token.
+	req, _ := http.NewRequest(http.MethodPost, p.base+"/v1/demo-requests", strings.NewReader(`{"topic":"spent","note":"the bucket's one token"}`))
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "spend-the-bucket")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the create that spends the bucket: %d, want 201", resp.StatusCode)
+	}
+	p.rec.mu.Lock()
+	p.rec.paths, p.rec.keys, p.rec.attempts, p.rec.times, p.rec.auths = nil, nil, nil, nil, nil
+	p.rec.mu.Unlock()
+
+	p.do(chromedp.Click(chromedp.CSS("#create-button")))
+	p.waitState("created", 10*time.Second)
+	key := p.oneKey()
+	seen := p.eval(`[...document.querySelectorAll('#attempts tbody tr')].map(r => r.children[1].textContent).join(', ')`)
+	if seen != "429 rate_limited, 201" {
+		t.Fatalf("the page's attempts saw %q, want a 429 rate_limited, then a 201", seen)
+	}
+	// The server saw the key twice: refused (nothing stored), then created.
+	p.rec.mu.Lock()
+	times := slices.Clone(p.rec.times)
+	p.rec.mu.Unlock()
+	if len(times) != 2 {
+		t.Fatalf("%d creates of key %s reached the server, want 2", len(times), key)
+	}
+	if gap := times[1].Sub(times[0]); gap < time.Second {
+		t.Errorf("the page sent again %s after the 429, before its Retry-After", gap)
+	}
+	limited := 0
+	for line := range strings.Lines(get(t, p.base+"/metrics")) {
+		if strings.HasPrefix(line, "demo_api_idempotency_outcomes_total{") && strings.Contains(line, `outcome="rate_limited"`) {
+			n, _ := strconv.Atoi(strings.TrimSpace(line[strings.LastIndex(line, " "):]))
+			limited += n
+		}
+	}
+	if limited != 1 {
+		t.Errorf("/metrics counts %d creates refused rate_limited, want 1", limited)
+	}
+	var status int
+	if err := p.db.Get(&status, `SELECT status_code FROM idempotency_keys WHERE idem_key = $1`, key); err != nil || status != http.StatusCreated {
+		t.Fatalf("the page's key stores %d (%v), want 201", status, err)
+	}
+	if n := testkit.Count(t, p.db, `SELECT count(*) FROM demo_requests WHERE topic = 'limited'`); n != 1 {
+		t.Fatalf("%d requests of the page's intent, want 1", n)
+	}
+	var id string
+	if err := p.db.Get(&id, `SELECT id FROM demo_requests WHERE topic = 'limited'`); err != nil || p.detail("requestId") != id {
+		t.Fatalf("the page shows request %q, the database holds %q (%v)", p.detail("requestId"), id, err)
 	}
 }

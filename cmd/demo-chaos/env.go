@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,6 +53,7 @@ type env struct {
 	desk     *proc
 	replicas [2]*replica
 	fo       *failoverState // during a failover scenario (failover.go)
+	flood    *floodFigures  // during the flood scenario (flood.go)
 	// transport is the clients': enough idle connections for every
 	// worker, on both replicas.
 	transport *http.Transport
@@ -137,7 +139,7 @@ func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 		}
 		r.proc = &proc{name: "replica-" + strconv.Itoa(i+1), argv: []string{e.bin, "serve"}, env: []string{
 			"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + u.String(), "LISTEN_ADDR=" + addr,
-			"API_TOKENS=" + actor + ":" + auth.Hash(token), "LOG_FORMAT=json", "IDEMPOTENCY_LEASE=" + lease.String(),
+			"API_TOKENS=" + actor + ":" + auth.Hash(token) + "," + floodActor + ":" + auth.Hash(floodToken), "LOG_FORMAT=json", "IDEMPOTENCY_LEASE=" + lease.String(),
 			"SHUTDOWN_TIMEOUT=5s", "PROVIDER_URL=" + e.desk.url, "DISPATCH_CALL_TIMEOUT=1s",
 			"DISPATCH_FIRST_RETRY=200ms", "DISPATCH_MAX_ATTEMPTS=6", "IDEMPOTENCY_PATH=" + paths[i], "WORKSHOP=true",
 			"NEW_KEYS_PER_SECOND=1000000", "NEW_KEYS_BURST=1000000"}}
@@ -311,9 +313,9 @@ func (e *env) outcomesSince(m logMarks) (map[string]int, error) {
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			var line struct {
-				Msg, Route, Outcome string
+				Msg, Route, Outcome, Actor string
 			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "request" && line.Route == "/v1/demo-requests" && line.Outcome != "" {
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "request" && line.Route == "/v1/demo-requests" && line.Outcome != "" && line.Actor == actor {
 				out[line.Outcome]++
 			}
 		}
@@ -323,4 +325,19 @@ func (e *env) outcomesSince(m logMarks) (map[string]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// withEnv returns env with the variables of set replaced or added.
+func withEnv(env []string, set ...string) []string {
+	out := slices.Clone(env)
+	for _, kv := range set {
+		name, _, _ := strings.Cut(kv, "=")
+		i := slices.IndexFunc(out, func(s string) bool { return strings.HasPrefix(s, name+"=") })
+		if i >= 0 {
+			out[i] = kv
+		} else {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -193,21 +193,6 @@ func onFormation(sync bool) func(ctx context.Context, e *env) (func() error, err
 	}
 }
 
-// withEnv returns env with the variables of set replaced or added.
-func withEnv(env []string, set ...string) []string {
-	out := slices.Clone(env)
-	for _, kv := range set {
-		name, _, _ := strings.Cut(kv, "=")
-		i := slices.IndexFunc(out, func(s string) bool { return strings.HasPrefix(s, name+"=") })
-		if i >= 0 {
-			out[i] = kv
-		} else {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
 // crashPrimary crashes the formation's primary, and watches the monitor
 // for the node it promotes.
 func crashPrimary(ctx context.Context, e *env) error {

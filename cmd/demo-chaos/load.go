@@ -195,7 +195,7 @@ func (w *worker) send(ctx context.Context, in *intent, first int) {
 // tally counts what the clients saw, attempt by attempt.
 type tally struct {
 	mu       sync.Mutex
-	statuses map[string]int       // "503", "409", "no answer", …
+	statuses map[string]int       // "503", "409", "429", "no answer", …
 	first409 map[string]time.Time // by key
 	blocked  time.Duration        // the longest first 409 → definite answer
 	// After the heal: the longest time from the heal (or a later first
@@ -236,7 +236,7 @@ func (t *tally) attempt(a client.Attempt) {
 		if _, ok := t.first409[a.Intent]; !ok {
 			t.first409[a.Intent] = time.Now()
 		}
-	case a.Status >= 500:
+	case a.Status >= 500, a.Status == http.StatusTooManyRequests:
 		t.statuses[strconv.Itoa(a.Status)]++
 	}
 }

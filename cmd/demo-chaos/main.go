@@ -20,7 +20,10 @@
 //     at most one slot and one charge at the desk per request, every 201 a
 //     client saw a confirmed order with that answer's slot and charge, every
 //     run settled (or needing attention, reported), and the account debited
-//     once per charge.
+//     once per charge;
+//   - the load's actor never meets the bound on new keys; in the flood
+//     scenario (flood.go) a second actor's flood of new keys does, and
+//     nothing is stored for its 429s.
 //
 // It prints a markdown report and writes it between the markers of
 // docs/chaos.md, with a timeline of each scenario's answers next to it

@@ -104,6 +104,7 @@ func (r *report) markdown() string {
 		"split by whether the key's owner may have died (an attempt broke under the request: its replica was killed), whose claim waits for its lease by design. \"Recovery\" runs from the heal to the first success of an intent that began after it. " +
 		"Deliveries are the scenario's outbox rows after the drain, by state; an unknown or failed one is expected only where the desk misbehaved, and is listed below, then reconciled.\n\n")
 	r.failoverSection(p)
+	r.floodSection(p)
 	r.expediteSection(p)
 	var stopped []string
 	for _, res := range r.results {
@@ -316,4 +317,30 @@ func (r *report) failoverSection(p func(string, ...any)) {
 		p("\nWhat the lost acknowledgements did to the checks (reported, not failed: the scenario replicates asynchronously on purpose):\n\n%s\n", strings.Join(effects, "\n"))
 	}
 	p("\n")
+}
+
+// floodSection is the report's line on the flood (flood.go).
+func (r *report) floodSection(p func(string, ...any)) {
+	for _, res := range r.results {
+		f := res.flood
+		if f == nil {
+			continue
+		}
+		p("### A flood of new keys\n\n%s: %d creates of a second actor, each its own key, in %s (bound %d a second, burst %d, per actor and replica): "+
+			"%d answered 201, %d 429 `rate_limited` (%d without Retry-After), other answers: %s; stored: %d keys and %d business rows "+
+			"(the 201s and the storm's one; both buckets allow at most %d in that time). The storm of %d concurrent requests on one fresh key after it: %s, %d key, %d business row. "+
+			"The load's actor: 429 × %d.\n\n",
+			res.scenario.name, f.sent, f.elapsed.Round(time.Millisecond), floodRate, floodBurst, f.created, f.limited, f.noRetryAfter, counts(f.others),
+			f.stored, f.rows, int(2*(floodBurst+floodRate*f.elapsed.Seconds())), stormSize, counts(f.storm), f.stormKeys, f.stormRows,
+			res.statuses["429"]+res.ex.statuses["429"])
+	}
+}
+
+// counts lists the answers of m, e.g. "201 × 150, 409 × 50".
+func counts(m map[string]int) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, fmt.Sprintf("%s × %d", k, m[k]))
+	}
+	return orNone(strings.Join(out, ", "))
 }

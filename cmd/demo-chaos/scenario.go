@@ -213,7 +213,8 @@ type result struct {
 	cancelledAlone []string
 	ex             expediteFigures
 
-	fo *failoverFigures // a failover scenario's (failover.go)
+	fo    *failoverFigures // a failover scenario's (failover.go)
+	flood *floodFigures    // the flood scenario's (flood.go)
 	// With lossReported: the creates whose acknowledgement was lost (by
 	// key, with the requestId their client got), those of them whose retry
 	// ran the create again, and the failures that follow from a lost one.
