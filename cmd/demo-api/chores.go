@@ -139,14 +139,5 @@ func (w *replicationWatch) check(ctx context.Context) {
 
 // run checks every replicationEvery until ctx ends.
 func (w *replicationWatch) run(ctx context.Context) {
-	t := time.NewTicker(replicationEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.check(ctx)
-		}
-	}
+	every(ctx, replicationEvery, func() { w.check(ctx) })
 }
