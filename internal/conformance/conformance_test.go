@@ -14,7 +14,9 @@ import (
 	"github.com/demo-api/demo-api/internal/tools/targetapi"
 )
 
-const ttl = 2 * time.Second
+// ttl is the test servers' key lifetime: every check but expiry must end
+// within it on a loaded machine, or a key expires under the check.
+const ttl = 8 * time.Second
 
 // config is every check's input against a targetapi server at base, so
 // that no check is skipped.
