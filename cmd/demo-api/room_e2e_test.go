@@ -86,7 +86,10 @@ func TestBrowserWorkshopRoom(t *testing.T) {
 	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	desk := testkit.StartDesk(t, nil)
-	server, db := serveInProcess(t, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
+	// The pages' resume step is the participant's: a completer that took the
+	// stopped run first would answer the page's resent request 409.
+	server, db := serveInProcess(t, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms",
+		"COMPLETE_INTERVAL=1h")
 	names := roomNames[:2]
 	pages := make([]*page, len(names))
 	for i, name := range names {
