@@ -1,41 +1,81 @@
--- One row per idempotency scope (actor, operation, key): the decision record.
+-- The keys: one row per idempotency scope (actor, operation, key), the
+-- decision record of one intent. The scope compares as bytes (COLLATE "C"):
+-- keys are opaque, two keys are the same only when their bytes are, and the
+-- unique index that decides every race then depends on no C library's
+-- collation rules.
+CREATE TYPE key_state AS ENUM ('in_progress', 'completed');
+
 CREATE TABLE idempotency_keys (
-    actor_id         text        NOT NULL,
-    operation        text        NOT NULL,
-    idem_key         text        NOT NULL,
-    payload_hash     text        NOT NULL,            -- hex SHA-256 of the significant fields
-    state            text        NOT NULL CHECK (state IN ('in_progress', 'completed')),
-    claim_token      uuid        NOT NULL,            -- new on every claim: fences a slow owner out
-    locked_until     timestamptz,                     -- lease of an in_progress claim
+    actor_id         text COLLATE "C" NOT NULL,
+    operation        text COLLATE "C" NOT NULL,
+    idem_key         text COLLATE "C" NOT NULL,
+    fingerprint      text        NOT NULL,  -- hex SHA-256 of the significant fields
+    state            key_state   NOT NULL,  -- an enum is checked once, when a statement is planned
+    claim_token      uuid        NOT NULL,  -- new on every claim: fences a slow owner out
+    lease_until      timestamptz,           -- the lease of a claim in progress
     status_code      integer,
-    response_body    bytea,                           -- bytes, not jsonb: replays are byte-identical
+    response_body    bytea,                 -- bytes, not jsonb: replays are byte-identical
     response_headers jsonb,
     result_id        text,
-    created_at       timestamptz NOT NULL,            -- time of the claim
+    created_at       timestamptz NOT NULL,  -- time of the claim
     completed_at     timestamptz,
-    expires_at       timestamptz NOT NULL,            -- claim time + TTL
+    expires_at       timestamptz NOT NULL,  -- once completed: the answer's time + TTL
     PRIMARY KEY (actor_id, operation, idem_key),
-    CHECK ((state = 'in_progress') = (locked_until IS NOT NULL)),
-    CHECK ((state = 'completed') = (status_code IS NOT NULL AND response_body IS NOT NULL))
+    CONSTRAINT idempotency_keys_lease_while_in_progress CHECK ((state = 'in_progress') = (lease_until IS NOT NULL)),
+    -- "Completed has its answer", said with the lease: a NULL test is
+    -- cheaper to check on every write than an enum comparison.
+    CONSTRAINT idempotency_keys_answer_when_completed CHECK ((lease_until IS NULL) = (status_code IS NOT NULL AND response_body IS NOT NULL))
 );
 
--- The sweeper deletes expired rows in small batches, oldest first.
-CREATE INDEX idempotency_keys_expires_at ON idempotency_keys (expires_at);
+-- The sweeper deletes expired completed keys, oldest first. A claim in
+-- progress needs no entry: its lease keeps it.
+CREATE INDEX idempotency_keys_expires_at ON idempotency_keys (expires_at) WHERE lease_until IS NULL;
 
--- The metrics count in-progress claims and find the oldest. The predicate
--- names locked_until (set exactly while in progress, by the CHECK above), not
--- state: with state in it, the planner may pick this index for the finish's
--- "AND state = 'in_progress'" instead of the primary key.
-CREATE INDEX idempotency_keys_in_progress ON idempotency_keys (created_at) WHERE locked_until IS NOT NULL;
+-- The metrics count the claims in progress and find the oldest. The
+-- predicate names lease_until, not state: with state in it, the planner may
+-- pick this index for the finish's "AND state = 'in_progress'" instead of
+-- the primary key.
+CREATE INDEX idempotency_keys_in_progress ON idempotency_keys (created_at) WHERE lease_until IS NOT NULL;
 
--- The business rows.
+-- The business rows: a demo request, created and cancelled.
 CREATE TABLE demo_requests (
-    id         uuid        PRIMARY KEY,
-    actor_id   text        NOT NULL,
-    topic      text        NOT NULL,
-    note       text        NOT NULL,
-    state      text        NOT NULL,
-    created_at timestamptz NOT NULL
+    id           uuid        PRIMARY KEY,
+    actor_id     text COLLATE "C" NOT NULL,
+    topic        text        NOT NULL,
+    note         text        NOT NULL,
+    state        text        NOT NULL,
+    created_at   timestamptz NOT NULL,
+    cancelled_at timestamptz,
+    CONSTRAINT demo_requests_state
+        CHECK (state IN ('accepted', 'cancelled') AND (state = 'cancelled') = (cancelled_at IS NOT NULL))
 );
 
 CREATE INDEX demo_requests_actor_id ON demo_requests (actor_id, created_at);
+
+-- The outbox: what the other system (the review desk) must be told, one row
+-- per request and kind, written by the same statement that changes the
+-- request and completes its key, FROM the request it writes (so no foreign
+-- key: the statement is the reference). The dispatcher (package delivery)
+-- hands each row to the desk under a key derived from it and records what
+-- became of it.
+CREATE TYPE delivery_state AS ENUM ('pending', 'submitted', 'unknown', 'failed', 'withdrawn');
+CREATE TYPE outbox_kind AS ENUM ('submit', 'cancel');
+
+CREATE TABLE outbox (
+    request_id         uuid           NOT NULL,           -- demo_requests.id
+    kind               outbox_kind    NOT NULL DEFAULT 'submit',
+    state              delivery_state NOT NULL DEFAULT 'pending',
+    attempts           integer        NOT NULL DEFAULT 0, -- attempts taken; after the first, each asks the desk first
+    next_attempt_at    timestamptz,                       -- when it is due; while taken, the end of the lease
+    lease_token        uuid,                              -- the dispatcher that took it last: fences its mark
+    last_error         text,
+    provider_reference text,
+    created_at         timestamptz    NOT NULL,
+    updated_at         timestamptz    NOT NULL,
+    PRIMARY KEY (request_id, kind),
+    CONSTRAINT outbox_pending_is_due CHECK ((state = 'pending') = (next_attempt_at IS NOT NULL)),
+    CONSTRAINT outbox_submitted_has_reference CHECK ((state = 'submitted') = (provider_reference IS NOT NULL))
+);
+
+-- The dispatcher takes the rows due first; the metrics count the backlog.
+CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE next_attempt_at IS NOT NULL;

@@ -25,18 +25,17 @@ die() { log "$*"; exit 1; }
 # needs: NAME | Debian packages, the first one apt knows is taken | Homebrew
 # arguments ("" when macOS has it already) | what to run elsewhere.
 needs=(
-  "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary" # demo-only
+  "chromium|chromium chromium-browser|--cask chromium|run 'sudo dnf install chromium' (Fedora), 'sudo pacman -S chromium' (Arch) or 'winget install Google.Chrome' (Windows), or set CHROME_PATH to a Chrome or Chromium binary"
   "curl|curl||run 'sudo dnf install curl' (Fedora) or 'sudo pacman -S curl' (Arch)"
   "pgbouncer|pgbouncer|pgbouncer|run 'sudo dnf install pgbouncer' (Fedora) or 'sudo pacman -S pgbouncer' (Arch)"
   "docker|docker.io|--cask docker|install a Docker engine (https://docs.docker.com/engine/install/) and start it"
-  "pg_autoctl|postgresql-15-auto-failover postgresql-16-auto-failover postgresql-17-auto-failover||install pg_auto_failover for your PostgreSQL (https://pg-auto-failover.readthedocs.io, 'Installing pg_auto_failover'): Homebrew has no formula of it; on Fedora or RHEL, 'sudo dnf install pg_auto_failover_15' from the PGDG repository" # demo-only
+  "pg_autoctl|postgresql-15-auto-failover postgresql-16-auto-failover postgresql-17-auto-failover||install pg_auto_failover for your PostgreSQL (https://pg-auto-failover.readthedocs.io, 'Installing pg_auto_failover'): Homebrew has no formula of it; on Fedora or RHEL, 'sudo dnf install pg_auto_failover_15' from the PGDG repository"
 )
 
-# on_request: needs that only a named call installs (make chaos names
-# pg_autoctl, make image-check docker), so that make test does not install,
-# or stop for, what no test of it uses.
-on_request=" pg_autoctl " # demo-only
-on_request="${on_request:- } docker "
+# on_request: needs that only a named call installs (the full demo's make
+# test names chromium, its make chaos pg_autoctl, make image-check docker),
+# so that make test does not install, or stop for, what no test of it uses.
+on_request=" chromium pg_autoctl docker "
 
 # have_chromium: the browser the browser tests drive, found where
 # internal/tools/browsertest looks for it.
@@ -100,9 +99,8 @@ start_docker() {
   return 1
 }
 
-# demo-only{ make chaos's failover scenarios
 # have_pg_autoctl: pg_auto_failover's pg_autoctl, which make chaos runs for
-# its failover scenarios (cmd/demo-chaos looks in the same places). Debian
+# its failover scenarios (demo/cmd/demo-chaos looks in the same places). Debian
 # puts it beside the server binaries, off a user's PATH.
 have_pg_autoctl() {
   command -v pg_autoctl && return 0
@@ -112,7 +110,6 @@ have_pg_autoctl() {
   done
   return 1
 }
-# }demo-only
 
 # as_root runs a command as root: directly, or through sudo without a
 # password prompt. It fails when neither can.
@@ -142,7 +139,7 @@ debian_installed() {
 
 # not_found_NAME says what to do when NAME's package is installed but NAME
 # is not found; $1 is an executable of the package, if one was seen.
-not_found_chromium() { echo "set CHROME_PATH to its binary${1:+ (e.g. CHROME_PATH=$1)}"; } # demo-only
+not_found_chromium() { echo "set CHROME_PATH to its binary${1:+ (e.g. CHROME_PATH=$1)}"; }
 not_found() { echo "put it on PATH${1:+ (e.g. $1)}"; }
 
 # debian_executable prints an executable of package pkg named like need.

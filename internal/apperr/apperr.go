@@ -17,60 +17,54 @@ import (
 var (
 	// A request the service cannot take: answered before anything is claimed,
 	// and nothing is stored.
-	KeyMissing = define("idempotency_key_missing", 400, "Idempotency-Key header missing",
+	KeyMissing = Define("idempotency_key_missing", 400, "Idempotency-Key header missing",
 		"This operation needs an Idempotency-Key header: 1 to 255 visible ASCII characters, bare (abc) or as a quoted string (\"abc\"). Make one key per intent, before the first attempt, and send the same key with every retry of that intent.")
-	KeyInvalid = define("idempotency_key_invalid", 400, "Idempotency-Key header invalid",
+	KeyInvalid = Define("idempotency_key_invalid", 400, "Idempotency-Key header invalid",
 		"The Idempotency-Key header was sent more than once, or is not 1 to 255 visible ASCII characters, bare or as a quoted string. Nothing was stored.")
-	InvalidHeader = define("invalid_header", 400, "Invalid header",
+	InvalidHeader = Define("invalid_header", 400, "Invalid header",
 		"A header of the request has a value the service does not accept, for example X-Client-Attempt that is not a whole number from 1 up, or a Workshop-* header with a bad value. Nothing was stored.")
-	MalformedJSON = define("malformed_json", 400, "Malformed JSON body",
+	MalformedJSON = Define("malformed_json", 400, "Malformed JSON body",
 		"The body is not one JSON object of valid UTF-8. Nothing was stored.")
-	UnknownField = define("unknown_field", 400, "Unknown field in body",
+	UnknownField = Define("unknown_field", 400, "Unknown field in body",
 		"The body has a member that is not a field of this request (names are matched exactly). Nothing was stored.")
-	InvalidField = define("invalid_field", 400, "Invalid field in body",
+	InvalidField = Define("invalid_field", 400, "Invalid field in body",
 		"A field has the wrong type, is null, appears twice, or breaks a rule of its own (such as an empty topic). Nothing was stored.")
-	InvalidQuery = define("invalid_query", 400, "Invalid query parameter",
+	InvalidQuery = Define("invalid_query", 400, "Invalid query parameter",
 		"A query parameter has a value the route does not accept.")
-	WorkshopDisabled = define("workshop_disabled", 400, "Workshop headers are disabled",
+	WorkshopDisabled = Define("workshop_disabled", 400, "Workshop headers are disabled",
 		"The Workshop-* headers reproduce each branch of the contract on demand. They work only when the server runs with WORKSHOP=true.")
-	Unauthorized = define("unauthorized", 401, "Missing or unknown bearer token",
+	Unauthorized = Define("unauthorized", 401, "Missing or unknown bearer token",
 		"Send Authorization: Bearer <token> with a token the service knows.")
-	NotFound = define("not_found", 404, "Not found",
+	NotFound = Define("not_found", 404, "Not found",
 		"There is no such resource for this actor. Another actor's resources are not found either.")
-	MethodNotAllowed = define("method_not_allowed", 405, "Method not allowed",
+	MethodNotAllowed = Define("method_not_allowed", 405, "Method not allowed",
 		"The route exists, but not with this method; the Allow header lists those it takes.")
-	BodyTooLarge = define("body_too_large", 413, "Body too large",
+	BodyTooLarge = Define("body_too_large", 413, "Body too large",
 		"The body is over the service's limit. Nothing was stored.")
-	UnsupportedMediaType = define("unsupported_media_type", 415, "Unsupported media type",
+	UnsupportedMediaType = Define("unsupported_media_type", 415, "Unsupported media type",
 		"Send the body as Content-Type: application/json, in UTF-8. Nothing was stored.")
 
 	// The key's own answers: nothing runs.
-	OperationInProgress = define("operation_in_progress", 409, "Operation in progress",
-		"An earlier request with this idempotency key is still being processed, and nothing was run for this one. Send the same request again after Retry-After seconds, or ask the route of the Link rel=\"monitor\" header what became of the key. Send Prefer: wait=N to wait up to N seconds for the answer instead. An answer without Retry-After is about an operation of several steps whose run needs attention: no retry moves it until an operator resumes it, and its detail names the command.")
-	KeyPayloadMismatch = define("key_payload_mismatch", 422, "Idempotency key reused with a different payload",
+	OperationInProgress = Define("operation_in_progress", 409, "Operation in progress",
+		"An earlier request with this idempotency key is still being processed, and nothing was run for this one. Send the same request again after Retry-After seconds, or ask the route of the Link rel=\"monitor\" header what became of the key. Send Prefer: wait=N to wait up to N seconds for the answer instead. An answer without Retry-After is about a key that needs attention (an operation of several steps whose run could not go on by itself): no retry moves it until an operator lets it go, and its detail says how.")
+	KeyPayloadMismatch = Define("key_payload_mismatch", 422, "Idempotency key reused with a different payload",
 		"This idempotency key was already used for a request with different significant fields: a key names one intent. Nothing was run or changed. Make a new key for a new intent; do not retry this request as it is.")
 
 	// The bound on new keys: nothing runs, nothing is stored.
-	RateLimited = define("rate_limited", 429, "Too many new keys",
+	RateLimited = Define("rate_limited", 429, "Too many new keys",
 		"This actor sent more new idempotency keys than the service takes in a moment. Nothing was run or stored for this request. Send the same request, with the same key, after Retry-After seconds. A retry of a key the service already holds is never refused this way: the key is not a rate limit, and a client that makes a new key for every attempt meets this bound.")
 
 	// Refusals by a business rule, decided after the claim: stored and replayed
 	// like a success. A new operation's refusal is one more line here.
-	TopicRefused = define("topic_refused", 422, "Topic refused",
+	TopicRefused = Define("topic_refused", 422, "Topic refused",
 		"The review desk does not take requests on this topic. The refusal is the answer to this intent: it is stored, and a retry with the same key gets it again.")
-	NotCancellable = define("request_not_cancellable", 422, "Request cannot be cancelled",
-		"The demo request is no longer in a state that can be cancelled: cancelled already, or expedited (paid for). The refusal is stored, and a retry with the same key gets it again.")
-	BeingExpedited = define("request_being_expedited", 422, "Request is being expedited",
-		"The demo request has an expedite whose steps are not finished (its slot or charge may be at the review desk right now), so it cannot be cancelled. The refusal is stored, and a retry with the same key gets it again; once the expedite is refused, a cancel under a new key may go ahead. An expedited request cannot be cancelled.")
-	NotExpeditable = define("request_not_expeditable", 422, "Request cannot be expedited",
-		"The demo request is cancelled, or another key already expedited it. The refusal is stored, and a retry with the same key gets it again.")
-	ExpediteRefused = define("expedite_refused", 422, "Expedite refused by the review desk",
-		"The review desk refused the express slot or the charge. What the run had reserved at the desk was released before this answer was stored; a retry with the same key gets it again.")
+	NotCancellable = Define("request_not_cancellable", 422, "Request cannot be cancelled",
+		"The demo request is no longer in a state that can be cancelled: cancelled already, or held by another operation (in the full demo: expedited, paid for). The refusal is stored, and a retry with the same key gets it again.")
 
 	// Failures on the service's side: not stored, the claim is released.
-	Internal = define("internal", 500, "Internal error",
+	Internal = Define("internal", 500, "Internal error",
 		"Something went wrong on the service's side. If this was an idempotent request, its claim was released: the same request with the same key may be sent again.")
-	Unavailable = define("unavailable", 503, "Service unavailable",
+	Unavailable = Define("unavailable", 503, "Service unavailable",
 		"The service or its database is unavailable for a moment. Nothing was stored for this request: send it again, with the same idempotency key, after Retry-After seconds.")
 )
 
@@ -83,8 +77,9 @@ type Problem struct {
 
 var problems = map[string]Problem{}
 
-// define declares code with how it is answered, and returns it.
-func define(code string, status int, title, about string) string {
+// Define declares code with how it is answered, and returns it: a service
+// declares its own codes with it, once each, as package variables.
+func Define(code string, status int, title, about string) string {
 	if _, dup := problems[code]; dup {
 		panic("apperr: code " + code + " declared twice")
 	}

@@ -26,12 +26,8 @@ func (e *env) cancel(t *testing.T, id, key string) idempotency.ClaimResult {
 	}
 	at := e.clock.Now()
 	r.State, r.CancelledAt = demo.StateCancelled, &at
-	write, err := e.store.Effect("cancel_demo_request.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte(`{"requestId":"` + id + `","state":"cancelled"}`),
-		ResultID: id}, Effect: write(r.State, r.CancelledAt, r.ID)}
+		ResultID: id}, Effect: e.store.CancelDemoRequest(r)}
 	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}
 	cr, err := e.store.CreateResultAndFinishAtomically(ctx, sc, id, uuid.NewString(), time.Hour, d)
 	if err != nil {

@@ -43,10 +43,6 @@ type Request struct {
 	// delivery), as a read finds it: not part of the create's answer, which
 	// is replayed as it was.
 	Delivery string `json:"delivery,omitempty" db:"delivery"`
-	// Expedite is the state of its expedite, if any (ExpediteOrdered, …):
-	// what the rule between a cancel and an expedite reads. The expedite
-	// has a route of its own.
-	Expedite string `json:"-" db:"expedite"`
 }
 
 // CreateInput is the body of a create.
@@ -104,6 +100,10 @@ type Service struct {
 	// RefusedTopics are topics the review desk does not take. A refusal is
 	// decided after the claim, so it is stored and replayed like a success.
 	RefusedTopics map[string]bool
+	// CancelRule, if set, is a reason of the service's own to refuse the
+	// cancel of an accepted request r (an *apperr.Error of a 4xx), or nil.
+	// Its store must enforce it when the cancel commits, too.
+	CancelRule func(ctx context.Context, r Request) error
 }
 
 // Create decides the request that actor files with in at now: a new id, or
@@ -126,34 +126,23 @@ func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, 
 
 // Cancel decides the cancellation of the actor's request id at now: the
 // request as it will be once cancelled. It reads the request; the store's
-// write checks the same rule when it commits (still accepted, no expedite
-// ordered or confirmed).
+// write checks the same rule when it commits (still accepted). A service
+// may add a reason of its own to refuse (CancelRule).
 //
-// The rule between a cancel and an expedite: a cancelled request never
-// keeps a charge, so the cancel of a request with an expedite is refused
-// while the expedite is unfinished (request_being_expedited: its steps may
-// be at the desk right now; a new cancel may go ahead once it is refused)
-// and once it is confirmed (request_not_cancellable: the express review is
-// paid for). An expedite is ordered only while the request is accepted
-// (OrderExpedite). Whichever commits first on the request's row wins.
-//
-// Errors: not_found; request_not_cancellable (already cancelled, or
-// expedited); request_being_expedited.
+// Errors: not_found; request_not_cancellable (already cancelled); those of
+// CancelRule.
 func (s *Service) Cancel(ctx context.Context, actor, id string, now time.Time) (Request, error) {
 	r, err := s.Get(ctx, actor, id)
 	if err != nil {
 		return Request{}, err
 	}
-	switch {
-	case r.State != StateAccepted:
+	if r.State != StateAccepted {
 		return Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is %s and cannot be cancelled", id, r.State)
-	// demo-only{ the rule between a cancel and the expedite
-	case r.Expedite == ExpediteOrdered:
-		return Request{}, apperr.Errorf(apperr.BeingExpedited,
-			"demo request %s is being expedited; it can be cancelled, under a new key, only if the expedite is refused", id)
-	case r.Expedite == ExpediteConfirmed:
-		return Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is expedited (paid for) and cannot be cancelled", id)
-		// }demo-only
+	}
+	if s.CancelRule != nil {
+		if err := s.CancelRule(ctx, r); err != nil {
+			return Request{}, err
+		}
 	}
 	at := now.UTC().Truncate(time.Microsecond)
 	r.State, r.CancelledAt = StateCancelled, &at

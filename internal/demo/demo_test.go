@@ -90,13 +90,16 @@ func (rs requests) DemoRequest(_ context.Context, actor, id string) (Request, er
 
 func TestCancel(t *testing.T) {
 	const accepted, cancelled = "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0b01", "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0b02"
-	const ordered, confirmed, refused = "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0b11", "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0b12", "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0b13" // demo-only
+	const held = "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0b04"
 	s := &Service{Store: requests{
 		accepted:  {ID: accepted, Actor: "alice", State: StateAccepted, Delivery: "submitted"},
 		cancelled: {ID: cancelled, Actor: "alice", State: StateCancelled},
-		ordered:   {ID: ordered, Actor: "alice", State: StateAccepted, Expedite: ExpediteOrdered},     // demo-only
-		confirmed: {ID: confirmed, Actor: "alice", State: StateAccepted, Expedite: ExpediteConfirmed}, // demo-only
-		refused:   {ID: refused, Actor: "alice", State: StateAccepted, Expedite: ExpediteRefused},     // demo-only
+		held:      {ID: held, Actor: "alice", State: StateAccepted},
+	}, CancelRule: func(_ context.Context, r Request) error {
+		if r.ID == held {
+			return apperr.Errorf(apperr.InvalidField, "held")
+		}
+		return nil
 	}}
 	now := time.Now()
 	tests := []struct {
@@ -105,12 +108,10 @@ func TestCancel(t *testing.T) {
 		{"an accepted request", "alice", accepted, ""},
 		{"another actor's", "bob", accepted, apperr.NotFound},
 		{"already cancelled", "alice", cancelled, apperr.NotCancellable},
-		{"its expedite unfinished", "alice", ordered, apperr.BeingExpedited}, // demo-only
-		{"expedited", "alice", confirmed, apperr.NotCancellable},             // demo-only
-		{"its expedite refused", "alice", refused, ""},                       // demo-only
 		{"not an id", "alice", "42", apperr.NotFound},
 		{"an id in another form", "alice", strings.ToUpper(accepted), apperr.NotFound},
 		{"an unknown id", "alice", "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0b03", apperr.NotFound},
+		{"refused by the service's rule", "alice", held, apperr.InvalidField},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 )
 
 // TestDeclaredOversizeAnsweredAtOnce: a request that declares a body over
@@ -19,15 +20,15 @@ import (
 // nothing is stored.
 func TestDeclaredOversizeAnsweredAtOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	u, _ := url.Parse(e.srv.URL)
+	e := apitest.New(t)
+	u, _ := url.Parse(e.Srv.URL)
 	conn, err := net.Dial("tcp", u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /v1/demo-requests HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
-		"Idempotency-Key: key-big\r\nContent-Length: %d\r\n\r\n{", u.Host, tokenAlice, httpapi.MaxBodyBytes*16)
+		"Idempotency-Key: key-big\r\nContent-Length: %d\r\n\r\n{", u.Host, apitest.TokenAlice, httpapi.MaxBodyBytes*16)
 	// The server has no read timeout here: without the 413 at once, the
 	// answer would wait for a body that never comes.
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -41,7 +42,7 @@ func TestDeclaredOversizeAnsweredAtOnce(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge || p.Code != apperr.BodyTooLarge {
 		t.Fatalf("%d %+v %v, want 413 body_too_large", resp.StatusCode, p, err)
 	}
-	if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+	if n := e.Count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
 		t.Fatalf("%d keys stored", n)
 	}
 }

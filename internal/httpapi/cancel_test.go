@@ -9,49 +9,50 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 )
 
 // TestCancel is the second operation: idempotent on a state change. The
 // first cancel with a key answers 200 and its retries replay that answer; a
 // new key on a cancelled request gets a stored refusal.
 func TestCancel(t *testing.T) {
-	forEachPath(t, testCancel)
+	apitest.ForEachPath(t, testCancel)
 }
 
 func testCancel(t *testing.T, path idempotency.Path) {
-	e := newEnv(t, withPath(path))
-	id := e.create("key-c0", body1).request(t).ID
-	cancel := func(token, key, id string) reply {
-		return e.must(req{path: "/v1/demo-requests/" + id + "/cancel", token: token, keys: []string{key}})
+	e := apitest.New(t, apitest.WithPath(path))
+	id := e.Create("key-c0", body1).Request(t).ID
+	cancel := func(token, key, id string) apitest.Reply {
+		return e.Must(apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: token, Keys: []string{key}})
 	}
 
-	first := cancel(tokenAlice, "key-c1", id)
-	if first.Status != http.StatusOK || first.request(t).State != "cancelled" || first.request(t).CancelledAt == nil {
+	first := cancel(apitest.TokenAlice, "key-c1", id)
+	if first.Status != http.StatusOK || first.Request(t).State != "cancelled" || first.Request(t).CancelledAt == nil {
 		t.Fatalf("first cancel: %d %s", first.Status, first.Body)
 	}
-	if again := cancel(tokenAlice, "key-c1", id); again.Status != http.StatusOK || !bytes.Equal(again.Body, first.Body) ||
+	if again := cancel(apitest.TokenAlice, "key-c1", id); again.Status != http.StatusOK || !bytes.Equal(again.Body, first.Body) ||
 		again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry of the cancel: %d %v %s, want the replay", again.Status, again.Header, again.Body)
 	}
-	refused := cancel(tokenAlice, "key-c2", id)
-	if refused.Status != http.StatusUnprocessableEntity || refused.problem(t) != apperr.NotCancellable {
+	refused := cancel(apitest.TokenAlice, "key-c2", id)
+	if refused.Status != http.StatusUnprocessableEntity || refused.Problem(t) != apperr.NotCancellable {
 		t.Fatalf("cancel of a cancelled request with a new key: %d %s", refused.Status, refused.Body)
 	}
-	if again := cancel(tokenAlice, "key-c2", id); !bytes.Equal(again.Body, refused.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+	if again := cancel(apitest.TokenAlice, "key-c2", id); !bytes.Equal(again.Body, refused.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry of the refusal: %d %s, want its replay", again.Status, again.Body)
 	}
-	other := e.create("key-c3", body1).request(t).ID
-	if r := cancel(tokenAlice, "key-c1", other); r.Status != http.StatusUnprocessableEntity || r.problem(t) != apperr.KeyPayloadMismatch {
+	other := e.Create("key-c3", body1).Request(t).ID
+	if r := cancel(apitest.TokenAlice, "key-c1", other); r.Status != http.StatusUnprocessableEntity || r.Problem(t) != apperr.KeyPayloadMismatch {
 		t.Fatalf("a cancel key reused for another request: %d %s", r.Status, r.Body)
 	}
-	if r := cancel(tokenBob, "key-c4", other); r.Status != http.StatusNotFound || r.problem(t) != apperr.NotFound {
+	if r := cancel(apitest.TokenBob, "key-c4", other); r.Status != http.StatusNotFound || r.Problem(t) != apperr.NotFound {
 		t.Fatalf("bob cancels alice's request: %d %s", r.Status, r.Body)
 	}
-	got := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + other, token: tokenAlice}).request(t)
+	got := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + other, Token: apitest.TokenAlice}).Request(t)
 	if got.State != "accepted" {
 		t.Fatalf("the mismatched and the foreign cancel changed the request: %+v", got)
 	}
-	if n := e.count(`SELECT count(*) FROM demo_requests WHERE state = 'cancelled'`); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests WHERE state = 'cancelled'`); n != 1 {
 		t.Fatalf("%d cancelled rows, want 1", n)
 	}
 }
@@ -59,18 +60,18 @@ func testCancel(t *testing.T, path idempotency.Path) {
 // TestConcurrentCancels: cancels of one request under different keys race;
 // exactly one cancels it, the others get the stored refusal.
 func TestConcurrentCancels(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path idempotency.Path) {
-		e := newEnv(t, withPath(path))
-		id := e.create("key-cc", body1).request(t).ID
+	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
+		e := apitest.New(t, apitest.WithPath(path))
+		id := e.Create("key-cc", body1).Request(t).ID
 		const n = 8
-		replies := make([]reply, n)
+		replies := make([]apitest.Reply, n)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				replies[i], _ = e.do(context.Background(), req{path: "/v1/demo-requests/" + id + "/cancel", token: tokenAlice,
-					keys: []string{"key-cancel-" + string(rune('a'+i))}})
+				replies[i], _ = e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: apitest.TokenAlice,
+					Keys: []string{"key-cancel-" + string(rune('a'+i))}})
 			})
 		}
 		close(start)
@@ -80,9 +81,9 @@ func TestConcurrentCancels(t *testing.T) {
 			switch {
 			case r.Status == http.StatusOK:
 				cancelled++
-			case r.Status == http.StatusUnprocessableEntity && r.problem(t) == apperr.NotCancellable:
+			case r.Status == http.StatusUnprocessableEntity && r.Problem(t) == apperr.NotCancellable:
 				refused++
-			case r.Status == http.StatusServiceUnavailable && r.problem(t) == apperr.Unavailable:
+			case r.Status == http.StatusServiceUnavailable && r.Problem(t) == apperr.Unavailable:
 				// the cancel decided on a read that changed: released, retry
 			default:
 				t.Fatalf("cancel: %d %s", r.Status, r.Body)

@@ -45,7 +45,7 @@ func BenchmarkCaptureRefusal(b *testing.B) {
 	err := apperr.Errorf(apperr.TopicRefused, "the review desk does not take requests on topic %q", "blocked")
 	b.ReportAllocs()
 	for b.Loop() {
-		sinkResponse = render(err)
+		sinkResponse = Render(err)
 	}
 }
 
@@ -70,7 +70,7 @@ func BenchmarkDecodeCreate(b *testing.B) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/demo-requests", bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 		var in demo.CreateInput
-		if err := decodeJSON(httptest.NewRecorder(), r, &in); err != nil {
+		if err := DecodeJSON(httptest.NewRecorder(), r, &in); err != nil {
 			b.Fatal(err)
 		}
 		if err := in.Validate(); err != nil {

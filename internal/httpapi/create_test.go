@@ -19,22 +19,23 @@ import (
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 )
 
 const body1 = `{"topic":"topic-billing","note":"note-call me"}`
 
 func TestCreateBranches(t *testing.T) {
-	forEachPath(t, testCreateBranches)
+	apitest.ForEachPath(t, testCreateBranches)
 }
 
 func testCreateBranches(t *testing.T, path idempotency.Path) {
 	t.Run("first request claims: 201, Location, the request", func(t *testing.T) {
-		e := newEnv(t, withPath(path))
-		r := e.create("key-first", body1)
+		e := apitest.New(t, apitest.WithPath(path))
+		r := e.Create("key-first", body1)
 		if r.Status != http.StatusCreated {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
 		}
-		dr := r.request(t)
+		dr := r.Request(t)
 		if dr.State != "accepted" || dr.Topic != "topic-billing" || dr.Note != "note-call me" || dr.CreatedAt.IsZero() {
 			t.Fatalf("created %+v", dr)
 		}
@@ -44,8 +45,8 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 		if r.Header.Get("Idempotent-Replayed") != "" {
 			t.Fatal("a first response says it is replayed")
 		}
-		got := e.must(req{method: http.MethodGet, path: r.Header.Get("Location"), token: tokenAlice})
-		read := got.request(t)
+		got := e.Must(apitest.Req{Method: http.MethodGet, Path: r.Header.Get("Location"), Token: apitest.TokenAlice})
+		read := got.Request(t)
 		if got.Status != http.StatusOK || read.Delivery != "pending" {
 			t.Fatalf("GET Location = %d %s, want the created request, its delivery pending", got.Status, got.Body)
 		}
@@ -55,12 +56,12 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 	})
 
 	t.Run("retry after completion replays byte for byte", func(t *testing.T) {
-		e := newEnv(t, withPath(path))
-		first := e.create("key-replay", body1)
-		retries := []reply{
-			e.create("key-replay", body1),
-			e.create(`"key-replay"`, body1), // the structured-field form names the same key
-			e.create("key-replay", "{\n  \"note\": \"note-call me\",\n  \"topic\": \"topic-billing\",\n  \"clientLabel\": \"retry 3\"\n}"),
+		e := apitest.New(t, apitest.WithPath(path))
+		first := e.Create("key-replay", body1)
+		retries := []apitest.Reply{
+			e.Create("key-replay", body1),
+			e.Create(`"key-replay"`, body1), // the structured-field form names the same key
+			e.Create("key-replay", "{\n  \"note\": \"note-call me\",\n  \"topic\": \"topic-billing\",\n  \"clientLabel\": \"retry 3\"\n}"),
 		}
 		for i, r := range retries {
 			if r.Status != first.Status || !bytes.Equal(r.Body, first.Body) {
@@ -71,83 +72,83 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 				t.Fatalf("retry %d headers %v", i, r.Header)
 			}
 		}
-		e.checkWorks(1)
-		if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+		e.CheckWorks(1)
+		if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 1 {
 			t.Fatalf("%d business rows, want 1", n)
 		}
 	})
 
 	t.Run("same key, different payload: 422 and nothing runs or changes", func(t *testing.T) {
-		e := newEnv(t, withPath(path))
-		first := e.create("key-mismatch", body1)
-		r := e.create("key-mismatch", `{"topic":"topic-other","note":"note-call me"}`)
-		if r.Status != http.StatusUnprocessableEntity || r.problem(t) != apperr.KeyPayloadMismatch {
+		e := apitest.New(t, apitest.WithPath(path))
+		first := e.Create("key-mismatch", body1)
+		r := e.Create("key-mismatch", `{"topic":"topic-other","note":"note-call me"}`)
+		if r.Status != http.StatusUnprocessableEntity || r.Problem(t) != apperr.KeyPayloadMismatch {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
 		}
-		e.checkWorks(1)
-		if again := e.create("key-mismatch", body1); !bytes.Equal(again.Body, first.Body) {
+		e.CheckWorks(1)
+		if again := e.Create("key-mismatch", body1); !bytes.Equal(again.Body, first.Body) {
 			t.Fatalf("the mismatch changed the stored response: %s", again.Body)
 		}
 	})
 
 	t.Run("a refusal after the claim is stored and replayed", func(t *testing.T) {
-		e := newEnv(t, withPath(path))
-		r := e.create("key-refused", `{"topic":"blocked"}`)
-		if r.Status != http.StatusUnprocessableEntity || r.problem(t) != apperr.TopicRefused {
+		e := apitest.New(t, apitest.WithPath(path))
+		r := e.Create("key-refused", `{"topic":"blocked"}`)
+		if r.Status != http.StatusUnprocessableEntity || r.Problem(t) != apperr.TopicRefused {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
 		}
-		again := e.create("key-refused", `{"topic":"blocked"}`)
+		again := e.Create("key-refused", `{"topic":"blocked"}`)
 		if again.Status != r.Status || !bytes.Equal(again.Body, r.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("retry of a refusal: %d %s %v", again.Status, again.Body, again.Header)
 		}
-		e.checkWorks(1)
-		if n := e.count(`SELECT count(*) FROM demo_requests`); n != 0 {
+		e.CheckWorks(1)
+		if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 0 {
 			t.Fatalf("%d business rows for a refusal", n)
 		}
 	})
 
 	t.Run("a transient failure after the claim releases the key", func(t *testing.T) {
-		e := newEnv(t, withPath(path))
-		e.setHook(func(context.Context, *http.Request) error { return errors.New("database went away") })
-		r := e.create("key-transient", body1)
-		if r.Status != http.StatusInternalServerError || r.problem(t) != apperr.Internal {
+		e := apitest.New(t, apitest.WithPath(path))
+		e.SetHook(func(context.Context, *http.Request) error { return errors.New("database went away") })
+		r := e.Create("key-transient", body1)
+		if r.Status != http.StatusInternalServerError || r.Problem(t) != apperr.Internal {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
 		}
 		if strings.Contains(string(r.Body), "database went away") {
 			t.Fatal("an internal error reached the client")
 		}
-		if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+		if n := e.Count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
 			t.Fatalf("%d keys stored after a transient failure, want 0", n)
 		}
-		e.setHook(nil)
-		if again := e.create("key-transient", body1); again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" {
+		e.SetHook(nil)
+		if again := e.Create("key-transient", body1); again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" {
 			t.Fatalf("retry after release: %d %s", again.Status, again.Body)
 		}
-		if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+		if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 1 {
 			t.Fatalf("%d business rows, want 1", n)
 		}
 	})
 
 	t.Run("workshop failure after the claim: 503 with Retry-After, then the retry runs", func(t *testing.T) {
-		e := newEnv(t, withPath(path), withWorkshop())
-		r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-ws-fail"}, body: body1,
-			header: map[string]string{"Workshop-Fail": "after-claim"}})
-		if r.Status != http.StatusServiceUnavailable || r.problem(t) != apperr.Unavailable || r.Header.Get("Retry-After") != "1" {
+		e := apitest.New(t, apitest.WithPath(path), apitest.WithWorkshop())
+		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-ws-fail"}, Body: body1,
+			Header: map[string]string{"Workshop-Fail": "after-claim"}})
+		if r.Status != http.StatusServiceUnavailable || r.Problem(t) != apperr.Unavailable || r.Header.Get("Retry-After") != "1" {
 			t.Fatalf("status %d %v: %s", r.Status, r.Header, r.Body)
 		}
-		if again := e.create("key-ws-fail", body1); again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" {
+		if again := e.Create("key-ws-fail", body1); again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" {
 			t.Fatalf("retry: %d %s", again.Status, again.Body)
 		}
 	})
 
 	t.Run("workshop headers are refused unless enabled", func(t *testing.T) {
-		e := newEnv(t, withPath(path))
-		r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-ws"}, body: body1,
-			header: map[string]string{"Workshop-Delay": "1s"}})
-		if r.Status != http.StatusBadRequest || r.problem(t) != apperr.WorkshopDisabled {
+		e := apitest.New(t, apitest.WithPath(path))
+		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-ws"}, Body: body1,
+			Header: map[string]string{"Workshop-Delay": "1s"}})
+		if r.Status != http.StatusBadRequest || r.Problem(t) != apperr.WorkshopDisabled {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
 		}
-		if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+		if n := e.Count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
 			t.Fatal("a refused workshop request stored its key")
 		}
 	})
@@ -157,52 +158,52 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 // before the key is claimed, and stores nothing.
 func TestRejectedBeforeClaim(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := apitest.New(t)
 	big := `{"topic":"topic-x","note":"` + strings.Repeat("n", 70<<10) + `"}`
 	tests := []struct {
 		name   string
-		rq     req
+		rq     apitest.Req
 		status int
 		code   string
 		detail string // a part of the problem's detail, if given
 	}{
-		{"no token", req{token: "", keys: []string{"key-a"}, body: body1}, 401, apperr.Unauthorized, ""},
-		{"unknown token", req{token: "tok-nobody", keys: []string{"key-a"}, body: body1}, 401, apperr.Unauthorized, ""},
-		{"no key", req{body: body1}, 400, apperr.KeyMissing, ""},
-		{"key twice", req{keys: []string{"key-a", "key-a"}, body: body1}, 400, apperr.KeyInvalid, ""},
-		{"key too long", req{keys: []string{strings.Repeat("k", 256)}, body: body1}, 400, apperr.KeyInvalid, ""},
-		{"key with a space", req{keys: []string{`"key a"`}, body: body1}, 400, apperr.KeyInvalid, ""},
-		{"bad JSON", req{keys: []string{"key-a"}, body: `{"topic":"x" "note"}`}, 400, apperr.MalformedJSON, ""},
-		{"cut-off JSON", req{keys: []string{"key-a"}, body: `{"topic":`}, 400, apperr.MalformedJSON, "ends before"},
-		{"NUL in a field", req{keys: []string{"key-a"}, body: `{"topic":"a\u0000b"}`}, 400, apperr.InvalidField, "NUL"},
-		{"invalid UTF-8", req{keys: []string{"key-a"}, body: "{\"topic\":\"a\xffb\"}"}, 400, apperr.MalformedJSON, "UTF-8"},
-		{"a lone surrogate", req{keys: []string{"key-a"}, body: `{"topic":"a\ud800b"}`}, 400, apperr.InvalidField, "surrogate"},
-		{"a lone low surrogate", req{keys: []string{"key-a"}, body: `{"topic":"\udc00"}`}, 400, apperr.InvalidField, "surrogate"},
-		{"only zero-width characters", req{keys: []string{"key-a"}, body: `{"topic":"\u200b\u200d\ufeff"}`}, 400, apperr.InvalidField, "empty"},
-		{"another charset", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Content-Type": "application/json; charset=latin1"}}, 415, apperr.UnsupportedMediaType, "UTF-8"},
-		{"two JSON values", req{keys: []string{"key-a"}, body: body1 + body1}, 400, apperr.MalformedJSON, ""},
-		{"not an object", req{keys: []string{"key-a"}, body: `["topic"]`}, 400, apperr.MalformedJSON, ""},
-		{"unknown field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","priority":1}`}, 400, apperr.UnknownField, ""},
-		{"field name in another case", req{keys: []string{"key-a"}, body: `{"TOPIC":"topic-x"}`}, 400, apperr.UnknownField, ""},
-		{"field twice", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","topic":"topic-y"}`}, 400, apperr.InvalidField, ""},
-		{"null field", req{keys: []string{"key-a"}, body: `{"topic":"topic-x","note":null}`}, 400, apperr.InvalidField, ""},
-		{"empty body", req{keys: []string{"key-a"}, header: map[string]string{"Content-Type": "application/json"}}, 400, apperr.MalformedJSON, ""},
-		{"wrong type", req{keys: []string{"key-a"}, body: `{"topic":42}`}, 400, apperr.InvalidField, ""},
-		{"empty topic", req{keys: []string{"key-a"}, body: `{"topic":"  ","note":"note-x"}`}, 400, apperr.InvalidField, ""},
-		{"missing topic", req{keys: []string{"key-a"}, body: `{"note":"note-x"}`}, 400, apperr.InvalidField, ""},
-		{"too large", req{keys: []string{"key-a"}, body: big}, 413, apperr.BodyTooLarge, ""},
-		{"wrong content type", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Content-Type": "text/plain"}}, 415, apperr.UnsupportedMediaType, ""},
-		{"workshop header, workshop off", req{keys: []string{"key-a"}, body: body1, header: map[string]string{"Workshop-Fail": "after-claim"}}, 400, apperr.WorkshopDisabled, ""},
+		{"no token", apitest.Req{Token: "", Keys: []string{"key-a"}, Body: body1}, 401, apperr.Unauthorized, ""},
+		{"unknown token", apitest.Req{Token: "tok-nobody", Keys: []string{"key-a"}, Body: body1}, 401, apperr.Unauthorized, ""},
+		{"no key", apitest.Req{Body: body1}, 400, apperr.KeyMissing, ""},
+		{"key twice", apitest.Req{Keys: []string{"key-a", "key-a"}, Body: body1}, 400, apperr.KeyInvalid, ""},
+		{"key too long", apitest.Req{Keys: []string{strings.Repeat("k", 256)}, Body: body1}, 400, apperr.KeyInvalid, ""},
+		{"key with a space", apitest.Req{Keys: []string{`"key a"`}, Body: body1}, 400, apperr.KeyInvalid, ""},
+		{"bad JSON", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"x" "note"}`}, 400, apperr.MalformedJSON, ""},
+		{"cut-off JSON", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":`}, 400, apperr.MalformedJSON, "ends before"},
+		{"NUL in a field", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"a\u0000b"}`}, 400, apperr.InvalidField, "NUL"},
+		{"invalid UTF-8", apitest.Req{Keys: []string{"key-a"}, Body: "{\"topic\":\"a\xffb\"}"}, 400, apperr.MalformedJSON, "UTF-8"},
+		{"a lone surrogate", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"a\ud800b"}`}, 400, apperr.InvalidField, "surrogate"},
+		{"a lone low surrogate", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"\udc00"}`}, 400, apperr.InvalidField, "surrogate"},
+		{"only zero-width characters", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"\u200b\u200d\ufeff"}`}, 400, apperr.InvalidField, "empty"},
+		{"another charset", apitest.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Content-Type": "application/json; charset=latin1"}}, 415, apperr.UnsupportedMediaType, "UTF-8"},
+		{"two JSON values", apitest.Req{Keys: []string{"key-a"}, Body: body1 + body1}, 400, apperr.MalformedJSON, ""},
+		{"not an object", apitest.Req{Keys: []string{"key-a"}, Body: `["topic"]`}, 400, apperr.MalformedJSON, ""},
+		{"unknown field", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","priority":1}`}, 400, apperr.UnknownField, ""},
+		{"field name in another case", apitest.Req{Keys: []string{"key-a"}, Body: `{"TOPIC":"topic-x"}`}, 400, apperr.UnknownField, ""},
+		{"field twice", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","topic":"topic-y"}`}, 400, apperr.InvalidField, ""},
+		{"null field", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","note":null}`}, 400, apperr.InvalidField, ""},
+		{"empty body", apitest.Req{Keys: []string{"key-a"}, Header: map[string]string{"Content-Type": "application/json"}}, 400, apperr.MalformedJSON, ""},
+		{"wrong type", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":42}`}, 400, apperr.InvalidField, ""},
+		{"empty topic", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"  ","note":"note-x"}`}, 400, apperr.InvalidField, ""},
+		{"missing topic", apitest.Req{Keys: []string{"key-a"}, Body: `{"note":"note-x"}`}, 400, apperr.InvalidField, ""},
+		{"too large", apitest.Req{Keys: []string{"key-a"}, Body: big}, 413, apperr.BodyTooLarge, ""},
+		{"wrong content type", apitest.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Content-Type": "text/plain"}}, 415, apperr.UnsupportedMediaType, ""},
+		{"workshop header, workshop off", apitest.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Workshop-Fail": "after-claim"}}, 400, apperr.WorkshopDisabled, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rq := tt.rq
-			rq.path = "/v1/demo-requests"
+			rq.Path = "/v1/demo-requests"
 			if tt.code != apperr.Unauthorized {
-				rq.token = tokenAlice
+				rq.Token = apitest.TokenAlice
 			}
-			r := e.must(rq)
-			if r.Status != tt.status || r.problem(t) != tt.code || !strings.Contains(string(r.Body), tt.detail) {
+			r := e.Must(rq)
+			if r.Status != tt.status || r.Problem(t) != tt.code || !strings.Contains(string(r.Body), tt.detail) {
 				t.Fatalf("status %d: %s; want %d %s saying %q", r.Status, r.Body, tt.status, tt.code, tt.detail)
 			}
 			if tt.status == 401 && r.Header.Get("WWW-Authenticate") == "" {
@@ -210,30 +211,30 @@ func TestRejectedBeforeClaim(t *testing.T) {
 			}
 		})
 	}
-	if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+	if n := e.Count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
 		t.Fatalf("%d keys stored by rejected requests, want 0", n)
 	}
-	if n := e.works.Load(); n != 0 {
+	if n := e.Works.Load(); n != 0 {
 		t.Fatalf("the work ran %d times for rejected requests", n)
 	}
 }
 
 func TestActorsAreScoped(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	alice := e.create("key-shared", body1).request(t)
-	bobReply := e.must(req{path: "/v1/demo-requests", token: tokenBob, keys: []string{"key-shared"}, body: `{"topic":"topic-other"}`})
+	e := apitest.New(t)
+	alice := e.Create("key-shared", body1).Request(t)
+	bobReply := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenBob, Keys: []string{"key-shared"}, Body: `{"topic":"topic-other"}`})
 	if bobReply.Status != http.StatusCreated || bobReply.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("bob's first use of a key alice used: %d %s", bobReply.Status, bobReply.Body)
 	}
-	bob := bobReply.request(t)
+	bob := bobReply.Request(t)
 	if bob.ID == alice.ID {
 		t.Fatal("bob got alice's request")
 	}
 	for _, path := range []string{"/v1/demo-requests/" + alice.ID, "/v1/demo-requests/not-a-uuid", "/v1/demo-requests/urn:uuid:" + alice.ID,
 		"/v1/demo-requests/6c3d6e3e-2b52-4f79-9a4c-0f0d3c3f7a10"} {
-		r := e.must(req{method: http.MethodGet, path: path, token: tokenBob})
-		if r.Status != http.StatusNotFound || r.problem(t) != apperr.NotFound {
+		r := e.Must(apitest.Req{Method: http.MethodGet, Path: path, Token: apitest.TokenBob})
+		if r.Status != http.StatusNotFound || r.Problem(t) != apperr.NotFound {
 			t.Fatalf("bob GET %s: %d %s", path, r.Status, r.Body)
 		}
 	}
@@ -245,32 +246,32 @@ func TestActorsAreScoped(t *testing.T) {
 // token.
 func TestRoomParticipants(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withRoom())
+	e := apitest.New(t, apitest.WithRoom())
 	ids := map[string]bool{}
 	for _, name := range []string{"ana", "ben", "c.d_e-9"} {
-		r := e.must(req{path: "/v1/demo-requests", token: "dev-" + name, keys: []string{"order-42"}, body: body1})
+		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: "dev-" + name, Keys: []string{"order-42"}, Body: body1})
 		if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
 			t.Fatalf("%s's first use of order-42: %d %s, want a first 201", name, r.Status, r.Body)
 		}
-		ids[r.request(t).ID] = true
-		again := e.must(req{path: "/v1/demo-requests", token: "dev-" + name, keys: []string{"order-42"}, body: body1})
-		if again.Header.Get("Idempotent-Replayed") != "true" || again.request(t).ID != r.request(t).ID {
+		ids[r.Request(t).ID] = true
+		again := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: "dev-" + name, Keys: []string{"order-42"}, Body: body1})
+		if again.Header.Get("Idempotent-Replayed") != "true" || again.Request(t).ID != r.Request(t).ID {
 			t.Fatalf("%s's retry: %d %s, want the replay of their own", name, again.Status, again.Body)
 		}
 	}
 	if len(ids) != 3 {
 		t.Fatalf("%d requests for three participants, want 3", len(ids))
 	}
-	if n := e.count(`SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('dev-ana', 'dev-ben', 'dev-c.d_e-9')`); n != 3 {
+	if n := e.Count(`SELECT count(DISTINCT actor_id) FROM demo_requests WHERE actor_id IN ('dev-ana', 'dev-ben', 'dev-c.d_e-9')`); n != 3 {
 		t.Fatalf("%d actors hold the rows, want the 3 participants", n)
 	}
 	// The configured tokens still work, beside the room's.
-	if r := e.create("order-42", body1); r.Status != http.StatusCreated {
+	if r := e.Create("order-42", body1); r.Status != http.StatusCreated {
 		t.Fatalf("alice's own token in a room: %d %s", r.Status, r.Body)
 	}
 	for _, token := range []string{"dev-", "dev-Ana", "dev-a b", "dev-" + strings.Repeat("x", 33), "ana", "dev-.x"} {
-		r := e.must(req{path: "/v1/demo-requests", token: token, keys: []string{"k"}, body: body1})
-		if r.Status != http.StatusUnauthorized || r.problem(t) != apperr.Unauthorized {
+		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: token, Keys: []string{"k"}, Body: body1})
+		if r.Status != http.StatusUnauthorized || r.Problem(t) != apperr.Unauthorized {
 			t.Fatalf("token %q in a room: %d %s, want 401", token, r.Status, r.Body)
 		}
 		// The 401 says what a participant's token must be (an uppercase
@@ -280,8 +281,8 @@ func TestRoomParticipants(t *testing.T) {
 			t.Fatalf("token %q in a room: the 401 %s does not state the rule of the names", token, r.Body)
 		}
 	}
-	off := newEnv(t, withWorkshop())
-	if r := off.must(req{path: "/v1/demo-requests", token: "dev-ana", keys: []string{"k"}, body: body1}); r.Status != http.StatusUnauthorized {
+	off := apitest.New(t, apitest.WithWorkshop())
+	if r := off.Must(apitest.Req{Path: "/v1/demo-requests", Token: "dev-ana", Keys: []string{"k"}, Body: body1}); r.Status != http.StatusUnauthorized {
 		t.Fatalf("dev-ana without the room: %d %s, want 401", r.Status, r.Body)
 	}
 }
@@ -295,38 +296,38 @@ func TestRoomParticipants(t *testing.T) {
 func TestRoomParticipantsAreNotConfiguredActors(t *testing.T) {
 	t.Parallel()
 	const tokenU1 = "tok-u1-90d2"
-	e := newEnv(t, withRoom(), func(d *httpapi.Deps, _ *postgres.Store) {
+	e := apitest.New(t, apitest.WithRoom(), func(d *httpapi.Deps, _ *postgres.Store) {
 		d.Tokens[auth.Hash(tokenU1)] = "u1"
 	})
-	for _, owner := range []struct{ token, participant string }{{tokenAlice, "dev-alice"}, {tokenU1, "dev-u1"}} {
-		made := e.must(req{path: "/v1/demo-requests", token: owner.token, keys: []string{"same-key"}, body: body1})
+	for _, owner := range []struct{ token, participant string }{{apitest.TokenAlice, "dev-alice"}, {tokenU1, "dev-u1"}} {
+		made := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: owner.token, Keys: []string{"same-key"}, Body: body1})
 		if made.Status != http.StatusCreated {
 			t.Fatalf("create with %s's own token: %d %s", owner.participant, made.Status, made.Body)
 		}
-		id := made.request(t).ID
-		if r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + id, token: owner.participant}); r.Status != http.StatusNotFound {
+		id := made.Request(t).ID
+		if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: owner.participant}); r.Status != http.StatusNotFound {
 			t.Fatalf("%s reads the configured actor's request: %d %s, want 404", owner.participant, r.Status, r.Body)
 		}
-		if r := e.must(req{path: "/v1/demo-requests/" + id + "/cancel", token: owner.participant, keys: []string{"c-1"}}); r.Status != http.StatusNotFound {
+		if r := e.Must(apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: owner.participant, Keys: []string{"c-1"}}); r.Status != http.StatusNotFound {
 			t.Fatalf("%s cancels the configured actor's request: %d %s, want 404", owner.participant, r.Status, r.Body)
 		}
-		if r := e.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/same-key?operation=demo-requests.create", token: owner.participant}); r.Status != http.StatusNotFound {
+		if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/same-key?operation=demo-requests.create", Token: owner.participant}); r.Status != http.StatusNotFound {
 			t.Fatalf("%s reads the configured actor's key: %d %s, want 404", owner.participant, r.Status, r.Body)
 		}
-		mine := e.must(req{path: "/v1/demo-requests", token: owner.participant, keys: []string{"same-key"}, body: body1})
-		if mine.Status != http.StatusCreated || mine.Header.Get("Idempotent-Replayed") != "" || mine.request(t).ID == id {
+		mine := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: owner.participant, Keys: []string{"same-key"}, Body: body1})
+		if mine.Status != http.StatusCreated || mine.Header.Get("Idempotent-Replayed") != "" || mine.Request(t).ID == id {
 			t.Fatalf("%s's own use of the key: %d %s, want a first 201 of its own", owner.participant, mine.Status, mine.Body)
 		}
-		if r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + id, token: owner.token}); r.Status != http.StatusOK || r.request(t).State != demo.StateAccepted {
+		if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: owner.token}); r.Status != http.StatusOK || r.Request(t).State != demo.StateAccepted {
 			t.Fatalf("the configured actor's request after the participant's tries: %d %s, want 200, accepted", r.Status, r.Body)
 		}
 	}
-	if n := e.count(`SELECT count(*) FROM demo_requests WHERE actor_id IN ('alice', 'u1')`); n != 2 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests WHERE actor_id IN ('alice', 'u1')`); n != 2 {
 		t.Fatalf("%d requests of alice and u1, want 2", n)
 	}
 
-	base := httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: &demo.Service{Store: e.store}, Writes: e.store,
-		Keys: e.store, Ready: e.store.Ping, TTL: testTTL, Lease: testLease, Workshop: true, Room: true}
+	base := httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: &demo.Service{Store: e.Store}, Writes: e.Store,
+		Keys: e.Store, Ready: e.Store.Ping, TTL: apitest.TTL, Lease: apitest.Lease, Workshop: true, Room: true}
 	clash := base
 	clash.Tokens = auth.Tokens{auth.Hash("s3cret"): "dev-ana"}
 	if _, err := httpapi.NewServer(clash); err == nil || !strings.Contains(err.Error(), `"dev-ana"`) {
@@ -339,15 +340,15 @@ func TestRoomParticipantsAreNotConfiguredActors(t *testing.T) {
 
 func TestOutcomeRoute(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	get := func(token, key, query string) reply {
-		return e.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/" + key + query, token: token})
+	e := apitest.New(t)
+	get := func(token, key, query string) apitest.Reply {
+		return e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/" + key + query, Token: token})
 	}
-	if r := get(tokenAlice, "key-never", ""); r.Status != http.StatusNotFound || r.problem(t) != apperr.NotFound {
+	if r := get(apitest.TokenAlice, "key-never", ""); r.Status != http.StatusNotFound || r.Problem(t) != apperr.NotFound {
 		t.Fatalf("unknown key: %d %s", r.Status, r.Body)
 	}
-	dr := e.create("key-outcome", body1).request(t)
-	r := get(tokenAlice, "key-outcome", "?operation=demo-requests.create")
+	dr := e.Create("key-outcome", body1).Request(t)
+	r := get(apitest.TokenAlice, "key-outcome", "?operation=demo-requests.create")
 	if r.Status != http.StatusOK {
 		t.Fatalf("completed key: %d %s", r.Status, r.Body)
 	}
@@ -356,21 +357,21 @@ func TestOutcomeRoute(t *testing.T) {
 			t.Fatalf("outcome %s lacks %s", r.Body, want)
 		}
 	}
-	if r := get(tokenBob, "key-outcome", ""); r.Status != http.StatusNotFound {
+	if r := get(apitest.TokenBob, "key-outcome", ""); r.Status != http.StatusNotFound {
 		t.Fatalf("bob sees alice's key: %d %s", r.Status, r.Body)
 	}
 	// A key with a percent sign, percent-encoded in the path, is found once decoded.
-	e.create("key-100%41", body1)
-	if r := get(tokenAlice, "key-100%2541", ""); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"key":"key-100%41"`) {
+	e.Create("key-100%41", body1)
+	if r := get(apitest.TokenAlice, "key-100%2541", ""); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"key":"key-100%41"`) {
 		t.Fatalf("key with a percent sign: %d %s", r.Status, r.Body)
 	}
-	if r := get(tokenAlice, "key-outcome", "?operation=nope"); r.Status != http.StatusBadRequest || r.problem(t) != apperr.InvalidQuery {
+	if r := get(apitest.TokenAlice, "key-outcome", "?operation=nope"); r.Status != http.StatusBadRequest || r.Problem(t) != apperr.InvalidQuery {
 		t.Fatalf("unknown operation: %d %s", r.Status, r.Body)
 	}
-	if n := e.works.Load(); n != 2 {
+	if n := e.Works.Load(); n != 2 {
 		t.Fatalf("the outcome route ran work: %d works for 2 creates", n)
 	}
-	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 2 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 2 {
 		t.Fatalf("%d business rows for 2 creates", n)
 	}
 }
@@ -380,21 +381,21 @@ func TestOutcomeRoute(t *testing.T) {
 // the one-phase path a duplicate waits on the unique index for the first
 // commit and then replays, so nearly none gets a 409.
 func TestConcurrentSameKey(t *testing.T) {
-	forEachPath(t, testConcurrentSameKey)
+	apitest.ForEachPath(t, testConcurrentSameKey)
 }
 
 func testConcurrentSameKey(t *testing.T, path idempotency.Path) {
 	for _, n := range []int{2, 50} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
-			e := newEnv(t, withPath(path))
+			e := apitest.New(t, apitest.WithPath(path))
 			start := make(chan struct{})
-			replies := make([]reply, n)
+			replies := make([]apitest.Reply, n)
 			errs := make([]error, n)
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Go(func() {
 					<-start
-					replies[i], errs[i] = e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-storm"}, body: body1})
+					replies[i], errs[i] = e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-storm"}, Body: body1})
 				})
 			}
 			close(start)
@@ -407,7 +408,7 @@ func testConcurrentSameKey(t *testing.T, path idempotency.Path) {
 				}
 				switch {
 				case r.Status == http.StatusCreated:
-					if got := r.request(t).ID; id != "" && got != id {
+					if got := r.Request(t).ID; id != "" && got != id {
 						t.Fatalf("two different requests created: %s and %s", id, got)
 					} else {
 						id = got
@@ -417,12 +418,12 @@ func testConcurrentSameKey(t *testing.T, path idempotency.Path) {
 					} else {
 						created++
 					}
-				case r.Status == http.StatusConflict && r.problem(t) == apperr.OperationInProgress:
+				case r.Status == http.StatusConflict && r.Problem(t) == apperr.OperationInProgress:
 					if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 {
 						t.Fatalf("409 with Retry-After %q", r.Header.Get("Retry-After"))
 					}
 					busy++
-				case r.Status == http.StatusServiceUnavailable && r.problem(t) == apperr.Unavailable:
+				case r.Status == http.StatusServiceUnavailable && r.Problem(t) == apperr.Unavailable:
 					// A duplicate that waited on the first's row past its
 					// statement's bound (a loaded machine): transient, stored
 					// nothing, and the rows below must still be one.
@@ -437,10 +438,10 @@ func testConcurrentSameKey(t *testing.T, path idempotency.Path) {
 			if created != 1 {
 				t.Fatalf("%d first responses, want 1 (replayed %d, busy %d)", created, replayed, busy)
 			}
-			if rows := e.count(`SELECT count(*) FROM demo_requests WHERE actor_id = 'alice'`); rows != 1 {
+			if rows := e.Count(`SELECT count(*) FROM demo_requests WHERE actor_id = 'alice'`); rows != 1 {
 				t.Fatalf("%d business rows, want 1", rows)
 			}
-			e.checkWorks(1)
+			e.CheckWorks(1)
 			if path == idempotency.OnePhase && busy > n/10 {
 				t.Fatalf("one phase: %d of %d duplicates got 409, want nearly all replays", busy, n-1)
 			}

@@ -27,7 +27,7 @@ const MaxBodyBytes = 64 << 10
 //
 // Errors: unsupported_media_type, body_too_large, malformed_json,
 // unknown_field, invalid_field.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return apperr.Errorf(apperr.UnsupportedMediaType, "send the body as Content-Type: application/json")

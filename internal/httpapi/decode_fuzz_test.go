@@ -25,7 +25,7 @@ func FuzzDecodeCreate(f *testing.F) {
 			r := httptest.NewRequest(http.MethodPost, "/v1/demo-requests", bytes.NewReader(b))
 			r.Header.Set("Content-Type", "application/json")
 			var in demo.CreateInput
-			err := decodeJSON(httptest.NewRecorder(), r, &in)
+			err := DecodeJSON(httptest.NewRecorder(), r, &in)
 			return in, err
 		}
 		in, err := decode(body)

@@ -40,13 +40,13 @@ func answerDelivery(logger *slog.Logger, w http.ResponseWriter, r *http.Request,
 	get func(ctx context.Context, actor, id string) (delivery.Status, error)) {
 	id := chi.URLParam(r, "id")
 	if !demo.IsID(id) {
-		writeError(logger, w, r, apperr.Errorf(apperr.NotFound, "no demo request %q", id))
+		WriteError(logger, w, r, apperr.Errorf(apperr.NotFound, "no demo request %q", id))
 		return
 	}
-	st, err := get(r.Context(), actorOf(r), id)
+	st, err := get(r.Context(), ActorOf(r), id)
 	if err != nil {
-		writeError(logger, w, r, err)
+		WriteError(logger, w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	WriteJSON(w, http.StatusOK, st)
 }

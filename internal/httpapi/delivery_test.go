@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/internal/delivery"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
@@ -18,13 +19,13 @@ import (
 func TestDeliveryRoutes(t *testing.T) {
 	t.Parallel()
 	desk := testkit.StartDeskDouble(t)
-	e := newEnv(t, withDesk(desk.URL))
-	created := e.create("key-d1", body1)
-	id := created.request(t).ID
+	e := apitest.New(t, apitest.WithDesk(desk.URL))
+	created := e.Create("key-d1", body1)
+	id := created.Request(t).ID
 	route := "/v1/demo-requests/" + id + "/delivery"
-	get := func(token string) (reply, delivery.Status) {
+	get := func(token string) (apitest.Reply, delivery.Status) {
 		t.Helper()
-		r := e.must(req{method: http.MethodGet, path: route, token: token})
+		r := e.Must(apitest.Req{Method: http.MethodGet, Path: route, Token: token})
 		var st delivery.Status
 		if r.Status == http.StatusOK {
 			if err := json.Unmarshal(r.Body, &st); err != nil {
@@ -34,20 +35,20 @@ func TestDeliveryRoutes(t *testing.T) {
 		return r, st
 	}
 
-	if r, st := get(tokenAlice); r.Status != http.StatusOK || st.State != delivery.Pending || st.Attempts != 0 ||
+	if r, st := get(apitest.TokenAlice); r.Status != http.StatusOK || st.State != delivery.Pending || st.Attempts != 0 ||
 		st.ProviderKey != "demo-request:"+id || st.NextAttemptAt == nil {
 		t.Fatalf("GET delivery before any dispatch: %d %s", r.Status, r.Body)
 	}
-	if r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + id, token: tokenAlice}); !strings.Contains(string(r.Body), `"delivery":"pending"`) {
+	if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: apitest.TokenAlice}); !strings.Contains(string(r.Body), `"delivery":"pending"`) {
 		t.Fatalf("GET demo request: %s, want its delivery pending", r.Body)
 	}
-	for _, rq := range []req{
-		{method: http.MethodGet, path: route, token: tokenBob},
-		{method: http.MethodPost, path: route + "/reconcile", token: tokenBob},
-		{method: http.MethodGet, path: "/v1/demo-requests/not-a-uuid/delivery", token: tokenAlice},
+	for _, rq := range []apitest.Req{
+		{Method: http.MethodGet, Path: route, Token: apitest.TokenBob},
+		{Method: http.MethodPost, Path: route + "/reconcile", Token: apitest.TokenBob},
+		{Method: http.MethodGet, Path: "/v1/demo-requests/not-a-uuid/delivery", Token: apitest.TokenAlice},
 	} {
-		if r := e.must(rq); r.Status != http.StatusNotFound || r.problem(t) != "not_found" {
-			t.Fatalf("%s %s as another actor or for no request: %d %s, want 404", rq.method, rq.path, r.Status, r.Body)
+		if r := e.Must(rq); r.Status != http.StatusNotFound || r.Problem(t) != "not_found" {
+			t.Fatalf("%s %s as another actor or for no request: %d %s, want 404", rq.Method, rq.Path, r.Status, r.Body)
 		}
 	}
 
@@ -55,27 +56,27 @@ func TestDeliveryRoutes(t *testing.T) {
 	// two attempts run out and the delivery is unknown.
 	for _, f := range []testkit.DeskFaults{{DropResponses: 1}, {FailNext: 10}} {
 		desk.Faults(t, f)
-		if _, err := e.dispatcher.Once(context.Background()); err != nil {
+		if _, err := e.Dispatcher.Once(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if r, st := get(tokenAlice); st.State == delivery.Pending && st.Attempts == 1 {
-			if _, err := e.db.Exec(`UPDATE outbox SET next_attempt_at = now()`); err != nil { // due now, not after the backoff
+		if r, st := get(apitest.TokenAlice); st.State == delivery.Pending && st.Attempts == 1 {
+			if _, err := e.DB.Exec(`UPDATE outbox SET next_attempt_at = now()`); err != nil { // due now, not after the backoff
 				t.Fatal(err)
 			}
 		} else if st.State != delivery.Unknown {
 			t.Fatalf("GET delivery: %s", r.Body)
 		}
 	}
-	if r, st := get(tokenAlice); st.State != delivery.Unknown || st.Attempts != 2 || st.LastError == nil {
+	if r, st := get(apitest.TokenAlice); st.State != delivery.Unknown || st.Attempts != 2 || st.LastError == nil {
 		t.Fatalf("GET delivery after the attempts ran out: %s, want unknown", r.Body)
 	}
-	if r := e.must(req{method: http.MethodPost, path: route + "/reconcile", token: tokenAlice}); r.Status != http.StatusServiceUnavailable ||
-		r.problem(t) != "unavailable" || r.Header.Get("Retry-After") == "" {
+	if r := e.Must(apitest.Req{Method: http.MethodPost, Path: route + "/reconcile", Token: apitest.TokenAlice}); r.Status != http.StatusServiceUnavailable ||
+		r.Problem(t) != "unavailable" || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("reconcile while the desk fails: %d %s, want 503 with Retry-After", r.Status, r.Body)
 	}
 	desk.Faults(t, testkit.DeskFaults{})
 	for range 2 {
-		r := e.must(req{method: http.MethodPost, path: route + "/reconcile", token: tokenAlice})
+		r := e.Must(apitest.Req{Method: http.MethodPost, Path: route + "/reconcile", Token: apitest.TokenAlice})
 		var st delivery.Status
 		json.Unmarshal(r.Body, &st)
 		if r.Status != http.StatusOK || st.State != delivery.Submitted || st.ProviderReference == nil {
@@ -85,10 +86,10 @@ func TestDeliveryRoutes(t *testing.T) {
 	if n := desk.Submissions(t); n != 1 {
 		t.Fatalf("the desk holds %d submissions, want 1", n)
 	}
-	if again := e.create("key-d1", body1); again.Status != created.Status || string(again.Body) != string(created.Body) {
+	if again := e.Create("key-d1", body1); again.Status != created.Status || string(again.Body) != string(created.Body) {
 		t.Fatalf("the replay changed: %d %s, want %d %s", again.Status, again.Body, created.Status, created.Body)
 	}
-	metrics := string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+	metrics := string(e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
 	for _, want := range []string{
 		"demo_api_outbox_backlog 0",
 		`demo_api_outbox_marks_total{state="unknown"} 1`,
@@ -105,12 +106,12 @@ func TestDeliveryRoutes(t *testing.T) {
 // TestReconcileWithoutADesk: a server with no desk configured says so.
 func TestReconcileWithoutADesk(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	id := e.create("key-d2", body1).request(t).ID
-	if _, err := e.db.Exec(`UPDATE outbox SET state = 'unknown', next_attempt_at = NULL`); err != nil {
+	e := apitest.New(t)
+	id := e.Create("key-d2", body1).Request(t).ID
+	if _, err := e.DB.Exec(`UPDATE outbox SET state = 'unknown', next_attempt_at = NULL`); err != nil {
 		t.Fatal(err)
 	}
-	r := e.must(req{method: http.MethodPost, path: "/v1/demo-requests/" + id + "/delivery/reconcile", token: tokenAlice})
+	r := e.Must(apitest.Req{Method: http.MethodPost, Path: "/v1/demo-requests/" + id + "/delivery/reconcile", Token: apitest.TokenAlice})
 	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "PROVIDER_URL") {
 		t.Fatalf("reconcile without a desk: %d %s, want 503 naming PROVIDER_URL", r.Status, r.Body)
 	}
@@ -123,20 +124,20 @@ func TestReconcileWithoutADesk(t *testing.T) {
 func TestDeliveryRouteShowsTheCancel(t *testing.T) {
 	t.Parallel()
 	desk := testkit.StartDeskDouble(t)
-	e := newEnv(t, withDesk(desk.URL))
-	get := func(id string) (reply, delivery.Status) {
+	e := apitest.New(t, apitest.WithDesk(desk.URL))
+	get := func(id string) (apitest.Reply, delivery.Status) {
 		t.Helper()
-		r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + id + "/delivery", token: tokenAlice})
+		r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id + "/delivery", Token: apitest.TokenAlice})
 		var st delivery.Status
 		if err := json.Unmarshal(r.Body, &st); err != nil || r.Status != http.StatusOK {
 			t.Fatalf("GET delivery: %d %s", r.Status, r.Body)
 		}
 		return r, st
 	}
-	cancel := func(id, key string) reply {
+	cancel := func(id, key string) apitest.Reply {
 		t.Helper()
-		first := e.must(req{path: "/v1/demo-requests/" + id + "/cancel", token: tokenAlice, keys: []string{key}})
-		again := e.must(req{path: "/v1/demo-requests/" + id + "/cancel", token: tokenAlice, keys: []string{key}})
+		first := e.Must(apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: apitest.TokenAlice, Keys: []string{key}})
+		again := e.Must(apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: apitest.TokenAlice, Keys: []string{key}})
 		if first.Status != http.StatusOK || again.Status != http.StatusOK || string(again.Body) != string(first.Body) ||
 			again.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("cancel and its replay: %d %s, %d %s; want the same 200", first.Status, first.Body, again.Status, again.Body)
@@ -144,17 +145,17 @@ func TestDeliveryRouteShowsTheCancel(t *testing.T) {
 		return first
 	}
 
-	early := e.create("key-e1", body1).request(t).ID
+	early := e.Create("key-e1", body1).Request(t).ID
 	cancel(early, "key-e1-cancel")
 	if r, st := get(early); st.State != delivery.Withdrawn || st.Cancel != nil || st.NextAttemptAt != nil {
 		t.Fatalf("delivery of a request cancelled before any dispatch: %s, want withdrawn, no cancel", r.Body)
 	}
-	if r := e.must(req{method: http.MethodGet, path: "/v1/demo-requests/" + early, token: tokenAlice}); !strings.Contains(string(r.Body), `"delivery":"withdrawn"`) {
+	if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + early, Token: apitest.TokenAlice}); !strings.Contains(string(r.Body), `"delivery":"withdrawn"`) {
 		t.Fatalf("GET demo request: %s, want its delivery withdrawn", r.Body)
 	}
 
-	late := e.create("key-e2", body1).request(t).ID
-	if _, err := e.dispatcher.Once(context.Background()); err != nil {
+	late := e.Create("key-e2", body1).Request(t).ID
+	if _, err := e.Dispatcher.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	cancel(late, "key-e2-cancel")
@@ -162,7 +163,7 @@ func TestDeliveryRouteShowsTheCancel(t *testing.T) {
 		st.Cancel.ProviderKey != "demo-request:"+late+":cancel" {
 		t.Fatalf("delivery of a request cancelled after its hand-over: %s, want submitted with a pending cancel", r.Body)
 	}
-	if _, err := e.dispatcher.Once(context.Background()); err != nil {
+	if _, err := e.Dispatcher.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if r, st := get(late); st.Cancel == nil || st.Cancel.State != delivery.Submitted || st.Cancel.ProviderReference == nil {

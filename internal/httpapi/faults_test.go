@@ -23,6 +23,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
@@ -36,10 +37,10 @@ const faultBound = 2500 * time.Millisecond
 // proxy, over loopback, so a test can cut the link or black-hole it.
 type faultEnv struct {
 	proxy  *faultproxy.Proxy
-	db     *sqlx.DB // the server's pool, through the proxy
+	DB     *sqlx.DB // the server's pool, through the proxy
 	direct *sqlx.DB // the same database, reached directly
-	srv    *httptest.Server
-	client *http.Client
+	Srv    *httptest.Server
+	Client *http.Client
 }
 
 // newFaultEnv builds one; params are name=value settings added to the
@@ -101,22 +102,22 @@ func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &faultEnv{client: &http.Client{Timeout: 5 * time.Second}}
+	e := &faultEnv{Client: &http.Client{Timeout: 5 * time.Second}}
 	u.Host, e.proxy = wire(t, u.Host)
 	for _, p := range params {
 		u.RawQuery += "&" + p
 	}
-	if e.db, err = postgres.Open(context.Background(), u.String(), postgres.KeyStatements); err != nil {
+	if e.DB, err = postgres.Open(context.Background(), u.String(), postgres.KeyStatements); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.db.Close() })
+	t.Cleanup(func() { e.DB.Close() })
 	if e.direct, err = sqlx.Open("postgres", dbURL); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.direct.Close() })
 
-	store := postgres.New(e.db)
-	tokens, err := auth.Parse("alice:" + auth.Hash(tokenAlice))
+	store := postgres.New(e.DB)
+	tokens, err := auth.Parse("alice:" + auth.Hash(apitest.TokenAlice))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +126,12 @@ func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.
 	m.Outbox(store, logger) // as serve registers it: another collector that reads the database
 	h, err := httpapi.NewServer(httpapi.Deps{Logger: logger, Metrics: m,
 		Keys: store, Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens,
-		Ready: store.Ping, TTL: testTTL, Lease: testLease, Path: path})
+		Ready: store.Ping, TTL: apitest.TTL, Lease: apitest.Lease, Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = httptest.NewServer(h)
-	t.Cleanup(e.srv.Close)
+	e.Srv = httptest.NewServer(h)
+	t.Cleanup(e.Srv.Close)
 	// Cut the link first, so that a handler stuck on it (the faults these
 	// tests reproduce) lets srv.Close return.
 	t.Cleanup(func() { e.proxy.Set(faultproxy.Cut) })
@@ -151,7 +152,7 @@ func (e *faultEnv) get(t *testing.T, path string) (status int, body string, took
 // fetch asks the server for path and reads the answer.
 func (e *faultEnv) fetch(path string) (status int, body string, took time.Duration, err error) {
 	start := time.Now()
-	resp, err := e.client.Get(e.srv.URL + path)
+	resp, err := e.Client.Get(e.Srv.URL + path)
 	if err != nil {
 		return 0, "", time.Since(start), err
 	}
@@ -164,7 +165,7 @@ func (e *faultEnv) fetch(path string) (status int, body string, took time.Durati
 func (e *faultEnv) claim(t *testing.T, key string) {
 	t.Helper()
 	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: key}
-	res, err := postgres.New(e.direct).Claim(context.Background(), sc, "fp", uuid.NewString(), time.Hour, testTTL)
+	res, err := postgres.New(e.direct).Claim(context.Background(), sc, "fp", uuid.NewString(), time.Hour, apitest.TTL)
 	if err != nil || !res.Claimed {
 		t.Fatalf("claim %s: %+v %v", key, res, err)
 	}
@@ -175,7 +176,7 @@ func (e *faultEnv) warmPool(t *testing.T, n int) {
 	t.Helper()
 	conns := make([]*sqlx.Conn, n)
 	for i := range conns {
-		c, err := e.db.Connx(context.Background())
+		c, err := e.DB.Connx(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func (e *faultEnv) warmPool(t *testing.T, n int) {
 	for _, c := range conns {
 		c.Close()
 	}
-	if idle := e.db.Stats().Idle; idle < n {
+	if idle := e.DB.Stats().Idle; idle < n {
 		t.Fatalf("%d idle connections, want %d", idle, n)
 	}
 }
@@ -334,13 +335,13 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 			e := newFaultEnvOn(t, tt.path)
 			e.warmPool(t, 2)
 			e.proxy.Set(faultproxy.Blackhole)
-			e.client.Timeout = 30 * time.Second
-			req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/demo-requests", strings.NewReader(body1))
-			req.Header.Set("Authorization", "Bearer "+tokenAlice)
+			e.Client.Timeout = 30 * time.Second
+			req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
+			req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", "key-partition")
 			start := time.Now()
-			resp, err := e.client.Do(req)
+			resp, err := e.Client.Do(req)
 			took := time.Since(start)
 			if err != nil {
 				t.Fatalf("create in a partition: no answer after %v: %v", took.Round(time.Millisecond), err)
@@ -366,16 +367,16 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 		t.Run(where, func(t *testing.T) {
 			t.Parallel()
 			e := newPooledFaultEnv(t, idempotency.OnePhase, where)
-			if !postgres.Pooled(e.db) {
+			if !postgres.Pooled(e.DB) {
 				t.Fatal("the server's pool did not recognise PgBouncer")
 			}
-			if status, body := e.create(t, "key-before"); status != http.StatusCreated {
+			if status, body := e.Create(t, "key-before"); status != http.StatusCreated {
 				t.Fatalf("create before the partition: %d %s", status, body)
 			}
 			e.warmPool(t, 2)
 			e.proxy.Set(faultproxy.Blackhole)
 			start := time.Now()
-			status, body := e.create(t, "key-partition")
+			status, body := e.Create(t, "key-partition")
 			took := time.Since(start)
 			t.Logf("partition %s: %d after %v", where, status, took.Round(time.Millisecond))
 			if status != http.StatusServiceUnavailable || took > 3*time.Second {
@@ -384,7 +385,7 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 			}
 			e.proxy.Set(faultproxy.Up)
 			if !testkit.Eventually(10*time.Second, func() bool {
-				status, _ := e.create(t, "key-after")
+				status, _ := e.Create(t, "key-after")
 				return status == http.StatusCreated
 			}) {
 				t.Fatal("no create once the partition healed")
@@ -395,10 +396,10 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 
 // create sends a create under key, with a client that waits 30 s, and
 // returns its status and body; it fails the test when there is no answer.
-func (e *faultEnv) create(t *testing.T, key string) (int, string) {
+func (e *faultEnv) Create(t *testing.T, key string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/demo-requests", strings.NewReader(body1))
-	req.Header.Set("Authorization", "Bearer "+tokenAlice)
+	req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
+	req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -421,22 +422,22 @@ func (e *faultEnv) create(t *testing.T, key string) (int, string) {
 func TestClientGoneBeforeTheClaimIsNotA500(t *testing.T) {
 	t.Parallel()
 	e := newFaultEnvOn(t, idempotency.TwoPhase) // its claim runs on the request's own context
-	e.db.SetMaxOpenConns(1)
-	held, err := e.db.Connx(context.Background()) // the pool's one connection, busy
+	e.DB.SetMaxOpenConns(1)
+	held, err := e.DB.Connx(context.Background()) // the pool's one connection, busy
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	e.client.Timeout = 300 * time.Millisecond
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/demo-requests", strings.NewReader(body1))
-	req.Header.Set("Authorization", "Bearer "+tokenAlice)
+	e.Client.Timeout = 300 * time.Millisecond
+	req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
+	req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "key-gone")
-	if resp, err := e.client.Do(req); err == nil {
+	if resp, err := e.Client.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatalf("the create answered %d while no connection was free", resp.StatusCode)
 	}
-	e.client.Timeout = 5 * time.Second // a scrape waits up to 1 s for its database gauges
+	e.Client.Timeout = 5 * time.Second // a scrape waits up to 1 s for its database gauges
 	var body string
 	if !testkit.Eventually(10*time.Second, func() bool { // the claim's release waits up to 5 s for a connection too
 		_, body, _ = e.get(t, "/metrics")

@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"net/http"
 	"testing"
+
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 )
 
 // TestSecurityHeaders: every answer of the server carries the security
@@ -11,31 +13,31 @@ import (
 // as a page or framed, never kept by a cache. (The pages set their own
 // policy over these: package web tests it.)
 func TestSecurityHeaders(t *testing.T) {
-	e := newEnv(t, withWorkshop())
+	e := apitest.New(t, apitest.WithWorkshop())
 	api := map[string]string{
 		"X-Content-Type-Options":  "nosniff",
 		"Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
 		"Referrer-Policy":         "no-referrer",
 		"Cache-Control":           "no-store",
 	}
-	create := req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"headers-1"}, body: body1}
+	create := apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"headers-1"}, Body: body1}
 	for _, tc := range []struct {
 		name   string
-		rq     req
+		rq     apitest.Req
 		status int
 	}{
-		{"an unknown path", req{method: http.MethodGet, path: "/index.html"}, http.StatusNotFound},
-		{"an unknown method", req{method: http.MethodPut, path: "/healthz"}, http.StatusMethodNotAllowed},
-		{"no token", req{path: "/v1/demo-requests", body: body1}, http.StatusUnauthorized},
+		{"an unknown path", apitest.Req{Method: http.MethodGet, Path: "/index.html"}, http.StatusNotFound},
+		{"an unknown method", apitest.Req{Method: http.MethodPut, Path: "/healthz"}, http.StatusMethodNotAllowed},
+		{"no token", apitest.Req{Path: "/v1/demo-requests", Body: body1}, http.StatusUnauthorized},
 		{"a create", create, http.StatusCreated},
 		{"its replay", create, http.StatusCreated},
-		{"a bad request", req{path: "/v1/demo-requests", token: tokenAlice, body: body1}, http.StatusBadRequest},
-		{"the outcome route", req{method: http.MethodGet, path: "/v1/idempotency-keys/nope", token: tokenAlice}, http.StatusNotFound},
-		{"a problem's page", req{method: http.MethodGet, path: "/problems/idempotency_key_missing"}, http.StatusOK},
-		{"healthz", req{method: http.MethodGet, path: "/healthz"}, http.StatusOK},
-		{"readyz", req{method: http.MethodGet, path: "/readyz"}, http.StatusOK},
+		{"a bad request", apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Body: body1}, http.StatusBadRequest},
+		{"the outcome route", apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/nope", Token: apitest.TokenAlice}, http.StatusNotFound},
+		{"a problem's page", apitest.Req{Method: http.MethodGet, Path: "/problems/idempotency_key_missing"}, http.StatusOK},
+		{"healthz", apitest.Req{Method: http.MethodGet, Path: "/healthz"}, http.StatusOK},
+		{"readyz", apitest.Req{Method: http.MethodGet, Path: "/readyz"}, http.StatusOK},
 	} {
-		r := e.must(tc.rq)
+		r := e.Must(tc.rq)
 		if r.Status != tc.status {
 			t.Errorf("%s: %d, want %d", tc.name, r.Status, tc.status)
 		}

@@ -15,7 +15,7 @@ const readyTimeout = 2 * time.Second
 // handleHealthz answers while the process serves.
 func handleHealthz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 }
 
@@ -27,7 +27,7 @@ func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replic
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		if err := untilDone(ctx, ready); err != nil {
-			writeError(logger, w, r, &apperr.Error{Code: apperr.Unavailable, Message: "the database does not answer", RetryAfter: time.Second, Err: err})
+			WriteError(logger, w, r, &apperr.Error{Code: apperr.Unavailable, Message: "the database does not answer", RetryAfter: time.Second, Err: err})
 			return
 		}
 		body := map[string]any{"status": "ready"}
@@ -36,7 +36,7 @@ func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replic
 				body["replication"] = r
 			}
 		}
-		writeJSON(w, http.StatusOK, body)
+		WriteJSON(w, http.StatusOK, body)
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
@@ -20,47 +21,47 @@ import (
 func TestMetricsCountOutcomes(t *testing.T) {
 	t.Parallel()
 	clk := testkit.NewClock()
-	e := newEnv(t, withClock(clk), withPath(idempotency.TwoPhase))
+	e := apitest.New(t, apitest.WithClock(clk), apitest.WithPath(idempotency.TwoPhase))
 
-	e.create("key-m1", body1)                              // claimed
-	e.create("key-m1", body1)                              // replayed
-	e.create("key-m1", `{"topic":"topic-other"}`)          // mismatch
-	e.setHook(func(context.Context, *http.Request) error { // claimed, then released
+	e.Create("key-m1", body1)                              // claimed
+	e.Create("key-m1", body1)                              // replayed
+	e.Create("key-m1", `{"topic":"topic-other"}`)          // mismatch
+	e.SetHook(func(context.Context, *http.Request) error { // claimed, then released
 		return errors.New("transient")
 	})
-	e.create("key-m2", body1)
-	e.setHook(nil)
+	e.Create("key-m2", body1)
+	e.SetHook(nil)
 
 	// Held past its lease: a retry takes it over (lease_taken_over) and
 	// finishes; the held one then finds its lease lost.
 	claimed, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { closeOnce(release) })
+	t.Cleanup(func() { apitest.CloseOnce(release) })
 	var held atomic.Bool
-	e.setHook(func(context.Context, *http.Request) error {
+	e.SetHook(func(context.Context, *http.Request) error {
 		if held.CompareAndSwap(false, true) { // only the first request is held
 			close(claimed)
 			<-release
 		}
 		return nil
 	})
-	heldReply := make(chan reply, 1)
-	go func() { heldReply <- e.create("key-m3", body1) }() // claimed
+	heldReply := make(chan apitest.Reply, 1)
+	go func() { heldReply <- e.Create("key-m3", body1) }() // claimed
 	<-claimed
-	if r := e.create("key-m3", body1); r.Status != http.StatusConflict { // in_progress
+	if r := e.Create("key-m3", body1); r.Status != http.StatusConflict { // in_progress
 		t.Fatalf("retry within the lease: %d", r.Status)
 	}
-	clk.Advance(testLease)
-	if r := e.create("key-m3", body1); r.Status != http.StatusCreated { // lease_taken_over
+	clk.Advance(apitest.Lease)
+	if r := e.Create("key-m3", body1); r.Status != http.StatusCreated { // lease_taken_over
 		t.Fatalf("retry after the lease: %d %s", r.Status, r.Body)
 	}
-	closeOnce(release)
-	if r := <-heldReply; r.Status != http.StatusConflict || r.problem(t) != apperr.OperationInProgress { // lease_lost
+	apitest.CloseOnce(release)
+	if r := <-heldReply; r.Status != http.StatusConflict || r.Problem(t) != apperr.OperationInProgress { // lease_lost
 		t.Fatalf("the held owner after losing its lease: %d %s", r.Status, r.Body)
 	}
-	e.setHook(nil)
+	e.SetHook(nil)
 
-	clk.Advance(testTTL)
-	e.create("key-m1", body1) // expired_taken_over
+	clk.Advance(apitest.TTL)
+	e.Create("key-m1", body1) // expired_taken_over
 
 	want := map[string]int{
 		"claimed": 3, "replayed": 1, "mismatch": 1, "released": 1, "in_progress": 1,
@@ -79,8 +80,8 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	)
 	// A request's latency is observed just after its response is sent.
 	var scrape string
-	if !eventually(func() bool {
-		scrape = string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+	if !apitest.Eventually(func() bool {
+		scrape = string(e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
 		return containsAll(scrape, lines)
 	}) {
 		for _, line := range lines {
@@ -104,21 +105,21 @@ func containsAll(s string, subs []string) bool {
 func TestMetricsInProgressClaims(t *testing.T) {
 	t.Parallel()
 	clk := testkit.NewClock()
-	e := newEnv(t, withClock(clk), withPath(idempotency.TwoPhase))
+	e := apitest.New(t, apitest.WithClock(clk), apitest.WithPath(idempotency.TwoPhase))
 	claimed, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { closeOnce(release) })
-	e.setHook(func(context.Context, *http.Request) error { close(claimed); <-release; return nil })
-	done := make(chan reply, 1)
-	go func() { done <- e.create("key-held", body1) }()
+	t.Cleanup(func() { apitest.CloseOnce(release) })
+	e.SetHook(func(context.Context, *http.Request) error { close(claimed); <-release; return nil })
+	done := make(chan apitest.Reply, 1)
+	go func() { done <- e.Create("key-held", body1) }()
 	<-claimed
 	clk.Advance(7 * time.Second)
-	scrape := string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+	scrape := string(e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
 	for _, line := range []string{"demo_api_idempotency_in_progress_claims 1\n", "demo_api_idempotency_oldest_in_progress_seconds 7\n"} {
 		if !strings.Contains(scrape, line) {
 			t.Errorf("scrape lacks %q", line)
 		}
 	}
-	closeOnce(release)
+	apitest.CloseOnce(release)
 	<-done
 }
 
@@ -126,16 +127,16 @@ func TestMetricsInProgressClaims(t *testing.T) {
 // label, and X-Client-Attempt is counted when the intent got its answer.
 func TestMetricsOnePhase(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withPath(idempotency.OnePhase))
-	e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-p1"}, body: body1, header: map[string]string{"X-Client-Attempt": "1"}})
-	e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-p1"}, body: body1, header: map[string]string{"X-Client-Attempt": "3"}})
+	e := apitest.New(t, apitest.WithPath(idempotency.OnePhase))
+	e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-p1"}, Body: body1, Header: map[string]string{"X-Client-Attempt": "1"}})
+	e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-p1"}, Body: body1, Header: map[string]string{"X-Client-Attempt": "3"}})
 	lines := []string{
 		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="claimed",path="one_phase"} 1` + "\n",
 		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="replayed",path="one_phase"} 1` + "\n",
 		`demo_api_client_attempt_answered_count{operation="demo-requests.create"} 2` + "\n",
 		`demo_api_client_attempt_answered_sum{operation="demo-requests.create"} 4` + "\n",
 	}
-	scrape := string(e.must(req{method: http.MethodGet, path: "/metrics"}).Body)
+	scrape := string(e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
 	for _, line := range lines {
 		if !strings.Contains(scrape, line) {
 			t.Errorf("scrape lacks %q", line)

@@ -85,7 +85,7 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // logRequests logs one line per request, and reports it to the metrics.
-func (s *server) logRequests(next http.Handler) http.Handler {
+func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		li := &logInfo{}
@@ -156,7 +156,7 @@ func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
 					}
 					logger.ErrorContext(r.Context(), "panic", "panic", v, "stack", string(debug.Stack()), "request_id", requestID(r))
 					noteCode(r, apperr.Internal)
-					writeResponse(w, render(nil), false)
+					writeResponse(w, Render(nil), false)
 				}
 			}()
 			next.ServeHTTP(w, r)
@@ -183,7 +183,7 @@ func authenticate(logger *slog.Logger, tokens auth.Tokens, room bool) func(http.
 			}
 			if !strings.EqualFold(scheme, "Bearer") || !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="demo-api"`)
-				writeError(logger, w, r, apperr.Errorf(apperr.Unauthorized, "%s", refusal))
+				WriteError(logger, w, r, apperr.Errorf(apperr.Unauthorized, "%s", refusal))
 				return
 			}
 			info(r).actor = actor
@@ -192,7 +192,7 @@ func authenticate(logger *slog.Logger, tokens auth.Tokens, room bool) func(http.
 	}
 }
 
-func actorOf(r *http.Request) string {
+func ActorOf(r *http.Request) string {
 	actor, _ := r.Context().Value(actorKey).(string)
 	return actor
 }

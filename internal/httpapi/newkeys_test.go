@@ -16,19 +16,20 @@ import (
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // withNewKeys bounds each actor's new keys to perSecond, burst at once.
-func withNewKeys(perSecond float64, burst int) envOption {
+func withNewKeys(perSecond float64, burst int) apitest.Option {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.NewKeysPerSecond, d.NewKeysBurst = perSecond, burst }
 }
 
 // checkRateLimited fails the test unless r is a 429 rate_limited with a
 // Retry-After of whole seconds, at least 1.
-func checkRateLimited(t testing.TB, r reply) {
+func checkRateLimited(t testing.TB, r apitest.Reply) {
 	t.Helper()
-	if r.Status != http.StatusTooManyRequests || r.problem(t) != apperr.RateLimited {
+	if r.Status != http.StatusTooManyRequests || r.Problem(t) != apperr.RateLimited {
 		t.Fatalf("%d %s, want 429 rate_limited", r.Status, r.Body)
 	}
 	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 {
@@ -41,18 +42,18 @@ func checkRateLimited(t testing.TB, r reply) {
 // rate_limited with Retry-After and store nothing; another actor is not
 // touched, and a key already stored is replayed over the bound.
 func TestNewKeysBounded(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path idempotency.Path) {
+	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
 		const perSecond, burst, n = 5, 20, 1000
-		e := newEnv(t, withPath(path), withNewKeys(perSecond, burst))
+		e := apitest.New(t, apitest.WithPath(path), withNewKeys(perSecond, burst))
 		statuses := make([]int, n)
-		replies := make([]reply, n)
+		replies := make([]apitest.Reply, n)
 		start := time.Now()
 		var wg sync.WaitGroup
 		var next atomic.Int64
 		for range 50 {
 			wg.Go(func() {
 				for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-					replies[i] = e.create(fmt.Sprintf("key-flood-%d", i), body1)
+					replies[i] = e.Create(fmt.Sprintf("key-flood-%d", i), body1)
 					statuses[i] = replies[i].Status
 				}
 			})
@@ -67,7 +68,7 @@ func TestNewKeysBounded(t *testing.T) {
 			case http.StatusTooManyRequests:
 				limited++
 				checkRateLimited(t, replies[i])
-				if rows := e.count(`SELECT count(*) FROM idempotency_keys WHERE idem_key = $1`, fmt.Sprintf("key-flood-%d", i)); rows != 0 {
+				if rows := e.Count(`SELECT count(*) FROM idempotency_keys WHERE idem_key = $1`, fmt.Sprintf("key-flood-%d", i)); rows != 0 {
 					t.Fatalf("a refused key has %d rows", rows)
 				}
 			default:
@@ -78,16 +79,16 @@ func TestNewKeysBounded(t *testing.T) {
 		if created < burst || created > most || limited == 0 {
 			t.Fatalf("%d created and %d refused in %v, want %d to %d created", created, limited, elapsed, burst, most)
 		}
-		if rows := e.count(`SELECT count(*) FROM idempotency_keys WHERE actor_id = 'alice'`); rows != created {
+		if rows := e.Count(`SELECT count(*) FROM idempotency_keys WHERE actor_id = 'alice'`); rows != created {
 			t.Fatalf("%d keys stored for %d created", rows, created)
 		}
-		if rows := e.count(`SELECT count(*) FROM demo_requests WHERE actor_id = 'alice'`); rows != created {
+		if rows := e.Count(`SELECT count(*) FROM demo_requests WHERE actor_id = 'alice'`); rows != created {
 			t.Fatalf("%d demo requests stored for %d created", rows, created)
 		}
 		t.Logf("%s: 1,000 new keys in %v: %d created, %d refused", path, elapsed.Round(time.Millisecond), created, limited)
 
 		// Another actor has a bucket of its own.
-		if r := e.must(req{path: "/v1/demo-requests", token: tokenBob, keys: []string{"key-bob"}, body: body1}); r.Status != http.StatusCreated {
+		if r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenBob, Keys: []string{"key-bob"}, Body: body1}); r.Status != http.StatusCreated {
 			t.Fatalf("bob: %d %s, want 201", r.Status, r.Body)
 		}
 		// A stored key is never refused by the bound, first attempt or retry.
@@ -96,18 +97,18 @@ func TestNewKeysBounded(t *testing.T) {
 				continue
 			}
 			for _, attempt := range []string{"1", "2"} {
-				r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{fmt.Sprintf("key-flood-%d", i)}, body: body1,
-					header: map[string]string{httpapi.HeaderClientAttempt: attempt}})
+				r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{fmt.Sprintf("key-flood-%d", i)}, Body: body1,
+					Header: map[string]string{httpapi.HeaderClientAttempt: attempt}})
 				if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
 					t.Fatalf("a stored key over the bound (attempt %s): %d %s, want its replay", attempt, r.Status, r.Body)
 				}
 			}
-			if r := e.create(fmt.Sprintf("key-flood-%d", i), `{"topic":"topic-other"}`); r.Status != http.StatusUnprocessableEntity {
+			if r := e.Create(fmt.Sprintf("key-flood-%d", i), `{"topic":"topic-other"}`); r.Status != http.StatusUnprocessableEntity {
 				t.Fatalf("a stored key with another payload over the bound: %d %s, want 422", r.Status, r.Body)
 			}
 			break
 		}
-		metrics := e.must(req{method: http.MethodGet, path: "/metrics"})
+		metrics := e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"})
 		want := fmt.Sprintf(`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="rate_limited",path="%s"} %d`, path, limited)
 		if !strings.Contains(string(metrics.Body), want) {
 			t.Fatalf("/metrics lacks %s", want)
@@ -118,25 +119,25 @@ func TestNewKeysBounded(t *testing.T) {
 // TestStoredKeyTakesNoToken: a replay never spends a token, so the actor's
 // next new key still finds the one left.
 func TestStoredKeyTakesNoToken(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path idempotency.Path) {
-		e := newEnv(t, withPath(path), withNewKeys(0.001, 2)) // a token per 1,000 s: none comes back in a test
-		if r := e.create("key-a", body1); r.Status != http.StatusCreated {
+	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
+		e := apitest.New(t, apitest.WithPath(path), withNewKeys(0.001, 2)) // a token per 1,000 s: none comes back in a test
+		if r := e.Create("key-a", body1); r.Status != http.StatusCreated {
 			t.Fatalf("first key: %d %s", r.Status, r.Body)
 		}
 		for range 5 {
-			if r := e.create("key-a", body1); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
+			if r := e.Create("key-a", body1); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
 				t.Fatalf("replay: %d %s", r.Status, r.Body)
 			}
 		}
-		if r := e.create("key-b", body1); r.Status != http.StatusCreated {
+		if r := e.Create("key-b", body1); r.Status != http.StatusCreated {
 			t.Fatalf("the second new key, after replays: %d %s, want 201 (a replay took a token)", r.Status, r.Body)
 		}
-		r := e.create("key-c", body1)
+		r := e.Create("key-c", body1)
 		checkRateLimited(t, r)
 		if got := r.Header.Get("Retry-After"); got != "1000" {
 			t.Fatalf("Retry-After %s, want 1000 (the bucket's next token)", got)
 		}
-		if rows := e.count(`SELECT count(*) FROM idempotency_keys WHERE idem_key = 'key-c'`); rows != 0 {
+		if rows := e.Count(`SELECT count(*) FROM idempotency_keys WHERE idem_key = 'key-c'`); rows != 0 {
 			t.Fatalf("the refused key has %d rows", rows)
 		}
 	})
@@ -146,21 +147,21 @@ func TestStoredKeyTakesNoToken(t *testing.T) {
 // many more than the burst, all admitted before the first commits, are one
 // new key: no 429, one row, one demo request.
 func TestKeyStormIsOneNewKey(t *testing.T) {
-	forEachPath(t, func(t *testing.T, path idempotency.Path) {
+	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
 		const n = 200
-		e := newEnv(t, withPath(path), withWorkshop(), withNewKeys(0.001, 1))
+		e := apitest.New(t, apitest.WithPath(path), apitest.WithWorkshop(), withNewKeys(0.001, 1))
 		// One phase: every attempt decides in its work, before its
 		// statement; none goes on until all are there. Two phase: the
 		// claim's owner is held until every other attempt has its answer.
 		arrived := make(chan struct{}, n)
 		all := make(chan struct{})
-		t.Cleanup(func() { closeOnce(all) })
-		e.setHook(func(ctx context.Context, r *http.Request) error {
+		t.Cleanup(func() { apitest.CloseOnce(all) })
+		e.SetHook(func(ctx context.Context, r *http.Request) error {
 			arrived <- struct{}{}
 			<-all
 			return nil
 		})
-		replies := make([]reply, n)
+		replies := make([]apitest.Reply, n)
 		var answered atomic.Int64
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -171,7 +172,7 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 				if i%2 == 1 {
 					h[httpapi.HeaderClientAttempt] = "2"
 				}
-				replies[i] = e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-storm"}, body: body1, header: h})
+				replies[i] = e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-storm"}, Body: body1, Header: h})
 				answered.Add(1)
 			})
 		}
@@ -181,7 +182,7 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 			for range n {
 				<-arrived
 			}
-			closeOnce(all)
+			apitest.CloseOnce(all)
 			wg.Wait()
 		case idempotency.TwoPhase:
 			<-arrived
@@ -191,7 +192,7 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 			if !testkit.Eventually(time.Minute, func() bool { return answered.Load() == n-1 }) {
 				t.Fatalf("%d of the other attempts answered while the owner held its claim", answered.Load())
 			}
-			closeOnce(all)
+			apitest.CloseOnce(all)
 			<-done
 		}
 		counts := map[int]int{}
@@ -207,15 +208,15 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 				t.Fatalf("%d %s, want 201 or (two phase) 409", r.Status, r.Body)
 			}
 		}
-		if rows := e.count(`SELECT count(*) FROM idempotency_keys`); rows != 1 {
+		if rows := e.Count(`SELECT count(*) FROM idempotency_keys`); rows != 1 {
 			t.Fatalf("%d keys stored", rows)
 		}
-		if rows := e.count(`SELECT count(*) FROM demo_requests`); rows != 1 {
+		if rows := e.Count(`SELECT count(*) FROM demo_requests`); rows != 1 {
 			t.Fatalf("%d demo requests stored", rows)
 		}
 		t.Logf("%s: %v", path, counts)
 		// The storm spent the one token: the next new key is refused.
-		checkRateLimited(t, e.create("key-after-storm", body1))
+		checkRateLimited(t, e.Create("key-after-storm", body1))
 	})
 }
 
@@ -223,12 +224,12 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 // budget, honouring Retry-After, and gets its 201.
 func TestClientRetriesRateLimited(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withNewKeys(1, 1))
-	if r := e.create("key-first", body1); r.Status != http.StatusCreated {
+	e := apitest.New(t, withNewKeys(1, 1))
+	if r := e.Create("key-first", body1); r.Status != http.StatusCreated {
 		t.Fatalf("first key: %d %s", r.Status, r.Body)
 	}
 	var attempts []client.Attempt
-	c, err := client.New(client.Config{BaseURL: e.srv.URL, Token: tokenAlice, HTTPClient: e.client,
+	c, err := client.New(client.Config{BaseURL: e.Srv.URL, Token: apitest.TokenAlice, HTTPClient: e.Client,
 		OnAttempt: func(a client.Attempt) { attempts = append(attempts, a) }})
 	if err != nil {
 		t.Fatal(err)

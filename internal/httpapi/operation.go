@@ -14,86 +14,94 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// operation is everything the transport needs to make one operation safe to
-// retry. In is its decoded input, Out what it decides. idempotent turns it
-// into a handler; the key, scope, fingerprint, claim, replay, conflict,
+// Operation is everything the transport needs to make one operation safe to
+// retry. In is its decoded input, Out what it decides. Idempotent turns it
+// into a route; the key, scope, fingerprint, claim, replay, conflict,
 // release, waiting and rendering are done there, once for every operation.
-type operation[In, Out any] struct {
-	// method and pattern are its route, e.g. POST /v1/demo-requests.
-	method, pattern string
-	// name scopes the keys, e.g. "demo-requests.create".
-	name string
-	// path is idempotency.OnePhase when the work is a database write decided
+type Operation[In, Out any] struct {
+	// Method and Pattern are its route, e.g. POST /v1/demo-requests.
+	Method, Pattern string
+	// Name scopes the keys, e.g. "demo-requests.create".
+	Name string
+	// Path is idempotency.OnePhase when the work is a database write decided
 	// in Go beforehand, TwoPhase when it runs outside the database. Requests
 	// with workshop knobs always take the two-phase path.
-	path idempotency.Path
-	// decode reads and validates the request before anything is claimed:
+	Path idempotency.Path
+	// Decode reads and validates the request before anything is claimed:
 	// its errors are answered and nothing is stored.
-	decode func(w http.ResponseWriter, r *http.Request) (In, error)
-	// significant returns the fields that make two requests the same intent.
-	significant func(In) map[string]any
-	// decide decides the operation at now, without writing anything. An
+	Decode func(w http.ResponseWriter, r *http.Request) (In, error)
+	// Significant returns the fields that make two requests the same intent.
+	Significant func(In) map[string]any
+	// Decide decides the operation at now, without writing anything. An
 	// *apperr.Error of a 4xx is a definite refusal: stored and replayed like
 	// a success. Any other error is transient.
-	decide func(ctx context.Context, actor string, in In, now time.Time) (Out, error)
-	// render turns what was decided into the answer to store and send.
-	render func(Out) (idempotency.Response, error)
-	// effect names the business change that commits with the answer: a
-	// statement file of the store's (postgres: sql/effect/<name>.sql), looked
-	// up when the server is made (Writes.Effect).
-	effect string
-	// args are the effect's own parameters, in the order its file lists them.
-	args func(Out) []any
+	Decide func(ctx context.Context, actor string, in In, now time.Time) (Out, error)
+	// Render turns what was decided into the answer to store and send.
+	Render func(Out) (idempotency.Response, error)
+	// Effect is the business change that commits with the answer, made by
+	// the store (postgres: Store.CreateDemoRequest).
+	Effect func(Out) idempotency.Effect
+	// Run, instead of Decide, Render and Effect, runs the attempt itself
+	// with the Runner's request: an operation of several steps does.
+	Run func(ctx context.Context, a Attempt[In]) (idempotency.Result, error)
+	// Outcome, if set, is what the outcome route shows beside a key of this
+	// operation ("run"): what the operation keeps beside its key.
+	Outcome func(ctx context.Context, s idempotency.Scope) (any, error)
 }
 
-// route is one idempotent route of the API: the operations (operations.go
-// lists them) feed both the router and the outcome route.
-type route struct {
-	method, pattern string
-	operation       string
-	stepWise        bool // an operation of several steps, with a run beside its key
-	handler         http.Handler
+// Attempt is one attempt at an operation that runs itself (Operation.Run).
+type Attempt[In any] struct {
+	Request idempotency.Request
+	In      In
+	// Hold, if set, runs inside the work before it decides: the workshop
+	// knobs' delay and failure, and the tests' seam (Deps.InWork).
+	Hold func(context.Context) error
+	// HTTP is the client's request, for headers of the operation's own.
+	HTTP *http.Request
 }
 
-// idempotentRoute is the route of op, or an error naming what op lacks or
-// the effect the store does not have: an operation declared half-way is
-// refused when the server is made, not on its first request.
-func idempotentRoute[In, Out any](s *server, op operation[In, Out]) (route, error) {
+// Route is one route of the API behind authentication.
+type Route struct {
+	Method, Pattern string
+	Handler         http.Handler
+	// Operation is the idempotent operation it serves, "" for none: the
+	// outcome route knows each by its name.
+	Operation string
+	outcome   func(ctx context.Context, s idempotency.Scope) (any, error)
+}
+
+// Idempotent is the route of op, or an error naming what op lacks: an
+// operation declared half-way is refused when the server is made, not on
+// its first request.
+func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	if err := op.check(); err != nil {
-		return route{}, err
+		return Route{}, err
 	}
-	write, err := s.Writes.Effect(op.effect)
-	if err != nil {
-		return route{}, fmt.Errorf("httpapi: operation %s: %w", op.name, err)
-	}
-	return route{method: op.method, pattern: op.pattern, operation: op.name, handler: idempotent(s, op, write)}, nil
+	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: idempotent(s, op), outcome: op.Outcome}, nil
 }
 
 // check reports an operation that lacks a part, by its name.
-func (op operation[In, Out]) check() error {
+func (op Operation[In, Out]) check() error {
 	var missing []string
 	for _, p := range []struct {
 		part   string
 		absent bool
 	}{
-		{"a method and pattern", op.method == "" || op.pattern == ""},
-		{"a path (one_phase or two_phase)", op.path != idempotency.OnePhase && op.path != idempotency.TwoPhase},
-		{"decode", op.decode == nil},
-		{"significant", op.significant == nil},
-		{"decide", op.decide == nil},
-		{"render", op.render == nil},
-		{"effect", op.effect == ""},
-		{"args", op.args == nil},
+		{"a method and pattern", op.Method == "" || op.Pattern == ""},
+		{"a path", op.Path == ""},
+		{"Decode", op.Decode == nil},
+		{"Significant", op.Significant == nil},
+		{"Decide, Render and Effect, or Run", op.Run == nil && (op.Decide == nil || op.Render == nil || op.Effect == nil)},
 	} {
 		if p.absent {
 			missing = append(missing, p.part)
 		}
 	}
 	switch {
-	case op.name == "":
+	case op.Name == "":
 		return errors.New("httpapi: an operation without a name")
 	case len(missing) > 0:
-		return fmt.Errorf("httpapi: operation %s lacks %s", op.name, strings.Join(missing, ", "))
+		return fmt.Errorf("httpapi: operation %s lacks %s", op.Name, strings.Join(missing, ", "))
 	}
 	return nil
 }
@@ -107,36 +115,35 @@ const (
 	maxClientAttempt = 1000
 )
 
-// idempotent is the handler of op, whose effect write makes.
-func idempotent[In, Out any](s *server, op operation[In, Out], write func(args ...any) idempotency.Effect) http.Handler {
+// idempotent is the handler of op.
+func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		it, err := readIntent(s, w, r, op.name, op.path, op.decode, op.significant)
+		it, err := readIntent(s, w, r, op)
 		if err != nil {
-			writeError(s.Logger, w, r, err)
+			WriteError(s.Logger, w, r, err)
 			return
 		}
-		if s.Path != "" {
-			it.req.Path = s.Path
+		var res idempotency.Result
+		if op.Run != nil {
+			res, err = op.Run(r.Context(), Attempt[In]{Request: it.req, In: it.in, Hold: it.knobs.hold(), HTTP: r})
+		} else {
+			res, err = s.idem.Do(r.Context(), it.req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
+				if err := it.knobs.afterClaim(ctx); err != nil {
+					return idempotency.Decided{}, err
+				}
+				out, err := op.Decide(ctx, it.req.Scope.Actor, it.in, now)
+				if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
+					return idempotency.Decided{Response: Render(refusal)}, nil
+				} else if err != nil {
+					return idempotency.Decided{}, err
+				}
+				resp, err := op.Render(out)
+				if err != nil {
+					return idempotency.Decided{}, err
+				}
+				return idempotency.Decided{Response: resp, Effect: op.Effect(out)}, nil
+			})
 		}
-		if it.knobs.set() {
-			it.req.Path = idempotency.TwoPhase
-		}
-		res, err := s.idem.Do(r.Context(), it.req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
-			if err := it.knobs.afterClaim(ctx); err != nil {
-				return idempotency.Decided{}, err
-			}
-			out, err := op.decide(ctx, it.req.Scope.Actor, it.in, now)
-			if refusal, ok := errors.AsType[*apperr.Error](err); ok && render(refusal).Status < 500 {
-				return idempotency.Decided{Response: render(refusal)}, nil
-			} else if err != nil {
-				return idempotency.Decided{}, err
-			}
-			resp, err := op.render(out)
-			if err != nil {
-				return idempotency.Decided{}, err
-			}
-			return idempotency.Decided{Response: resp, Effect: write(op.args(out)...)}, nil
-		})
 		s.answer(w, r, it.req.Scope, it.attempt, it.knobs, res, err)
 	})
 }
@@ -151,52 +158,61 @@ type intent[In any] struct {
 	knobs   knobs
 }
 
-// readIntent reads and checks r as an attempt at operation name. Its errors
-// are answered, and nothing is stored.
-func readIntent[In any](s *server, w http.ResponseWriter, r *http.Request, name string, path idempotency.Path,
-	decode func(http.ResponseWriter, *http.Request) (In, error), significant func(In) map[string]any) (intent[In], error) {
+// readIntent reads and checks r as an attempt at op. Its errors are
+// answered, and nothing is stored.
+func readIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, op Operation[In, Out]) (intent[In], error) {
 	var it intent[In]
 	key, err := idempotency.ParseKey(r.Header.Values("Idempotency-Key"))
 	if err != nil {
 		return it, err
 	}
-	scope := idempotency.Scope{Actor: actorOf(r), Operation: name, Key: key}
+	scope := idempotency.Scope{Actor: ActorOf(r), Operation: op.Name, Key: key}
 	noteKey(r, scope)
 	if it.attempt, err = clientAttempt(r); err != nil {
 		return it, err
 	}
-	if it.in, err = decode(w, r); err != nil {
+	if it.in, err = op.Decode(w, r); err != nil {
 		return it, err
 	}
-	if it.knobs, err = s.workshop().knobs(r, path); err != nil {
+	if it.knobs, err = s.workshop().knobs(r); err != nil {
 		return it, err
 	}
-	fp, err := idempotency.Fingerprint(significant(it.in))
+	fp, err := idempotency.Fingerprint(op.Significant(it.in))
 	if err != nil {
 		return it, err
 	}
-	it.req = idempotency.Request{Scope: scope, Fingerprint: fp, Path: path, Wait: preferWait(r), Retry: it.attempt >= 2,
-		StopAfter: it.knobs.stopAfter, TTL: it.knobs.ttl}
+	it.req = idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.Path, Wait: preferWait(r), Retry: it.attempt >= 2, TTL: it.knobs.ttl}
+	switch {
+	case op.Run != nil:
+	case it.knobs.set():
+		it.req.Path = idempotency.TwoPhase // a claim to hold, fail or answer late
+	case s.Path != "":
+		it.req.Path = s.Path
+	}
 	return it, nil
 }
 
+// ErrNoAnswer is an operation's error when its attempt ends without an
+// answer, as if its server died there: the connection is closed.
+var ErrNoAnswer = errors.New("httpapi: the attempt ends without an answer")
+
 // answer writes the Runner's result res of an attempt at scope, or its
 // error.
-func (s *server) answer(w http.ResponseWriter, r *http.Request, scope idempotency.Scope, attempt int, k knobs, res idempotency.Result, err error) {
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, scope idempotency.Scope, attempt int, k knobs, res idempotency.Result, err error) {
 	li := info(r)
 	li.outcome, li.path = res.Outcome, res.Path
 	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && attempt > 0 && s.Metrics != nil {
 		s.Metrics.Answered(scope.Operation, attempt)
 	}
 	switch {
-	case errors.Is(err, idempotency.ErrStopped):
-		dropConnection(s.Logger, w, r) // the runner "died" after the step
+	case errors.Is(err, ErrNoAnswer):
+		dropConnection(s.Logger, w, r)
 		return
 	case err != nil:
 		if apperr.Code(err) == apperr.OperationInProgress {
 			w.Header().Set("Link", "<"+outcomeURL(scope)+`>; rel="monitor"`)
 		}
-		writeError(s.Logger, w, r, err)
+		WriteError(s.Logger, w, r, err)
 		return
 	case k.dropResponse:
 		dropConnection(s.Logger, w, r)

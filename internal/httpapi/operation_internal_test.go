@@ -10,40 +10,49 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
+type thingEffect struct{}
+
+func (thingEffect) Describe() string { return "thing" }
+
 // TestOperationCheck: an operation declared half-way is refused, by name,
 // before it can serve a request.
 func TestOperationCheck(t *testing.T) {
-	whole := func() operation[string, string] {
-		return operation[string, string]{
-			method:      http.MethodPost,
-			pattern:     "/v1/things",
-			name:        "things.create",
-			path:        idempotency.OnePhase,
-			decode:      func(http.ResponseWriter, *http.Request) (string, error) { return "", nil },
-			significant: func(string) map[string]any { return nil },
-			decide:      func(context.Context, string, string, time.Time) (string, error) { return "", nil },
-			render:      func(string) (idempotency.Response, error) { return idempotency.Response{}, nil },
-			effect:      "create_thing.sql",
-			args:        func(string) []any { return nil },
+	whole := func() Operation[string, string] {
+		return Operation[string, string]{
+			Method:      http.MethodPost,
+			Pattern:     "/v1/things",
+			Name:        "things.create",
+			Path:        idempotency.OnePhase,
+			Decode:      func(http.ResponseWriter, *http.Request) (string, error) { return "", nil },
+			Significant: func(string) map[string]any { return nil },
+			Decide:      func(context.Context, string, string, time.Time) (string, error) { return "", nil },
+			Render:      func(string) (idempotency.Response, error) { return idempotency.Response{}, nil },
+			Effect:      func(string) idempotency.Effect { return thingEffect{} },
 		}
 	}
 	if err := whole().check(); err != nil {
 		t.Fatalf("a whole operation: %v", err)
 	}
+	runs := whole()
+	runs.Decide, runs.Render, runs.Effect = nil, nil, nil
+	runs.Run = func(context.Context, Attempt[string]) (idempotency.Result, error) { return idempotency.Result{}, nil }
+	if err := runs.check(); err != nil {
+		t.Fatalf("an operation that runs itself: %v", err)
+	}
 	tests := []struct {
 		name  string
-		spoil func(*operation[string, string])
+		spoil func(*Operation[string, string])
 		want  string
 	}{
-		{"no name", func(o *operation[string, string]) { o.name = "" }, "without a name"},
-		{"no path", func(o *operation[string, string]) { o.path = "" }, "things.create lacks a path"},
-		{"no decode", func(o *operation[string, string]) { o.decode = nil }, "things.create lacks decode"},
-		{"no significant", func(o *operation[string, string]) { o.significant = nil }, "lacks significant"},
-		{"no decide", func(o *operation[string, string]) { o.decide = nil }, "lacks decide"},
-		{"no render", func(o *operation[string, string]) { o.render = nil }, "lacks render"},
-		{"no route", func(o *operation[string, string]) { o.pattern = "" }, "lacks a method and pattern"},
-		{"no effect", func(o *operation[string, string]) { o.effect = "" }, "lacks effect"},
-		{"no args, no render", func(o *operation[string, string]) { o.args, o.render = nil, nil }, "lacks render, args"},
+		{"no name", func(o *Operation[string, string]) { o.Name = "" }, "without a name"},
+		{"no path", func(o *Operation[string, string]) { o.Path = "" }, "things.create lacks a path"},
+		{"no decode", func(o *Operation[string, string]) { o.Decode = nil }, "things.create lacks Decode"},
+		{"no significant", func(o *Operation[string, string]) { o.Significant = nil }, "lacks Significant"},
+		{"no decide", func(o *Operation[string, string]) { o.Decide = nil }, "lacks Decide, Render and Effect, or Run"},
+		{"no render", func(o *Operation[string, string]) { o.Render = nil }, "lacks Decide, Render and Effect, or Run"},
+		{"no effect", func(o *Operation[string, string]) { o.Effect = nil }, "lacks Decide, Render and Effect, or Run"},
+		{"no route", func(o *Operation[string, string]) { o.Pattern = "" }, "lacks a method and pattern"},
+		{"no decode, no route", func(o *Operation[string, string]) { o.Decode, o.Method = nil, "" }, "lacks a method and pattern, Decode"},
 	}
 	for _, tc := range tests {
 		op := whole()

@@ -26,8 +26,8 @@ func NewPlainServer(d Deps, insert func(context.Context, demo.Request) error) (h
 	case len(d.Tokens) == 0:
 		return nil, errors.New("httpapi: Deps needs at least one token")
 	}
-	s := &server{Deps: d}
-	op := createDemoRequest(d.Demo)
+	s := &Server{Deps: d}
+	op := createDemoRequest(d.Demo, nil)
 	r := s.base()
 	r.With(authenticate(s.Logger, s.Tokens, false)).Method(http.MethodPost, "/v1/demo-requests", plain(s, op, insert))
 	return r, nil
@@ -35,27 +35,27 @@ func NewPlainServer(d Deps, insert func(context.Context, demo.Request) error) (h
 
 // plain is the handler of op without the idempotency layer: decode, decide
 // now, write, answer.
-func plain[In, Out any](s *server, op operation[In, Out], write func(context.Context, Out) error) http.Handler {
+func plain[In, Out any](s *Server, op Operation[In, Out], write func(context.Context, Out) error) http.Handler {
 	now := s.Clock
 	if now == nil {
 		now = time.Now
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in, err := op.decode(w, r)
+		in, err := op.Decode(w, r)
 		if err != nil {
-			writeError(s.Logger, w, r, err)
+			WriteError(s.Logger, w, r, err)
 			return
 		}
-		out, err := op.decide(r.Context(), actorOf(r), in, now())
+		out, err := op.Decide(r.Context(), ActorOf(r), in, now())
 		if err == nil {
 			err = write(r.Context(), out)
 		}
 		var resp idempotency.Response
 		if err == nil {
-			resp, err = op.render(out)
+			resp, err = op.Render(out)
 		}
 		if err != nil {
-			writeError(s.Logger, w, r, err)
+			WriteError(s.Logger, w, r, err)
 			return
 		}
 		writeResponse(w, resp, false)

@@ -50,10 +50,11 @@ func public(err error) *apperr.Error {
 	return e
 }
 
-// render returns the status, headers and body of err as a problem: the
-// status and title its code declares (package apperr), which is the one
-// place where an error becomes a status.
-func render(err error) idempotency.Response {
+// Render is err as the answer to store and send, a problem: the status and
+// title its code declares (package apperr), which is the one place where an
+// error becomes a status; internal for an error that is not an
+// *apperr.Error.
+func Render(err error) idempotency.Response {
 	e := public(err)
 	p, _ := apperr.ProblemOf(e.Code)
 	body, _ := json.Marshal(problem{Type: problemType(e.Code), Title: p.Title, Status: p.Status, Detail: e.Message, Code: e.Code})
@@ -68,7 +69,7 @@ func render(err error) idempotency.Response {
 }
 
 // writeError writes err as a problem, logging it once when it is ours (5xx).
-func writeError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		// The client left, and the request ended because it did (say while
 		// it waited for a database connection): not a server error. No one
@@ -76,7 +77,7 @@ func writeError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err
 		info(r).clientGone = true
 		return
 	}
-	resp := render(err)
+	resp := Render(err)
 	if resp.Status >= 500 {
 		logger.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r))
 	}
@@ -107,7 +108,7 @@ func handleMethodNotAllowed(logger *slog.Logger, routes chi.Routes) http.Handler
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(logger, w, r, errMethod)
+		WriteError(logger, w, r, errMethod)
 	}
 }
 
@@ -118,7 +119,7 @@ func handleProblemPage(logger *slog.Logger) http.Handler {
 		code := chi.URLParam(r, "code")
 		p, ok := apperr.ProblemOf(code)
 		if !ok {
-			writeError(logger, w, r, apperr.Errorf(apperr.NotFound, "no problem %q", code))
+			WriteError(logger, w, r, apperr.Errorf(apperr.NotFound, "no problem %q", code))
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -128,5 +129,5 @@ func handleProblemPage(logger *slog.Logger) http.Handler {
 }
 
 func handleProblem(logger *slog.Logger, err error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { writeError(logger, w, r, err) }
+	return func(w http.ResponseWriter, r *http.Request) { WriteError(logger, w, r, err) }
 }

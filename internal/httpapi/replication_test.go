@@ -8,6 +8,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 )
 
 // TestReadyzSaysHowCommitsReplicate: /readyz's detail says whether a commit
@@ -15,7 +16,7 @@ import (
 // says it does not.
 func TestReadyzSaysHowCommitsReplicate(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(d *httpapi.Deps, s *postgres.Store) {
+	e := apitest.New(t, func(d *httpapi.Deps, s *postgres.Store) {
 		d.Replication = func() any {
 			r, err := s.Replication(context.Background())
 			if err != nil {
@@ -25,7 +26,7 @@ func TestReadyzSaysHowCommitsReplicate(t *testing.T) {
 			return r
 		}
 	})
-	r := e.must(req{method: http.MethodGet, path: "/readyz"})
+	r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/readyz"})
 	var body struct {
 		Status      string
 		Replication *postgres.Replication

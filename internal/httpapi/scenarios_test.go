@@ -16,6 +16,7 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
@@ -23,15 +24,15 @@ import (
 // TestLostResponse: the finish commits, but the connection drops before the
 // client reads the answer. The retry with the same key gets the same request.
 func TestLostResponse(t *testing.T) {
-	forEachPath(t, testLostResponse)
+	apitest.ForEachPath(t, testLostResponse)
 }
 
 func testLostResponse(t *testing.T, path idempotency.Path) {
-	e := newEnv(t, withPath(path))
-	proxy := hangup(t, e.srv.Listener.Addr().String())
+	e := apitest.New(t, apitest.WithPath(path))
+	proxy := hangup(t, e.Srv.Listener.Addr().String())
 
 	r, _ := http.NewRequest(http.MethodPost, "http://"+proxy+"/v1/demo-requests", strings.NewReader(body1))
-	r.Header.Set("Authorization", "Bearer "+tokenAlice)
+	r.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", "key-lost")
 	if resp, err := http.DefaultClient.Do(r); err == nil {
@@ -39,18 +40,18 @@ func testLostResponse(t *testing.T, path idempotency.Path) {
 		t.Fatalf("the proxy let a response through: %d", resp.StatusCode)
 	}
 	// The client saw nothing; the server committed the intent.
-	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 1 {
 		t.Fatalf("%d business rows after the lost response, want 1", n)
 	}
 	var id string
-	if err := e.db.Get(&id, `SELECT id FROM demo_requests`); err != nil {
+	if err := e.DB.Get(&id, `SELECT id FROM demo_requests`); err != nil {
 		t.Fatal(err)
 	}
-	retry := e.create("key-lost", body1)
-	if retry.Status != http.StatusCreated || retry.Header.Get("Idempotent-Replayed") != "true" || retry.request(t).ID != id {
+	retry := e.Create("key-lost", body1)
+	if retry.Status != http.StatusCreated || retry.Header.Get("Idempotent-Replayed") != "true" || retry.Request(t).ID != id {
 		t.Fatalf("retry: %d %v %s, want the replay of %s", retry.Status, retry.Header, retry.Body, id)
 	}
-	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 1 {
 		t.Fatalf("%d business rows after the retry, want 1", n)
 	}
 }
@@ -72,18 +73,18 @@ func hangup(t *testing.T, upstream string) string {
 // gets 409 with Retry-After and no work runs; once the first finishes, the
 // retry gets the replay.
 func TestInProgress(t *testing.T) {
-	forEachPath(t, testInProgress)
+	apitest.ForEachPath(t, testInProgress)
 }
 
 // testInProgress: a two-phase request holds its claim (Workshop-Delay); a
 // retry on path gets 409 with Retry-After and a monitor link, and the
 // replay once the first finished.
 func testInProgress(t *testing.T, path idempotency.Path) {
-	e := newEnv(t, withPath(path), withWorkshop())
-	claimed, release := e.hold()
-	first := make(chan reply, 1)
+	e := apitest.New(t, apitest.WithPath(path), apitest.WithWorkshop())
+	claimed, release := e.Hold()
+	first := make(chan apitest.Reply, 1)
 	go func() {
-		r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-held"}, body: body1, header: holdHeader})
+		r, err := e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-held"}, Body: body1, Header: apitest.HoldHeader})
 		if err != nil {
 			t.Error(err)
 		}
@@ -91,31 +92,31 @@ func testInProgress(t *testing.T, path idempotency.Path) {
 	}()
 	<-claimed
 
-	busy := e.create("key-held", body1)
-	if busy.Status != http.StatusConflict || busy.problem(t) != apperr.OperationInProgress {
+	busy := e.Create("key-held", body1)
+	if busy.Status != http.StatusConflict || busy.Problem(t) != apperr.OperationInProgress {
 		t.Fatalf("retry while held: %d %s", busy.Status, busy.Body)
 	}
 	// The owner's work must end within half the lease: Retry-After says
 	// when that is, not when the whole lease ends.
-	if s, err := strconv.Atoi(busy.Header.Get("Retry-After")); err != nil || s < 1 || s > int(testLease.Seconds()/2) {
-		t.Fatalf("Retry-After %q, want 1..%d seconds", busy.Header.Get("Retry-After"), int(testLease.Seconds()/2))
+	if s, err := strconv.Atoi(busy.Header.Get("Retry-After")); err != nil || s < 1 || s > int(apitest.Lease.Seconds()/2) {
+		t.Fatalf("Retry-After %q, want 1..%d seconds", busy.Header.Get("Retry-After"), int(apitest.Lease.Seconds()/2))
 	}
 	if link := busy.Header.Get("Link"); link != `</v1/idempotency-keys/key-held?operation=demo-requests.create>; rel="monitor"` {
 		t.Fatalf("Link %q, want the outcome route as monitor", link)
 	}
-	outcome := e.must(req{method: http.MethodGet, path: "/v1/idempotency-keys/key-held", token: tokenAlice})
+	outcome := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/key-held", Token: apitest.TokenAlice})
 	if outcome.Status != http.StatusOK || !strings.Contains(string(outcome.Body), `"state":"in_progress"`) ||
 		!strings.Contains(string(outcome.Body), `"leaseRemainingSeconds":`) {
 		t.Fatalf("outcome while held: %d %s", outcome.Status, outcome.Body)
 	}
-	e.checkWorks(1)
+	e.CheckWorks(1)
 
-	closeOnce(release)
+	apitest.CloseOnce(release)
 	done := <-first
 	if done.Status != http.StatusCreated {
 		t.Fatalf("first request: %d %s", done.Status, done.Body)
 	}
-	replay := e.create("key-held", body1)
+	replay := e.Create("key-held", body1)
 	if replay.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(replay.Body, done.Body) {
 		t.Fatalf("retry after the first finished: %d %s", replay.Status, replay.Body)
 	}
@@ -124,26 +125,26 @@ func testInProgress(t *testing.T, path idempotency.Path) {
 // TestExpiredKeyIsANewIntent: after the TTL the same key creates a new
 // request, exactly once even when two late retries race.
 func TestExpiredKeyIsANewIntent(t *testing.T) {
-	forEachPath(t, testExpiredKeyIsANewIntent)
+	apitest.ForEachPath(t, testExpiredKeyIsANewIntent)
 }
 
 func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
 	clk := testkit.NewClock()
-	e := newEnv(t, withClock(clk), withPath(path))
-	old := e.create("key-ttl", body1).request(t)
-	clk.Advance(testTTL - time.Second)
-	if r := e.create("key-ttl", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != old.ID {
+	e := apitest.New(t, apitest.WithClock(clk), apitest.WithPath(path))
+	old := e.Create("key-ttl", body1).Request(t)
+	clk.Advance(apitest.TTL - time.Second)
+	if r := e.Create("key-ttl", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.Request(t).ID != old.ID {
 		t.Fatalf("one second before expiry: %d %s, want the replay", r.Status, r.Body)
 	}
 	clk.Advance(time.Second)
 
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	replies := make([]reply, 2)
+	replies := make([]apitest.Reply, 2)
 	for i := range replies {
 		wg.Go(func() {
 			<-start
-			r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-ttl"}, body: body1})
+			r, err := e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-ttl"}, Body: body1})
 			if err != nil {
 				t.Error(err)
 			}
@@ -157,7 +158,7 @@ func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
 		switch {
 		case r.Status == http.StatusCreated && r.Header.Get("Idempotent-Replayed") == "":
 			fresh++
-			if r.request(t).ID == old.ID {
+			if r.Request(t).ID == old.ID {
 				t.Fatal("the new intent answered with the expired request")
 			}
 		case r.Status == http.StatusCreated, r.Status == http.StatusConflict:
@@ -168,10 +169,10 @@ func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
 	if fresh != 1 {
 		t.Fatalf("%d fresh creations among two racing late retries, want 1", fresh)
 	}
-	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 2 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 2 {
 		t.Fatalf("%d business rows, want 2: one per intent", n)
 	}
-	if !eventually(func() bool { return strings.Contains(e.logs.String(), `"outcome":"expired_taken_over"`) }) {
+	if !apitest.Eventually(func() bool { return strings.Contains(e.Logs.String(), `"outcome":"expired_taken_over"`) }) {
 		t.Fatal("the takeover was not logged as expired_taken_over")
 	}
 }
@@ -180,42 +181,42 @@ func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
 // (claimed, then nothing). Once its lease passed, the retry takes it over and
 // creates the request once.
 func TestLeaseTakeover(t *testing.T) {
-	forEachPath(t, testLeaseTakeover)
+	apitest.ForEachPath(t, testLeaseTakeover)
 }
 
 func testLeaseTakeover(t *testing.T, path idempotency.Path) {
 	clk := testkit.NewClock()
-	e := newEnv(t, withClock(clk), withPath(path))
+	e := apitest.New(t, apitest.WithClock(clk), apitest.WithPath(path))
 	fp, err := idempotency.Fingerprint(demo.CreateInput{Topic: "topic-billing", Note: "note-call me"}.Significant())
 	if err != nil {
 		t.Fatal(err)
 	}
 	scope := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "key-crashed"}
 	deadClaim := idempotency.Claim{Scope: scope, Token: uuid.NewString()}
-	dead, err := e.store.Claim(context.Background(), scope, fp, deadClaim.Token, testLease, testTTL)
+	dead, err := e.Store.Claim(context.Background(), scope, fp, deadClaim.Token, apitest.Lease, apitest.TTL)
 	if err != nil || !dead.Claimed {
 		t.Fatalf("claim of the owner that dies: %+v, %v", dead, err)
 	}
 
-	if r := e.create("key-crashed", body1); r.Status != http.StatusConflict {
+	if r := e.Create("key-crashed", body1); r.Status != http.StatusConflict {
 		t.Fatalf("retry within the lease: %d %s, want 409", r.Status, r.Body)
 	}
-	clk.Advance(testLease)
-	r := e.create("key-crashed", body1)
+	clk.Advance(apitest.Lease)
+	r := e.Create("key-crashed", body1)
 	if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the lease: %d %s, want a fresh 201", r.Status, r.Body)
 	}
-	if !eventually(func() bool { return strings.Contains(e.logs.String(), `"outcome":"lease_taken_over"`) }) {
+	if !apitest.Eventually(func() bool { return strings.Contains(e.Logs.String(), `"outcome":"lease_taken_over"`) }) {
 		t.Fatal("the takeover was not logged as lease_taken_over")
 	}
 	// The dead owner wakes up and tries to finish: fenced out.
 	zombie := demo.Request{ID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Actor: "alice", State: "accepted", Topic: "zombie", CreatedAt: clk.Now()}
-	err = e.store.FinishClaimAtomically(context.Background(), deadClaim,
-		idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}")}, Effect: e.store.InsertDemoRequest(zombie)})
+	err = e.Store.FinishClaimAtomically(context.Background(), deadClaim,
+		idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}")}, Effect: e.Store.CreateDemoRequest(zombie)})
 	if !errors.Is(err, idempotency.ErrLeaseLost) {
 		t.Fatalf("finish of the dead owner: %v, want ErrLeaseLost", err)
 	}
-	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 1 {
 		t.Fatalf("%d business rows, want 1", n)
 	}
 }
@@ -223,14 +224,14 @@ func testLeaseTakeover(t *testing.T, path idempotency.Path) {
 // TestClientDisconnectAfterClaim: the client hangs up right after the claim;
 // the work does not die with it, and the retry replays.
 func TestClientDisconnectAfterClaim(t *testing.T) {
-	forEachPath(t, testClientDisconnectAfterClaim)
+	apitest.ForEachPath(t, testClientDisconnectAfterClaim)
 }
 
 func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
-	e := newEnv(t, withPath(path))
+	e := apitest.New(t, apitest.WithPath(path))
 	claimed, clientGone := make(chan struct{}), make(chan error, 1)
 	var once sync.Once
-	e.setHook(func(ctx context.Context, r *http.Request) error {
+	e.SetHook(func(ctx context.Context, r *http.Request) error {
 		first := false
 		once.Do(func() { first = true })
 		if !first {
@@ -244,7 +245,7 @@ func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.do(ctx, req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-hangup"}, body: body1})
+		_, err := e.Do(ctx, apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-hangup"}, Body: body1})
 		errc <- err
 	}()
 	<-claimed
@@ -261,7 +262,7 @@ func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
 	// it: either way one row.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := e.create("key-hangup", body1)
+		r := e.Create("key-hangup", body1)
 		if r.Status == http.StatusCreated {
 			if r.Header.Get("Idempotent-Replayed") != "true" && path == idempotency.TwoPhase {
 				t.Fatalf("retry ran the work again: %s", r.Body)
@@ -273,22 +274,22 @@ func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 1 {
 		t.Fatalf("%d business rows, want 1", n)
 	}
-	e.checkWorks(1)
+	e.CheckWorks(1)
 }
 
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := apitest.New(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if r := e.must(req{method: http.MethodGet, path: path}); r.Status != http.StatusOK {
+		if r := e.Must(apitest.Req{Method: http.MethodGet, Path: path}); r.Status != http.StatusOK {
 			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
 		}
 	}
-	if r := e.must(req{method: http.MethodDelete, path: "/v1/demo-requests"}); r.Status != http.StatusMethodNotAllowed ||
-		r.problem(t) != apperr.MethodNotAllowed || r.Header.Get("Allow") != "POST" {
+	if r := e.Must(apitest.Req{Method: http.MethodDelete, Path: "/v1/demo-requests"}); r.Status != http.StatusMethodNotAllowed ||
+		r.Problem(t) != apperr.MethodNotAllowed || r.Header.Get("Allow") != "POST" {
 		t.Fatalf("DELETE: %d %v %s", r.Status, r.Header, r.Body)
 	}
 }
@@ -299,45 +300,45 @@ func TestHealth(t *testing.T) {
 // the workshop or out of its bounds.
 func TestWorkshopTTL(t *testing.T) {
 	clk := testkit.NewClock()
-	e := newEnv(t, withClock(clk), withWorkshop())
-	short := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-short"}, body: body1,
-		header: map[string]string{"Workshop-TTL": "5s"}})
+	e := apitest.New(t, apitest.WithClock(clk), apitest.WithWorkshop())
+	short := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-short"}, Body: body1,
+		Header: map[string]string{"Workshop-TTL": "5s"}})
 	if short.Status != http.StatusCreated {
 		t.Fatalf("with Workshop-TTL: %d %s", short.Status, short.Body)
 	}
-	long := e.create("key-long", body1).request(t)
+	long := e.Create("key-long", body1).Request(t)
 	clk.Advance(4 * time.Second)
-	if r := e.create("key-short", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != short.request(t).ID {
+	if r := e.Create("key-short", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.Request(t).ID != short.Request(t).ID {
 		t.Fatalf("within its 5 s: %d %s, want the replay", r.Status, r.Body)
 	}
 	clk.Advance(time.Second)
-	again := e.create("key-short", body1)
-	if again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" || again.request(t).ID == short.request(t).ID {
+	again := e.Create("key-short", body1)
+	if again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" || again.Request(t).ID == short.Request(t).ID {
 		t.Fatalf("past its 5 s: %d %s, want a new intent", again.Status, again.Body)
 	}
 	// The new intent ran without the knob: the server's TTL holds it.
 	clk.Advance(time.Hour)
-	if r := e.create("key-short", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != again.request(t).ID {
+	if r := e.Create("key-short", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.Request(t).ID != again.Request(t).ID {
 		t.Fatalf("the retry of the new intent an hour on: %d %s, want the replay", r.Status, r.Body)
 	}
-	if r := e.create("key-long", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != long.ID {
+	if r := e.Create("key-long", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.Request(t).ID != long.ID {
 		t.Fatalf("a key without the knob an hour on: %d %s, want the replay", r.Status, r.Body)
 	}
 
 	for _, v := range []string{"0s", "999ms", "11m", "soon", "-5s"} {
-		r := e.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-bad-ttl"}, body: body1,
-			header: map[string]string{"Workshop-TTL": v}})
-		if r.Status != http.StatusBadRequest || r.problem(t) != apperr.InvalidHeader {
+		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-bad-ttl"}, Body: body1,
+			Header: map[string]string{"Workshop-TTL": v}})
+		if r.Status != http.StatusBadRequest || r.Problem(t) != apperr.InvalidHeader {
 			t.Fatalf("Workshop-TTL: %s: %d %s, want 400 invalid_header", v, r.Status, r.Body)
 		}
 	}
-	off := newEnv(t)
-	r := off.must(req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-short"}, body: body1,
-		header: map[string]string{"Workshop-TTL": "5s"}})
-	if r.Status != http.StatusBadRequest || r.problem(t) != apperr.WorkshopDisabled {
+	off := apitest.New(t)
+	r := off.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-short"}, Body: body1,
+		Header: map[string]string{"Workshop-TTL": "5s"}})
+	if r.Status != http.StatusBadRequest || r.Problem(t) != apperr.WorkshopDisabled {
 		t.Fatalf("Workshop-TTL with the workshop off: %d %s, want 400 workshop_disabled", r.Status, r.Body)
 	}
-	if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE idem_key = 'key-bad-ttl'`); n != 0 {
+	if n := e.Count(`SELECT count(*) FROM idempotency_keys WHERE idem_key = 'key-bad-ttl'`); n != 0 {
 		t.Fatalf("%d keys stored for refused knobs, want 0", n)
 	}
 }
@@ -350,15 +351,15 @@ func TestWorkshopTTL(t *testing.T) {
 func TestTTLCountsFromTheAnswer(t *testing.T) {
 	t.Parallel()
 	clk := testkit.NewClock()
-	e := newEnv(t, withClock(clk), withWorkshop())
-	claimed, release := e.hold()
+	e := apitest.New(t, apitest.WithClock(clk), apitest.WithWorkshop())
+	claimed, release := e.Hold()
 	short := map[string]string{"Workshop-TTL": "5s"}
-	for k, v := range holdHeader {
+	for k, v := range apitest.HoldHeader {
 		short[k] = v
 	}
-	first := make(chan reply, 1)
+	first := make(chan apitest.Reply, 1)
 	go func() {
-		r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-slow"}, body: body1, header: short})
+		r, err := e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-slow"}, Body: body1, Header: short})
 		if err != nil {
 			t.Error(err)
 		}
@@ -367,13 +368,13 @@ func TestTTLCountsFromTheAnswer(t *testing.T) {
 	<-claimed
 	clk.Advance(10 * time.Second) // past the claim's TTL, well within its lease
 
-	if r := e.create("key-slow", body1); r.Status != http.StatusConflict || r.problem(t) != apperr.OperationInProgress {
+	if r := e.Create("key-slow", body1); r.Status != http.StatusConflict || r.Problem(t) != apperr.OperationInProgress {
 		t.Fatalf("a retry while the first runs past its TTL: %d %s, want 409", r.Status, r.Body)
 	}
-	waiter := make(chan reply, 1)
+	waiter := make(chan apitest.Reply, 1)
 	go func() {
-		r, err := e.do(context.Background(), req{path: "/v1/demo-requests", token: tokenAlice, keys: []string{"key-slow"}, body: body1,
-			header: map[string]string{"Prefer": "wait=10"}})
+		r, err := e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-slow"}, Body: body1,
+			Header: map[string]string{"Prefer": "wait=10"}})
 		if err != nil {
 			t.Error(err)
 		}
@@ -381,24 +382,24 @@ func TestTTLCountsFromTheAnswer(t *testing.T) {
 	}()
 	// Whether the waiter looks before or after the first answers, it must
 	// get that answer.
-	closeOnce(release)
+	apitest.CloseOnce(release)
 	done := <-first
 	if done.Status != http.StatusCreated {
 		t.Fatalf("first request: %d %s", done.Status, done.Body)
 	}
-	id := done.request(t).ID
-	if r := <-waiter; r.Status != http.StatusCreated || r.request(t).ID != id {
+	id := done.Request(t).ID
+	if r := <-waiter; r.Status != http.StatusCreated || r.Request(t).ID != id {
 		t.Fatalf("the waiter: %d %s, want the first answer (%s)", r.Status, r.Body, id)
 	}
 	clk.Advance(4 * time.Second)
-	if r := e.create("key-slow", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.request(t).ID != id {
+	if r := e.Create("key-slow", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.Request(t).ID != id {
 		t.Fatalf("a retry 4 s after the answer: %d %s, want the replay", r.Status, r.Body)
 	}
 	clk.Advance(time.Second)
-	if r := e.create("key-slow", body1); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" || r.request(t).ID == id {
+	if r := e.Create("key-slow", body1); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" || r.Request(t).ID == id {
 		t.Fatalf("a retry 5 s after the answer: %d %s, want a new intent", r.Status, r.Body)
 	}
-	if n := e.count(`SELECT count(*) FROM demo_requests`); n != 2 {
+	if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 2 {
 		t.Fatalf("%d business rows, want 2: one per intent", n)
 	}
 }

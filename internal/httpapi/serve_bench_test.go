@@ -44,7 +44,6 @@ import (
 func BenchmarkServe(b *testing.B) {
 	srv, token := startBenchServer(b, "")
 	srv2p, _ := startBenchServer(b, idempotency.TwoPhase)
-	base := startBaselineServer(b) // demo-only
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.Cleanup(hc.CloseIdleConnections)
 
@@ -95,7 +94,6 @@ func BenchmarkServe(b *testing.B) {
 		send     func(url, key, attempt string) (*http.Response, error) // post when nil
 		status   int                                                    // 201 when 0
 	}{
-		{"baseline", base.URL + "/v1/demo-requests", func() string { return "" }, "", "", nil, 0}, // demo-only
 		{"create", srv.URL + "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", "", nil, 0},
 		{"create-2p", srv2p.URL + "/v1/demo-requests", func() string { return fmt.Sprintf("create-%d", seq.Add(1)) }, "", "", nil, 0},
 		{"replay", srv.URL + "/v1/demo-requests", func() string { return keys[seq.Add(1)%int64(len(keys))] }, "", "true", nil, 0},
@@ -187,43 +185,6 @@ func startBenchServer(tb testing.TB, path idempotency.Path) (*httptest.Server, s
 	}
 	return startLabelled(tb, h), benchToken
 }
-
-// demo-only{ the baseline is the bench's (httpapi.NewPlainServer)
-// startBaselineServer serves the bench's baseline+outbox (cmd/demo-bench's
-// baseline server with BASELINE_OUTBOX=true): the API's stack without the
-// idempotency layer, and one prepared statement that writes the request
-// and, FROM it, its outbox row.
-func startBaselineServer(tb testing.TB) *httptest.Server {
-	db := benchDB(tb)
-	stmt, err := db.Preparex(`WITH request AS (
-    INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
-    VALUES ($1::uuid, $2, $3, $4, $5, $6)
-    RETURNING id, created_at
-)
-INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at)
-SELECT id, created_at, created_at, created_at FROM request`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { stmt.Close() })
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	h, err := httpapi.NewPlainServer(httpapi.Deps{
-		Logger:  logger,
-		Demo:    &demo.Service{},
-		Tokens:  benchTokens(tb),
-		Ready:   db.PingContext,
-		Metrics: metrics.New(postgres.New(db), logger),
-	}, func(ctx context.Context, dr demo.Request) error {
-		_, err := stmt.ExecContext(ctx, dr.ID, dr.Actor, dr.State, dr.Topic, dr.Note, dr.CreatedAt)
-		return err
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return startLabelled(tb, h)
-}
-
-// }demo-only
 
 // startLabelled serves h with the profiler label side=server: Serve's
 // goroutines, and the connections' it starts, inherit it.

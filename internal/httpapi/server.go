@@ -1,12 +1,12 @@
 // Package httpapi is the HTTP transport: routes, authentication, request
 // decoding, problem responses and the idempotency headers. The decisions it
 // applies live in the idempotency and demo packages; one generic piece
-// (operation.go) makes any operation safe to retry.
+// (operation.go) makes any operation safe to retry, and a service adds its
+// own operations and routes through Deps.Routes.
 package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,13 +28,11 @@ type Deps struct {
 	Tokens auth.Tokens
 	// Deliveries, if set, serves the delivery routes of a demo request.
 	Deliveries Deliveries
-	// demo-only{ the expedite
-	// Desk, if set with Expedites, serves the expedite, an operation of
-	// several steps at the review desk (Expedite); Keys must then keep runs
-	// (idempotency.RunStore).
-	Desk      ExpediteDesk
-	Expedites ExpediteWrites
-	// }demo-only
+	// Routes, if set, returns more routes behind authentication, made with
+	// the server (Idempotent): a service's own operations.
+	Routes func(s *Server) ([]Route, error)
+	// Public are more routes that need no token (pages).
+	Public []Route
 	// Ready reports whether the database answers (/readyz).
 	Ready func(context.Context) error
 	// Replication, if set, is shown on /readyz: how the database
@@ -59,9 +57,6 @@ type Deps struct {
 	// that form (auth.CheckRoom). Anyone who reaches the server may act as
 	// any participant: for a workshop only.
 	Room bool
-	// DeskFaults, if set with Workshop, sets the review desk's fault knobs
-	// (PUT /workshop/desk-faults), for the workshop page's external step.
-	DeskFaults func(ctx context.Context, faults json.RawMessage) error
 	// Metrics, if set, records outcomes and latencies; it also serves /metrics.
 	Metrics Metrics
 	// Path, if set, makes every operation take this path; tests run every
@@ -76,13 +71,11 @@ type Deps struct {
 	InWork func(ctx context.Context, r *http.Request) error
 }
 
-// Writes finds the business changes of the operations, each by the name
-// of its statement file; the store commits each with the completion of
-// its key. It does not grow with the operations.
+// Writes makes the business changes of the operations; the store commits
+// each with the completion of its key.
 type Writes interface {
-	// Effect returns the maker of the change name, whose arguments are
-	// its file's parameters in order, or an error if the store has none.
-	Effect(name string) (func(args ...any) idempotency.Effect, error)
+	CreateDemoRequest(demo.Request) idempotency.Effect
+	CancelDemoRequest(demo.Request) idempotency.Effect
 }
 
 // Metrics is what the server reports to.
@@ -95,10 +88,15 @@ type Metrics interface {
 	Handler() http.Handler
 }
 
-type server struct {
+// Server is the API's handler as it is being made: Deps.Routes makes a
+// service's routes with it.
+type Server struct {
 	Deps
 	idem *idempotency.Runner
 }
+
+// Runner is the server's idempotency Runner.
+func (s *Server) Runner() *idempotency.Runner { return s.idem }
 
 // NewServer returns the HTTP handler of the whole API, or an error naming
 // what d lacks.
@@ -112,17 +110,8 @@ func NewServer(d Deps) (http.Handler, error) {
 		return nil, errors.New("httpapi: a workshop room (Room) needs the workshop knobs (Workshop)")
 	case d.Room && auth.CheckRoom(d.Tokens) != nil:
 		return nil, fmt.Errorf("httpapi: a workshop room: %w", auth.CheckRoom(d.Tokens))
-	// demo-only{ the expedite
-	case (d.Desk == nil) != (d.Expedites == nil):
-		return nil, errors.New("httpapi: Deps needs both Desk and Expedites, or neither")
-		// }demo-only
 	}
-	// demo-only{ the expedite
-	if _, ok := d.Keys.(idempotency.RunStore); d.Desk != nil && !ok {
-		return nil, errors.New("httpapi: the expedite needs a Keys store that keeps runs")
-	}
-	// }demo-only
-	s := &server{Deps: d}
+	s := &Server{Deps: d}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock,
 		NewKeysPerSecond: d.NewKeysPerSecond, NewKeysBurst: d.NewKeysBurst}
 	if d.Metrics != nil {

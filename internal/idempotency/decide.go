@@ -6,8 +6,8 @@ import "time"
 type State string
 
 const (
-	InProgress State = "in_progress" // claimed; the work runs or its owner died
-	Completed  State = "completed"   // a response is stored and replayed
+	StateInProgress State = "in_progress" // claimed; the work runs or its owner died
+	StateCompleted  State = "completed"   // a response is stored and replayed
 )
 
 // Record is the stored decision for one scope.
@@ -29,11 +29,11 @@ const (
 	TakeOverExpired             // the record expired: a new intent, claim it again
 	TakeOverLease               // same intent, its owner's lease passed: claim it again
 	Replay                      // completed with the same fingerprint: replay the response
-	Busy                        // in progress, lease alive: 409 operation_in_progress
+	InProgress                  // in progress, lease alive: wait, or 409 operation_in_progress
 	Mismatch                    // a different fingerprint: 422 key_payload_mismatch
 )
 
-// Decision is what a request does with a key. When Kind is Busy, WorkLeft
+// Decision is what a request does with a key. When Kind is InProgress, WorkLeft
 // is the time until the owner's work must have ended (its deadline, half the
 // lease after the claim) and LeaseLeft the time until another request may
 // take the key over.
@@ -43,7 +43,7 @@ type Decision struct {
 	LeaseLeft time.Duration
 }
 
-// RetryAfter is how long a request that found the key busy should wait
+// RetryAfter is how long a request that found the key in progress should wait
 // before it asks again: until the owner's deadline while the owner may still
 // be working, then until its lease passes; at least a second.
 func (d Decision) RetryAfter() time.Duration {
@@ -67,13 +67,13 @@ func Decide(prev *Record, fp string, now time.Time) Decision {
 		return Decision{Kind: TakeOverExpired}
 	case prev.Fingerprint != fp:
 		return Decision{Kind: Mismatch}
-	case prev.State == Completed:
+	case prev.State == StateCompleted:
 		return Decision{Kind: Replay}
 	case !now.Before(prev.LeaseUntil):
 		return Decision{Kind: TakeOverLease}
 	default:
 		deadline := prev.CreatedAt.Add(prev.LeaseUntil.Sub(prev.CreatedAt) / 2)
-		return Decision{Kind: Busy, WorkLeft: max(deadline.Sub(now), 0), LeaseLeft: prev.LeaseUntil.Sub(now)}
+		return Decision{Kind: InProgress, WorkLeft: max(deadline.Sub(now), 0), LeaseLeft: prev.LeaseUntil.Sub(now)}
 	}
 }
 
@@ -81,5 +81,5 @@ func Decide(prev *Record, fp string, now time.Time) Decision {
 // is gone for every purpose (replay, lookup, sweeper). A record in progress
 // never expires, so no intent runs twice because its work outlasted the TTL.
 func (r *Record) Expired(now time.Time) bool {
-	return r.State == Completed && !now.Before(r.ExpiresAt)
+	return r.State == StateCompleted && !now.Before(r.ExpiresAt)
 }

@@ -27,12 +27,12 @@ type decideCase struct {
 }
 
 func completed(fp string, expiresIn time.Duration) *idempotency.Record {
-	return &idempotency.Record{Fingerprint: fp, State: idempotency.Completed, CreatedAt: at(-time.Minute), ExpiresAt: at(expiresIn)}
+	return &idempotency.Record{Fingerprint: fp, State: idempotency.StateCompleted, CreatedAt: at(-time.Minute), ExpiresAt: at(expiresIn)}
 }
 
 // inProgress is a claim made lease-leaseLeft ago with the lease of 30 s.
 func inProgress(fp string, leaseLeft, expiresIn time.Duration) *idempotency.Record {
-	return &idempotency.Record{Fingerprint: fp, State: idempotency.InProgress,
+	return &idempotency.Record{Fingerprint: fp, State: idempotency.StateInProgress,
 		CreatedAt: at(leaseLeft - lease), LeaseUntil: at(leaseLeft), ExpiresAt: at(expiresIn)}
 }
 
@@ -61,15 +61,15 @@ var decideCases = []decideCase{
 	{"completed, expires this instant", completed("a", 0), "a", idempotency.Decision{Kind: idempotency.TakeOverExpired}},
 	{"completed, expired, other payload is a new intent", completed("a", -time.Second), "b", idempotency.Decision{Kind: idempotency.TakeOverExpired}},
 	{"in progress, work running", inProgress("a", 25*time.Second, time.Hour), "a",
-		idempotency.Decision{Kind: idempotency.Busy, WorkLeft: 10 * time.Second, LeaseLeft: 25 * time.Second}},
+		idempotency.Decision{Kind: idempotency.InProgress, WorkLeft: 10 * time.Second, LeaseLeft: 25 * time.Second}},
 	{"in progress, past the work's deadline, lease alive", inProgress("a", 10*time.Second, time.Hour), "a",
-		idempotency.Decision{Kind: idempotency.Busy, LeaseLeft: 10 * time.Second}},
+		idempotency.Decision{Kind: idempotency.InProgress, LeaseLeft: 10 * time.Second}},
 	{"in progress, lease alive, other payload", inProgress("a", 10*time.Second, time.Hour), "b", idempotency.Decision{Kind: idempotency.Mismatch}},
 	{"in progress, lease passed", inProgress("a", -time.Second, time.Hour), "a", idempotency.Decision{Kind: idempotency.TakeOverLease}},
 	{"in progress, lease ends this instant", inProgress("a", 0, time.Hour), "a", idempotency.Decision{Kind: idempotency.TakeOverLease}},
 	{"in progress, lease passed, other payload", inProgress("a", -time.Second, time.Hour), "b", idempotency.Decision{Kind: idempotency.Mismatch}},
 	{"in progress past TTL, lease alive", inProgress("a", time.Second, -time.Second), "a",
-		idempotency.Decision{Kind: idempotency.Busy, LeaseLeft: time.Second}},
+		idempotency.Decision{Kind: idempotency.InProgress, LeaseLeft: time.Second}},
 	{"in progress past TTL and lease", inProgress("a", -time.Second, -time.Second), "a", idempotency.Decision{Kind: idempotency.TakeOverLease}},
 	{"in progress past TTL and lease, other payload", inProgress("a", -time.Second, -time.Second), "b", idempotency.Decision{Kind: idempotency.Mismatch}},
 }
@@ -90,9 +90,9 @@ func TestRetryAfter(t *testing.T) {
 		d    idempotency.Decision
 		want time.Duration
 	}{
-		{idempotency.Decision{Kind: idempotency.Busy, WorkLeft: 10 * time.Second, LeaseLeft: 25 * time.Second}, 10 * time.Second},
-		{idempotency.Decision{Kind: idempotency.Busy, LeaseLeft: 7 * time.Second}, 7 * time.Second},
-		{idempotency.Decision{Kind: idempotency.Busy, WorkLeft: time.Millisecond, LeaseLeft: 15 * time.Second}, time.Second},
+		{idempotency.Decision{Kind: idempotency.InProgress, WorkLeft: 10 * time.Second, LeaseLeft: 25 * time.Second}, 10 * time.Second},
+		{idempotency.Decision{Kind: idempotency.InProgress, LeaseLeft: 7 * time.Second}, 7 * time.Second},
+		{idempotency.Decision{Kind: idempotency.InProgress, WorkLeft: time.Millisecond, LeaseLeft: 15 * time.Second}, time.Second},
 	} {
 		if got := tt.d.RetryAfter(); got != tt.want {
 			t.Errorf("%+v: RetryAfter = %v, want %v", tt.d, got, tt.want)
@@ -121,8 +121,8 @@ func TestDecideAgreesWithTheStatements(t *testing.T) {
 						claim_token, lease_until, status_code, response_body, created_at, expires_at)
 						VALUES ('alice', 'op', 'k', $1, $2, $3, $4, $5, $6, $7, $8)`,
 						prev.Fingerprint, prev.State, uuid.NewString(), nullTime(prev.LeaseUntil),
-						map[bool]any{true: 200, false: nil}[prev.State == idempotency.Completed],
-						map[bool]any{true: []byte("{}"), false: nil}[prev.State == idempotency.Completed],
+						map[bool]any{true: 200, false: nil}[prev.State == idempotency.StateCompleted],
+						map[bool]any{true: []byte("{}"), false: nil}[prev.State == idempotency.StateCompleted],
 						prev.CreatedAt, prev.ExpiresAt)
 					if err != nil {
 						t.Fatal(err)

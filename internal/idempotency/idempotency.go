@@ -164,13 +164,9 @@ type Request struct {
 	// Retry says the client sends this intent again (X-Client-Attempt ≥ 2):
 	// its key most likely exists, so the Runner reads it first (readFirst).
 	Retry bool
-	// StopAfter, a workshop knob of a StepWise request, ends the run after
-	// the named step as if its runner died there, or at once when the run
-	// is already past it (DoSteps).
-	StopAfter string
-	// TTL, a workshop knob, is how long this request's record is replayed
-	// when it claims the key (0: Config.TTL). It applies to the record this
-	// request writes only: a lease still holds an unfinished claim.
+	// TTL is how long the answer this request stores is replayed, if it
+	// writes the key (0: Config.TTL). A lease still holds an unfinished
+	// claim.
 	TTL time.Duration
 }
 
@@ -280,129 +276,162 @@ const (
 // when the key is new and its actor is over the bound on new keys; any
 // error of the store or of the work (the claim, if any, released).
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
-	p, res, done, err := r.admit(ctx, req)
-	if done {
+	if req.Path == OnePhase {
+		return r.onePhase(ctx, req, work)
+	}
+	own, res, err := r.Claim(ctx, req, func(ctx context.Context, c Claim, lease, ttl time.Duration) (ClaimResult, error) {
+		leaseEnd := r.cfg.Clock().Add(lease) // no later than the store's
+		cr, err := r.cfg.Store.Claim(ctx, req.Scope, req.Fingerprint, c.Token, lease, ttl)
+		if err != nil {
+			// The claim may have committed with its reply lost: release it
+			// by its token, so the key is not blocked for a lease.
+			r.release(ctx, c, leaseEnd)
+		}
+		return cr, err
+	})
+	if own == nil {
 		return res, err
 	}
-	defer p.done()
-	if req.Path == OnePhase {
-		return r.onePhase(ctx, req, work, p)
-	}
-	return r.twoPhase(ctx, req, work, p)
+	defer own.Done()
+	return r.run(ctx, own, req, work)
 }
 
-// admit decides whether req goes on to its path's statement: a retry first
-// reads its key (readFirst); then the bound on new keys admits it (newKeys)
-// or, when its actor is over the bound, the store is asked: a stored key
-// is answered from the read, or goes on without a token when its lease
-// passed; a new one is refused. It reports done with the answer when req
-// goes no further.
-func (r *Runner) admit(ctx context.Context, req Request) (p *pass, res Result, done bool, err error) {
-	read, kind := false, ClaimNew
-	if req.Retry {
-		if res, kind, done, err = r.readFirst(ctx, req); done {
-			return nil, res, done, err
-		}
-		read = true
-	}
-	if r.newKeys == nil {
-		return nil, res, false, nil
-	}
-	p, wait := r.newKeys.admit(req.Scope, r.cfg.Clock())
-	if p != nil {
-		return p, res, false, nil
-	}
-	if !read {
-		if res, kind, done, err = r.readFirst(ctx, req); done {
-			return nil, res, done, err
-		}
-	}
-	if kind == TakeOverLease {
-		return r.newKeys.follow(req.Scope), res, false, nil
-	}
-	res = Result{Path: req.Path, Outcome: OutcomeRateLimited}
-	r.observe(req.Scope, req.Path, res.Outcome)
-	return nil, res, true, rateLimited(wait)
+// Owned is a request's hold on its key: the claim its statement wrote.
+type Owned struct {
+	Claim   Claim
+	Now     time.Time // the store's time of the claim
+	Outcome Outcome   // claimed, expired_taken_over or lease_taken_over
+
+	leaseEnd time.Time // the lease's end on the Runner's clock, no later than the store's
+	pass     *pass
 }
 
-// readFirst answers a request from one read of its key when the key decides
-// it (a replay, a mismatch, a busy key: 409 or the wait's replay), so a
-// retry reads instead of running the path's statement. It reports done
-// false, with what the read found, when it found no key, one to take over,
-// or failed (then as no key): then the path's statement runs, and its race
-// rules decide as for any request.
-func (r *Runner) readFirst(ctx context.Context, req Request) (res Result, kind Kind, done bool, err error) {
-	res = Result{Path: req.Path}
-	rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
-	if err != nil || rec == nil {
-		return res, ClaimNew, false, nil
+// Done ends the request's part in its actor's bound on new keys.
+func (o *Owned) Done() { o.pass.done() }
+
+// Claim claims req's key with claim, a statement that writes the key in
+// progress under c's token, with lease and ttl, where Decide lets it (a
+// free scope, an expired record, a lease passed), or reports the record
+// that holds it. It returns
+// the claim req now owns, or, when it owns none, req's answer: the replay,
+// the mismatch, the in-progress answer (or the replay after a wait), the
+// bound on new keys, or the error of claim. The two-phase path claims
+// with Store.Claim; an operation of several steps with its own statement.
+func (r *Runner) Claim(ctx context.Context, req Request, claim func(ctx context.Context, c Claim, lease, ttl time.Duration) (ClaimResult, error)) (*Owned, Result, error) {
+	p, answered, err := r.admit(ctx, req)
+	if answered != nil {
+		return nil, *answered, err
 	}
-	switch kind = Decide(rec, req.Fingerprint, now).Kind; kind {
-	case Replay, Mismatch, Busy:
-		done, err = r.taken(ctx, req, ClaimResult{Prev: rec, Now: now}, r.waitUntil(req), &res, 0)
-		return res, kind, done, err
+	waitUntil := r.waitUntil(req)
+	for tries := 0; ; tries++ {
+		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
+		leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
+		cr, err := claim(ctx, c, r.cfg.Lease, r.ttl(req))
+		if err != nil {
+			p.done()
+			res, err := r.failed(req, fmt.Errorf("claim key: %w", err))
+			return nil, res, err
+		}
+		if cr.Claimed {
+			return &Owned{Claim: c, Now: cr.Now, Outcome: r.claimed(req, p, cr), leaseEnd: leaseEnd, pass: p}, Result{}, nil
+		}
+		if res, err, again := r.held(ctx, req, cr, waitUntil, tries); !again {
+			p.done()
+			return nil, res, err
+		}
 	}
-	return res, kind, false, nil
 }
 
 // onePhase decides first, then runs one statement that writes the key
 // completed with the answer and the business change where the scope is
 // free (CreateResultAndFinishAtomically), or reports the row that holds it.
-func (r *Runner) onePhase(ctx context.Context, req Request, work Work, p *pass) (Result, error) {
-	res := Result{Path: OnePhase}
+func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, error) {
+	p, answered, err := r.admit(ctx, req)
+	if answered != nil {
+		return *answered, err
+	}
+	defer p.done()
 	waitUntil := r.waitUntil(req)
 	// The statement is the finish: a client that hangs up must not cancel
 	// it. Waiting for another attempt stops with the client, though.
-	clientCtx := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
 	defer cancel()
 	for tries := 0; ; tries++ {
-		d, err := work(ctx, r.cfg.Clock())
+		d, err := work(wctx, r.cfg.Clock())
 		if err != nil {
-			return r.failed(res, req.Scope, err)
+			return r.failed(req, err)
 		}
-		cr, err := r.cfg.Store.CreateResultAndFinishAtomically(ctx, req.Scope, req.Fingerprint, uuid.NewString(), r.ttl(req), d)
+		cr, err := r.cfg.Store.CreateResultAndFinishAtomically(wctx, req.Scope, req.Fingerprint, uuid.NewString(), r.ttl(req), d)
 		switch {
 		case errors.Is(err, ErrEffectNotApplied) && tries+1 < reruns:
 			continue // the row the work read changed: read and decide again
 		case err != nil:
-			return r.failed(res, req.Scope, fmt.Errorf("claim key: %w", err))
+			return r.failed(req, fmt.Errorf("claim key: %w", err))
 		case cr.Claimed:
-			res.Outcome, res.Response = claimOutcome(Decide(cr.Prev, req.Fingerprint, cr.Now).Kind), d.Response
-			r.observe(req.Scope, OnePhase, res.Outcome)
-			r.claimed(p, res.Outcome)
-			return res, nil
+			return Result{Path: OnePhase, Outcome: r.claimed(req, p, cr), Response: d.Response}, nil
 		}
-		if done, err := r.taken(clientCtx, req, cr, waitUntil, &res, tries); done {
+		if res, err, again := r.held(ctx, req, cr, waitUntil, tries); !again {
 			return res, err
 		}
 	}
 }
 
-// twoPhase claims the key in its own commit, runs the work, and finishes
-// the claim fenced by its token (run).
-func (r *Runner) twoPhase(ctx context.Context, req Request, work Work, p *pass) (Result, error) {
-	res := Result{Path: TwoPhase}
-	waitUntil := r.waitUntil(req)
-	for tries := 0; ; tries++ {
-		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
-		leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
-		cr, err := r.cfg.Store.Claim(ctx, req.Scope, req.Fingerprint, c.Token, r.cfg.Lease, r.ttl(req))
-		if err != nil {
-			// The claim may have committed with its reply lost: release it
-			// by its token, so the key is not blocked for a lease.
-			r.release(ctx, c, leaseEnd)
-			return r.failed(res, req.Scope, fmt.Errorf("claim key: %w", err))
+// admit decides whether req goes on to its path's statement: a retry first
+// reads its key (readFirst); then the bound on new keys admits it (newKeys)
+// or, when its actor is over the bound, the store is asked: a stored key
+// is answered from the read, or goes on when its lease passed; a new one
+// is refused. It returns req's answer when req goes no further.
+func (r *Runner) admit(ctx context.Context, req Request) (*pass, *Result, error) {
+	read, kind := false, ClaimNew
+	if req.Retry {
+		var answered *Result
+		var err error
+		if kind, answered, err = r.readFirst(ctx, req); answered != nil {
+			return nil, answered, err
 		}
-		if cr.Claimed {
-			res.Outcome = claimOutcome(Decide(cr.Prev, req.Fingerprint, cr.Now).Kind)
-			r.observe(req.Scope, TwoPhase, res.Outcome)
-			r.claimed(p, res.Outcome)
-			return r.run(ctx, c, leaseEnd, res, work)
+		read = true
+	}
+	if r.newKeys == nil {
+		return nil, nil, nil
+	}
+	p, wait := r.newKeys.admit(req.Scope, r.cfg.Clock())
+	if p != nil {
+		return p, nil, nil
+	}
+	if !read {
+		var answered *Result
+		var err error
+		if kind, answered, err = r.readFirst(ctx, req); answered != nil {
+			return nil, answered, err
 		}
-		if done, err := r.taken(ctx, req, cr, waitUntil, &res, tries); done {
-			return res, err
+	}
+	if kind == TakeOverLease {
+		return r.newKeys.follow(req.Scope), nil, nil
+	}
+	r.observe(req.Scope, req.Path, OutcomeRateLimited)
+	return nil, &Result{Path: req.Path, Outcome: OutcomeRateLimited}, rateLimited(wait)
+}
+
+// readFirst answers a request from one read of its key when the key decides
+// it (a replay, a mismatch, a key in progress: 409 or the wait's replay), so
+// a retry reads instead of running the path's statement. It returns no
+// answer, with what the read found, when it found no key, one to take over,
+// or failed (then as no key): then the path's statement runs, and its race
+// rules decide as for any request.
+func (r *Runner) readFirst(ctx context.Context, req Request) (Kind, *Result, error) {
+	rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
+	if err != nil || rec == nil {
+		return ClaimNew, nil, nil
+	}
+	switch kind := Decide(rec, req.Fingerprint, now).Kind; kind {
+	case Replay, Mismatch, InProgress:
+		res, err, again := r.held(ctx, req, ClaimResult{Prev: rec, Now: now}, r.waitUntil(req), 0)
+		if again {
+			return kind, nil, nil
 		}
+		return kind, &res, err
+	default:
+		return kind, nil, nil
 	}
 }
 
@@ -412,32 +441,27 @@ func (r *Runner) waitUntil(req Request) time.Time {
 	return r.cfg.Clock().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
 }
 
-// taken answers a request whose statement found the scope held by the row
-// cr.Prev, as Decide says on the store's clock: replay, mismatch, or busy
-// (409, or the replay after a wait). It reports done false when the request
-// should run its statement again: the owner released the key while it
-// waited, or a row its snapshot could not see took the scope (at most
+// held answers a request whose statement found the scope held by the record
+// cr.Prev, as Decide says on the store's clock: replay, mismatch, or in
+// progress (409, or the replay after a wait). It says again when the
+// request should run its statement again: the owner released the key while
+// it waited, or a row its snapshot could not see took the scope (at most
 // reruns times in all).
-func (r *Runner) taken(ctx context.Context, req Request, cr ClaimResult, waitUntil time.Time, res *Result, tries int) (done bool, err error) {
+func (r *Runner) held(ctx context.Context, req Request, cr ClaimResult, waitUntil time.Time, tries int) (res Result, err error, again bool) {
+	res = Result{Path: req.Path}
 	d := Decide(cr.Prev, req.Fingerprint, cr.Now)
 	switch d.Kind {
 	case Replay:
 		res.Outcome, res.Replayed, res.Response = OutcomeReplayed, true, cr.Prev.Response
-		r.observe(req.Scope, res.Path, res.Outcome)
-		return true, nil
 	case Mismatch:
 		res.Outcome = OutcomeMismatch
-		r.observe(req.Scope, res.Path, res.Outcome)
-		return true, apperr.Errorf(apperr.KeyPayloadMismatch,
-			"this idempotency key was already used with a different request payload")
-	case Busy:
-		if d.LeaseLeft > needsAttentionLease/2 {
-			// Only a run that needs attention holds its key this long: no
-			// owner works on it, so there is nothing to wait for and no
-			// time to promise.
-			res.Outcome = OutcomeInProgress
-			r.observe(req.Scope, res.Path, res.Outcome)
-			return true, runNeedsAttention()
+		err = apperr.Errorf(apperr.KeyPayloadMismatch, "this idempotency key was already used with a different request payload")
+	case InProgress:
+		if d.LeaseLeft > NeedsAttentionLease/2 {
+			// No owner works on a key that needs attention: there is
+			// nothing to wait for and no time to promise.
+			res.Outcome, err = OutcomeInProgress, needsAttention()
+			break
 		}
 		// Wait no longer than the owner's deadline: past it the owner is
 		// gone, and only its lease keeps the key.
@@ -445,31 +469,28 @@ func (r *Runner) taken(ctx context.Context, req Request, cr ClaimResult, waitUnt
 		if deadline := r.cfg.Clock().Add(d.WorkLeft); deadline.Before(until) {
 			until = deadline
 		}
-		answer, again := r.await(ctx, req.Scope, req.Fingerprint, until)
+		answer, released := r.await(ctx, req.Scope, req.Fingerprint, until)
 		switch {
 		case answer != nil:
 			res.Outcome, res.Replayed, res.Waited, res.Response = OutcomeReplayed, true, true, *answer
-			r.observe(req.Scope, res.Path, res.Outcome)
-			return true, nil
-		case again:
-			res.Waited = true // the owner released the key: run as a first request
-			return false, nil
+		case released:
+			return res, nil, true // the owner released the key: run as a first request
+		case ctx.Err() != nil:
+			res.Outcome, err = OutcomeInProgress, fmt.Errorf("wait for the first attempt: the client left: %w", ctx.Err())
+		default:
+			res.Outcome, err = OutcomeInProgress, InProgressError(d.RetryAfter())
 		}
-		res.Outcome = OutcomeInProgress
-		r.observe(req.Scope, res.Path, res.Outcome)
-		if err := ctx.Err(); err != nil {
-			return true, fmt.Errorf("wait for the first attempt: the client left: %w", err)
+	default:
+		// Decide says claim or take over, yet the statement did not: a row
+		// its snapshot could not see took the scope. Run it again.
+		r.observe(req.Scope, req.Path, OutcomeRerun)
+		if tries+1 < reruns {
+			return res, nil, true
 		}
-		return true, inProgress(d.RetryAfter())
+		res.Outcome, err = OutcomeInProgress, InProgressError(time.Second)
 	}
-	// Decide says claim or take over, yet the statement did not: a row its
-	// snapshot could not see took the scope. Run it again.
-	r.observe(req.Scope, res.Path, OutcomeRerun)
-	if tries+1 >= reruns {
-		res.Outcome = OutcomeInProgress
-		return true, inProgress(time.Second)
-	}
-	return false, nil
+	r.observe(req.Scope, req.Path, res.Outcome)
+	return res, err, false
 }
 
 // await waits until until for the answer of the attempt that owns s: handed
@@ -491,7 +512,7 @@ func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time)
 			break
 		}
 		switch Decide(rec, fp, now).Kind {
-		case Busy:
+		case InProgress:
 			continue
 		case Replay:
 			r.waiters.wake(s, &rec.Response)
@@ -508,52 +529,52 @@ func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time)
 	return nil, false
 }
 
-// run executes work for a claim this request owns, and finishes it. The work
-// gets a context detached from the client's, bounded by WorkBudget: a client
-// that hangs up must not cancel the finish, and the work must end well before
+// run executes work for the claim own, and finishes it. The work gets a
+// context detached from the client's, bounded by WorkBudget: a client that
+// hangs up must not cancel the finish, and the work must end well before
 // another request may take the key over.
-func (r *Runner) run(ctx context.Context, c Claim, leaseEnd time.Time, res Result, work Work) (Result, error) {
+func (r *Runner) run(ctx context.Context, own *Owned, req Request, work Work) (Result, error) {
+	res := Result{Path: req.Path, Outcome: own.Outcome}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
 	defer cancel()
 	d, err := work(wctx, r.cfg.Clock())
 	if err == nil {
-		err = r.cfg.Store.FinishClaimAtomically(wctx, c, d)
+		err = r.cfg.Store.FinishClaimAtomically(wctx, own.Claim, d)
 	}
 	switch {
 	case err == nil:
-		r.waiters.wake(c.Scope, &d.Response)
+		r.Answered(own.Claim.Scope, &d.Response)
 		res.Response = d.Response
 		return res, nil
 	case errors.Is(err, ErrLeaseLost):
 		res.Outcome = OutcomeLeaseLost
-		r.observe(c.Scope, TwoPhase, res.Outcome)
-		return res, inProgress(time.Second)
+		r.Observe(own.Claim.Scope, req.Path, res.Outcome)
+		return res, InProgressError(time.Second)
 	}
 	res.Outcome = OutcomeReleased
-	r.observe(c.Scope, TwoPhase, res.Outcome)
-	defer r.waiters.wake(c.Scope, nil) // once released, a waiter may claim
-	if rerr := r.release(ctx, c, leaseEnd); rerr != nil {
+	r.Observe(own.Claim.Scope, req.Path, res.Outcome)
+	defer r.Answered(own.Claim.Scope, nil) // once released, a waiter may claim
+	if rerr := r.release(ctx, own.Claim, own.leaseEnd); rerr != nil {
 		return res, errors.Join(err, fmt.Errorf("release claim (retried in the background): %w", rerr))
 	}
 	return res, err
 }
 
 // release deletes claim c so that its key can run again (Store.Release),
-// retried in the background while the store cannot hear it (letGo).
+// retried in the background while the store cannot hear it (LetGo).
 func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
-	return r.letGo(ctx, c, leaseEnd, r.cfg.Store.Release)
+	return r.LetGo(ctx, c, leaseEnd, r.cfg.Store.Release)
 }
 
-// letGo runs free (a release of claim c, fenced by its token) on a context
+// LetGo runs free (a release of claim c, fenced by its token) on a context
 // of its own (the client may be gone). While the store cannot hear it (a
 // restart, a partition), it keeps trying in the background with bounded,
 // jittered backoff until it succeeds or the lease ends at leaseEnd (the key
 // then frees itself): so a key whose owner gave up is free as soon as the
 // database answers again, and the Retry-After of the owner's 503 is true.
 // It waits for the first attempt at most releaseWait, and returns its
-// error. The two-phase path frees its claim with it (release), the
-// step-wise path its run's (Runner.releaseRun).
-func (r *Runner) letGo(ctx context.Context, c Claim, leaseEnd time.Time, free func(context.Context, Claim) error) error {
+// error.
+func (r *Runner) LetGo(ctx context.Context, c Claim, leaseEnd time.Time, free func(context.Context, Claim) error) error {
 	first := make(chan error, 1)
 	go r.letGoUntil(context.WithoutCancel(ctx), c, leaseEnd, free, first)
 	select {
@@ -578,7 +599,7 @@ func (r *Runner) letGoUntil(ctx context.Context, c Claim, leaseEnd time.Time, fr
 		}
 		if err == nil {
 			if attempt > 1 {
-				r.waiters.wake(c.Scope, nil) // a waiter here may claim now
+				r.Answered(c.Scope, nil) // a waiter here may claim now
 			}
 			return
 		}
@@ -590,9 +611,24 @@ func (r *Runner) letGoUntil(ctx context.Context, c Claim, leaseEnd time.Time, fr
 	}
 }
 
-func (r *Runner) failed(res Result, s Scope, err error) (Result, error) {
-	res.Outcome = OutcomeFailed
-	r.observe(s, res.Path, res.Outcome)
+// Answered hands the answer of the attempt that owned s to the requests of
+// this process that wait for it (nil: the owner let go of the key, so they
+// run their statement again).
+func (r *Runner) Answered(s Scope, resp *Response) { r.waiters.wake(s, resp) }
+
+// Observe reports outcome o of an attempt at s on path p (Config.Observe).
+func (r *Runner) Observe(s Scope, p Path, o Outcome) { r.observe(s, p, o) }
+
+// Clock is the Runner's clock (Config.Clock).
+func (r *Runner) Clock() time.Time { return r.cfg.Clock() }
+
+// Lease is how long a claim is owned before another request may take it
+// over (Config.Lease).
+func (r *Runner) Lease() time.Duration { return r.cfg.Lease }
+
+func (r *Runner) failed(req Request, err error) (Result, error) {
+	res := Result{Path: req.Path, Outcome: OutcomeFailed}
+	r.observe(req.Scope, req.Path, res.Outcome)
 	return res, err
 }
 
@@ -602,25 +638,45 @@ func (r *Runner) observe(s Scope, p Path, o Outcome) {
 	}
 }
 
-// claimed takes the token of p when its claim wrote a new key: one where
-// none was, or where one had expired. A lease taken over is the same key.
-func (r *Runner) claimed(p *pass, o Outcome) {
-	if o == OutcomeClaimed || o == OutcomeExpiredTakenOver {
+// claimed reports the outcome of a statement of req that wrote its key, as
+// found in cr, and takes the token of p when the key is new: one where none
+// was, or where one had expired. A lease taken over is the same key.
+func (r *Runner) claimed(req Request, p *pass, cr ClaimResult) Outcome {
+	o := OutcomeClaimed
+	switch Decide(cr.Prev, req.Fingerprint, cr.Now).Kind {
+	case TakeOverExpired:
+		o = OutcomeExpiredTakenOver
+	case TakeOverLease:
+		o = OutcomeLeaseTakenOver
+	}
+	r.observe(req.Scope, req.Path, o)
+	if o != OutcomeLeaseTakenOver {
 		p.claimed(r.cfg.Clock())
 	}
+	return o
 }
 
-func claimOutcome(k Kind) Outcome {
-	switch k {
-	case TakeOverExpired:
-		return OutcomeExpiredTakenOver
-	case TakeOverLease:
-		return OutcomeLeaseTakenOver
-	}
-	return OutcomeClaimed
+// NeedsAttentionLease is the lease of a key that needs attention: no owner
+// works on it, and it never expires, until an operator lets it go. A
+// request that finds it is answered 409 at once, without Retry-After
+// (ErrNeedsAttention). An operation of several steps holds its key so when
+// its run cannot go on by itself.
+const NeedsAttentionLease = 100 * 365 * 24 * time.Hour
+
+// ErrNeedsAttention is the cause (the *apperr.Error's Err) of the answer to
+// a request whose key needs attention: the transport may say there how an
+// operator lets it go.
+var ErrNeedsAttention = errors.New("idempotency: the key needs attention")
+
+func needsAttention() error {
+	return &apperr.Error{Code: apperr.OperationInProgress, Err: ErrNeedsAttention,
+		Message: "this idempotency key needs attention: no retry moves it until an operator lets it go, and no one can say when that will be; the outcome route shows why"}
 }
 
-func inProgress(retryAfter time.Duration) error {
+// InProgressError is the answer to a request whose key another attempt
+// owns: 409 operation_in_progress, to retry after retryAfter (at least a
+// second).
+func InProgressError(retryAfter time.Duration) error {
 	return &apperr.Error{
 		Code:       apperr.OperationInProgress,
 		Message:    "a request with this idempotency key is still being processed",

@@ -80,7 +80,7 @@ func BenchmarkFingerprint(b *testing.B) {
 func BenchmarkDecide(b *testing.B) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	fp, _ := Fingerprint(significant("n"))
-	rec := &Record{Fingerprint: fp, State: Completed, CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}
+	rec := &Record{Fingerprint: fp, State: StateCompleted, CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}
 	b.ReportAllocs()
 	for b.Loop() {
 		if d := Decide(rec, fp, now); d.Kind != Replay {

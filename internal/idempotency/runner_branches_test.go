@@ -54,7 +54,7 @@ func (e *branchEnv) create(topic string) idempotency.Work {
 	return func(_ context.Context, now time.Time) (idempotency.Decided, error) {
 		dr := demo.Request{ID: uuid.NewString(), Actor: e.scope.Actor, State: demo.StateAccepted, Topic: topic, CreatedAt: now.UTC().Truncate(time.Microsecond)}
 		return idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte(`{"requestId":"` + dr.ID + `"}`), ResultID: dr.ID},
-			Effect: e.store.InsertDemoRequest(dr)}, nil
+			Effect: e.store.CreateDemoRequest(dr)}, nil
 	}
 }
 

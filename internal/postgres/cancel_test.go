@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"errors" // demo-only
-	"sync"   // demo-only
 	"testing"
 	"time"
 
@@ -22,17 +20,7 @@ func cancelled(s *postgres.Store, r demo.Request) idempotency.Decided {
 	at := time.Now().UTC().Truncate(time.Microsecond)
 	r.State, r.CancelledAt = demo.StateCancelled, &at
 	return idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte(`{"state":"cancelled"}`), ResultID: r.ID},
-		Effect: cancelEffect(s, r)}
-}
-
-// cancelEffect is the cancel's write of r, as the cancel operation makes
-// it: the effect sql/effect/cancel_demo_request.sql, with its parameters.
-func cancelEffect(s *postgres.Store, r demo.Request) idempotency.Effect {
-	write, err := s.Effect("cancel_demo_request.sql")
-	if err != nil {
-		panic(err)
-	}
-	return write(r.State, r.CancelledAt, r.ID)
+		Effect: s.CancelDemoRequest(r)}
 }
 
 func cancelScope(key string) idempotency.Scope {
@@ -145,72 +133,3 @@ func TestACancelWaitsForTheDispatchersTake(t *testing.T) {
 		t.Fatal("the request is not cancelled")
 	}
 }
-
-// demo-only{ the rule between a cancel and the expedite
-
-// TestCancelAndExpediteOrderNeverBothApply: the rule between a cancel and an
-// expedite holds in the statements themselves, whatever their reads
-// decided. A cancel (decided on a read that saw no expedite) and the
-// expedite's order are sent at the same moment, round after round, on the
-// cancel's one-phase and two-phase statements: exactly one of them changes
-// the request each round, never both.
-func TestCancelAndExpediteOrderNeverBothApply(t *testing.T) {
-	ctx := context.Background()
-	for _, path := range []string{"one phase", "two phase"} {
-		t.Run(path, func(t *testing.T) {
-			s, db, _ := newStore(t)
-			const rounds = 25
-			won := map[string]int{}
-			for i := range rounds {
-				r := newRequest("alice", "t")
-				onePhase(t, s, idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-" + r.ID}, "fp", created(s, r))
-				sc := cancelScope("c-" + r.ID)
-				var c idempotency.Claim
-				if path == "two phase" {
-					var cr idempotency.ClaimResult
-					if cr, c = claim(t, s, sc, r.ID); !cr.Claimed {
-						t.Fatalf("claim of the cancel = %+v", cr)
-					}
-				}
-				start := make(chan struct{})
-				var cancelErr, orderErr error
-				var ordered int64
-				var wg sync.WaitGroup
-				wg.Go(func() {
-					<-start
-					if path == "two phase" {
-						cancelErr = s.FinishClaimAtomically(ctx, c, cancelled(s, r))
-					} else {
-						_, cancelErr = s.CreateResultAndFinishAtomically(ctx, sc, r.ID, uuid.NewString(), time.Hour, cancelled(s, r))
-					}
-				})
-				wg.Go(func() {
-					<-start
-					res, err := db.ExecContext(ctx, readSQL(t, "insert_expedite.sql"), r.ID, "alice", "x-"+r.ID, demo.ExpediteAmount, time.Now())
-					if orderErr = err; err == nil {
-						ordered, orderErr = res.RowsAffected()
-					}
-				})
-				close(start)
-				wg.Wait()
-				switch {
-				case orderErr != nil:
-					t.Fatalf("round %d: the order: %v", i, orderErr)
-				case cancelErr == nil && ordered == 0:
-					won["cancel"]++
-				case errors.Is(cancelErr, idempotency.ErrEffectNotApplied) && ordered == 1:
-					won["expedite"]++
-				default:
-					t.Fatalf("round %d: the cancel: %v, orders recorded: %d; want exactly one to apply", i, cancelErr, ordered)
-				}
-			}
-			if n := count(t, db, `SELECT count(*) FROM demo_requests d JOIN expedites e ON e.request_id = d.id
-				WHERE d.state = 'cancelled'`); n != 0 {
-				t.Fatalf("%d cancelled requests with an expedite", n)
-			}
-			t.Logf("%d rounds: %v", rounds, won)
-		})
-	}
-}
-
-// }demo-only

@@ -20,7 +20,7 @@ import (
 // The create keeps its statements whole (create_demo_request*.sql): its
 // one-phase statement is the benchmarked path, written for speed.
 
-//go:embed sql/key/*.sql sql/effect/*.sql sql/run/*.sql
+//go:embed sql/key/*.sql sql/effect/*.sql
 var composeFiles embed.FS
 
 // keyShape is a statement shape of sql/key/: its file, the name of the
@@ -122,35 +122,6 @@ func compose(shape keyShape, name, source, text string) string {
 	b.WriteString(strings.TrimRight(effBody, "\n") + "\n")
 	b.WriteString(after)
 	composedStatements[stmt] = b.String()
-	return b.String()
-}
-
-// withCTE returns the statement name: the statement base (a file of sql/)
-// with the CTE of the file cte (a file of sql/run/) added as the last of
-// its WITH list under the name as, and records it. A step-wise claim is the
-// claim with its run (runs.go): the claim is written once.
-func withCTE(name, base, as, cte string) string {
-	text, err := sqlFiles.ReadFile("sql/" + base)
-	if err != nil {
-		panic("postgres: " + err.Error())
-	}
-	add, err := composeFiles.ReadFile("sql/run/" + cte)
-	if err != nil {
-		panic("postgres: " + err.Error())
-	}
-	baseHeader, baseBody := cutHeader(string(text))
-	addHeader, addBody := cutHeader(string(add))
-	const end = "\n)\nSELECT "
-	if strings.Count(baseBody, end) != 1 {
-		panic("postgres: sql/" + base + " has no single end of its WITH list")
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "-- %s: sql/%s with the CTE %s of sql/run/%s (composed at start-up).\n--\n", name, base, as, cte)
-	b.WriteString(baseHeader)
-	b.WriteString("--\n")
-	b.WriteString(addHeader)
-	b.WriteString(strings.Replace(baseBody, end, "\n), "+as+" AS (\n"+strings.TrimRight(addBody, "\n")+end, 1))
-	composedStatements[name] = b.String()
 	return b.String()
 }
 

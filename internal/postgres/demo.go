@@ -4,10 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
@@ -16,9 +12,8 @@ import (
 
 // The business writes: each effect's statements, one per path. Each writes
 // FROM finished, the key row its statement completed, so it happens exactly
-// when the key is completed with its answer. An operation names its effect
-// by its file (Store.Effect): a new operation adds a file to sql/effect/
-// and no Go here.
+// when the key is completed with its answer. Each has a constructor below
+// (CreateDemoRequest), which an operation's Effect calls.
 
 // effectStatements are an effect's statements, and whether the work
 // decided it on a read (conditional): then a write that finds its row
@@ -53,28 +48,19 @@ var effects = func() map[string]effectStatements {
 
 var getDemoRequestSQL = statement("get_demo_request.sql")
 
-// Effect returns the maker of the business write name, or an error naming
-// the writes there are. name is a file of sql/effect/ (as
-// cancel_demo_request.sql), or create_demo_request.sql; args are its own
-// parameters, in the order its file lists them (:1 … for an effect of
-// sql/effect/, $12 … for the create). The server looks each operation's
-// effect up when it is made, so a misspelt name refuses to start.
-func (s *Store) Effect(name string) (func(args ...any) idempotency.Effect, error) {
-	st, ok := effects[name]
-	if !ok {
-		return nil, fmt.Errorf("postgres: no effect %q; there are %s", name, strings.Join(slices.Sorted(maps.Keys(effects)), ", "))
-	}
-	return func(args ...any) idempotency.Effect {
-		return &effect{what: name, stmts: &st.stmts, args: args, conditional: st.conditional}
-	}, nil
-}
-
-// InsertDemoRequest returns the create's write of r with its key, as the
-// create operation makes it: for the tools and tests that write one
-// without the HTTP layer.
-func (s *Store) InsertDemoRequest(r demo.Request) idempotency.Effect {
+// CreateDemoRequest is the create's write of r, committed with the key
+// (sql/create_demo_request.sql).
+func (s *Store) CreateDemoRequest(r demo.Request) idempotency.Effect {
 	st := effects[createDemoRequest]
 	return &effect{what: createDemoRequest, stmts: &st.stmts, args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
+}
+
+// CancelDemoRequest is the cancel's write of r, as decided, committed with
+// the key (sql/effect/cancel_demo_request.sql).
+func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
+	const name = "cancel_demo_request.sql"
+	st := effects[name]
+	return &effect{what: name, stmts: &st.stmts, args: []any{r.State, r.CancelledAt, r.ID}, conditional: st.conditional}
 }
 
 // DemoRequest implements demo.Store.

@@ -248,14 +248,23 @@ func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 	if Pooled(db) {
 		return schemaCurrent(db, fsys, dir, cmp.Or(table, migratepg.DefaultMigrationsTable), steps)
 	}
-	drv, err := migratepg.WithInstance(db.DB, &migratepg.Config{MigrationsTable: table})
+	// A connection of its own, given back when done: the pool keeps none
+	// for the migrations.
+	conn, err := db.Conn(context.Background())
 	if err != nil {
+		return fmt.Errorf("migrate: %w", dbErr(err))
+	}
+	drv, err := migratepg.WithConnection(context.Background(), conn, &migratepg.Config{MigrationsTable: table})
+	if err != nil {
+		conn.Close()
 		return fmt.Errorf("migrate: %w", err)
 	}
 	m, err := migrate.NewWithInstance("iofs", src, "postgres", drv)
 	if err != nil {
+		conn.Close()
 		return fmt.Errorf("migrate: %w", err)
 	}
+	defer m.Close() // closes conn, not db
 	if steps == 0 {
 		err = m.Up()
 	} else {

@@ -83,12 +83,6 @@ func TestEveryStatementPrepares(t *testing.T) {
 			}
 		}
 	}
-	store := new(postgres.Store) // Effect reads no field of the store
-	for _, f := range effects {
-		if _, err := store.Effect(filepath.Base(f)); err != nil {
-			t.Errorf("%s: the store does not find it: %v", f, err)
-		}
-	}
 	for name, text := range statements {
 		if _, err := conn.ExecContext(ctx, "PREPARE stmt AS "+text); err != nil {
 			t.Errorf("%s does not prepare: %v", name, err)
@@ -291,7 +285,7 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openDB(t)
-	for _, name := range []string{"claim.sql", "claim_takeover.sql", "claim_run.sql", "claim_run_takeover.sql"} {
+	for _, name := range []string{"claim.sql", "claim_takeover.sql"} {
 		for _, scope := range []string{"free", "taken"} {
 			t.Run(name+"/"+scope, func(t *testing.T) {
 				tx, err := db.BeginTxx(ctx, nil)
@@ -306,9 +300,6 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 				}
 				key := "k-" + uuid.NewString()
 				args := []any{nil, "alice", "demo-requests.create", key, "fp", uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds()}
-				if strings.HasPrefix(name, "claim_run") {
-					args = append(args, `{}`) // the run's input
-				}
 				run := func() (claimed bool) {
 					args[5] = uuid.NewString()
 					rows, err := tx.QueryxContext(ctx, readSQL(t, name), args...)
@@ -351,48 +342,6 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 	}
 }
 
-// TestSaveRunCommitsAsynchronously: a run's recovery point commits without
-// waiting for a WAL flush, whether it saved (its claim holds) or was fenced
-// out, as save_run.sql says; a rewrite could drop the filter that does it.
-func TestSaveRunCommitsAsynchronously(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := openDB(t)
-	for _, fenced := range []bool{false, true} {
-		tx, err := db.BeginTxx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil { // the test server's is off
-			t.Fatal(err)
-		}
-		key, token := "k-"+uuid.NewString(), uuid.NewString()
-		if _, err := tx.ExecContext(ctx, readSQL(t, "claim.sql"), nil, "alice", "demo-requests.expedite", key, "fp",
-			token, time.Minute.Microseconds(), time.Hour.Microseconds()); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
-			t.Fatal(err)
-		}
-		if fenced {
-			token = uuid.NewString()
-		}
-		var saved bool
-		if err := tx.GetContext(ctx, &saved, readSQL(t, "save_run.sql"), nil, time.Minute.Microseconds(), "alice",
-			"demo-requests.expedite", key, token, `{}`, "ordered", "running", `{}`, nil, 1, nil, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		var sc string
-		if err := tx.GetContext(ctx, &sc, "SHOW synchronous_commit"); err != nil {
-			t.Fatal(err)
-		}
-		if saved == fenced || sc != "off" {
-			t.Errorf("fenced %v: saved %v, synchronous_commit %q; want saved %v, off", fenced, saved, sc, !fenced)
-		}
-	}
-}
-
 // TestStatementsReturnTheColumnsTheStoreScans runs every statement the
 // store scans by position, in a transaction rolled back, and compares its
 // columns, names and order, with the store's: a column moved in a file
@@ -419,8 +368,6 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 	}{
 		{"claim.sql", claim, postgres.ClaimColumns},
 		{"claim_takeover.sql", claim, postgres.ClaimColumns},
-		{"claim_run.sql", append(claim, `{}`), postgres.ClaimColumns},
-		{"claim_run_takeover.sql", append(claim, `{}`), postgres.ClaimColumns},
 		{"create_demo_request.sql", answer(create...), postgres.ClaimColumns},
 		{"create_demo_request_takeover.sql", answer(create...), postgres.ClaimColumns},
 		{"cancel_demo_request.sql", answer(cancel...), postgres.ClaimColumns},

@@ -10,7 +10,7 @@ import (
 
 // TestSweeperIndexHoldsCompletedKeysOnly: a claim in progress writes no
 // entry into the sweeper's index (one index entry fewer per two-phase
-// claim: migration 000010), and the sweeper still reads both kinds of
+// claim), and the sweeper still reads both kinds of
 // expired rows through an index, never the whole key table: completed keys
 // through idempotency_keys_expires_at, abandoned claims through
 // idempotency_keys_in_progress.

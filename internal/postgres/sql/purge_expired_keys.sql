@@ -1,10 +1,8 @@
 -- purge_expired_keys.sql: delete up to a batch of expired key rows, the
 -- first to expire first: completed ones past their TTL, and abandoned claims
--- past both their TTL and their lease (idempotency.Record.Expired). A claim
--- whose lease is alive is never deleted, nor the key of an unfinished run
--- of several steps (its run, deleted with it, holds what the other systems
--- did: the completer finishes it first). Rows another sweeper holds are
--- skipped.
+-- past both their TTL and their lease: nothing was committed under such a
+-- claim, since the finish needs it. A claim whose lease is alive is never
+-- deleted. Rows another sweeper holds are skipped.
 --
 -- Parameters:
 --   $1 now    the test clock; NULL for the database clock
@@ -12,7 +10,7 @@
 --
 -- Each kind is read through its own index: completed keys through
 -- idempotency_keys_expires_at, which holds completed keys only (a claim
--- writes no entry there: migration 000010), in the order they expire;
+-- writes no entry there), in the order they expire;
 -- claims through idempotency_keys_in_progress, which holds the claims in
 -- progress only, oldest first; each takes at most a batch, and the batch
 -- deleted is the first to expire of those. lease_until IS NULL is
@@ -30,9 +28,6 @@ WITH clock AS (
     SELECT k.actor_id, k.operation, k.idem_key, k.expires_at
     FROM idempotency_keys k, clock
     WHERE k.lease_until IS NOT NULL AND k.lease_until <= clock.now AND k.expires_at <= clock.now
-      AND NOT EXISTS (
-          SELECT 1 FROM runs r
-          WHERE r.actor_id = k.actor_id AND r.operation = k.operation AND r.idem_key = k.idem_key)
     ORDER BY k.created_at
     LIMIT $2::integer
     FOR UPDATE OF k SKIP LOCKED

@@ -21,6 +21,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -32,8 +33,10 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // driver "postgres"
 	"github.com/peterldowns/pgtestdb"
+	"github.com/peterldowns/pgtestdb/migrators/common"
 	"github.com/peterldowns/pgtestdb/migrators/golangmigrator"
 
+	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -221,7 +224,39 @@ func Run(m *testing.M) int {
 // migrator migrates the template database that every test database is
 // cloned from. pgtestdb names the template after a hash of the migrations, so
 // it is migrated once per server (or again when the migrations change).
-var migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
+var migrator pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
+
+// Extra gives every test database more schema after the template's: the
+// migrations of fsys's folder dir, with their own migrations table. A
+// module built on this one (the full demo) calls it in TestMain, before
+// Main.
+func Extra(fsys fs.FS, dir, table string) {
+	migrator = extended{base: migrator, fsys: fsys, dir: dir, table: table}
+}
+
+// extended is base's schema, then the migrations of fsys's dir.
+type extended struct {
+	base  pgtestdb.Migrator
+	fsys  fs.FS
+	dir   string
+	table string
+}
+
+func (e extended) Hash() (string, error) {
+	a, err := e.base.Hash()
+	if err != nil {
+		return "", err
+	}
+	b, err := common.HashDirs(e.fsys, "*.sql", e.dir)
+	return a + "-" + b, err
+}
+
+func (e extended) Migrate(ctx context.Context, db *sql.DB, conf pgtestdb.Config) error {
+	if err := e.base.Migrate(ctx, db, conf); err != nil {
+		return err
+	}
+	return postgres.MigrateFS(sqlx.NewDb(db, "postgres"), e.fsys, e.dir, e.table, 0)
+}
 
 func testConfig(t testing.TB) pgtestdb.Config {
 	t.Helper()
@@ -334,4 +369,21 @@ func ping(ctx context.Context, dsn string, timeout time.Duration) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// WaitDown reports whether the database at url refuses a connection within
+// timeout.
+func WaitDown(url string, timeout time.Duration) bool {
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		db, err := sqlx.Open("postgres", url)
+		if err != nil {
+			return false
+		}
+		err = db.Ping()
+		db.Close()
+		if err != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -73,16 +73,16 @@ func (f DeskFaults) appliesTo(resource, account string) bool {
 func StartDeskDouble(t testing.TB) *DeskDouble {
 	t.Helper()
 	d := &DeskDouble{submissions: map[string]reviewdesk.Receipt{}, cancels: map[string]deskCancel{}, calls: map[string]int{}}
-	d.srv = serveUntilTheEnd(t, http.HandlerFunc(d.serve))
+	d.srv = ServeUntilTheEnd(t, http.HandlerFunc(d.serve))
 	d.URL = d.srv.URL
 	d.Client = reviewdesk.New(d.URL, nil)
 	return d
 }
 
-// serveUntilTheEnd serves h on a test server whose calls the test's end
+// ServeUntilTheEnd serves h on a test server whose calls the test's end
 // ends: an answer still held (a delay, a held answer) whose sender died
 // may never notice, and Close would wait for it.
-func serveUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
+func ServeUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
@@ -154,7 +154,7 @@ func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
 		resource = "cancels"
 	}
 	d.mu.Lock()
-	d.calls[r.Method+" "+route(r.URL.Path)]++
+	d.calls[r.Method+" "+DeskRoute(r.URL.Path)]++
 	f := d.faults
 	on := f.appliesTo(resource, r.Header.Get(reviewdesk.AccountHeader))
 	fail := on && f.FailNext > 0
@@ -262,8 +262,8 @@ func (d *DeskDouble) lookup(w http.ResponseWriter, resource, key string) {
 	writeDeskJSON(w, http.StatusOK, rc)
 }
 
-// route is path with its third segment, the key, written {key}.
-func route(path string) string {
+// DeskRoute is a desk path with its third segment, the key, written {key}.
+func DeskRoute(path string) string {
 	parts := strings.SplitN(path, "/", 5) // "", "v1", resource, key, rest
 	if len(parts) > 3 && parts[1] == "v1" {
 		parts[3] = "{key}"

@@ -10,9 +10,8 @@
 --   :actor_id  the scope's actor (a key parameter)
 --
 -- The work decided the cancel on a read, so the write says what it expects
--- to find (still accepted, and no expedite ordered or confirmed); if
--- another request cancelled or expedited it meanwhile, it changes nothing
--- (effect is 0) and the caller rolls the transaction back
+-- to find (still accepted); if another request changed it meanwhile, it
+-- changes nothing (effect is 0) and the caller rolls the transaction back
 -- (idempotency.ErrEffectNotApplied): the next turn decides afresh.
 --
 -- The same statement stops the request's delivery to the review desk
@@ -21,13 +20,9 @@
 -- and queues a keyed cancel to the desk for one that may be there
 -- (desk_cancel).
 effect AS (
-    -- The rule between a cancel and an expedite (package demo), decided
-    -- on this row, which the expedite's order marks: no cancel while an
-    -- expedite is ordered or confirmed (migration 000008).
     UPDATE demo_requests SET state = :1, cancelled_at = :2::timestamptz
     FROM finished
     WHERE id = :3::uuid AND actor_id = :actor_id AND state = 'accepted'
-      AND (expedite IS NULL OR expedite = 'refused')
     RETURNING id
 ), stopped AS (
     -- A delivery never tried cannot be at the desk: it is withdrawn here,

@@ -1,0 +1,15 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// TestDocsLinks: every relative link of the demo's README and docs/*.md
+// names a file of the repository, and every #anchor a heading of its page.
+func TestDocsLinks(t *testing.T) {
+	pages, _ := filepath.Glob("../../docs/*.md")
+	testkit.CheckLinks(t, append(pages, "../../README.md")...)
+}

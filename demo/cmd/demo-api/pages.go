@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/service"
+)
+
+// pageAddr is the address a person on this machine opens the pages at: a
+// server on every interface is reached at localhost too.
+func pageAddr(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		return net.JoinHostPort("localhost", strconv.Itoa(a.Port))
+	}
+	return a.String()
+}
+
+// printJoin tells a workshop room how to join a server listening at a: the
+// page to open, and the line each participant pastes first in a terminal,
+// ending it with a name of their own (the README's blocks read API, DESK
+// and ME). The review desk is at providerURL; when that is this machine's
+// loopback and the API listens beyond it, participants reach the desk at
+// the API's address and the desk's port, where make run's room opens it.
+func printJoin(w io.Writer, a *net.TCPAddr, providerURL string) {
+	hosts := []string{a.IP.String()}
+	if a.IP.IsUnspecified() {
+		hosts = nil
+		addrs, _ := net.InterfaceAddrs()
+		for _, ad := range addrs {
+			if ipn, ok := ad.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+				hosts = append(hosts, ipn.IP.String())
+			}
+		}
+		if len(hosts) == 0 {
+			hosts = []string{"localhost"}
+		}
+	}
+	desk, _ := url.Parse(providerURL)
+	deskLocal := desk != nil && desk.Host != "" && (desk.Hostname() == "localhost" || net.ParseIP(desk.Hostname()).IsLoopback())
+	fmt.Fprintf(w, "demo-api room: open the page, or paste the line under it in a terminal and end it with a name of your own "+
+		"(lowercase letters, digits, '.', '_' or '-': not $(whoami), which lab machines share):\n")
+	for _, h := range hosts {
+		api := "http://" + net.JoinHostPort(h, strconv.Itoa(a.Port))
+		line := "API=" + api
+		switch {
+		case desk == nil || desk.Host == "":
+		case deskLocal && !service.Loopback(a):
+			line += " DESK=http://" + net.JoinHostPort(h, desk.Port())
+		default:
+			line += " DESK=" + strings.TrimSuffix(providerURL, "/")
+		}
+		fmt.Fprintf(w, "demo-api room: join at %s/workshop\n%s ME=\n", api, line)
+	}
+	if deskLocal && !service.Loopback(a) {
+		fmt.Fprintf(w, "demo-api room: DESK is the review desk on port %s of the same address: it must listen there too "+
+			"(make run's room opens it; else PROVIDER_LISTEN_ADDR=0.0.0.0:%s demo-api provider)\n", desk.Port(), desk.Port())
+	}
+	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name>: Authorization: Bearer dev-$ME\n", auth.RoomTokenPrefix)
+}

@@ -1,0 +1,312 @@
+package expedite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/demo-api/demo-api/demo/internal/steps"
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
+)
+
+// HeaderStopAfter, a workshop knob, the name of a step of the expedite
+// (such as "slot_reserved"), ends the run after that step as if its runner
+// died there: the connection closes without an answer, and the run waits at
+// its recovery point, its lease passed, for the next retry or the completer
+// to resume it. A request that carries it for a run already past that step
+// (the stopped request sent again unchanged, as a browser does on a reused
+// connection) runs nothing and stops there too: only a retry without it
+// resumes the run.
+const HeaderStopAfter = "Workshop-Stop-After"
+
+// ExpediteOperation names the expedite's keys.
+const ExpediteOperation = "demo-requests.expedite"
+
+// ExpediteDesk is what an expedite needs of the review desk
+// (reviewdesk.Client): a keyed call and a status lookup for each step and
+// for the slot's release.
+type ExpediteDesk interface {
+	ReserveSlot(ctx context.Context, key string, s reviewdesk.Slot) (reviewdesk.Receipt, error)
+	SlotStatus(ctx context.Context, key string) (reviewdesk.Receipt, error)
+	ReleaseSlot(ctx context.Context, key, slotKey string) (reviewdesk.Receipt, error)
+	ReleaseStatus(ctx context.Context, key string) (reviewdesk.Receipt, error)
+	Charge(ctx context.Context, key string, ch reviewdesk.Charge) (reviewdesk.Receipt, error)
+	ChargeStatus(ctx context.Context, key string) (reviewdesk.Receipt, error)
+}
+
+// ExpediteWrites makes the business changes of an expedite: each commits
+// with a recovery point or with the run's answer.
+type ExpediteWrites interface {
+	ExpediteStore
+	OrderExpedite(actor string, e Expedite) idempotency.Effect
+	ConfirmExpedite(id, slot, charge string, now time.Time) idempotency.Effect
+	RefuseExpedite(id, code string, now time.Time) idempotency.Effect
+}
+
+// expediteInput is what an expedite names: the request, from the path.
+type expediteInput struct {
+	RequestID string `json:"requestId"`
+}
+
+// The expedite's recovery points, one per step.
+const (
+	pointOrdered      = "ordered"
+	pointSlotReserved = "slot_reserved"
+	pointCharged      = "charged"
+)
+
+// Steps is POST /v1/demo-requests/{id}/expedite, an operation of several
+// steps: it pays for an express review of a request at the review desk.
+//
+//  1. ordered: the order is recorded here (local);
+//  2. slot_reserved: an express slot is reserved at the desk, under the
+//     key expedite:<id>:slot;
+//  3. charged: the actor's credit is charged at the desk, under
+//     expedite:<id>:charge;
+//  4. the finish: the order is confirmed with the answer, 201.
+//
+// The desk's keys come from the request id, so every runner of the intent
+// sends the same ones. A refusal by the desk releases the slot (under
+// expedite:<id>:slot:release) and stores 422 expedite_refused. Resuming,
+// fencing and undoing are the Runner's (steps.Steps); this is only
+// the list. The completer runs the same list (cmd/demo-api).
+func Steps(svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk) *steps.Steps {
+	input := func(run *steps.Run) expediteInput {
+		var in expediteInput
+		json.Unmarshal(run.Input, &in) // written by decode below
+		return in
+	}
+	slotKey := func(run *steps.Run) string { return "expedite:" + input(run).RequestID + ":slot" }
+	return &steps.Steps{
+		Operation:   ExpediteOperation,
+		MaxAttempts: 8,
+		Limit:       10 * time.Minute,
+		Steps: []steps.Step{
+			{Name: pointOrdered, Local: func(ctx context.Context, run *steps.Run, now time.Time) (idempotency.Effect, error) {
+				e, recorded, err := Order(ctx, svc, writes, run.Scope.Actor, input(run).RequestID, run.Scope.Key, now)
+				switch {
+				case err != nil:
+					return nil, refusalOf(err)
+				case recorded:
+					return nil, nil
+				}
+				return writes.OrderExpedite(run.Scope.Actor, e), nil
+			}},
+			{Name: pointSlotReserved, External: &steps.External{
+				Key: slotKey,
+				Call: func(ctx context.Context, key string, run *steps.Run) (string, error) {
+					return deskRef(desk.ReserveSlot(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, reviewdesk.Slot{RequestID: input(run).RequestID, Account: run.Scope.Actor}))
+				},
+				Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.SlotStatus(ctx, key)) },
+				Undo: &steps.External{
+					Key: func(run *steps.Run) string { return slotKey(run) + ":release" },
+					Call: func(ctx context.Context, key string, run *steps.Run) (string, error) {
+						return deskRef(desk.ReleaseSlot(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, slotKey(run)))
+					},
+					Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.ReleaseStatus(ctx, key)) },
+				},
+			}},
+			{Name: pointCharged, External: &steps.External{
+				Key: func(run *steps.Run) string { return "expedite:" + input(run).RequestID + ":charge" },
+				Call: func(ctx context.Context, key string, run *steps.Run) (string, error) {
+					return deskRef(desk.Charge(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, reviewdesk.Charge{RequestID: input(run).RequestID,
+						Account: run.Scope.Actor, Amount: ExpediteAmount, SlotKey: slotKey(run)}))
+				},
+				Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.ChargeStatus(ctx, key)) },
+			}},
+		},
+		Finish: func(ctx context.Context, run *steps.Run, now time.Time) (idempotency.Decided, error) {
+			e, err := writes.Expedite(ctx, run.Scope.Actor, input(run).RequestID)
+			if err != nil {
+				return idempotency.Decided{}, err
+			}
+			e.State, e.SlotReference, e.ChargeReference = ExpediteConfirmed, run.Refs[pointSlotReserved], run.Refs[pointCharged]
+			e.UpdatedAt = now.UTC().Truncate(time.Microsecond)
+			body, err := json.Marshal(e)
+			if err != nil {
+				return idempotency.Decided{}, fmt.Errorf("encode expedite: %w", err)
+			}
+			return idempotency.Decided{
+				Response: idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: e.RequestID,
+					Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + url.PathEscape(e.RequestID) + "/expedite"}},
+				Effect: writes.ConfirmExpedite(e.RequestID, e.SlotReference, e.ChargeReference, e.UpdatedAt),
+			}, nil
+		},
+		Refused: func(run *steps.Run, now time.Time) idempotency.Effect {
+			if run.Point == "" {
+				return nil // refused before the order was recorded
+			}
+			var p struct{ Code string }
+			json.Unmarshal(run.Refusal.Body, &p)
+			return writes.RefuseExpedite(input(run).RequestID, p.Code, now.UTC().Truncate(time.Microsecond))
+		},
+	}
+}
+
+// refusalOf turns a business refusal (an *apperr.Error of a 4xx) into the
+// step's definite refusal, with its rendered answer; any other error stays
+// transient.
+func refusalOf(err error) error {
+	if e, ok := errors.AsType[*apperr.Error](err); ok {
+		if resp := httpapi.Render(e); resp.Status < 500 {
+			return &steps.Refusal{Response: resp, Reason: e.Code}
+		}
+	}
+	return err
+}
+
+// deskRef reads a desk call's outcome as a step's: its reference; a
+// definite refusal as the expedite's refusal; never accepted as
+// steps.ErrNotSent; anything else unclear (transient).
+func deskRef(rc reviewdesk.Receipt, err error) (string, error) {
+	var refused *reviewdesk.RefusedError
+	switch {
+	case err == nil:
+		return rc.Reference, nil
+	case errors.Is(err, reviewdesk.ErrNotFound):
+		return "", steps.ErrNotSent
+	case errors.As(err, &refused):
+		return "", refusalOf(apperr.Errorf(Refused, "the review desk refused: %s (%s)", refused.Detail, refused.Code))
+	}
+	return "", err
+}
+
+// expediteInput's significant field is the request: a key reused for
+// another request is a different intent (422).
+func (in expediteInput) significant() map[string]any {
+	return map[string]any{"requestId": in.RequestID}
+}
+
+// Routes are the expedite's routes, POST /v1/demo-requests/{id}/expedite
+// and its GET, made with the server s, whose Runner the steps share.
+func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk, runs steps.RunStore) ([]httpapi.Route, error) {
+	op := Steps(svc, writes, desk)
+	if err := op.Check(); err != nil {
+		return nil, err
+	}
+	runner := steps.NewRunner(s.Runner(), runs)
+	post, err := httpapi.Idempotent(s, httpapi.Operation[expediteInput, struct{}]{
+		Method: http.MethodPost, Pattern: "/v1/demo-requests/{id}/expedite",
+		Name: op.Operation,
+		Path: steps.StepWise,
+		Decode: func(_ http.ResponseWriter, r *http.Request) (expediteInput, error) {
+			return expediteInput{RequestID: chi.URLParam(r, "id")}, nil
+		},
+		Significant: expediteInput.significant,
+		Run: func(ctx context.Context, a httpapi.Attempt[expediteInput]) (idempotency.Result, error) {
+			stopAfter := a.HTTP.Header.Get(HeaderStopAfter)
+			if stopAfter != "" && !s.Workshop {
+				return idempotency.Result{}, apperr.Errorf(apperr.WorkshopDisabled, "start the server with WORKSHOP=true to use the Workshop-* headers")
+			}
+			if stopAfter != "" && !op.HasStep(stopAfter) {
+				return idempotency.Result{}, apperr.Errorf(apperr.InvalidHeader, "%s must name a step of %s", HeaderStopAfter, op.Operation)
+			}
+			input, err := json.Marshal(a.In)
+			if err != nil {
+				return idempotency.Result{}, fmt.Errorf("encode input: %w", err)
+			}
+			// The desk's calls of the run, its status lookups too, are made
+			// for the caller's account.
+			ctx = reviewdesk.WithAccount(ctx, a.Request.Scope.Actor)
+			res, err := runner.Do(ctx, a.Request, held(op, a.Hold), input, stopAfter)
+			if errors.Is(err, steps.ErrStopped) {
+				return res, httpapi.ErrNoAnswer // the runner "died" after the step
+			}
+			return res, operatorsPart(a.Request.Scope, err)
+		},
+		Outcome: func(ctx context.Context, sc idempotency.Scope) (any, error) {
+			run, err := runs.LoadRun(ctx, sc)
+			if run == nil || err != nil {
+				return nil, err
+			}
+			return runOutcome{RecoveryPoint: run.Point, State: string(run.State), References: run.Refs,
+				Attempts: run.Attempts, LastError: run.LastError}, nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	get := httpapi.Route{Method: http.MethodGet, Pattern: "/v1/demo-requests/{id}/expedite", Handler: handleGetExpedite(s.Logger, svc, writes)}
+	return []httpapi.Route{post, get}, nil
+}
+
+// runOutcome is what the outcome route shows of an expedite's run.
+type runOutcome struct {
+	RecoveryPoint string            `json:"recoveryPoint"`
+	State         string            `json:"state"`
+	References    map[string]string `json:"references"`
+	Attempts      int               `json:"attempts"`
+	LastError     string            `json:"lastError,omitempty"`
+}
+
+// held returns op with hold (the workshop knobs' delay and failure, the
+// tests' seam) run inside its first step, before it decides; op itself
+// when there is none. The completer runs op itself, without them.
+func held(op *steps.Steps, hold func(context.Context) error) *steps.Steps {
+	if hold == nil {
+		return op
+	}
+	o := *op
+	o.Steps = append([]steps.Step(nil), op.Steps...)
+	first := o.Steps[0].Local
+	o.Steps[0].Local = func(ctx context.Context, run *steps.Run, now time.Time) (idempotency.Effect, error) {
+		if err := hold(ctx); err != nil {
+			return nil, err
+		}
+		return first(ctx, run, now)
+	}
+	return &o
+}
+
+// operatorsPart says, in the answer to a request whose run needs attention
+// (409, no Retry-After), what an operator runs to resume it once its cause
+// is dealt with (docs/steps.md); any other err passes unchanged.
+func operatorsPart(sc idempotency.Scope, err error) error {
+	if !errors.Is(err, idempotency.ErrNeedsAttention) {
+		return err
+	}
+	return &apperr.Error{Code: apperr.OperationInProgress, Err: err, Message: fmt.Sprintf(
+		"the run of this idempotency key needs attention: it stopped at its limit, and no retry moves it until an operator, "+
+			"once its cause is dealt with, resumes it with `demo-api resume-run --actor %s --operation %s --key %s` "+
+			"(docs/steps.md, \"Needs attention\"); the outcome route shows its last error",
+		shellWord(sc.Actor), shellWord(sc.Operation), shellWord(sc.Key))}
+}
+
+// shellWord is s as one word of a POSIX shell command line: as it is when
+// it holds no character the shell reads, else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@%+=,/-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// handleGetExpedite is GET /v1/demo-requests/{id}/expedite: the order of
+// the caller's request as it stands (ordered while its steps run).
+func handleGetExpedite(logger *slog.Logger, svc *demo.Service, expedites ExpediteStore) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		if _, err := svc.Get(r.Context(), httpapi.ActorOf(r), id); err != nil {
+			httpapi.WriteError(logger, w, r, err)
+			return
+		}
+		e, err := expedites.Expedite(r.Context(), httpapi.ActorOf(r), id)
+		if err != nil {
+			httpapi.WriteError(logger, w, r, err)
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, e)
+	})
+}

@@ -1,0 +1,9 @@
+package runs_test
+
+import (
+	"testing"
+
+	"github.com/demo-api/demo-api/demo/internal/tools/demotest"
+)
+
+func TestMain(m *testing.M) { demotest.Main(m) }

@@ -1,0 +1,101 @@
+-- claim_run_takeover.sql: the claim of an operation of several steps: the template's
+-- claim_takeover.sql, word for word, with its run started in the same statement (the
+-- CTE started), so a claim never exists without the run that any runner
+-- needs to continue it.
+--
+-- claim_takeover.sql: claim.sql, able to take over the scope's row: run
+-- only when claim.sql returned a row that idempotency.Decide says to take
+-- over. It writes the key row in progress where the scope is free, or
+-- replaces the row there when it may take it over, and returns the row the
+-- scope had before (prev), if any.
+--
+-- Parameters (as in claim.sql):
+--   $1 now          the test clock; NULL for the database clock
+--   $2 actor_id     the scope: the actor,
+--   $3 operation    the operation,
+--   $4 idem_key     and the Idempotency-Key
+--   $5 fingerprint  of the request's significant fields
+--   $6 claim_token  new on every claim: fences a slow owner out
+--   $7 lease_us     the lease, in microseconds
+--   $8 ttl_us       how long the key lives, in microseconds
+--
+-- takeover replaces a completed row past its TTL (idempotency.Record.Expired),
+-- or a row in progress whose owner's lease passed while the same intent
+-- (fingerprint) asks again (idempotency.Decide's TakeOverExpired and
+-- TakeOverLease). A row in progress never expires. It locks only a row it takes over and
+-- rechecks the rule once it holds the lock, so of two racing takeovers one
+-- wins. Like claim.sql it commits without waiting for its WAL flush.
+-- Unlike claim.sql it reads the row there first (prev): it runs because a
+-- row is there, and its takeover decides on that row.
+--
+-- sql/run/started.sql: the run an operation of several steps
+-- (idempotency.StepWise) writes in the statement that claims its key, as
+-- the CTE "started" after claim.sql's or claim_takeover.sql's own (composed
+-- at start-up as claim_run.sql and claim_run_takeover.sql, see runs.go). A
+-- step-wise claim never exists without its run: a claim whose runner died
+-- before its first recovery point (or never learned that it claimed: its
+-- reply was lost) still holds what the completer needs to run it once its
+-- lease passes (take_abandoned_runs.sql).
+--
+--   $9 input        the operation's input, for any runner of the key
+--
+-- It writes the run only when the claim took the scope (finished): a run at
+-- its start for a free scope; for a key taken over, a key taken from a
+-- runner that died keeps its run as it stands (the new owner continues it
+-- from its recovery point), a key reused after its TTL whose run was done
+-- starts a new run for the new intent, one whose run never finished (no
+-- completer ran it) is continued as it was. Its foreign key is checked at
+-- the end of the statement, when the key row is there.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+), prev AS (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
+), fresh AS (
+    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
+        fingerprint, state, claim_token, lease_until, status_code, response_body,
+        response_headers, result_id, created_at, completed_at, expires_at)
+    SELECT $2, $3, $4,
+        $5, 'in_progress', $6::uuid, clock.now + $7::bigint * interval '1 microsecond', NULL, NULL,
+        NULL, NULL, clock.now, NULL, clock.now + $8::bigint * interval '1 microsecond'
+    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
+    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
+    RETURNING k.result_id
+), takeover AS (
+    UPDATE idempotency_keys k SET
+        fingerprint = $5,
+        state = 'in_progress',
+        claim_token = $6::uuid,
+        lease_until = clock.now + $7::bigint * interval '1 microsecond',
+        status_code = NULL,
+        response_body = NULL,
+        response_headers = NULL,
+        result_id = NULL,
+        created_at = clock.now,
+        completed_at = NULL,
+        expires_at = clock.now + $8::bigint * interval '1 microsecond'
+    FROM clock
+    WHERE k.actor_id = $2 AND k.operation = $3 AND k.idem_key = $4
+      AND ((k.state = 'completed' AND k.expires_at <= clock.now)
+        OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = $5))
+    RETURNING k.result_id
+), finished AS (
+    SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
+), started AS (
+    INSERT INTO runs AS r (actor_id, operation, idem_key, input, point, state, refs,
+        refusal, attempts, last_error, started_at, updated_at)
+    SELECT $2, $3, $4, $9::jsonb, '', 'running', '{}',
+        NULL, 0, NULL, clock.now, clock.now
+    FROM clock WHERE EXISTS (SELECT 1 FROM finished)
+    ON CONFLICT (actor_id, operation, idem_key) DO UPDATE SET
+        input = excluded.input, point = '', state = 'running', refs = '{}',
+        refusal = NULL, attempts = 0, last_error = NULL,
+        started_at = excluded.started_at, updated_at = excluded.updated_at
+    WHERE r.state = 'done'
+)
+SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
+FROM clock CROSS JOIN async_commit LEFT JOIN prev ON true

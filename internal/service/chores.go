@@ -1,0 +1,143 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/postgres"
+)
+
+// purger deletes expired idempotency records in batches.
+type purger interface {
+	PurgeExpired(ctx context.Context, batch int) (int64, error)
+}
+
+// purgeAll deletes expired records batch by batch until none is left, so no
+// statement holds many locks or runs long.
+func purgeAll(ctx context.Context, p purger, batch int) (int64, error) {
+	var total int64
+	for {
+		n, err := p.PurgeExpired(ctx, batch)
+		total += n
+		if err != nil || n < int64(batch) {
+			return total, err
+		}
+	}
+}
+
+// sweep runs purgeAll every interval until ctx ends, and tells swept how
+// many records it deleted.
+func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Duration, batch int, swept func(int64)) {
+	Every(ctx, interval, func() {
+		n, err := purgeAll(ctx, p, batch)
+		swept(n)
+		if err != nil && ctx.Err() == nil {
+			logger.Error("sweep expired keys", "err", err, "deleted", n)
+		} else if n > 0 {
+			logger.Info("swept expired keys", "deleted", n)
+		}
+	})
+}
+
+// Every runs chore every interval until ctx ends: the loop of serve's and
+// dispatch's background chores.
+func Every(ctx context.Context, interval time.Duration, chore func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			chore()
+		}
+	}
+}
+
+func purgeCmd(ctx context.Context, cfg Config, stdout io.Writer) error {
+	db, err := cfg.openDB(ctx, postgres.LongStatements)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	n, err := purgeAll(ctx, postgres.New(db), cfg.sweepBatch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "deleted %d expired idempotency records\n", n)
+	return nil
+}
+
+func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Writer) error {
+	db, err := cfg.openDB(ctx, postgres.LongStatements)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	steps := 0
+	if direction == "down" {
+		steps = -1
+	}
+	if err := postgres.Migrate(db, steps); err != nil {
+		if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {
+			return fmt.Errorf("%w: set DATABASE_URL to PostgreSQL itself for demo-api migrate", err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "migrate %s: done\n", direction)
+	return nil
+}
+
+// replicationEvery is how often serve reads how its commits replicate:
+// /readyz and the gauge show the last reading, so a readiness probe costs
+// no more than a ping.
+const replicationEvery = 30 * time.Second
+
+// replicationWatch keeps the last reading of how the database replicates
+// this service's commits (postgres.Replication), logs it at start and when
+// it changes, and sets the gauge.
+type replicationWatch struct {
+	logger *slog.Logger
+	read   func(context.Context) (postgres.Replication, error)
+	gauge  func(waits bool)
+	last   atomic.Pointer[postgres.Replication]
+}
+
+// latest is the last reading, nil before the first (for /readyz).
+func (w *replicationWatch) latest() any {
+	if r := w.last.Load(); r != nil {
+		return r
+	}
+	return nil
+}
+
+// check reads once, and logs the reading when it is the first or differs
+// from the one before.
+func (w *replicationWatch) check(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := w.read(rctx)
+	if err != nil {
+		w.logger.Warn("read replication settings", "err", err)
+		return
+	}
+	if prev := w.last.Swap(&r); prev == nil || *prev != r {
+		level := slog.LevelInfo
+		if !r.CommitWaits {
+			level = slog.LevelWarn
+		}
+		w.logger.Log(ctx, level, "replication: "+r.Describe(), "synchronous_commit", r.SynchronousCommit,
+			"synchronous_standby_names", r.StandbyNames, "synchronous_standbys_attached", r.Attached)
+	}
+	w.gauge(r.CommitWaits)
+}
+
+// run checks every replicationEvery until ctx ends.
+func (w *replicationWatch) run(ctx context.Context) {
+	Every(ctx, replicationEvery, func() { w.check(ctx) })
+}

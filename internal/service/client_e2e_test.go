@@ -1,0 +1,242 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/demo-api/demo-api/api/client"
+	"github.com/demo-api/demo-api/internal/tools/proctest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// serveInProcess runs demo-api serve through run() on a fresh database and
+// returns its base URL and the database.
+// TestClientAgainstTheServer runs the Go client against the real server
+// over loopback: each case ends with exactly the business rows the contract
+// allows, and every attempt of an intent carried its one key.
+func TestClientAgainstTheServer(t *testing.T) {
+	testkit.Long(t, "a long end-to-end run of the client against the proctest.Binary")
+	t.Parallel()
+	ctx := context.Background()
+	base, db := proctest.ServeInProcess(t, run)
+	newClient := func(url string, budget, attempt time.Duration) *client.Client {
+		c, err := client.New(client.Config{BaseURL: url, Token: proctest.Token, Budget: budget, AttemptTimeout: attempt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	hold := func(key, delay string) chan struct{} { // a first request of key, held in its work
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			testkit.PostCreate(ctx, base, proctest.Token, key, `{"topic":"client"}`, "Workshop-Delay", delay)
+		}()
+		testkit.Eventually(5*time.Second, func() bool {
+			return testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1`, key) == 1
+		})
+		return done
+	}
+	intent := func(key string) *client.Intent {
+		it, _ := client.NewIntent(client.CreateInput{Topic: "client"})
+		if key != "" {
+			it.Key = key
+		}
+		return it
+	}
+
+	t.Run("lost response: the retry gets the replay", func(t *testing.T) {
+		before := proctest.Rows(t, db)
+		rec := &proctest.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Drop-Response": "true"}}}
+		it := intent("")
+		res, err := newClient(rec.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
+		if err != nil || !res.Replayed || res.Attempts != 2 {
+			t.Fatalf("got %+v, %v; want the replay on attempt 2", res, err)
+		}
+		rec.CheckAttempts(t, it.Key)
+		if n := proctest.Rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+	})
+
+	t.Run("in progress, with Prefer: wait", func(t *testing.T) {
+		before := proctest.Rows(t, db)
+		it := intent("client-wait")
+		// Held 1 s; an attempt of 3 s asks to wait 2 s, so the first
+		// attempt gets the answer even on a busy machine.
+		done := hold(it.Key, "1s")
+		res, err := newClient(base, 6*time.Second, 3*time.Second).Send(ctx, it)
+		<-done
+		if err != nil || !res.Replayed || !res.Waited {
+			t.Fatalf("got %+v, %v; want the replay after waiting", res, err)
+		}
+		if n := proctest.Rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+	})
+
+	t.Run("in progress, without waiting: retries after Retry-After", func(t *testing.T) {
+		before := proctest.Rows(t, db)
+		it := intent("client-409")
+		done := hold(it.Key, "1500ms")
+		var statuses []int
+		c, _ := client.New(client.Config{BaseURL: base, Token: proctest.Token, Budget: 3 * time.Second, AttemptTimeout: time.Second,
+			OnAttempt: func(a client.Attempt) { statuses = append(statuses, a.Status) }})
+		res, err := c.Send(ctx, it)
+		<-done
+		if err != nil || !res.Replayed || statuses[0] != http.StatusConflict {
+			t.Fatalf("got %+v, %v, statuses %v; want a 409, then the replay", res, err, statuses)
+		}
+		if n := proctest.Rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+	})
+
+	t.Run("a released 503, then success", func(t *testing.T) {
+		before := proctest.Rows(t, db)
+		rec := &proctest.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Fail": "after-claim"}}}
+		it := intent("")
+		res, err := newClient(rec.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
+		if err != nil || res.Replayed || res.Attempts != 2 {
+			t.Fatalf("got %+v, %v; want a fresh 201 on attempt 2", res, err)
+		}
+		rec.CheckAttempts(t, it.Key)
+		if n := proctest.Rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+	})
+
+	t.Run("422 mismatch: not retried", func(t *testing.T) {
+		testkit.PostCreate(ctx, base, proctest.Token, "client-mismatch", `{"topic":"first"}`)
+		before := proctest.Rows(t, db)
+		rec := &proctest.Recorder{}
+		it := intent("client-mismatch")
+		_, err := newClient(rec.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
+		var p *client.ProblemError
+		if !errors.As(err, &p) || p.Code != "key_payload_mismatch" || len(rec.Keys) != 1 {
+			t.Fatalf("got %v after %d attempts; want one 422", err, len(rec.Keys))
+		}
+		if n := proctest.Rows(t, db) - before; n != 0 {
+			t.Fatalf("%d rows, want 0", n)
+		}
+	})
+
+	t.Run("no answer within the budget: outcome unknown, then Resolve", func(t *testing.T) {
+		before := proctest.Rows(t, db)
+		rec := &proctest.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Delay": "3s"}}}
+		it := intent("")
+		c := newClient(rec.Proxy(t, base), 1500*time.Millisecond, time.Second)
+		_, err := c.Send(ctx, it)
+		var unknown *client.OutcomeUnknownError
+		if !errors.As(err, &unknown) || unknown.Key != it.Key {
+			t.Fatalf("got %v, want outcome unknown for %s", err, it.Key)
+		}
+		rec.CheckAttempts(t, it.Key)
+		var o client.Outcome
+		if !testkit.Eventually(10*time.Second, func() bool {
+			o, err = c.Resolve(ctx, it.Operation, it.Key)
+			return err == nil && o.State == "completed"
+		}) {
+			t.Fatalf("resolve: %+v, %v", o, err)
+		}
+		if o.Status != http.StatusCreated || o.ResultID == "" {
+			t.Fatalf("resolved %+v, want the 201 and its request", o)
+		}
+		if n := proctest.Rows(t, db) - before; n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+		if never, err := c.Resolve(ctx, client.OperationCreate, "never-sent"); err != nil || never.State != "unknown" {
+			t.Fatalf("resolve of a key never sent: %+v, %v", never, err)
+		}
+	})
+	// created makes a request to cancel, straight to the server.
+	created := func() string {
+		_, body, err := testkit.PostCreate(ctx, base, proctest.Token, uuid.NewString(), `{"topic":"to cancel"}`)
+		var dr client.DemoRequest
+		if err != nil || json.Unmarshal(body, &dr) != nil || dr.RequestID == "" {
+			t.Fatalf("create a request to cancel: %v %s", err, body)
+		}
+		return dr.RequestID
+	}
+
+	t.Run("cancel: a lost response, then the retry replays; a second cancel is refused, not retried", func(t *testing.T) {
+		id := created()
+		rec := &proctest.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Drop-Response": "true"}}}
+		it, err := client.NewCancelIntent(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClient(rec.Proxy(t, base), 5*time.Second, 2*time.Second)
+		res, err := c.Send(ctx, it)
+		if err != nil || !res.Replayed || res.Attempts != 2 || res.Status != http.StatusOK || res.Request.State != "cancelled" {
+			t.Fatalf("got %+v, %v; want the replay of the 200 on attempt 2", res, err)
+		}
+		rec.CheckAttempts(t, it.Key)
+		if want := "/v1/demo-requests/" + id + "/cancel"; rec.Paths[0] != want || rec.Paths[1] != want {
+			t.Fatalf("the attempts went to %q, want %s", rec.Paths, want)
+		}
+		if n := testkit.Count(t, db, `SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled' AND cancelled_at = $2`,
+			id, res.Request.CancelledAt); n != 1 {
+			t.Fatalf("the request is not cancelled at the time the replay says (%v)", res.Request.CancelledAt)
+		}
+		if n := testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE operation = $1 AND idem_key = $2 AND status_code = 200`,
+			client.OperationCancel, it.Key); n != 1 {
+			t.Fatalf("%d completed cancel keys %s, want 1", n, it.Key)
+		}
+
+		again := &proctest.Recorder{}
+		_, err = newClient(again.Proxy(t, base), 5*time.Second, 2*time.Second).Cancel(ctx, id)
+		if p, ok := errors.AsType[*client.ProblemError](err); !ok || p.Status != 422 || p.Code != "request_not_cancellable" || len(again.Keys) != 1 {
+			t.Fatalf("a second cancel: %v after %d attempts; want one 422 request_not_cancellable", err, len(again.Keys))
+		}
+		if again.Keys[0] == it.Key {
+			t.Fatal("Cancel reused the first cancel's key; a new cancel is a new intent")
+		}
+	})
+
+	t.Run("send --cancel: done, refused, outcome unknown, and --resolve of the cancel's key", func(t *testing.T) {
+		id := created()
+		send := func(args ...string) (string, error) {
+			var out strings.Builder
+			err := run(ctx, append([]string{"send", "--base", base, "--token", proctest.Token}, args...), func(string) string { return "" }, &out, io.Discard)
+			return out.String(), err
+		}
+		if out, err := send("--cancel", id, "--key", "send-cancel-"+id); err != nil || !strings.Contains(out, "cancelled: request "+id+" (200) after 1 attempt") {
+			t.Fatalf("send --cancel: %v\n%s", err, out)
+		}
+		out, err := send("--cancel", id)
+		if e, ok := errors.AsType[*ExitError](err); !ok || e.Code != ExitRefused || !strings.Contains(out, "refused: 422 request_not_cancellable") {
+			t.Fatalf("a second send --cancel: %v, want exit %d\n%s", err, ExitRefused, out)
+		}
+		resolve := func(key, operation, want string) {
+			t.Helper()
+			if out, err := send("--resolve", key, "--operation", operation); err != nil || !strings.Contains(out, want) {
+				t.Fatalf("send --resolve %s --operation %s: %v\n%s\nwant %q", key, operation, err, out, want)
+			}
+		}
+		resolve("send-cancel-"+id, client.OperationCancel, "completed with 200, request "+id)
+		resolve("send-cancel-"+id, client.OperationCreate, "never seen") // a key is scoped to its operation
+
+		// A cancel held past the budget: exit 3, and the hint names the
+		// cancel's operation, whose key then resolves to the 200.
+		other := created()
+		out, err = send("--cancel", other, "--key", "send-cancel-held", "--header", "Workshop-Delay: 3s", "--budget", "1500ms", "--attempt-timeout", "1s")
+		if e, ok := errors.AsType[*ExitError](err); !ok || e.Code != ExitUnknown || !strings.Contains(out, "--resolve send-cancel-held --operation "+client.OperationCancel) {
+			t.Fatalf("a held send --cancel: %v, want exit %d with the hint\n%s", err, ExitUnknown, out)
+		}
+		if !testkit.Eventually(10*time.Second, func() bool {
+			out, err = send("--resolve", "send-cancel-held", "--operation", client.OperationCancel)
+			return err == nil && strings.Contains(out, "completed with 200, request "+other)
+		}) {
+			t.Fatalf("resolve of the held cancel: %v\n%s", err, out)
+		}
+	})
+}

@@ -1,0 +1,69 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/demo-api/demo-api/internal/delivery"
+	"github.com/demo-api/demo-api/internal/metrics"
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
+)
+
+// dispatcher returns the dispatcher of cfg on store; its Desk is nil when
+// no PROVIDER_URL is set (it then dispatches nothing, and reconcile answers
+// 503).
+func dispatcher(cfg Config, store *postgres.Store, logger *slog.Logger, m delivery.Metrics) *delivery.Dispatcher {
+	d := &delivery.Dispatcher{Store: store, Logger: logger, Metrics: m, MaxAttempts: cfg.dispatchAttempts,
+		FirstRetry: cfg.dispatchRetry, CallTimeout: cfg.dispatchTimeout}
+	if cfg.ProviderURL != "" {
+		// A connection per call in flight, kept between rounds.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		d.Desk = reviewdesk.New(cfg.ProviderURL, &http.Client{Transport: t})
+	}
+	return d
+}
+
+// dispatch runs the dispatcher alone until ctx ends; several may run, with
+// or without serve, on one database. With cfg.metricsAddr it serves its
+// metrics there (GET /metrics), as serve does on its own address.
+func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
+	logger := cfg.Logger(stderr).With("service", "dispatcher")
+	store, closeDB, err := openStore(ctx, cfg, postgres.LongStatements, true)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	m := metrics.New(store, logger)
+	if cfg.metricsAddr != "" {
+		ln, err := Listen(cfg.metricsAddr, "METRICS_ADDR")
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		srv := cfg.HTTPServer(mux, logger)
+		go srv.Serve(ln)
+		defer srv.Close()
+		fmt.Fprintf(stdout, "dispatcher metrics on http://%s/metrics\n", ln.Addr())
+	}
+	logger.Info("dispatching", "provider", cfg.ProviderURL, "max_attempts", cfg.dispatchAttempts, "metrics", cfg.metricsAddr)
+	disp := dispatcher(cfg, store, logger, m.Outbox(store, logger))
+	var wg sync.WaitGroup
+	if ext.Serve != nil {
+		more := &Serving{Config: cfg, Logger: logger, Store: store, Chores: store, Metrics: m, Desk: disp.Desk, Stdout: stdout,
+			Chore: func(f func(context.Context)) { wg.Go(func() { f(ctx) }) }}
+		if err := ext.Serve(ctx, more); err != nil {
+			return err
+		}
+	}
+	disp.Run(ctx)
+	wg.Wait()
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,184 @@
+package service
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/proctest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// proctest.Binary is the demo-api built once for the tests that cross the process
+// boundary: crashes and signals need a real process.
+func TestMain(m *testing.M) { os.Exit(proctest.Run(m, "../../cmd/demo-api", pgtest.Run)) }
+
+// run is the program of cmd/demo-api, run in this process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return Main(ctx, args, getenv, stdout, stderr, nil)
+}
+
+// TestCrashMidRequest kills the server (SIGKILL) after the claim committed and
+// before the finish. The restarted server answers 409 while the dead claim's
+// lease lives, then takes it over and creates the request exactly once.
+// The lease is short, but its half, the work's budget, still covers what a
+// statement may take by the contract (2 s and the wire's half second).
+func TestCrashMidRequest(t *testing.T) {
+	testkit.Long(t, "kills the server process")
+	url := pgtest.NewURL(t)
+	const lease = 5 * time.Second
+	p := proctest.Start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := p.Post("key-crash", "Workshop-Delay", "1400ms")
+		errc <- err
+	}()
+	p.WaitInProgress(t, "key-crash")
+	killedAt := time.Now()
+	p.Kill(t)
+	if err := <-errc; err == nil {
+		t.Fatal("the client got an answer from a killed server")
+	}
+	if n := proctest.CountRows(t, url); n != 0 {
+		t.Fatalf("%d business rows after the crash, want 0", n)
+	}
+
+	p2 := proctest.Start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
+	resp, body, err := p2.Post("key-crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(killedAt) < lease-500*time.Millisecond && resp.StatusCode != http.StatusConflict {
+		t.Fatalf("retry within the dead claim's lease: %d %s, want 409", resp.StatusCode, body)
+	}
+	// The client retries 409 and 503 (a transient failure, stored nowhere).
+	deadline := time.Now().Add(3 * lease)
+	for (resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusServiceUnavailable) && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		if resp, body, err = p2.Post("key-crash"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry after the lease: %d %s, want a fresh 201", resp.StatusCode, body)
+	}
+	if !testkit.Eventually(2*time.Second, func() bool { return strings.Contains(p2.Log(), `"outcome":"lease_taken_over"`) }) {
+		t.Fatal("the restarted server did not log a lease takeover")
+	}
+	if n := proctest.CountRows(t, url); n != 1 {
+		t.Fatalf("%d business rows, want 1", n)
+	}
+}
+
+// TestGracefulShutdown sends SIGTERM while a request is inside its work: the
+// server stops accepting, lets the request finish, and exits 0.
+func TestGracefulShutdown(t *testing.T) {
+	testkit.Long(t, "signals the server process")
+	url := pgtest.NewURL(t)
+	p := proctest.Start(t, url)
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	inflight := make(chan answer, 1)
+	go func() {
+		resp, body, err := p.Post("key-term", "Workshop-Delay", "1500ms")
+		if err != nil {
+			inflight <- answer{err: err}
+			return
+		}
+		inflight <- answer{status: resp.StatusCode, body: body}
+	}()
+	p.WaitInProgress(t, "key-term")
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+
+	a := <-inflight
+	if a.err != nil || a.status != http.StatusCreated {
+		t.Fatalf("in-flight request across SIGTERM: %d %s %v, want 201", a.status, a.body, a.err)
+	}
+	select {
+	case err := <-p.Exited:
+		if err != nil {
+			t.Fatalf("demo-api exited with %v after SIGTERM, want 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("demo-api did not exit after SIGTERM")
+	}
+	if n := proctest.CountRows(t, url); n != 1 {
+		t.Fatalf("%d business rows, want 1", n)
+	}
+	// At start it said whether a commit waits for a synchronous standby:
+	// not on a single server.
+	for _, msg := range []string{`"msg":"replication: asynchronous`, `"synchronous_standbys_attached":0`,
+		`"msg":"shutting down"`, `"msg":"stopped"`} {
+		if !strings.Contains(p.Log(), msg) {
+			t.Fatalf("log lacks %s", msg)
+		}
+	}
+}
+
+// TestCommands runs the chores through run().
+func TestCommands(t *testing.T) {
+	url := pgtest.NewURL(t)
+	env := func(k string) string {
+		return map[string]string{"DATABASE_URL": url}[k]
+	}
+	var out strings.Builder
+	ctx := context.Background()
+	for _, args := range [][]string{{"migrate", "down"}, {"migrate", "up"}, {"migrate", "up"}, {"purge-expired"}} {
+		out.Reset()
+		if err := run(ctx, args, env, &out, io.Discard); err != nil {
+			t.Fatalf("demo-api %v: %v", args, err)
+		}
+	}
+	if got := out.String(); got != "deleted 0 expired idempotency records\n" {
+		t.Fatalf("purge-expired printed %q", got)
+	}
+	// Five expired records and one live claim; batches of two.
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`
+INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token, lease_until,
+                              status_code, response_body, created_at, expires_at)
+SELECT 'alice', 'demo-requests.create', 'old-' || i, 'fp', 'completed'::key_state, gen_random_uuid(), NULL,
+       201, '{}'::bytea, now() - interval '2 days', now() - interval '1 day'
+FROM generate_series(1, 5) i
+UNION ALL
+SELECT 'alice', 'demo-requests.create', 'live', 'fp', 'in_progress', gen_random_uuid(), now() + interval '1 minute',
+       NULL, NULL::bytea, now(), now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	batchEnv := func(k string) string {
+		return map[string]string{"DATABASE_URL": url, "SWEEP_BATCH": "2"}[k]
+	}
+	if err := run(ctx, []string{"purge-expired"}, batchEnv, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "deleted 5 expired idempotency records\n" {
+		t.Fatalf("purge-expired printed %q, want 5 deleted (the live claim kept)", got)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"hash-token", "dev-alice"}, env, &out, io.Discard); err != nil || strings.TrimSpace(out.String()) != auth.Hash("dev-alice") {
+		t.Fatalf("hash-token: %q, %v", out.String(), err)
+	}
+	for _, args := range [][]string{nil, {"nope"}, {"migrate"}, {"serve"}} {
+		if err := run(ctx, args, env, io.Discard, io.Discard); err == nil {
+			t.Fatalf("demo-api %v succeeded", args) // serve: no API_TOKENS
+		}
+	}
+}

@@ -1,0 +1,215 @@
+// Package service is the program of demo-api: its commands, serve with its
+// chores, and their configuration. cmd/demo-api runs it as it is; a
+// service built on this one (the full demo, demo/) runs it with an
+// Extension of its own.
+//
+//	demo-api serve            run the HTTP API (migrates first) and the sweeper
+//	demo-api migrate up|down  apply or roll back the schema
+//	demo-api purge-expired    delete expired idempotency records once
+//	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
+//	demo-api sql [NAME]       print the statements composed at start-up
+//	demo-api dispatch         hand accepted requests to the review desk
+//	demo-api send             create a demo request through the retrying client
+//	demo-api conformance      check any Idempotency-Key API from the outside
+//	demo-api healthcheck      exit 0 when the serve on LISTEN_ADDR answers /healthz
+//
+// Configuration comes from environment variables; each has a flag of the
+// same meaning (see config.go).
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/metrics"
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
+)
+
+// Extension is what a service built on this one adds to its commands and
+// to serve: the full demo (demo/) adds the review desk's stand-in, the
+// expedite with its completer, the pages and the workshop.
+type Extension struct {
+	// Commands are more commands.
+	Commands []Command
+	// Settings, if set, declares more settings of serve and dispatch.
+	Settings func(s *Settings)
+	// Serve, if set, adds to serve and to dispatch once their database is
+	// open and its schema current.
+	Serve func(ctx context.Context, s *Serving) error
+}
+
+// Command is one more command of the program.
+type Command struct {
+	Name  string
+	Usage string // its line in the program's usage
+	Run   func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+}
+
+// Serving is what serve and dispatch have made, for an Extension to add
+// to.
+type Serving struct {
+	Config  Config
+	Logger  *slog.Logger
+	Store   *postgres.Store // the requests' pool
+	Chores  *postgres.Store // the pool of the chores' batches (the long statement bound)
+	Metrics *metrics.Metrics
+	Desk    *reviewdesk.Client // nil without PROVIDER_URL
+	Stdout  io.Writer          // where the command prints its lines
+	// Deps, in serve only (nil in dispatch), are the API's: set Routes,
+	// Public and the rest there.
+	Deps *httpapi.Deps
+	// Chore runs f beside serve or dispatch until they stop.
+	Chore func(f func(ctx context.Context))
+	// Listening, if an Extension sets it, is called once serve listens
+	// at addr, after its line "demo-api listening on …".
+	Listening func(addr *net.TCPAddr)
+}
+
+// Main runs the program with args (the command and its flags), as a
+// process would: a command's -h prints its flags to stdout and is no
+// error.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) error {
+	err := runCommand(ctx, args, getenv, stdout, stderr, ext)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// Exit runs Main as the process: on SIGINT or SIGTERM it stops gracefully,
+// and its error, printed, sets the exit status.
+func Exit(ext *Extension) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Main(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, ext)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo-api:", err)
+		if e, ok := errors.AsType[*ExitError](err); ok {
+			os.Exit(e.Code)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: demo-api <command> [flags]
+
+commands:
+  serve               run the HTTP API and the sweeper (applies migrations first)
+  migrate up|down     apply all migrations, or roll back the last one
+  purge-expired       delete expired idempotency records, then exit
+  hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
+  sql [NAME]          print the statements composed of a key row's part and an operation's effect
+  dispatch            hand accepted requests to the review desk (serve does it too)
+  send                create a demo request through the retrying Go client (api/client)
+  conformance         check an Idempotency-Key API (this one or any other) from the outside, each branch
+  healthcheck         exit 0 when the serve on LISTEN_ADDR answers /healthz (the image's HEALTHCHECK)
+%s
+run "demo-api <command> -h" for the flags and environment variables.`
+
+// usageOf is the program's usage, with ext's commands.
+func usageOf(ext *Extension) string {
+	var more strings.Builder
+	for _, c := range ext.Commands {
+		fmt.Fprintf(&more, "  %-19s %s\n", c.Name, c.Usage)
+	}
+	return fmt.Sprintf(usage, more.String())
+}
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) error {
+	if ext == nil {
+		ext = &Extension{}
+	}
+	usage := usageOf(ext)
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("no command")
+	}
+	cmd, args := args[0], args[1:]
+	for _, c := range ext.Commands {
+		if c.Name == cmd {
+			return c.Run(ctx, args, getenv, stdout, stderr)
+		}
+	}
+	switch cmd {
+	case "serve":
+		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stdout, stderr, ext)
+	case "migrate":
+		direction := ""
+		if len(args) > 0 && (args[0] == "up" || args[0] == "down") {
+			direction, args = args[0], args[1:]
+		} else if !wantsHelp(args) {
+			return errors.New(commandUsage[cmd])
+		}
+		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
+		if err != nil {
+			return err
+		}
+		return migrateCmd(ctx, cfg, direction, stdout)
+	case "dispatch":
+		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
+		if err != nil {
+			return err
+		}
+		return dispatch(ctx, cfg, stdout, stderr, ext)
+	case "purge-expired":
+		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
+		if err != nil {
+			return err
+		}
+		return purgeCmd(ctx, cfg, stdout)
+	case "send":
+		return sendCmd(ctx, args, stdout, stderr)
+	case "conformance":
+		return conformanceCmd(ctx, args, stdout)
+	case "healthcheck":
+		return healthcheckCmd(ctx, args, getenv, stdout, stderr)
+	case "hash-token":
+		const hashUsage = "usage: demo-api hash-token TOKEN\n\nPrints the hex SHA-256 of TOKEN, as API_TOKENS holds it (actor:sha256hex,…)."
+		if wantsHelp(args) {
+			fmt.Fprintln(stdout, hashUsage)
+			return nil
+		}
+		if len(args) != 1 {
+			return errors.New("usage: demo-api hash-token TOKEN")
+		}
+		fmt.Fprintln(stdout, auth.Hash(args[0]))
+		return nil
+	case "sql":
+		return sqlCmd(args, stdout)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+// wantsHelp reports whether args ask for help, as the flag package reads it.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--h", "--help":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,160 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/metrics"
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/serving"
+)
+
+// serve runs the API until ctx ends, then shuts down gracefully: it stops
+// accepting, lets in-flight requests finish (their finish runs on a context of
+// its own), stops the sweeper and the dispatcher, and returns nil.
+func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
+	logger := cfg.Logger(stderr)
+	var pprofLn net.Listener // refused before anything starts when it is not on this machine
+	if cfg.pprofAddr != "" {
+		var err error
+		if pprofLn, err = serving.ListenPprof(cfg.pprofAddr); err != nil {
+			return err
+		}
+		defer pprofLn.Close()
+	}
+	store, closeDB, err := openStore(ctx, cfg, postgres.KeyStatements, true)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	// The sweeper's and the dispatcher's batches run on a pool of their
+	// own, with the long bound.
+	chores, closeChores, err := openStore(ctx, cfg, postgres.LongStatements, false)
+	if err != nil {
+		return err
+	}
+	defer closeChores()
+	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig; none in a room without API_TOKENS
+	m := metrics.New(store, logger)
+	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
+
+	repl := &replicationWatch{logger: logger, read: store.Replication, gauge: m.CommitWaits}
+	repl.check(ctx) // says at start whether a commit waits for a synchronous standby
+	deps := httpapi.Deps{
+		Logger:      logger,
+		Keys:        store,
+		Demo:        &demo.Service{Store: store, RefusedTopics: cfg.Refused()},
+		Writes:      store,
+		Deliveries:  disp,
+		Tokens:      tokens,
+		Ready:       store.Ping,
+		Replication: repl.latest,
+		TTL:         cfg.TTL,
+		Lease:       cfg.Lease,
+		Workshop:    cfg.Workshop,
+		Room:        cfg.Room,
+		Metrics:     m,
+		Path:        idempotency.Path(cfg.path),
+
+		NewKeysPerSecond: cfg.newKeysPerSecond,
+		NewKeysBurst:     cfg.newKeysBurst,
+	}
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() { stopSweep(); wg.Wait() }()
+	more := &Serving{Config: cfg, Logger: logger, Store: store, Chores: chores, Metrics: m, Desk: disp.Desk, Stdout: stdout, Deps: &deps,
+		Chore: func(f func(context.Context)) { wg.Go(func() { f(sweepCtx) }) }}
+	if ext.Serve != nil {
+		if err := ext.Serve(ctx, more); err != nil {
+			return err
+		}
+	}
+	handler, err := httpapi.NewServer(deps)
+	if err != nil {
+		return err
+	}
+	ln, err := Listen(cfg.listenAddr, "LISTEN_ADDR")
+	if err != nil {
+		return err
+	}
+	srv := cfg.HTTPServer(handler, logger)
+	wg.Go(func() { sweep(sweepCtx, logger, chores, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
+	wg.Go(func() { repl.run(sweepCtx) })
+	if disp.Desk != nil && cfg.dispatch {
+		wg.Go(func() { disp.Run(sweepCtx) })
+	}
+
+	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.Workshop, "room", cfg.Room, "actors", len(tokens),
+		"ttl", cfg.TTL, "lease", cfg.Lease, "path", cfg.path, "unprepared", store.Unprepared,
+		"new_keys_per_second", cfg.newKeysPerSecond, "new_keys_burst", cfg.newKeysBurst,
+		"provider", cfg.ProviderURL, "dispatch", disp.Desk != nil && cfg.dispatch)
+	if cfg.Workshop && !Loopback(ln.Addr()) {
+		logger.Warn("workshop knobs are on and the server listens beyond this machine: "+
+			"anyone who reaches it may hold, fail or drop requests; listen on 127.0.0.1 unless that is meant",
+			"addr", ln.Addr().String())
+	}
+	if cfg.Room {
+		logger.Warn("WORKSHOP_ROOM is on: any bearer token dev-<name> is accepted as the participant dev-<name>, "+
+			"with no secret; anyone who reaches the server may act as any participant. Only for a workshop", "addr", ln.Addr().String())
+	}
+	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
+	if pprofLn != nil {
+		// After the line above, which tools read first (cmd/demo-bench).
+		fmt.Fprintf(stdout, "demo-api pprof on http://%s/debug/pprof/\n", pprofLn.Addr())
+		wg.Go(func() { serving.ServePprof(sweepCtx, logger, pprofLn) })
+	}
+	if more.Listening != nil {
+		more.Listening(ln.Addr().(*net.TCPAddr))
+	}
+
+	return serving.Serve(ctx, logger, srv, ln, cfg.shutdownTimeout)
+}
+
+// openStore opens cfg's database with statements bounded by
+// statementTimeout, and returns its store and how to close it; with
+// migrate, it brings the schema up to date first.
+func openStore(ctx context.Context, cfg Config, statementTimeout time.Duration, migrate bool) (*postgres.Store, func() error, error) {
+	db, err := cfg.openDB(ctx, statementTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	if migrate {
+		if err := postgres.Migrate(db, 0); err != nil {
+			db.Close()
+			return nil, nil, migrateHint(err)
+		}
+	}
+	return postgres.New(db), db.Close, nil
+}
+
+// openDB opens cfg's database with statements bounded by statementTimeout,
+// as a pooler in transaction mode when DATABASE_UNPREPARED says so.
+func (c Config) openDB(ctx context.Context, statementTimeout time.Duration) (*sqlx.DB, error) {
+	return postgres.OpenWith(ctx, c.databaseURL, postgres.Options{StatementTimeout: statementTimeout, Pooled: c.unprepared})
+}
+
+// migrateHint says what to do when migrations cannot run through the
+// pooler DATABASE_URL reaches.
+func migrateHint(err error) error {
+	if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {
+		return fmt.Errorf("%w: `demo-api migrate up` with DATABASE_URL set to PostgreSQL itself, then start this again", err)
+	}
+	return err
+}
+
+// Loopback reports whether addr can be reached only from this machine.
+func Loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

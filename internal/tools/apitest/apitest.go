@@ -1,0 +1,371 @@
+// Package apitest runs the API in tests: a server on a fresh database of
+// its own, reached over loopback, every exchange checked against the
+// OpenAPI contract, and its log against secrets. The template's tests use
+// it, and so does a service built on the template for its own operations.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/delivery"
+	"github.com/demo-api/demo-api/internal/demo"
+	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/metrics"
+	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+const (
+	TokenAlice = "tok-alice-3f9a" // alice's bearer token
+	TokenBob   = "tok-bob-77c1"   // bob's
+	Lease      = 30 * time.Second // the servers' lease
+	TTL        = 24 * time.Hour   // and TTL
+)
+
+// exchangeChecker checks one request and its response as the suite
+// exchanged them with the server.
+type exchangeChecker func(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte)
+
+// Env is one server on its own fresh database, reached over loopback.
+type Env struct {
+	T      *testing.T // the test the Env is for
+	DB     *sqlx.DB
+	Store  *postgres.Store
+	Srv    *httptest.Server
+	Client *http.Client
+	Logs   *testkit.Buffer
+	// dispatcher serves the delivery routes; it calls a desk only when
+	// WithDesk gave it one, and only when a test runs it.
+	Dispatcher *delivery.Dispatcher
+
+	Path idempotency.Path
+	// works counts the works that ran: past the claim on the two-phase
+	// path; on the one-phase path a work decides on every attempt, and only
+	// the rows tell how often its change happened.
+	Works atomic.Int64
+	mu    sync.Mutex
+	hook  func(ctx context.Context, r *http.Request) error
+}
+
+// Option changes the server an Env makes.
+type Option func(*httpapi.Deps, *postgres.Store)
+
+// WithClock makes the store read c instead of the database clock.
+func WithClock(c *testkit.Clock) Option {
+	return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now }
+}
+
+// WithDesk makes the dispatcher hand deliveries to the desk at url.
+func WithDesk(url string) Option {
+	return func(d *httpapi.Deps, _ *postgres.Store) {
+		d.Deliveries.(*delivery.Dispatcher).Desk = reviewdesk.New(url, nil)
+	}
+}
+
+// WithWorkshop turns the workshop knobs on.
+func WithWorkshop() Option { return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop = true } }
+
+// WithRoom makes a workshop room: any dev-<name> is the participant dev-<name>.
+func WithRoom() Option {
+	return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop, d.Room = true, true }
+}
+
+// WithPath makes every operation take path p.
+func WithPath(p idempotency.Path) Option {
+	return func(d *httpapi.Deps, _ *postgres.Store) { d.Path = p }
+}
+
+// Paths are the two ways an operation commits; every branch test runs on
+// both.
+var Paths = []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase}
+
+// ForEachPath runs test once per path, each as its own parallel subtest.
+func ForEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
+	for _, p := range Paths {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			test(t, p)
+		})
+	}
+}
+
+// New makes an Env: a server with the template's operations and deps, on
+// a fresh database, changed by opts, every exchange checked against the
+// OpenAPI contract (Spec) and its log for secrets.
+func New(t *testing.T, opts ...Option) *Env {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), pgtest.NewURL(t), postgres.KeyStatements)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := &Env{T: t, DB: db, Logs: &testkit.Buffer{}}
+	e.Store = postgres.New(e.DB)
+	tokens, err := auth.Parse("alice:" + auth.Hash(TokenAlice) + ",bob:" + auth.Hash(TokenBob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewJSONHandler(e.Logs, nil))
+	m := metrics.New(e.Store, logger)
+	e.Dispatcher = &delivery.Dispatcher{Store: e.Store, Logger: logger, Metrics: m.Outbox(e.Store, logger), MaxAttempts: 2}
+	deps := httpapi.Deps{
+		Logger:     logger,
+		Metrics:    m,
+		Deliveries: e.Dispatcher,
+		Keys:       e.Store,
+		Demo:       &demo.Service{Store: e.Store, RefusedTopics: map[string]bool{"blocked": true}},
+		Writes:     e.Store,
+		Tokens:     tokens,
+		Ready:      e.Store.Ping,
+		TTL:        TTL,
+		Lease:      Lease,
+		InWork: func(ctx context.Context, r *http.Request) error {
+			e.Works.Add(1)
+			e.mu.Lock()
+			hook := e.hook
+			e.mu.Unlock()
+			if hook != nil {
+				return hook(ctx, r)
+			}
+			return nil
+		},
+	}
+	for _, o := range opts {
+		o(&deps, e.Store)
+	}
+	e.Path = deps.Path
+	h, err := httpapi.NewServer(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Srv = httptest.NewServer(h)
+	// Every exchange of the suite is checked against api/openapi.yaml.
+	e.Client = &http.Client{Timeout: 30 * time.Second,
+		Transport: &checkingTransport{t: t, next: http.DefaultTransport, checks: []exchangeChecker{checkOpenAPI}}}
+	t.Cleanup(func() {
+		e.Srv.Close() // waits for in-flight requests, and so for their log lines
+		e.checkLogs(t)
+	})
+	return e
+}
+
+// SetHook runs h inside every work after the claim.
+func (e *Env) SetHook(h func(ctx context.Context, r *http.Request) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hook = h
+}
+
+// Reply is a response as read.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Problem decodes a problem body and returns its code.
+func (r Reply) Problem(t testing.TB) (code string) {
+	t.Helper()
+	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("status %d with Content-Type %q, want a problem: %s", r.Status, ct, r.Body)
+	}
+	var p struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+		Code   string `json:"code"`
+	}
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("problem body %s: %v", r.Body, err)
+	}
+	if p.Status != r.Status || p.Type == "" || p.Code == "" {
+		t.Fatalf("problem %s does not match status %d", r.Body, r.Status)
+	}
+	return p.Code
+}
+
+// Request decodes a demo request.
+func (r Reply) Request(t testing.TB) demo.Request {
+	t.Helper()
+	var dr demo.Request
+	if err := json.Unmarshal(r.Body, &dr); err != nil || dr.ID == "" {
+		t.Fatalf("body %s is not a demo request: %v", r.Body, err)
+	}
+	return dr
+}
+
+// Req is one request to send.
+type Req struct {
+	Method, Path, Token, Body string
+	Header                    map[string]string
+	Keys                      []string // Idempotency-Key values, each a header line
+}
+
+// Do sends rq, once.
+func (e *Env) Do(ctx context.Context, rq Req) (Reply, error) {
+	if rq.Method == "" {
+		rq.Method = http.MethodPost
+	}
+	r, err := http.NewRequestWithContext(ctx, rq.Method, e.Srv.URL+rq.Path, strings.NewReader(rq.Body))
+	if err != nil {
+		return Reply{}, err
+	}
+	if rq.Token != "" {
+		r.Header.Set("Authorization", "Bearer "+rq.Token)
+	}
+	if rq.Body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	for _, k := range rq.Keys {
+		r.Header.Add("Idempotency-Key", k)
+	}
+	for k, v := range rq.Header {
+		r.Header.Set(k, v)
+	}
+	// Each attempt is the test's: the transport must not resend a request
+	// with an Idempotency-Key on its own when a reused connection closes
+	// without an answer (a dropped response).
+	r.GetBody = nil
+	if r.Body == http.NoBody {
+		r.Body = io.NopCloser(strings.NewReader(""))
+	}
+	resp, err := e.Client.Do(r)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: body}, err
+}
+
+// Must is Do, failing the test on an error.
+func (e *Env) Must(rq Req) Reply {
+	e.T.Helper()
+	r, err := e.Do(context.Background(), rq)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return r
+}
+
+// Create posts a demo request as alice with key.
+func (e *Env) Create(key, body string) Reply {
+	e.T.Helper()
+	return e.Must(Req{Path: "/v1/demo-requests", Token: TokenAlice, Keys: []string{key}, Body: body})
+}
+
+// Count is the number the query counts.
+func (e *Env) Count(query string, args ...any) int {
+	e.T.Helper()
+	return testkit.Count(e.T, e.DB, query, args...)
+}
+
+// CheckWorks fails the test if a claimed work ran other than n times. Only
+// the two-phase path runs its work once per claim.
+func (e *Env) CheckWorks(n int64) {
+	e.T.Helper()
+	if got := e.Works.Load(); e.Path == idempotency.TwoPhase && got != n {
+		e.T.Fatalf("the work ran %d times, want %d", got, n)
+	}
+}
+
+// HoldHeader marks a request that a test holds inside its work; it carries
+// Workshop-Delay too, which takes it on the two-phase path, so it holds a
+// claim.
+var HoldHeader = map[string]string{"Workshop-Delay": "1ms", "X-Test-Hold": "1"}
+
+// Hold holds every request with HoldHeader after its claim until release is
+// closed; claimed receives once per held request.
+func (e *Env) Hold() (claimed chan struct{}, release chan struct{}) {
+	claimed, release = make(chan struct{}, 16), make(chan struct{})
+	e.T.Cleanup(func() { CloseOnce(release) })
+	e.SetHook(func(ctx context.Context, r *http.Request) error {
+		if r.Header.Get("X-Test-Hold") == "" {
+			return nil
+		}
+		claimed <- struct{}{}
+		<-release
+		return nil
+	})
+	return claimed, release
+}
+
+// checkLogs fails the test if the server logged a token, a raw key, or a
+// request body.
+func (e *Env) checkLogs(t *testing.T) {
+	logs := e.Logs.String()
+	if !strings.Contains(logs, `"msg":"request"`) {
+		t.Errorf("no request was logged")
+	}
+	for _, secret := range append([]string{TokenAlice, TokenBob, auth.Hash(TokenAlice)}, sensitive...) {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the server logged %q", secret)
+		}
+	}
+}
+
+// sensitive are strings the tests put in keys and bodies; none may reach a
+// log line.
+var sensitive = []string{"key-", "topic-", "note-"}
+
+// checkingTransport hands every exchange to its checks.
+type checkingTransport struct {
+	t      testing.TB
+	next   http.RoundTripper
+	checks []exchangeChecker
+}
+
+func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var reqBody []byte
+	if r.Body != nil {
+		var err error
+		if reqBody, err = io.ReadAll(r.Body); err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
+	resp, err := c.next.RoundTrip(r)
+	if err != nil || len(c.checks) == 0 {
+		return resp, err
+	}
+	respBody, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(respBody))
+	for _, check := range c.checks {
+		r.Body = io.NopCloser(bytes.NewReader(reqBody))
+		check(c.t, r, reqBody, resp, respBody)
+	}
+	return resp, nil
+}
+
+// CloseOnce closes a channel that a test may already have closed: held
+// requests are released in a t.Cleanup too, so a failed test cannot hang.
+func CloseOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// Eventually reports whether cond becomes true within two seconds.
+func Eventually(cond func() bool) bool { return testkit.Eventually(2*time.Second, cond) }

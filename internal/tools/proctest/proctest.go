@@ -1,0 +1,466 @@
+// Package proctest runs the program in tests as a real process (its binary,
+// built once per test binary) or in the test's own process, and records
+// what a client sent.
+package proctest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// Binary is the program built by Main.
+var Binary string
+
+// Run builds the program of pkg (a folder, relative to the tests') into a
+// scratch folder as Binary, runs the tests with run (pgtest.Run), and
+// removes the folder on every way out: a failed
+// build, failed tests, or an interrupt (Ctrl-C) in the middle of them.
+func Run(m *testing.M, pkg string, run func(*testing.M) int) int {
+	dir, err := os.MkdirTemp("", "demo-api-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var once sync.Once
+	var left error // what could not be removed
+	cleanUp := func() error {
+		once.Do(func() {
+			left = os.RemoveAll(dir)
+		})
+		return left
+	}
+	defer cleanUp()
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(interrupted)
+	go func() {
+		if sig, ok := <-interrupted; ok {
+			fmt.Fprintf(os.Stderr, "demo-api tests: %v: removing the scratch folder\n", sig)
+			cleanUp()
+			os.Exit(1)
+		}
+	}()
+	Binary = filepath.Join(dir, "demo-api")
+	if out, err := exec.Command("go", "build", "-o", Binary, pkg).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build demo-api: %v\n%s", err, out)
+		return 1
+	}
+	code := run(m)
+	if err := cleanUp(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	return code
+}
+
+// Token is alice's bearer token at every server the package starts.
+const Token = "tok-e2e-5d2c"
+
+// Proc is a running demo-api process: serve, or dispatch.
+type Proc struct {
+	Cmd     *exec.Cmd
+	URL     string     // serve's base URL
+	logPath string     // the process's stderr
+	Exited  chan error // receives the process's end
+}
+
+// Start runs demo-api serve on databaseURL with extra environment.
+func Start(t *testing.T, databaseURL string, env ...string) *Proc {
+	t.Helper()
+	p, stdout := Launch(t, "serve", databaseURL, env...)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("demo-api serve printed no address: %v\n%s", err, p.Log())
+	}
+	p.URL = strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
+	go io.Copy(io.Discard, stdout)
+	return p
+}
+
+// StartDispatch runs demo-api dispatch on databaseURL with extra
+// environment, and returns once it logged that it runs.
+func StartDispatch(t *testing.T, databaseURL string, env ...string) *Proc {
+	t.Helper()
+	p, stdout := Launch(t, "dispatch", databaseURL, env...)
+	go io.Copy(io.Discard, stdout)
+	if !testkit.Eventually(10*time.Second, func() bool { return strings.Contains(p.Log(), `"msg":"dispatching"`) }) {
+		t.Fatalf("demo-api dispatch did not start:\n%s", p.Log())
+	}
+	return p
+}
+
+// Launch starts demo-api command on databaseURL, its stderr in a file of
+// the test's, and kills it when the test ends.
+func Launch(t *testing.T, command, databaseURL string, env ...string) (*Proc, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(Binary, command)
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"DATABASE_URL=" + databaseURL,
+		"LISTEN_ADDR=127.0.0.1:0",
+		"API_TOKENS=alice:" + auth.Hash(Token),
+		"WORKSHOP=true",
+	}, env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{Cmd: cmd, logPath: filepath.Join(t.TempDir(), command+".log"), Exited: make(chan error, 1)}
+	logFile, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.Exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", command, p.Log())
+		}
+		CheckNoSecrets(t, p.Log())
+	})
+	return p, stdout
+}
+
+// Kill ends the process with SIGKILL, as a crash would: nothing of it
+// runs after, and kill returns once it is gone.
+func (p *Proc) Kill(t *testing.T) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill demo-api: %v", err)
+	}
+	<-p.Exited
+}
+
+// Post sends a create as alice.
+func (p *Proc) Post(key string, header ...string) (*http.Response, string, error) {
+	resp, body, err := testkit.PostCreate(context.Background(), p.URL, Token, key, `{"topic":"topic-e2e","note":"note-e2e"}`, header...)
+	return resp, string(body), err
+}
+
+// Do sends method path as alice with key (none if empty) and extra headers
+// given as name, value pairs, and reads the answer.
+func (p *Proc) Do(method, path, key string, header ...string) (*http.Response, []byte, error) {
+	return testkit.Send(context.Background(), method, p.URL+path, Token, key, "", header...)
+}
+
+// WaitInProgress polls the outcome route until key is claimed.
+func (p *Proc) WaitInProgress(t *testing.T, key string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r, _ := http.NewRequest(http.MethodGet, p.URL+"/v1/idempotency-keys/"+key, nil)
+		r.Header.Set("Authorization", "Bearer "+Token)
+		if resp, err := http.DefaultClient.Do(r); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), `"state":"in_progress"`) {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("key %s never showed in progress", key)
+}
+
+// CountRows counts the demo requests of the database at url.
+func CountRows(t *testing.T, url string) int {
+	t.Helper()
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	return testkit.Count(t, db, `SELECT count(*) FROM demo_requests`)
+}
+
+// ShutdownBound is how long serve may take to end once cancelled: its
+// SHUTDOWN_TIMEOUT (25 s by default) for the requests in flight, and a
+// little more for its background work.
+const ShutdownBound = 30 * time.Second
+
+// Program is a program run in the test's process, as a command's main
+// would run it (service.Main with its Extension).
+type Program func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// ServeInProcess runs serve of run in this process on a fresh database, and
+// returns its base URL and the database.
+func ServeInProcess(t *testing.T, run Program, env ...string) (string, *sqlx.DB) {
+	t.Helper()
+	dbURL := pgtest.NewURL(t)
+	vars := map[string]string{"DATABASE_URL": dbURL, "LISTEN_ADDR": "127.0.0.1:0", "WORKSHOP": "true",
+		"API_TOKENS": "alice:" + auth.Hash(Token), "LOG_FORMAT": "json"}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, w, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(ShutdownBound):
+			t.Errorf("serve did not stop within %s of its cancel", ShutdownBound)
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve printed no address: %v", err)
+	}
+	go io.Copy(io.Discard, out)
+	db, err := sqlx.Open("postgres", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on ")), db
+}
+
+// Recorder is a reverse proxy in front of the server that records each
+// POST's path, key, X-Client-Attempt, time and Authorization, every
+// request in order, and adds headers to chosen
+// attempts. A connection the server closed without an answer is closed the
+// same way to the client.
+type Recorder struct {
+	Mu       sync.Mutex
+	Paths    []string
+	Keys     []string
+	Attempts []string
+	Times    []time.Time                  // when each POST arrived
+	Auths    []string                     // the Authorization of each POST
+	Calls    []string                     // every request in order: method, path and query, key
+	Add      map[string]map[string]string // X-Client-Attempt → headers
+	cut      bool                         // close every connection without forwarding: the server is out of reach
+}
+
+// Proxy starts the recorder in front of target and returns its URL.
+func (rec *Recorder) Proxy(t *testing.T, target string) string {
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { panic(http.ErrAbortHandler) }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			rec.Mu.Lock()
+			rec.Paths = append(rec.Paths, r.URL.Path)
+			rec.Keys = append(rec.Keys, r.Header.Get("Idempotency-Key"))
+			rec.Attempts = append(rec.Attempts, r.Header.Get("X-Client-Attempt"))
+			rec.Times = append(rec.Times, time.Now())
+			rec.Auths = append(rec.Auths, r.Header.Get("Authorization"))
+			for k, v := range rec.Add[r.Header.Get("X-Client-Attempt")] {
+				r.Header.Set(k, v)
+			}
+			rec.Mu.Unlock()
+		}
+		rec.Mu.Lock()
+		rec.Calls = append(rec.Calls, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Idempotency-Key"))
+		cut := rec.cut
+		rec.Mu.Unlock()
+		if cut {
+			panic(http.ErrAbortHandler)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// SetCut makes the server out of reach (every connection closed unanswered)
+// or reachable again.
+func (rec *Recorder) SetCut(cut bool) {
+	rec.Mu.Lock()
+	rec.cut = cut
+	rec.Mu.Unlock()
+}
+
+// CheckAttempts fails unless every attempt carried key, numbered 1..n.
+func (rec *Recorder) CheckAttempts(t *testing.T, key string) {
+	t.Helper()
+	rec.Mu.Lock()
+	defer rec.Mu.Unlock()
+	for i, k := range rec.Keys {
+		if k != key || rec.Attempts[i] != strconv.Itoa(i+1) {
+			t.Fatalf("attempt %d carried key %s, X-Client-Attempt %s; want %s, %d", i+1, k, rec.Attempts[i], key, i+1)
+		}
+	}
+}
+
+// Rows counts the demo requests of db.
+func Rows(t *testing.T, db *sqlx.DB) int {
+	return testkit.Count(t, db, `SELECT count(*) FROM demo_requests`)
+}
+
+// CheckNoSecrets fails the test when logs hold the token, or a key, topic or
+// note the tests send.
+func CheckNoSecrets(t *testing.T, logs string) {
+	secrets := []string{Token, "key-crash", "key-term", "topic-e2e", "note-e2e"}
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Errorf("the server logged %q", s)
+		}
+	}
+}
+
+// Log is what the server has written to stderr so far.
+func (p *Proc) Log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// Get is the body of GET url.
+func Get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// Walkthrough runs the "## Try every branch" sh blocks of the README at
+// readmePath in order, in one shell each, as a person pastes them, from a
+// checkout whose ./bin/demo-api is Binary, once for each participant at
+// the same moment (ME=<participant>), with env added, and checks every
+// status and exit code a comment names. A block that restarts the server
+// (make run) is the person's to run.
+func Walkthrough(t *testing.T, readmePath string, env []string, participants ...string) {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal("the walkthrough needs bash and curl on PATH")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the walkthrough needs curl on PATH (apt-get install curl)")
+	}
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 250 {
+		t.Errorf("%s has %d lines; keep it to 250 (link to docs/ for the rest)", readmePath, n)
+	}
+	blocks := walkthroughBlocks(t, string(readme))
+	dir := t.TempDir() // a checkout after make run: ./bin/demo-api
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(Binary, filepath.Join(dir, "bin", "demo-api")); err != nil {
+		t.Fatal(err)
+	}
+	var script strings.Builder
+	for i, b := range blocks {
+		script.WriteString("echo '@@ block " + string(rune('a'+i)) + "'\n" + b + "\n")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	outs := make([][]byte, len(participants))
+	var wg sync.WaitGroup
+	for i, me := range participants {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, bash, "-O", "expand_aliases", "-s")
+			cmd.Dir = dir
+			cmd.Env = append(append(os.Environ(), env...), "ME="+me)
+			cmd.Stdin = strings.NewReader(script.String())
+			outs[i], _ = cmd.CombinedOutput()
+		})
+	}
+	wg.Wait()
+	for i, me := range participants {
+		checkWalkthrough(t, me, blocks, string(outs[i]))
+	}
+}
+
+// checkWalkthrough checks out, what the blocks printed for participant me,
+// against every status and exit code their comments name.
+func checkWalkthrough(t *testing.T, me string, blocks []string, out string) {
+	t.Helper()
+	outs := regexp.MustCompile(`(?m)^@@ block [a-z]\n`).Split(out, -1)[1:]
+	if len(outs) != len(blocks) {
+		t.Fatalf("ME=%s: %d of %d blocks ran:\n%s", me, len(outs), len(blocks), out)
+	}
+	status := regexp.MustCompile(`#\s+(\d{3})\b`)
+	exit := regexp.MustCompile(`#.*exit (\d)\b`)
+	got := regexp.MustCompile(`(?m)^HTTP/1\.1 (\d{3})`)
+	for i, b := range blocks {
+		var want, seen []string
+		for line := range strings.SplitSeq(b, "\n") {
+			if m := status.FindStringSubmatch(line); m != nil {
+				want = append(want, m[1])
+			}
+			if m := exit.FindStringSubmatch(line); m != nil && !strings.Contains(outs[i], "exit "+m[1]) {
+				t.Errorf("ME=%s, block %d: want exit %s:\n%s\n---\n%s", me, i+1, m[1], b, outs[i])
+			}
+		}
+		for _, m := range got.FindAllStringSubmatch(outs[i], -1) {
+			seen = append(seen, m[1])
+		}
+		if strings.Join(seen, " ") != strings.Join(want, " ") {
+			t.Errorf("ME=%s, block %d answered %v, its comments say %v:\n%s\n---\n%s", me, i+1, seen, want, b, outs[i])
+		}
+		if strings.Contains(b, " workshop ") && (!strings.Contains(outs[i], "PASS") || strings.Contains(outs[i], "FAIL")) {
+			t.Errorf("ME=%s, block %d: the workshop step did not pass:\n%s", me, i+1, outs[i])
+		}
+		if strings.Contains(b, "201, replayed") && strings.Count(outs[i], "Idempotent-Replayed: true") != strings.Count(b, "replayed") {
+			t.Errorf("ME=%s, block %d: %d replays, its comments say %d:\n%s", me, i+1,
+				strings.Count(outs[i], "Idempotent-Replayed: true"), strings.Count(b, "replayed"), outs[i])
+		}
+	}
+}
+
+// walkthroughBlocks returns the sh blocks of the README's walkthrough, but
+// those that restart the server.
+func walkthroughBlocks(t *testing.T, readme string) []string {
+	start := strings.Index(readme, "## Try every branch")
+	if start < 0 {
+		t.Fatal("the README has no walkthrough (## Try every branch)")
+	}
+	section := readme[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		if !strings.Contains(m[1], "make run") {
+			blocks = append(blocks, m[1])
+		}
+	}
+	if len(blocks) < 5 {
+		t.Fatalf("%d blocks in the walkthrough", len(blocks))
+	}
+	return blocks
+}

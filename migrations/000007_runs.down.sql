@@ -1,4 +1,0 @@
-DROP TABLE expedites;
-DROP TYPE expedite_state;
-DROP TABLE runs;
-DROP TYPE run_state;

@@ -1,1 +1,0 @@
-ALTER TABLE demo_requests DROP COLUMN expedite;
