@@ -39,6 +39,11 @@
 //     under the key demo-request:<id>:cancel (CancelKey). A dispatcher that
 //     took the submission before the cancel committed may be sending it
 //     right now: its attempt settles it, and the cancel at the desk follows.
+//
+// Each outbox row is one event of its request, and a request may have any
+// number of one kind: reopened and cancelled again (in a service that has a
+// reopen), it has a second cancel, a row of its own under a key of its own
+// (EventKey), handed to the desk once like the first.
 package delivery
 
 import (
@@ -47,6 +52,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -76,8 +82,24 @@ const (
 // attempt, by every dispatcher.
 func ProviderKey(requestID string) string { return "demo-request:" + requestID }
 
-// CancelKey is the desk's Idempotency-Key of the cancel of request id.
+// CancelKey is the desk's Idempotency-Key of the first cancel of request id.
 func CancelKey(requestID string) string { return ProviderKey(requestID) + ":cancel" }
+
+// EventKey is the desk's Idempotency-Key of request id's seq-th event of
+// kind (seq 1 for the first): ProviderKey or CancelKey for the first, and
+// that key with ":<seq>" after it for a later one, such as
+// demo-request:<id>:cancel:2. The same on every attempt, by every
+// dispatcher.
+func EventKey(requestID, kind string, seq int) string {
+	key := ProviderKey(requestID)
+	if kind != KindSubmit {
+		key += ":" + kind
+	}
+	if seq > 1 {
+		key += ":" + strconv.Itoa(seq)
+	}
+	return key
+}
 
 // Status is a delivery as the owner of its request sees it.
 type Status struct {
@@ -89,9 +111,12 @@ type Status struct {
 	ProviderKey       string     `json:"providerKey" db:"-"` // ProviderKey(RequestID)
 	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
 	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
-	// Cancel is the cancel at the desk, when the request's cancel queued one
-	// (its delivery was not Withdrawn).
+	// Cancel is the last cancel at the desk, when the request's cancel
+	// queued one (its delivery was not Withdrawn).
 	Cancel *Cancel `json:"cancel,omitempty" db:"-"`
+	// Cancels are every cancel the request's cancels queued, oldest first:
+	// a request reopened and cancelled again has several. The last is Cancel.
+	Cancels []Cancel `json:"cancels,omitempty" db:"-"`
 }
 
 // Cancel is the hand-over of a request's cancel to the desk: pending,
@@ -101,7 +126,8 @@ type Cancel struct {
 	Attempts          int        `json:"attempts"`
 	LastError         *string    `json:"lastError,omitempty"`
 	NextAttemptAt     *time.Time `json:"nextAttemptAt,omitempty"`
-	ProviderKey       string     `json:"providerKey"` // CancelKey(RequestID)
+	ProviderKey       string     `json:"providerKey"` // EventKey(RequestID, KindCancel, Seq)
+	Seq               int        `json:"-"`           // which of its request's cancels, 1 for the first
 	ProviderReference *string    `json:"providerReference,omitempty"`
 	UpdatedAt         time.Time  `json:"updatedAt"`
 }
@@ -113,6 +139,7 @@ type Due struct {
 	// Actor owns the request: the desk's calls are made for this account.
 	Actor   string `db:"actor_id"`
 	Kind    string `db:"kind"` // KindSubmit or KindCancel
+	Seq     int    `db:"seq"`  // which of its request's events of its kind, 1 for the first
 	Attempt int    `db:"attempts"`
 	Topic   string `db:"topic"`
 	Note    string `db:"note"`
@@ -126,6 +153,7 @@ type Due struct {
 type Mark struct {
 	RequestID string
 	Kind      string
+	Seq       int
 	Token     string // the lease token the row was taken under
 	State     string
 	Reference string // Submitted
@@ -145,10 +173,10 @@ type Store interface {
 	Settle(ctx context.Context, marks []Mark) (int, error)
 	// Delivery returns the delivery of actor's request id. Errors: not_found.
 	Delivery(ctx context.Context, actor, id string) (Status, error)
-	// Reconciled records the desk's answer about the row of request id of
-	// kind (KindSubmit or KindCancel): accepted with reference, or
+	// Reconciled records the desk's answer about request id's seq-th row
+	// of kind (KindSubmit or KindCancel): accepted with reference, or
 	// (reference "") never accepted.
-	Reconciled(ctx context.Context, id, kind, reference string) error
+	Reconciled(ctx context.Context, id, kind string, seq int, reference string) error
 }
 
 // Metrics is what a dispatcher reports to.
@@ -411,7 +439,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 		switch {
 		case err == nil:
 			d.Metrics.LookedUp("accepted")
-			return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Submitted, Reference: receipt.Reference}
+			return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Submitted, Reference: receipt.Reference}
 		case errors.Is(err, reviewdesk.ErrNotFound):
 			d.Metrics.LookedUp("not_found") // never accepted: sending is safe
 		default:
@@ -422,29 +450,30 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 	if row.Kind == KindSubmit && row.Cancelled {
 		// The desk never accepted it (asked above, or never tried): it
 		// never will.
-		return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Withdrawn}
+		return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Withdrawn}
 	}
 	receipt, err := d.call(ctx, call.sendOp, call.send)
 	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); ok {
-		return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Failed, Error: refused.Error()}
+		return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Failed, Error: refused.Error()}
 	}
 	if err != nil {
 		return d.retry(row, err)
 	}
-	return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Submitted, Reference: receipt.Reference}
+	return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Submitted, Reference: receipt.Reference}
 }
 
-// deskCall is what an attempt sends for one kind of row, and how it asks
-// the desk what became of an earlier send.
+// deskCall is what an attempt sends for one row, and how it asks the desk
+// what became of an earlier send.
 type deskCall struct {
 	kind             string // KindSubmit or KindCancel
+	seq              int
 	sendOp, statusOp string
 	send, status     func(context.Context) (reviewdesk.Receipt, error)
 }
 
 func (d *Dispatcher) submission(row Due) deskCall {
-	key := ProviderKey(row.RequestID)
-	return deskCall{kind: KindSubmit, sendOp: "submit", statusOp: "status",
+	key := EventKey(row.RequestID, KindSubmit, row.Seq)
+	return deskCall{kind: KindSubmit, seq: row.Seq, sendOp: "submit", statusOp: "status",
 		send: func(ctx context.Context) (reviewdesk.Receipt, error) {
 			return d.Desk.Submit(ctx, key, reviewdesk.Submission{RequestID: row.RequestID, Topic: row.Topic, Note: row.Note})
 		},
@@ -452,8 +481,8 @@ func (d *Dispatcher) submission(row Due) deskCall {
 }
 
 func (d *Dispatcher) cancellation(row Due) deskCall {
-	key := CancelKey(row.RequestID)
-	return deskCall{kind: KindCancel, sendOp: "cancel", statusOp: "cancel_status",
+	key := EventKey(row.RequestID, KindCancel, row.Seq)
+	return deskCall{kind: KindCancel, seq: row.Seq, sendOp: "cancel", statusOp: "cancel_status",
 		send: func(ctx context.Context) (reviewdesk.Receipt, error) {
 			return d.Desk.Cancel(ctx, key, ProviderKey(row.RequestID))
 		},
@@ -471,9 +500,9 @@ func (d *Dispatcher) call(ctx context.Context, op string, fn func(context.Contex
 // unknown once the attempts ran out.
 func (d *Dispatcher) retry(row Due, err error) Mark {
 	if row.Attempt >= d.MaxAttempts {
-		return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Unknown, Error: err.Error()}
+		return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Unknown, Error: err.Error()}
 	}
-	return Mark{RequestID: row.RequestID, Kind: row.Kind, State: Pending, Error: err.Error(), Retry: d.backoff(row.Attempt)}
+	return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Pending, Error: err.Error(), Retry: d.backoff(row.Attempt)}
 }
 
 // backoff is the wait after attempt n (1 for the first): FirstRetry doubled
@@ -495,7 +524,7 @@ func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, er
 }
 
 // Reconcile asks the desk now what became of actor's request id and of its
-// cancel, and records its answers: accepted makes a row submitted; never
+// cancels, and records its answers: accepted makes a row submitted; never
 // accepted puts an unknown row back in the queue, whose next attempt sends
 // it. It never sends itself, so it is safe to repeat. A submitted or
 // withdrawn delivery, and a cancel not unknown (pending is its
@@ -511,10 +540,12 @@ func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, e
 	}
 	var rows []deskCall
 	if st.State != Submitted && st.State != Withdrawn {
-		rows = append(rows, d.submission(Due{RequestID: id, Actor: actor, Kind: KindSubmit}))
+		rows = append(rows, d.submission(Due{RequestID: id, Actor: actor, Kind: KindSubmit, Seq: 1}))
 	}
-	if st.Cancel != nil && st.Cancel.State == Unknown {
-		rows = append(rows, d.cancellation(Due{RequestID: id, Actor: actor, Kind: KindCancel}))
+	for _, c := range st.Cancels {
+		if c.State == Unknown {
+			rows = append(rows, d.cancellation(Due{RequestID: id, Actor: actor, Kind: KindCancel, Seq: c.Seq}))
+		}
 	}
 	if len(rows) == 0 {
 		return st, nil
@@ -527,9 +558,9 @@ func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, e
 		receipt, err := d.call(reviewdesk.WithAccount(ctx, actor), row.statusOp, row.status)
 		switch {
 		case err == nil:
-			err = d.Store.Reconciled(ctx, id, row.kind, receipt.Reference)
+			err = d.Store.Reconciled(ctx, id, row.kind, row.seq, receipt.Reference)
 		case errors.Is(err, reviewdesk.ErrNotFound):
-			err = d.Store.Reconciled(ctx, id, row.kind, "")
+			err = d.Store.Reconciled(ctx, id, row.kind, row.seq, "")
 		default:
 			return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "the review desk does not answer clearly; try again",
 				RetryAfter: time.Second, Err: err}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/lib/pq"
@@ -40,13 +39,13 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) {
 	ids, kinds, tokens := make([]string, len(marks)), make([]string, len(marks)), make([]string, len(marks))
 	states, refs, errs := make([]string, len(marks)), make([]string, len(marks)), make([]string, len(marks))
-	retry := make([]int64, len(marks))
+	seqs, retry := make([]int64, len(marks)), make([]int64, len(marks))
 	for i, m := range marks {
-		ids[i], kinds[i], states[i], refs[i], errs[i], retry[i] = m.RequestID, cmp.Or(m.Kind, delivery.KindSubmit),
-			m.State, m.Reference, m.Error, m.Retry.Microseconds()
+		ids[i], kinds[i], seqs[i], states[i], refs[i], errs[i], retry[i] = m.RequestID, cmp.Or(m.Kind, delivery.KindSubmit),
+			int64(max(m.Seq, 1)), m.State, m.Reference, m.Error, m.Retry.Microseconds()
 		tokens[i] = m.Token
 	}
-	res, err := s.db.ExecContext(ctx, settleSQL, s.now(), pq.Array(ids), pq.Array(kinds), pq.Array(states),
+	res, err := s.db.ExecContext(ctx, settleSQL, s.now(), pq.Array(ids), pq.Array(kinds), pq.Array(seqs), pq.Array(states),
 		pq.Array(refs), pq.Array(errs), pq.Array(retry), pq.Array(tokens))
 	if err != nil {
 		return 0, dbErr(err)
@@ -55,41 +54,43 @@ func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) 
 	return int(n), err
 }
 
-// Delivery implements delivery.Store.
+// Delivery implements delivery.Store: the request's submission, with its
+// cancels in order and the last as Cancel.
 func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status, error) {
-	var row struct {
+	var rows []struct {
 		delivery.Status
-		CancelState       sql.NullString `db:"cancel_state"`
-		CancelAttempts    sql.NullInt64  `db:"cancel_attempts"`
-		CancelLastError   *string        `db:"cancel_last_error"`
-		CancelNextAttempt *time.Time     `db:"cancel_next_attempt_at"`
-		CancelReference   *string        `db:"cancel_provider_reference"`
-		CancelUpdatedAt   *time.Time     `db:"cancel_updated_at"`
+		Kind string `db:"kind"`
+		Seq  int    `db:"seq"`
 	}
-	err := s.db.GetContext(ctx, &row, deliverySQL, id, actor)
-	if errors.Is(err, sql.ErrNoRows) {
-		return delivery.Status{}, apperr.Errorf(apperr.NotFound, "no delivery of demo request %q", id)
-	}
-	if err != nil {
+	if err := s.db.SelectContext(ctx, &rows, deliverySQL, id, actor); err != nil {
 		return delivery.Status{}, dbErr(err)
 	}
-	st := row.Status
-	st.ProviderKey = delivery.ProviderKey(st.RequestID)
-	if row.CancelState.Valid {
-		st.Cancel = &delivery.Cancel{State: row.CancelState.String, Attempts: int(row.CancelAttempts.Int64),
-			LastError: row.CancelLastError, NextAttemptAt: row.CancelNextAttempt,
-			ProviderKey: delivery.CancelKey(st.RequestID), ProviderReference: row.CancelReference, UpdatedAt: *row.CancelUpdatedAt}
+	if len(rows) == 0 || rows[0].Kind != delivery.KindSubmit {
+		return delivery.Status{}, apperr.Errorf(apperr.NotFound, "no delivery of demo request %q", id)
+	}
+	st := rows[0].Status
+	st.ProviderKey = delivery.EventKey(st.RequestID, delivery.KindSubmit, rows[0].Seq)
+	for _, r := range rows[1:] {
+		if r.Kind != delivery.KindCancel {
+			continue
+		}
+		st.Cancels = append(st.Cancels, delivery.Cancel{State: r.State, Attempts: r.Attempts, LastError: r.LastError,
+			NextAttemptAt: r.NextAttemptAt, ProviderKey: delivery.EventKey(st.RequestID, delivery.KindCancel, r.Seq), Seq: r.Seq,
+			ProviderReference: r.ProviderReference, UpdatedAt: r.UpdatedAt})
+	}
+	if n := len(st.Cancels); n > 0 {
+		st.Cancel = &st.Cancels[n-1]
 	}
 	return st, nil
 }
 
 // Reconciled implements delivery.Store.
-func (s *Store) Reconciled(ctx context.Context, id, kind, reference string) error {
+func (s *Store) Reconciled(ctx context.Context, id, kind string, seq int, reference string) error {
 	var err error
 	if reference != "" {
-		_, err = s.db.ExecContext(ctx, acceptedSQL, s.now(), reference, id, kind)
+		_, err = s.db.ExecContext(ctx, acceptedSQL, s.now(), reference, id, kind, seq)
 	} else {
-		_, err = s.db.ExecContext(ctx, requeuedSQL, s.now(), id, kind)
+		_, err = s.db.ExecContext(ctx, requeuedSQL, s.now(), id, kind, seq)
 	}
 	return dbErr(err)
 }

@@ -4,8 +4,9 @@
 -- passes (its dispatcher died). It returns each taken row with its demo
 -- request's fields (its actor: the desk's calls are made for it), and
 -- whether the request is cancelled: the dispatcher
--- never submits a cancelled request (package delivery). A row is a
--- submission or a cancel (kind): both are taken the same way. Rows of the
+-- never submits a cancelled request (package delivery). A row is an event
+-- of its request, a submission or a cancel (kind), the seq-th of its kind:
+-- all are taken the same way. Rows of the
 -- busy actors are left for later: each already has as many deliveries with
 -- the desk as one actor may (package delivery's PerActor).
 --
@@ -18,7 +19,7 @@
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), due AS (
-    SELECT o.request_id, o.kind
+    SELECT o.request_id, o.kind, o.seq
     FROM clock, outbox o JOIN demo_requests r ON r.id = o.request_id
     WHERE o.next_attempt_at <= clock.now -- pending, by the table's CHECK
       AND r.actor_id <> ALL ($2::text[])
@@ -30,8 +31,8 @@ WITH clock AS (
         next_attempt_at = clock.now + $5::bigint * interval '1 microsecond',
         updated_at = clock.now
     FROM due, clock
-    WHERE o.request_id = due.request_id AND o.kind = due.kind
-    RETURNING o.request_id, o.kind, o.attempts
+    WHERE o.request_id = due.request_id AND o.kind = due.kind AND o.seq = due.seq
+    RETURNING o.request_id, o.kind, o.seq, o.attempts
 )
-SELECT taken.request_id, r.actor_id, taken.kind, taken.attempts, r.topic, r.note, r.state = 'cancelled' AS cancelled
+SELECT taken.request_id, r.actor_id, taken.kind, taken.seq, taken.attempts, r.topic, r.note, r.state = 'cancelled' AS cancelled
 FROM taken JOIN demo_requests r ON r.id = taken.request_id

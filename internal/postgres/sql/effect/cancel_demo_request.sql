@@ -48,9 +48,19 @@ effect AS (
     -- unknown, or tried and unclear): queue a keyed cancel, due now. The
     -- desk keeps a cancel that comes before its submission, so the two need
     -- no order. A delivery the desk refused (failed) left nothing there to
-    -- cancel.
-    INSERT INTO outbox (request_id, kind, next_attempt_at, created_at, updated_at)
-    SELECT s.request_id, 'cancel', clock.now, clock.now, clock.now
+    -- cancel, nor one an earlier cancel withdrew.
+    --
+    -- The cancel is the next of the request's cancels (seq): a request
+    -- reopened and cancelled again gets a second, under a key of its own.
+    -- Two cancels of one request wait for each other on its row (effect);
+    -- one whose statement began before the other committed, and that a
+    -- reopen between them let apply, does not see the other's cancel here,
+    -- takes the same seq, and fails on the primary key: its key is
+    -- released, and its retry counts again.
+    INSERT INTO outbox (request_id, kind, seq, next_attempt_at, created_at, updated_at)
+    SELECT s.request_id, 'cancel',
+        1 + coalesce((SELECT max(c.seq) FROM outbox c WHERE c.request_id = s.request_id AND c.kind = 'cancel'), 0),
+        clock.now, clock.now, clock.now
     FROM effect JOIN outbox s ON s.request_id = effect.id AND s.kind = 'submit', clock
-    WHERE s.state <> 'failed' AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
+    WHERE s.state NOT IN ('failed', 'withdrawn') AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
     RETURNING request_id

@@ -1,0 +1,55 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/demo-api/demo-api/internal/delivery"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// TestCancelAfterAReopen: a request cancelled, reopened (as a service with
+// a reopen writes it; the demo has none) and cancelled again under a new
+// key: the second cancel answers 200 and queues a cancel of its own, and
+// the delivery route shows both, each reaching the desk under its own key.
+func TestCancelAfterAReopen(t *testing.T) {
+	t.Parallel()
+	desk := testkit.StartDeskDouble(t)
+	e := newEnv(t, withDesk(desk.URL))
+	id := e.create("key-r1", body1).request(t).ID
+	route := "/v1/demo-requests/" + id
+	dispatch := func() {
+		t.Helper()
+		if _, err := e.dispatcher.Once(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dispatch()
+	for i, key := range []string{"key-r1-cancel-1", "key-r1-cancel-2"} {
+		if i > 0 {
+			if _, err := e.db.Exec(`UPDATE demo_requests SET state = 'accepted', cancelled_at = NULL WHERE id = $1`, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := e.must(req{path: route + "/cancel", token: tokenAlice, keys: []string{key}}); r.Status != http.StatusOK {
+			t.Fatalf("cancel %d: %d %s, want 200", i+1, r.Status, r.Body)
+		}
+		dispatch()
+	}
+	r := e.must(req{method: http.MethodGet, path: route + "/delivery", token: tokenAlice})
+	var st delivery.Status
+	if err := json.Unmarshal(r.Body, &st); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("GET delivery: %d %s", r.Status, r.Body)
+	}
+	want := []string{"demo-request:" + id + ":cancel", "demo-request:" + id + ":cancel:2"}
+	if len(st.Cancels) != 2 || st.Cancel == nil || st.Cancel.ProviderKey != want[1] {
+		t.Fatalf("GET delivery: %s, want two cancels, the last as cancel", r.Body)
+	}
+	for i, c := range st.Cancels {
+		if c.ProviderKey != want[i] || c.State != delivery.Submitted || desk.Cancels(want[i], "demo-request:"+id) != 1 {
+			t.Fatalf("GET delivery: %s; cancel %d: want submitted under %s, held once by the desk", r.Body, i+1, want[i])
+		}
+	}
+}
