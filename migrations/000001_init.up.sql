@@ -53,17 +53,20 @@ CREATE TABLE demo_requests (
 CREATE INDEX demo_requests_actor_id ON demo_requests (actor_id, created_at);
 
 -- The outbox: what the other system (the review desk) must be told, one row
--- per request and kind, written by the same statement that changes the
--- request and completes its key, FROM the request it writes (so no foreign
--- key: the statement is the reference). The dispatcher (package delivery)
--- hands each row to the desk under a key derived from it and records what
--- became of it.
+-- per event, written by the same statement that changes the request and
+-- completes its key, FROM the request it writes (so no foreign key: the
+-- statement is the reference). The dispatcher (package delivery) hands each
+-- row to the desk under a key derived from it and records what became of
+-- it. seq numbers a request's events of one kind, 1 for the first: a
+-- request cancelled, reopened and cancelled again has two cancels, each
+-- with its own key at the desk (delivery.EventKey).
 CREATE TYPE delivery_state AS ENUM ('pending', 'submitted', 'unknown', 'failed', 'withdrawn');
 CREATE TYPE outbox_kind AS ENUM ('submit', 'cancel');
 
 CREATE TABLE outbox (
     request_id         uuid           NOT NULL,           -- demo_requests.id
     kind               outbox_kind    NOT NULL DEFAULT 'submit',
+    seq                integer        NOT NULL DEFAULT 1,
     state              delivery_state NOT NULL DEFAULT 'pending',
     attempts           integer        NOT NULL DEFAULT 0, -- attempts taken; after the first, each asks the desk first
     next_attempt_at    timestamptz,                       -- when it is due; while taken, the end of the lease
@@ -72,7 +75,7 @@ CREATE TABLE outbox (
     provider_reference text,
     created_at         timestamptz    NOT NULL,
     updated_at         timestamptz    NOT NULL,
-    PRIMARY KEY (request_id, kind),
+    PRIMARY KEY (request_id, kind, seq),
     CONSTRAINT outbox_pending_is_due CHECK ((state = 'pending') = (next_attempt_at IS NOT NULL)),
     CONSTRAINT outbox_submitted_has_reference CHECK ((state = 'submitted') = (provider_reference IS NOT NULL))
 );

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/internal/delivery"
+	"github.com/demo-api/demo-api/internal/tools/apitest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
@@ -17,28 +18,28 @@ import (
 func TestCancelAfterAReopen(t *testing.T) {
 	t.Parallel()
 	desk := testkit.StartDeskDouble(t)
-	e := newEnv(t, withDesk(desk.URL))
-	id := e.create("key-r1", body1).request(t).ID
+	e := apitest.New(t, apitest.WithDesk(desk.URL))
+	id := e.Create("key-r1", body1).Request(t).ID
 	route := "/v1/demo-requests/" + id
 	dispatch := func() {
 		t.Helper()
-		if _, err := e.dispatcher.Once(context.Background()); err != nil {
+		if _, err := e.Dispatcher.Once(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	dispatch()
 	for i, key := range []string{"key-r1-cancel-1", "key-r1-cancel-2"} {
 		if i > 0 {
-			if _, err := e.db.Exec(`UPDATE demo_requests SET state = 'accepted', cancelled_at = NULL WHERE id = $1`, id); err != nil {
+			if _, err := e.DB.Exec(`UPDATE demo_requests SET state = 'accepted', cancelled_at = NULL WHERE id = $1`, id); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if r := e.must(req{path: route + "/cancel", token: tokenAlice, keys: []string{key}}); r.Status != http.StatusOK {
+		if r := e.Must(apitest.Req{Path: route + "/cancel", Token: apitest.TokenAlice, Keys: []string{key}}); r.Status != http.StatusOK {
 			t.Fatalf("cancel %d: %d %s, want 200", i+1, r.Status, r.Body)
 		}
 		dispatch()
 	}
-	r := e.must(req{method: http.MethodGet, path: route + "/delivery", token: tokenAlice})
+	r := e.Must(apitest.Req{Method: http.MethodGet, Path: route + "/delivery", Token: apitest.TokenAlice})
 	var st delivery.Status
 	if err := json.Unmarshal(r.Body, &st); err != nil || r.Status != http.StatusOK {
 		t.Fatalf("GET delivery: %d %s", r.Status, r.Body)
