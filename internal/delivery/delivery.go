@@ -351,7 +351,7 @@ func (d *Dispatcher) take(ctx context.Context, wg *sync.WaitGroup, n int, busy [
 	d.mu.Unlock()
 	for _, row := range due {
 		wg.Go(func() {
-			m := d.attempt(ctx, row)
+			m := d.tracedAttempt(ctx, row)
 			m.Token = token
 			decided <- decision{row: row, mark: m}
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/tracing"
 )
 
 // ctxKey is the type of this package's context keys.
@@ -109,7 +110,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		if statusLabel == "" {
 			statusLabel = strconv.Itoa(status)
 		}
-		attrs := make([]slog.Attr, 0, 12) // room for every attribute: no growth
+		attrs := make([]slog.Attr, 0, 14) // room for every attribute: no growth
 		attrs = append(attrs,
 			slog.String("request_id", requestID(r)),
 			slog.String("method", r.Method),
@@ -137,6 +138,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		}
 		if li.code != "" {
 			attrs = append(attrs, slog.String("code", li.code))
+		}
+		if id := tracing.TraceID(r.Context()); id != "" {
+			attrs = append(attrs, slog.String("trace_id", id))
 		}
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		if s.Metrics != nil {

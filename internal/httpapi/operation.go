@@ -127,7 +127,7 @@ func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 		if op.Run != nil {
 			res, err = op.Run(r.Context(), Attempt[In]{Request: it.req, In: it.in, Hold: it.knobs.hold(), HTTP: r})
 		} else {
-			res, err = s.idem.Do(r.Context(), it.req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
+			res, err = s.do(r.Context(), it.req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
 				if err := it.knobs.afterClaim(ctx); err != nil {
 					return idempotency.Decided{}, err
 				}

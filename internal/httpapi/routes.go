@@ -32,12 +32,12 @@ func (s *Server) routes(ops []Route) http.Handler {
 
 // base is what every server of the API has, the plain one too
 // (NewPlainServer): the middleware (security headers, request id, the
-// request's log line and metrics, panic recovery), problem answers for
+// request's span when tracing is on, its log line and metrics, panic recovery), problem answers for
 // unknown routes and methods,
 // /healthz, /readyz and /metrics.
 func (s *Server) base() chi.Router {
 	r := chi.NewRouter()
-	r.Use(securityHeaders, middleware.RequestID, s.logRequests, recoverPanics(s.Logger))
+	r.Use(securityHeaders, middleware.RequestID, traceRequests, s.logRequests, recoverPanics(s.Logger))
 	r.NotFound(handleProblem(s.Logger, errNoRoute))
 	r.MethodNotAllowed(handleMethodNotAllowed(s.Logger, r))
 	r.Method(http.MethodGet, "/healthz", handleHealthz())

@@ -163,7 +163,7 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 		st.Close()
 		return nil, fmt.Errorf("postgres: the driver's statement (%T) lacks what the pool needs", st)
 	}
-	return &boundStmt{pq: ps, conn: c}, nil
+	return &boundStmt{pq: ps, conn: c, query: query}, nil
 }
 
 func (c *boundDriverConn) Close() error { return c.pq.Close() }
@@ -183,18 +183,22 @@ func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (d
 }
 
 func (c *boundDriverConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	ctx, done := traceStatement(ctx, query)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	res, err := c.pq.ExecContext(ctx, query, args)
-	if err = c.replicated(err); err != nil {
+	err = c.replicated(err)
+	if done(err); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
 func (c *boundDriverConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	ctx, done := traceStatement(ctx, query)
 	ctx, cancel := c.bounded(ctx)
 	rows, err := c.pq.QueryContext(ctx, query, args)
+	done(err)
 	return c.boundRowsOf(rows, err, cancel)
 }
 
@@ -267,8 +271,9 @@ func (r *boundRows) Close() error {
 // boundStmt is a statement prepared on the server whose every run has a
 // deadline of its connection's bound.
 type boundStmt struct {
-	pq   pqStmt
-	conn *boundDriverConn
+	pq    pqStmt
+	conn  *boundDriverConn
+	query string // its text, which names its span (traceStatement)
 }
 
 func (s *boundStmt) Close() error  { return s.pq.Close() }
@@ -283,18 +288,22 @@ func (s *boundStmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	ctx, done := traceStatement(ctx, s.query)
 	ctx, cancel := s.conn.bounded(ctx)
 	defer cancel()
 	res, err := s.pq.ExecContext(ctx, args)
-	if err = s.conn.replicated(err); err != nil {
+	err = s.conn.replicated(err)
+	if done(err); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
 func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	ctx, done := traceStatement(ctx, s.query)
 	ctx, cancel := s.conn.bounded(ctx)
 	rows, err := s.pq.QueryContext(ctx, args)
+	done(err)
 	return s.conn.boundRowsOf(rows, err, cancel)
 }
 

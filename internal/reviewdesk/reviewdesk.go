@@ -175,7 +175,7 @@ func (c *Client) ReserveSlot(ctx context.Context, key string, s Slot) (Receipt, 
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) SlotStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "slot_status", "/v1/slots/"+url.PathEscape(key))
+	return c.lookup(ctx, "slot_status", "/v1/slots/", key)
 }
 
 // ReleaseSlot asks the desk to release the slot under slotKey, with key,
@@ -198,7 +198,7 @@ func (c *Client) ReleaseSlot(ctx context.Context, key, slotKey string) (Receipt,
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) ReleaseStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "release_status", "/v1/releases/"+url.PathEscape(key))
+	return c.lookup(ctx, "release_status", "/v1/releases/", key)
 }
 
 // Charge debits ch.Amount of ch.Account's credit for the slot under
@@ -223,7 +223,7 @@ func (c *Client) Charge(ctx context.Context, key string, ch Charge) (Receipt, er
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) ChargeStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "charge_status", "/v1/charges/"+url.PathEscape(key))
+	return c.lookup(ctx, "charge_status", "/v1/charges/", key)
 }
 
 // Refund asks the desk to give back the amount of the charge under
@@ -245,7 +245,7 @@ func (c *Client) Refund(ctx context.Context, key, chargeKey string) (Receipt, er
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) RefundStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "refund_status", "/v1/refunds/"+url.PathEscape(key))
+	return c.lookup(ctx, "refund_status", "/v1/refunds/", key)
 }
 
 // Stats are the desk's counts, for tests and chaos checks.
@@ -304,7 +304,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 	req.Header.Set("Idempotency-Key", key)
 	setAccount(ctx, req)
 	req.GetBody = nil
-	status, answer, err := c.do(req)
+	status, answer, err := c.call(req, op, key)
 	if err != nil {
 		return Receipt{}, &UnclearError{Op: op, Err: err}
 	}
@@ -324,7 +324,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "status", "/v1/submissions/"+url.PathEscape(key))
+	return c.lookup(ctx, "status", "/v1/submissions/", key)
 }
 
 // CancelStatus asks what became of the cancel under key (Cancel's key).
@@ -332,16 +332,17 @@ func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) CancelStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "cancel_status", "/v1/cancels/"+url.PathEscape(key))
+	return c.lookup(ctx, "cancel_status", "/v1/cancels/", key)
 }
 
-func (c *Client) lookup(ctx context.Context, op, path string) (Receipt, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+// lookup asks, as op, for what the desk holds under key at prefix+key.
+func (c *Client) lookup(ctx context.Context, op, prefix, key string) (Receipt, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+prefix+url.PathEscape(key), nil)
 	if err != nil {
 		return Receipt{}, err
 	}
 	setAccount(ctx, req)
-	status, answer, err := c.do(req)
+	status, answer, err := c.call(req, op, key)
 	switch {
 	case err != nil:
 		return Receipt{}, &UnclearError{Op: op, Err: err}

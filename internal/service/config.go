@@ -16,6 +16,7 @@ import (
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/serving"
+	"github.com/demo-api/demo-api/internal/tracing"
 )
 
 // Config is the configuration of every command. Each field has an
@@ -48,6 +49,9 @@ type Config struct {
 	dispatchTimeout  time.Duration
 	metricsAddr      string // dispatch serves /metrics here; empty: not at all
 	pprofAddr        string // serve's profiler (net/http/pprof), loopback only; empty: none
+	// tracing is what the standard OTEL_* variables say (package tracing):
+	// no flags, as every OpenTelemetry SDK reads them.
+	tracing tracing.Config
 }
 
 // commandUsage is the first line of each command's -h.
@@ -242,6 +246,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	if c.logFormat != "json" && c.logFormat != "text" {
 		return c, fmt.Errorf("LOG_FORMAT must be json or text")
 	}
+	c.tracing = tracing.FromEnv(getenv)
 	return c, nil
 }
 

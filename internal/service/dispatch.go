@@ -34,6 +34,11 @@ func dispatcher(cfg Config, store *postgres.Store, logger *slog.Logger, m delive
 // metrics there (GET /metrics), as serve does on its own address.
 func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
 	logger := cfg.Logger(stderr).With("service", "dispatcher")
+	stopTracing, err := startTracing(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	store, closeDB, err := openStore(ctx, cfg, postgres.LongStatements, true)
 	if err != nil {
 		return err

@@ -25,9 +25,13 @@ import (
 // its own), stops the sweeper and the dispatcher, and returns nil.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
 	logger := cfg.Logger(stderr)
+	stopTracing, err := startTracing(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	var pprofLn net.Listener // refused before anything starts when it is not on this machine
 	if cfg.pprofAddr != "" {
-		var err error
 		if pprofLn, err = serving.ListenPprof(cfg.pprofAddr); err != nil {
 			return err
 		}

@@ -1,0 +1,68 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/tracing"
+)
+
+// traceRequests makes a span of each request when tracing is on (package
+// tracing), named after its method and route pattern once the router has
+// matched it (GET /v1/demo-requests/{id}), never after its path. A
+// traceparent header continues the caller's trace. Off, it is next itself.
+func traceRequests(next http.Handler) http.Handler {
+	if !tracing.On() {
+		return next
+	}
+	named := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		span := trace.SpanFromContext(r.Context())
+		span.SetName(r.Method + " " + route)
+		span.SetAttributes(attribute.String("http.route", route))
+	})
+	return otelhttp.NewHandler(named, "request",
+		otelhttp.WithTracerProvider(tracing.Provider()), otelhttp.WithPropagators(tracing.Propagator))
+}
+
+// Attributes of the idempotency decision's span.
+const (
+	attrOperation = attribute.Key("idempotency.operation")
+	attrOutcome   = attribute.Key("idempotency.outcome")
+	attrPath      = attribute.Key("idempotency.path")
+	attrReplayed  = attribute.Key("idempotency.replayed")
+	attrCode      = attribute.Key("idempotency.code")
+)
+
+// do is the Runner's Do in a span of its own, "idempotency", when tracing
+// is on: its attributes are the operation, the outcome, the path, whether
+// the answer is a replay, and the code of an error (a 409 in progress, a
+// 422 mismatch). A 5xx sets the span's status to error.
+func (s *Server) do(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
+	if !tracing.On() {
+		return s.idem.Do(ctx, req, work)
+	}
+	ctx, span := tracing.Start(ctx, "idempotency", trace.WithAttributes(attrOperation.String(req.Scope.Operation)))
+	defer span.End()
+	res, err := s.idem.Do(ctx, req, work)
+	span.SetAttributes(attrOutcome.String(string(res.Outcome)), attrPath.String(string(res.Path)), attrReplayed.Bool(res.Replayed))
+	if err != nil {
+		span.SetAttributes(attrCode.String(apperr.Code(err)))
+		if Render(err).Status >= 500 {
+			span.SetStatus(codes.Error, apperr.Code(err))
+		}
+	}
+	return res, err
+}

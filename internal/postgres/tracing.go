@@ -1,0 +1,51 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/demo-api/demo-api/internal/tracing"
+)
+
+// traceStatement starts the span of one run of query inside ctx's span,
+// named after the statement's file (statementName), when tracing is on and
+// ctx's span is recording (a request's, a delivery's): a statement is
+// traced as part of what it serves, and the batches of the background
+// loops make no traces of their own. done ends the span with the
+// statement's error; for a query, when its rows are there to be read.
+func traceStatement(ctx context.Context, query string) (context.Context, func(error)) {
+	if !tracing.On() {
+		return ctx, untraced
+	}
+	ctx, span := tracing.Within(ctx, statementName(query), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("db.system.name", "postgresql")))
+	if !span.IsRecording() {
+		return ctx, untraced
+	}
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "statement failed")
+		}
+		span.End()
+	}
+}
+
+func untraced(error) {}
+
+// statementName is the name of the file a statement comes from, which its
+// first line gives ("-- claim.sql: …", composed ones too), or "sql" for
+// text that is no statement file's (a migration, a check).
+func statementName(query string) string {
+	line, _, _ := strings.Cut(query, "\n")
+	rest, ok := strings.CutPrefix(line, "-- ")
+	name, _, found := strings.Cut(rest, ":")
+	if !ok || !found || !strings.HasSuffix(name, ".sql") || strings.ContainsAny(name, " /") {
+		return "sql"
+	}
+	return name
+}

@@ -1,0 +1,162 @@
+// Package tracing decides whether the service makes spans, and exports
+// them. It is off unless the standard OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: then every span is sent over
+// OTLP/HTTP with protobuf (the only protocol it speaks) in batches, and
+// Shutdown flushes them. Off, nothing is made: the callers ask On and skip
+// their spans, and Start hands out a span that records nothing.
+//
+// The spans: the HTTP request (package httpapi, named after its route), the
+// idempotency decision inside it, each SQL statement run inside a recording
+// span (package postgres, named after its file), and the dispatcher's
+// delivery with its calls to the review desk (packages delivery and
+// reviewdesk).
+package tracing
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// scope names the service's tracer (the instrumentation scope of its spans).
+const scope = "github.com/demo-api/demo-api"
+
+// Propagator carries a trace across HTTP calls: W3C traceparent and baggage.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// tracing is what Use installed; nil is off.
+type tracing struct {
+	provider trace.TracerProvider
+	tracer   trace.Tracer
+}
+
+var current atomic.Pointer[tracing]
+
+// On reports whether spans are made.
+func On() bool { return current.Load() != nil }
+
+// Use makes spans with tp from now on (nil: none). Setup calls it; tests
+// call it with a provider of the SDK that records in memory.
+func Use(tp trace.TracerProvider) {
+	if tp == nil {
+		current.Store(nil)
+		return
+	}
+	current.Store(&tracing{provider: tp, tracer: tp.Tracer(scope)})
+}
+
+// Provider is the provider spans are made with: a no-op one when off.
+func Provider() trace.TracerProvider {
+	if t := current.Load(); t != nil {
+		return t.provider
+	}
+	return noop.TracerProvider{}
+}
+
+// Start starts a span named name, a child of ctx's span if it has one. Off,
+// it returns ctx and a span that records nothing.
+func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	t := current.Load()
+	if t == nil {
+		return ctx, noop.Span{}
+	}
+	return t.tracer.Start(ctx, name, opts...)
+}
+
+// Within is Start for a span that only means something inside another (a
+// statement): it makes one only when ctx's span is recording.
+func Within(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !On() || !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, noop.Span{}
+	}
+	return Start(ctx, name, opts...)
+}
+
+// TraceID is the trace id of ctx's span when it is recording, else "".
+func TraceID(ctx context.Context) string {
+	if !On() {
+		return ""
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		return span.SpanContext().TraceID().String()
+	}
+	return ""
+}
+
+// Config is what Setup reads of the environment.
+type Config struct {
+	// Endpoint is the URL spans are posted to: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+	// as it is, else OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended.
+	// Empty: tracing is off.
+	Endpoint string
+	// Protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+	// OTEL_EXPORTER_OTLP_PROTOCOL (default http/protobuf, the only one
+	// supported).
+	Protocol string
+	// ServiceName is OTEL_SERVICE_NAME (default demo-api).
+	ServiceName string
+}
+
+// FromEnv reads the standard OpenTelemetry variables through getenv.
+// OTEL_SDK_DISABLED=true turns tracing off whatever the endpoint.
+func FromEnv(getenv func(string) string) Config {
+	c := Config{
+		Endpoint:    getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+		Protocol:    cmp.Or(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), "http/protobuf"),
+		ServiceName: cmp.Or(getenv("OTEL_SERVICE_NAME"), "demo-api"),
+	}
+	if base := getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); c.Endpoint == "" && base != "" {
+		c.Endpoint = strings.TrimRight(base, "/") + "/v1/traces"
+	}
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		c.Endpoint = ""
+	}
+	return c
+}
+
+// Setup turns tracing on as c says, or leaves it off when c has no
+// endpoint. The returned shutdown exports the spans still buffered and
+// stops; call it when the process stops serving. The exporter's other
+// standard variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION,
+// _CERTIFICATE) are read by it from the process's environment.
+func Setup(ctx context.Context, c Config) (shutdown func(context.Context) error, err error) {
+	if c.Endpoint == "" {
+		Use(nil)
+		return func(context.Context) error { return nil }, nil
+	}
+	if c.Protocol != "http/protobuf" {
+		return nil, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_PROTOCOL %q: only http/protobuf is supported", c.Protocol)
+	}
+	if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("tracing: the OTLP endpoint %q is not an http:// or https:// URL", c.Endpoint)
+	}
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(c.Endpoint))
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attribute.String("service.name", c.ServiceName)))
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	// Libraries that trace through the global provider join the same traces.
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(Propagator)
+	Use(tp)
+	return func(ctx context.Context) error {
+		Use(nil)
+		return tp.Shutdown(ctx)
+	}, nil
+}
