@@ -70,9 +70,11 @@ test:
 
 # The fast tier: every branch of the contract against a real PostgreSQL,
 # without the fault, restart and long end-to-end tests (each of those skips
-# under -short, saying why).
+# under -short, saying why). withpg starts one throw-away PostgreSQL for
+# every package (TEST_DATABASE_URL, unless it is set), instead of a cluster
+# per package.
 test-short:
-	$(GO) test -short -count=1 ./...
+	$(GO) run ./internal/tools/pgtest/withpg $(GO) test -short -count=1 ./...
 
 # The container image (Dockerfile), tagged $(IMAGE): the binary built here,
 # static and for the engine's Linux, packed on scratch with this machine's CA

@@ -373,6 +373,7 @@ func TestGiveUpAndReconcile(t *testing.T) {
 // longer each time, so a database gone for long is not asked, and logged,
 // dozens of times a second.
 func TestRunBacksOffWhileTheDatabaseIsGone(t *testing.T) {
+	testkit.Long(t, "fault: the database is gone")
 	t.Parallel()
 	e := newEnv(t)
 	e.db.Close() // every take now fails

@@ -69,6 +69,7 @@ func TestPreferWaitCapped(t *testing.T) {
 // TestManyWaitersFewConnections: 200 retries wait on one key; while they
 // wait they hold almost none of the pool's connections.
 func TestManyWaitersFewConnections(t *testing.T) {
+	testkit.Long(t, "a load of 200 waiters on one key")
 	t.Parallel()
 	e := apitest.New(t, apitest.WithWorkshop())
 	claimed, release := e.Hold()

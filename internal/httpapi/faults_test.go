@@ -420,6 +420,7 @@ func (e *faultEnv) Create(t *testing.T, key string) (int, string) {
 // partition) is not a server error: the request is counted as client_gone,
 // not as a 500.
 func TestClientGoneBeforeTheClaimIsNotA500(t *testing.T) {
+	testkit.Long(t, "fault: every connection busy, as in a partition")
 	t.Parallel()
 	e := newFaultEnvOn(t, idempotency.TwoPhase) // its claim runs on the request's own context
 	e.DB.SetMaxOpenConns(1)

@@ -42,6 +42,7 @@ func checkRateLimited(t testing.TB, r apitest.Reply) {
 // rate_limited with Retry-After and store nothing; another actor is not
 // touched, and a key already stored is replayed over the bound.
 func TestNewKeysBounded(t *testing.T) {
+	testkit.Long(t, "a flood of 1,000 new keys from 50 clients; TestStoredKeyTakesNoToken answers the 429")
 	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
 		const perSecond, burst, n = 5, 20, 1000
 		e := apitest.New(t, apitest.WithPath(path), withNewKeys(perSecond, burst))

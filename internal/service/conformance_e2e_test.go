@@ -22,6 +22,7 @@ import (
 // TTL, a way to fail): each passes, and the database holds exactly the
 // rows the checks' creates may make.
 func TestConformanceOfDemoAPI(t *testing.T) {
+	testkit.Long(t, "the conformance suite end to end through the command")
 	t.Parallel()
 	const otherToken = "tok-e2e-other-7a1f"
 	base, db := proctest.ServeInProcess(t, run, "IDEMPOTENCY_TTL=3s", "IDEMPOTENCY_LEASE=3s",

@@ -566,6 +566,7 @@ func TestBrowserWorkshopShowsUnmetNeeds(t *testing.T) {
 // rate_limited with Retry-After; the page waits that long, within its
 // budget, sends the same key again, and ends at created with one request.
 func TestBrowserRetriesARateLimit(t *testing.T) {
+	testkit.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/", "NEW_KEYS_PER_SECOND=0.5", "NEW_KEYS_BURST=1")
 	p.fill("limited", "the page's first attempt meets the bound")

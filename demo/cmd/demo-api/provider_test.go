@@ -117,6 +117,7 @@ func runProvider(t *testing.T, env map[string]string) (addr string, log *testkit
 // (HTTP_READ_TIMEOUT, here 1 s): a connection that sends its body slowly is
 // closed, not held for as long as the sender likes.
 func TestProviderClosesSlowBody(t *testing.T) {
+	testkit.Long(t, "fault: a slow body")
 	t.Parallel()
 	env := map[string]string{"PROVIDER_DATABASE_URL": pgtest.NewURL(t), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0",
 		"HTTP_READ_TIMEOUT": "1s"}

@@ -201,6 +201,7 @@ func TestExpedite(t *testing.T) {
 // takes it over asks the desk first, finds the step done, and does not send
 // it again.
 func TestExpediteDroppedAnswer(t *testing.T) {
+	testkit.Long(t, "fault injection: the desk's answer lost at each step")
 	t.Parallel()
 	for _, resource := range []string{"slots", "charges"} {
 		t.Run(resource, func(t *testing.T) {
@@ -249,6 +250,7 @@ func TestExpediteRefusedCharge(t *testing.T) {
 // once by the completer, the run continues from there, and the desk holds
 // one slot and one charge.
 func TestExpediteStopAfterEachStep(t *testing.T) {
+	testkit.Long(t, "fault injection: a runner that dies after each step")
 	t.Parallel()
 	for _, step := range []string{"ordered", "slot_reserved", "charged"} {
 		for _, by := range []string{"retry", "completer"} {
