@@ -27,7 +27,7 @@ func NewPlainServer(d Deps, insert func(context.Context, demo.Request) error) (h
 		return nil, errors.New("httpapi: Deps needs at least one token")
 	}
 	s := &Server{Deps: d}
-	op := createDemoRequest(d.Demo, nil)
+	op := createDemoRequest(d.Demo, noWrites{})
 	r := s.base()
 	r.With(authenticate(s.Logger, s.Tokens, false)).Method(http.MethodPost, "/v1/demo-requests", plain(s, op, insert))
 	return r, nil
@@ -61,3 +61,10 @@ func plain[In, Out any](s *Server, op Operation[In, Out], write func(context.Con
 		writeResponse(w, resp, false)
 	})
 }
+
+// noWrites are the writes of the plain server: none, since it writes with
+// insert.
+type noWrites struct{}
+
+func (noWrites) CreateDemoRequest(demo.Request) idempotency.Effect { return nil }
+func (noWrites) CancelDemoRequest(demo.Request) idempotency.Effect { return nil }

@@ -66,7 +66,7 @@ exit 1
 `)
 			script("apt-cache", `[ "$2" = chromium ]`+"\n")
 			script("apt-get", "exit 0\n")
-			cmd := exec.Command(filepath.Join(bin, "bash"), "../../../scripts/setup.sh", "chromium")
+			cmd := exec.Command(filepath.Join(bin, "bash"), "../../../../scripts/setup.sh", "chromium")
 			cmd.Env = []string{"PATH=" + bin}
 			out, err := cmd.CombinedOutput()
 			if err == nil {
