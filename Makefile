@@ -26,6 +26,8 @@
 #   make cross      the builds of other systems: go vet for macOS, go vet
 #                   and go build for Windows (.ci/run runs it beside make test)
 #   make bench      the benchmark; writes docs/bench.md # demo-only
+#   make bench-scale  the key table at 10 M keys and under churn; writes # demo-only
+#                   docs/scale.md # demo-only
 #   make chaos      the fault campaign; writes docs/chaos.md (make test runs a # demo-only
 #                   short one) # demo-only
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
@@ -44,7 +46,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test test-short image image-check cross bench chaos fuzz screenshots build vet fmt db-stop db-reset clean new-service copy-check
+.PHONY: run test test-short image image-check cross bench bench-scale chaos fuzz screenshots build vet fmt db-stop db-reset clean new-service copy-check
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -149,6 +151,11 @@ cross:
 # demo-only{ the full demo's tools
 bench:
 	$(GO) run ./cmd/demo-bench
+
+# The key table at 0, 1 M and 10 M keys and under steady churn (under 20
+# minutes; it says the disk it needs first); writes docs/scale.md.
+bench-scale:
+	$(GO) run ./cmd/demo-bench -scale
 
 # The failover scenarios run a pg_auto_failover formation: setup.sh
 # installs pg_autoctl where it is missing, or stops with the command.
