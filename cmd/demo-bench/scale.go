@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
@@ -37,7 +38,8 @@ type scaleOptions struct {
 	churnPeriods  int
 	sweepInterval time.Duration // 0: churnTTL/15
 	sweepBatch    int
-	churnDefaults bool // churn a second time with the key table's autovacuum settings reset
+	churnDefaults bool   // churn again with the key table's autovacuum settings reset, if the migrations set any
+	churnTry      string // storage parameters of the key table to churn again with, e.g. autovacuum_vacuum_scale_factor=0.02
 	sharedBuffers string
 	out           string
 }
@@ -56,7 +58,8 @@ func (so *scaleOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&so.churnPeriods, "churn-periods", 6, "TTL periods of the churn: the first reaches the steady state, the others are judged")
 	fs.DurationVar(&so.sweepInterval, "churn-sweep-interval", 0, "SWEEP_INTERVAL of the churn's server (0: the churn's TTL / 15)")
 	fs.IntVar(&so.sweepBatch, "churn-sweep-batch", 500, "SWEEP_BATCH of the churn's server")
-	fs.BoolVar(&so.churnDefaults, "churn-defaults", true, "churn a second time with the key table's autovacuum settings reset to PostgreSQL's, to compare")
+	fs.BoolVar(&so.churnDefaults, "churn-defaults", true, "where the migrations set autovacuum settings on the key table, churn again with them reset to PostgreSQL's, to compare")
+	fs.StringVar(&so.churnTry, "churn-try", "", "storage parameters to churn again with, to compare, e.g. autovacuum_vacuum_scale_factor=0.02,autovacuum_vacuum_threshold=1000")
 	fs.StringVar(&so.sharedBuffers, "scale-shared-buffers", "1GB", "the cluster's shared_buffers")
 	fs.StringVar(&so.out, "scale-out", "docs/scale.md", "markdown file to write the scale report into, relative to the repository (empty: none)")
 	so.levels = []int{0, 1_000_000, 10_000_000}
@@ -185,6 +188,9 @@ func runScale(ctx context.Context, o options, so scaleOptions, stdout, stderr io
 	}
 	if so.churnRate > 0 {
 		variants := []string{churnMigrated}
+		if so.churnTry != "" {
+			variants = append(variants, churnWith+so.churnTry)
+		}
 		if so.churnDefaults {
 			variants = append(variants, churnDefaults)
 		}
@@ -305,7 +311,12 @@ func (s *scaleRun) levels(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server
 		if lv.table, err = readTableStats(ctx, db, s.rep.pgstattuple); err != nil {
 			return err
 		}
-		lv.table.rows = int64(f.rows) + 1 + cl.created.Load() // the fill, the template, the creates
+		lv.table.rows = int64(f.rows-f.swept) + 1 + cl.created.Load() // the fill, the template, the creates
+		if level > 0 {
+			if lv.sweep, err = s.sweepLevel(ctx, admin, pg.URL(dbName), db, f, level/100); err != nil {
+				return err
+			}
+		}
 		s.notePeakDisk(ctx, admin)
 		s.rep.levels = append(s.rep.levels, lv)
 	}
@@ -381,9 +392,9 @@ func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *le
 			}
 			p := phase{round: r, scenario: x.sc, conc: x.c, load: lr, db: pc, cpu: cpu}
 			lv.phases = append(lv.phases, levelPhase{phase: p, blocks: bc})
-			s.logf("level %d round %d/%d %-7s @%-2d %5.0f µs CPU/req %6.0f req/s p99 %7s  blocks/req hit %.1f read %.2f  WAL %4.0f B/req  errors %d %s",
+			s.logf("level %d round %d/%d %-7s @%-2d %5.0f µs CPU/req %6.0f req/s p99 %7s  blocks/req hit %.1f read %.2f  WAL %4.0f B/req  JIT functions %d  errors %d %s",
 				lv.keys, r, s.o.rounds, x.sc, x.c, p.cpuPerReq(), lr.rps(), ms(lr.quantile(.99)),
-				p.perReq(bc.hit), p.perReq(bc.read), p.perReq(pc.walBytes), lr.errors, lr.firstErr)
+				p.perReq(bc.hit), p.perReq(bc.read), p.perReq(pc.walBytes), bc.jitFunctions, lr.errors, lr.firstErr)
 		}
 	}
 	return nil
@@ -394,7 +405,8 @@ func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *le
 // (so that it is as cold as a client's retry of any live key), or, with
 // none filled, among the creates.
 func (s *scaleRun) levelRequest(cl *client, sc string, f *fill, workers int) (request, func()) {
-	if sc != scReplay || f.rows == 0 {
+	from := f.replayable()
+	if sc != scReplay || f.rows == from {
 		return cl.scenario(sc, workers)
 	}
 	rngs := make([]*rand.Rand, workers)
@@ -402,7 +414,7 @@ func (s *scaleRun) levelRequest(cl *client, sc string, f *fill, workers int) (re
 		rngs[w] = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	return func(ctx context.Context, w, i int) (reply, bool) {
-		key := scaleKey(f.seed, rngs[w].IntN(f.rows))
+		key := scaleKey(f.seed, from+rngs[w].IntN(f.rows-from))
 		r := cl.post(ctx, cl.api, key, 0, createBody)
 		return r, r.err == nil && r.status == http.StatusCreated && r.replayed
 	}, func() {}
@@ -411,8 +423,8 @@ func (s *scaleRun) levelRequest(cl *client, sc string, f *fill, workers int) (re
 // blockCounts are the shared buffers the app's statements used, from
 // pg_stat_statements: found in shared buffers (hit), read from the
 // operating system (read: its page cache or the disk), dirtied, and written
-// out by the backend itself.
-type blockCounts struct{ hit, read, dirtied, written int64 }
+// out by the backend itself; and the functions JIT compiled.
+type blockCounts struct{ hit, read, dirtied, written, jitFunctions int64 }
 
 // blocks sums the block counts of the app's statements since the last
 // reset.
@@ -420,8 +432,9 @@ func (s *statsDB) blocks(ctx context.Context) (blockCounts, error) {
 	var b blockCounts
 	err := s.admin.QueryRowxContext(ctx, `
 SELECT coalesce(sum(shared_blks_hit), 0)::bigint, coalesce(sum(shared_blks_read), 0)::bigint,
-       coalesce(sum(shared_blks_dirtied), 0)::bigint, coalesce(sum(shared_blks_written), 0)::bigint
-FROM pg_stat_statements WHERE dbid = $1`, s.dbid).Scan(&b.hit, &b.read, &b.dirtied, &b.written)
+       coalesce(sum(shared_blks_dirtied), 0)::bigint, coalesce(sum(shared_blks_written), 0)::bigint,
+       coalesce(sum(jit_functions), 0)::bigint
+FROM pg_stat_statements WHERE dbid = $1`, s.dbid).Scan(&b.hit, &b.read, &b.dirtied, &b.written, &b.jitFunctions)
 	return b, err
 }
 
@@ -463,4 +476,85 @@ SELECT (SELECT sum(pg_database_size(oid)) FROM pg_database)::bigint
      + (SELECT coalesce(sum(size), 0) FROM pg_ls_waldir())::bigint`); err == nil {
 		s.rep.peakDisk = max(s.rep.peakDisk, n)
 	}
+}
+
+// levelSweep is the sweeper's statement run at a level on the oldest keys,
+// as if their time had come, and the VACUUM of what it left.
+type levelSweep struct {
+	rows                  int64
+	sweepTook, vacTook    time.Duration
+	sweepCPU, vacCPU      cpuTimes
+	sweepWAL, vacWAL      int64
+	statements, batch     int
+	pkeyBefore, pkeyAfter int64
+}
+
+// sweepLevel deletes the n oldest filled keys with the sweeper's own
+// statement (postgres.Store.PurgeExpired, batch after batch as serve's
+// sweeper does, with the store's clock set to when the n-th expires), then
+// VACUUMs the table as autovacuum would after them, without its cost
+// delay. The keys swept are no longer replayed.
+func (s *scaleRun) sweepLevel(ctx context.Context, admin *sqlx.DB, url string, db *sqlx.DB, f *fill, n int) (levelSweep, error) {
+	sw := levelSweep{batch: s.so.sweepBatch}
+	if n == 0 {
+		return sw, nil
+	}
+	var clock time.Time
+	if err := db.GetContext(ctx, &clock, `SELECT expires_at FROM idempotency_keys WHERE lease_until IS NULL ORDER BY expires_at OFFSET $1 LIMIT 1`, n-1); err != nil {
+		return sw, fmt.Errorf("the expiry of the %d-th oldest key: %w", n, err)
+	}
+	chores, err := postgres.Open(ctx, url, postgres.LongStatements)
+	if err != nil {
+		return sw, err
+	}
+	defer chores.Close()
+	store := postgres.New(chores)
+	store.Clock = func() time.Time { return clock }
+	if err := db.GetContext(ctx, &sw.pkeyBefore, `SELECT pg_relation_size('idempotency_keys_pkey')`); err != nil {
+		return sw, err
+	}
+	measure := func(took *time.Duration, cpu *cpuTimes, wal *int64, f func() error) error {
+		before, err := s.stats.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		c0, t0 := s.cpu.sample(), time.Now()
+		err = f()
+		*took, *cpu = time.Since(t0), s.cpu.sample().sub(c0)
+		after, serr := s.stats.snapshot(ctx)
+		if err == nil {
+			err = serr
+		}
+		*wal = after.walBytes - before.walBytes
+		return err
+	}
+	if err := measure(&sw.sweepTook, &sw.sweepCPU, &sw.sweepWAL, func() error {
+		for {
+			d, err := store.PurgeExpired(ctx, sw.batch)
+			sw.rows += d
+			sw.statements++
+			if err != nil || d < int64(sw.batch) {
+				return err
+			}
+		}
+	}); err != nil {
+		return sw, err
+	}
+	if sw.rows != int64(n) {
+		return sw, fmt.Errorf("the sweeper deleted %d keys expired by %s, want the %d oldest", sw.rows, clock, n)
+	}
+	f.swept += n
+	if err := measure(&sw.vacTook, &sw.vacCPU, &sw.vacWAL, func() error {
+		_, err := db.ExecContext(ctx, `VACUUM idempotency_keys`)
+		return err
+	}); err != nil {
+		return sw, err
+	}
+	if err := db.GetContext(ctx, &sw.pkeyAfter, `SELECT pg_relation_size('idempotency_keys_pkey')`); err != nil {
+		return sw, err
+	}
+	s.logf("level %d keys: the sweeper deleted the %d oldest in %d statements, %s (%.0f keys/s, WAL %.0f B per key); VACUUM took %s, WAL %.0f B per key deleted",
+		f.rows, sw.rows, sw.statements, sw.sweepTook.Round(time.Millisecond), float64(sw.rows)/sw.sweepTook.Seconds(), float64(sw.sweepWAL)/float64(sw.rows),
+		sw.vacTook.Round(time.Millisecond), float64(sw.vacWAL)/float64(sw.rows))
+	return sw, nil
 }

@@ -17,10 +17,12 @@ import (
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
-// The churn's variants: the key table as the migrations leave it, and the
-// same with its autovacuum settings reset to PostgreSQL's defaults.
+// The churn's variants: the key table as the migrations leave it, with
+// storage parameters set on top (churnWith and the parameters), and with
+// its autovacuum settings reset to PostgreSQL's defaults.
 const (
 	churnMigrated = "as migrated"
+	churnWith     = "with "
 	churnDefaults = "autovacuum defaults"
 )
 
@@ -118,9 +120,14 @@ func (s *scaleRun) churn(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server,
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(2)
-	if variant == churnDefaults {
+	switch {
+	case variant == churnDefaults:
 		if err := resetAutovacuum(ctx, db); err != nil {
 			return err
+		}
+	case strings.HasPrefix(variant, churnWith):
+		if _, err := db.ExecContext(ctx, `ALTER TABLE idempotency_keys SET (`+strings.TrimPrefix(variant, churnWith)+`)`); err != nil {
+			return fmt.Errorf("churn %s: %w", variant, err)
 		}
 	}
 	if err := db.GetContext(ctx, pq.Array(&ch.reloptions), `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'idempotency_keys'::regclass`); err != nil {

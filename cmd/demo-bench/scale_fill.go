@@ -44,7 +44,9 @@ type fill struct {
 	total    int           // rows of the largest fill: row total would be now
 	ttl      time.Duration // the rows' TTL
 	margin   time.Duration // how long before row 0 expires
-	rows     int           // rows 0 … rows-1 are in the table
+	rows     int           // rows 0 … rows-1 were filled
+	ends     []int         // the row after each statement's last, in order
+	swept    int           // the oldest rows swept since
 	chunk    int           // rows per statement (0: fillChunk)
 	progress func(rows int, took time.Duration)
 }
@@ -59,6 +61,7 @@ func (f *fill) to(ctx context.Context, n int) error {
 			return fmt.Errorf("fill rows %d to %d: %w", f.rows, end, err)
 		}
 		f.rows = end
+		f.ends = append(f.ends, end)
 		if f.progress != nil {
 			f.progress(f.rows, time.Since(began))
 		}
@@ -82,4 +85,20 @@ func (f *fill) insert(ctx context.Context, end int) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// replayable is the first row a replay may name: a statement's rows are
+// created in the order of their keys, not of their numbers, so the oldest
+// rows swept are somewhere in the statements up to the one where the sweep
+// stopped, and none after.
+func (f *fill) replayable() int {
+	if f.swept == 0 {
+		return 0
+	}
+	for _, end := range f.ends {
+		if end >= f.swept {
+			return end
+		}
+	}
+	return f.rows
 }

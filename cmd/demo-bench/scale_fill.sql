@@ -5,12 +5,15 @@
 -- the md5 of the run's seed and the row's number, so that the keys are
 -- spread over the primary key as random UUIDs are, and the bench can name
 -- any of them to replay it (scaleKey in scale_fill.go makes the same).
--- A row's number is its order of creation: row 0 is the oldest, $6
--- younger than the TTL, and row $4 would be now, so the rows expire evenly
--- over the TTL, the first $6 from now. One statement writes its rows in the
--- order of their keys (the sort below): the primary key takes them in one
--- pass over its pages instead of one random page each, several times
--- faster once the index outgrows shared buffers.
+-- One statement writes its rows in the order of their keys (the sort
+-- below): the primary key takes them in one pass over its pages instead of
+-- one random page each, several times faster once the index outgrows
+-- shared buffers. Their creation times follow the same order, so that the
+-- table holds its rows in the order they were created, as a real one does
+-- (the sweeper deletes the oldest, page after page): the n-th row written
+-- in all is the n-th created. Row 0 is the oldest, $6 younger than the TTL,
+-- and row $4 would be now, so the rows expire evenly over the TTL, the
+-- first $6 from now.
 --
 -- Parameters:
 --   $1 seed      the run's seed
@@ -31,8 +34,12 @@ SELECT t.actor_id, t.operation, f.idem_key,
 FROM (
     SELECT * FROM idempotency_keys WHERE actor_id = $7 AND operation = $8 AND idem_key = $9
 ) AS t, LATERAL (
-    SELECT overlay(overlay(md5($1 || ':' || i) PLACING '4' FROM 13) PLACING '8' FROM 17)::uuid::text AS idem_key,
-           now() - ($5::bigint - $6::bigint) * interval '1 microsecond' * (1 - i::float8 / $4::bigint) AS at
-    FROM generate_series($2::bigint, $3::bigint - 1) AS i
-    ORDER BY 1
+    SELECT k.idem_key,
+           now() - ($5::bigint - $6::bigint) * interval '1 microsecond'
+                   * (1 - ($2::bigint + row_number() OVER (ORDER BY k.idem_key) - 1)::float8 / $4::bigint) AS at
+    FROM (
+        SELECT overlay(overlay(md5($1 || ':' || i) PLACING '4' FROM 13) PLACING '8' FROM 17)::uuid::text AS idem_key
+        FROM generate_series($2::bigint, $3::bigint - 1) AS i
+    ) AS k
+    ORDER BY k.idem_key
 ) AS f

@@ -23,6 +23,7 @@ type levelRun struct {
 	fillTook, settleTook time.Duration
 	phases               []levelPhase
 	table                tableStats
+	sweep                levelSweep
 }
 
 // scaleReport is everything one run of the scale mode measured.
@@ -248,6 +249,16 @@ type levelRow struct {
 	PKeyLevels                   int
 	PKeyLeafDensity              float64
 	FillRate                     float64
+	Sweep                        *sweepRow
+}
+
+// sweepRow is the sweeper's statement and a VACUUM at one level.
+type sweepRow struct {
+	Rows                       int64
+	Statements, Batch          int
+	Took, VacTook              time.Duration
+	Rate, WALPerKey, CPUPerKey float64
+	VacWALPerKey, VacCPUPerKey float64
 }
 
 type churnRow struct {
@@ -298,6 +309,16 @@ func (r *scaleReport) markdown() (string, error) {
 		}
 		if lv.filled > 0 {
 			row.FillRate = float64(lv.filled) / lv.fillTook.Seconds()
+		}
+		if sw := lv.sweep; sw.rows > 0 {
+			n := float64(sw.rows)
+			row.Sweep = &sweepRow{Rows: sw.rows, Statements: sw.statements, Batch: sw.batch,
+				Took: sw.sweepTook.Round(time.Millisecond), VacTook: sw.vacTook.Round(time.Millisecond),
+				Rate: n / sw.sweepTook.Seconds(), WALPerKey: float64(sw.sweepWAL) / n, VacWALPerKey: float64(sw.vacWAL) / n}
+			if cpuMeasured {
+				row.Sweep.CPUPerKey = float64((sw.sweepCPU.server + sw.sweepCPU.postgres).Microseconds()) / n
+				row.Sweep.VacCPUPerKey = float64((sw.vacCPU.server + sw.vacCPU.postgres).Microseconds()) / n
+			}
 		}
 		pg.Levels = append(pg.Levels, row)
 		for _, c := range levelConcurrencies {

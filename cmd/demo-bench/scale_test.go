@@ -72,6 +72,19 @@ FROM idempotency_keys WHERE idem_key <> $1`, tpl.key).StructScan(&got); err != n
 			t.Errorf("row %d under scaleKey %q: found %d (%v), want 1", i, key, found, err)
 		}
 	}
+	// The table holds the rows in the order they were created, as a real
+	// one does: the sweeper deletes the oldest page after page.
+	var outOfOrder int
+	if err := db.GetContext(ctx, &outOfOrder, `
+SELECT count(*) FROM (
+    SELECT created_at < lag(created_at) OVER (ORDER BY ctid) AS back FROM idempotency_keys WHERE idem_key <> $1
+) AS r WHERE back`, tpl.key); err != nil || outOfOrder != 0 {
+		t.Errorf("%d rows were created before the row ahead of them in the table (%v), want none", outOfOrder, err)
+	}
+	f.swept = 1500
+	if got := f.replayable(); got != 2200 {
+		t.Errorf("with the oldest 1500 swept, replays start at row %d, want 2200, the end of the statement where the sweep stopped", got)
+	}
 	var missing int
 	if err := db.GetContext(ctx, &missing, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1`, scaleKey(f.seed, n)); err != nil || missing != 0 {
 		t.Errorf("row %d, past the fill, found %d times (%v)", n, missing, err)
