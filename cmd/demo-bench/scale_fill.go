@@ -6,8 +6,11 @@ import (
 	"crypto/md5"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -22,6 +25,10 @@ var fillSQL string
 // transaction of its own, so a fill shows its progress and stops on Ctrl-C
 // within one chunk.
 const fillChunk = 500_000
+
+// fillers is how many fill statements run at once: the two cores of a
+// small machine.
+const fillers = 2
 
 // scaleKey is the Idempotency-Key of row i of the fill with seed (as
 // scale_fill.sql makes it): the md5 of "seed:i" as a version 4 UUID.
@@ -52,26 +59,53 @@ type fill struct {
 }
 
 // to adds rows until the table holds n of them (n ≤ total), a chunk per
-// statement.
+// statement, fillers statements at a time. The rows of one statement are
+// created in a span of time of their own, and each backend writes heap
+// pages of its own, so the pages keep the order of creation when two
+// statements run side by side.
 func (f *fill) to(ctx context.Context, n int) error {
 	began := time.Now()
-	for f.rows < n {
-		end := min(f.rows+cmp.Or(f.chunk, fillChunk), n)
-		if err := f.insert(ctx, end); err != nil {
-			return fmt.Errorf("fill rows %d to %d: %w", f.rows, end, err)
-		}
-		f.rows = end
-		f.ends = append(f.ends, end)
-		if f.progress != nil {
-			f.progress(f.rows, time.Since(began))
-		}
+	var spans [][2]int
+	for start := f.rows; start < n; start += cmp.Or(f.chunk, fillChunk) {
+		spans = append(spans, [2]int{start, min(start+cmp.Or(f.chunk, fillChunk), n)})
 	}
+	var (
+		next, done atomic.Int64
+		errs       = make([]error, len(spans))
+		wg         sync.WaitGroup
+	)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range fillers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(spans) && fctx.Err() == nil; i = int(next.Add(1) - 1) {
+				sp := spans[i]
+				if errs[i] = f.insert(fctx, sp[0], sp[1]); errs[i] != nil {
+					errs[i] = fmt.Errorf("fill rows %d to %d: %w", sp[0], sp[1], errs[i])
+					cancel()
+					return
+				}
+				rows := f.rows + int(done.Add(int64(sp[1]-sp[0])))
+				if f.progress != nil {
+					f.progress(rows, time.Since(began))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, sp := range spans {
+		f.ends = append(f.ends, sp[1])
+	}
+	f.rows = max(f.rows, n)
 	return nil
 }
 
-// insert adds rows f.rows … end-1 in one transaction, with the memory to
+// insert adds rows start … end-1 in one transaction, with the memory to
 // sort their keys.
-func (f *fill) insert(ctx context.Context, end int) error {
+func (f *fill) insert(ctx context.Context, start, end int) error {
 	tx, err := f.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
@@ -80,7 +114,7 @@ func (f *fill) insert(ctx context.Context, end int) error {
 	if _, err := tx.ExecContext(ctx, `SET LOCAL work_mem = '128MB'`); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, fillSQL, f.seed, f.rows, end, f.total,
+	if _, err := tx.ExecContext(ctx, fillSQL, f.seed, start, end, f.total,
 		f.ttl.Microseconds(), f.margin.Microseconds(), f.tpl.actor, f.tpl.operation, f.tpl.key); err != nil {
 		return err
 	}
