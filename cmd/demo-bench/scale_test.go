@@ -120,6 +120,10 @@ func sampleScaleReport() *scaleReport {
 				}
 			}
 		}
+		if keys > 0 {
+			lv.sweep = levelSweep{rows: 100_000, statements: 201, batch: 500, sweepTook: 20 * time.Second, vacTook: 5 * time.Second,
+				sweepWAL: 70_000_000, vacWAL: 1_000_000, sweepCPU: cpuTimes{postgres: 15 * time.Second}}
+		}
 		r.levels = append(r.levels, lv)
 	}
 	ch := &churnRun{variant: churnMigrated, rate: 500, ttl: 30 * time.Second, periods: 6, interval: 2 * time.Second, batch: 500,
@@ -161,6 +165,9 @@ func TestScaleReportRenders(t *testing.T) {
 		if got := row(prefix); !strings.HasSuffix(got, want) {
 			t.Errorf("row:\n%s\nwant it to end in:\n%s", got, want)
 		}
+	}
+	if !strings.Contains(md, "| 10 M | 100000 | 201 of 500 | 20s | **5000** | 150 | 700 | 5s |") {
+		t.Errorf("no sweep row for 10 M keys:\n%s", md)
 	}
 	if !strings.Contains(md, "| 10 M | create | 8 | **1000** |") {
 		t.Errorf("no level row for the create at 10 M costing 1000 µs:\n%s", md)
