@@ -305,9 +305,18 @@ func (s *scaleRun) levels(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server
 		}
 		lv.settleTook = time.Since(began) - lv.fillTook
 		s.logf("level %d keys: filled %d in %s, vacuumed and checkpointed in %s", level, lv.filled, lv.fillTook.Round(time.Second), lv.settleTook.Round(time.Second))
+		cp0, err := checkpoints(ctx, admin)
+		if err != nil {
+			return err
+		}
 		if err := s.measureLevel(ctx, cl, f, &lv); err != nil {
 			return err
 		}
+		cp1, err := checkpoints(ctx, admin)
+		if err != nil {
+			return err
+		}
+		lv.checkpoints = cp1 - cp0
 		if lv.table, err = readTableStats(ctx, db, s.rep.pgstattuple); err != nil {
 			return err
 		}
@@ -557,4 +566,12 @@ func (s *scaleRun) sweepLevel(ctx context.Context, admin *sqlx.DB, url string, d
 		f.rows, sw.rows, sw.statements, sw.sweepTook.Round(time.Millisecond), float64(sw.rows)/sw.sweepTook.Seconds(), float64(sw.sweepWAL)/float64(sw.rows),
 		sw.vacTook.Round(time.Millisecond), float64(sw.vacWAL)/float64(sw.rows))
 	return sw, nil
+}
+
+// checkpoints is how many checkpoints the cluster has started, timed and
+// requested.
+func checkpoints(ctx context.Context, admin *sqlx.DB) (int64, error) {
+	var n int64
+	err := admin.GetContext(ctx, &n, `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`)
+	return n, err
 }

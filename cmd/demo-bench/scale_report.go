@@ -24,6 +24,7 @@ type levelRun struct {
 	phases               []levelPhase
 	table                tableStats
 	sweep                levelSweep
+	checkpoints          int64 // started during the measured phases
 }
 
 // scaleReport is everything one run of the scale mode measured.
@@ -249,6 +250,7 @@ type levelRow struct {
 	PKeyLevels                   int
 	PKeyLeafDensity              float64
 	FillRate                     float64
+	Checkpoints                  int64
 	Sweep                        *sweepRow
 }
 
@@ -302,7 +304,7 @@ func (r *scaleReport) markdown() (string, error) {
 	for _, lv := range r.levels {
 		t := lv.table
 		row := levelRow{Keys: lv.keys, Filled: lv.filled, Rows: t.rows, FillTook: lv.fillTook.Round(time.Second), SettleTook: lv.settleTook.Round(time.Second),
-			Heap: t.heap, Indexes: t.indexes, PKey: t.pkey, PKeyLevels: t.pkeyLevels, PKeyLeafDensity: t.pkeyLeafDensity}
+			Heap: t.heap, Indexes: t.indexes, PKey: t.pkey, PKeyLevels: t.pkeyLevels, PKeyLeafDensity: t.pkeyLeafDensity, Checkpoints: lv.checkpoints}
 		if t.rows > 0 {
 			row.BytesPerKey = float64(t.heap+t.indexes) / float64(t.rows)
 			row.PKeyBytesPerKey = float64(t.pkey) / float64(t.rows)
