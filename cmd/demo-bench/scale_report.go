@@ -25,6 +25,7 @@ type levelRun struct {
 	table                tableStats
 	sweep                levelSweep
 	checkpoints          int64 // started during the measured phases
+	hashIndex            int64 // bytes of an index on a 16-byte hash of the scope, built fresh; 0: not built
 }
 
 // scaleReport is everything one run of the scale mode measured.
@@ -70,6 +71,7 @@ type levelCell struct {
 	Keys, Clients                 int
 	Scenario                      string
 	CPU, RPS, P50, P99            []float64 // per round
+	PGCPU                         []float64 // PostgreSQL's share of CPU, µs per request, per round
 	Hit, Read, Dirtied, WAL, Xids float64   // per request, over the rounds
 	Errors, N                     int
 	FirstErr                      string
@@ -84,6 +86,7 @@ func (lv levelRun) cell(sc string, c int) *levelCell {
 		}
 		if cpuMeasured {
 			x.CPU = append(x.CPU, p.cpuPerReq())
+			x.PGCPU = append(x.PGCPU, float64(p.cpu.postgres.Microseconds())/float64(max(p.load.n, 1)))
 		}
 		x.RPS = append(x.RPS, p.load.rps())
 		x.P50 = append(x.P50, msf(p.load.quantile(.5)))
@@ -251,6 +254,7 @@ type levelRow struct {
 	PKeyLeafDensity              float64
 	FillRate                     float64
 	Checkpoints                  int64
+	HashKeyBytesPerKey           float64 // an index on a 16-byte hash of the scope, built for comparison; 0: not built
 	Sweep                        *sweepRow
 }
 
@@ -305,6 +309,9 @@ func (r *scaleReport) markdown() (string, error) {
 		t := lv.table
 		row := levelRow{Keys: lv.keys, Filled: lv.filled, Rows: t.rows, FillTook: lv.fillTook.Round(time.Second), SettleTook: lv.settleTook.Round(time.Second),
 			Heap: t.heap, Indexes: t.indexes, PKey: t.pkey, PKeyLevels: t.pkeyLevels, PKeyLeafDensity: t.pkeyLeafDensity, Checkpoints: lv.checkpoints}
+		if lv.hashIndex > 0 && t.rows > 0 {
+			row.HashKeyBytesPerKey = float64(lv.hashIndex) / float64(t.rows)
+		}
 		if t.rows > 0 {
 			row.BytesPerKey = float64(t.heap+t.indexes) / float64(t.rows)
 			row.PKeyBytesPerKey = float64(t.pkey) / float64(t.rows)
