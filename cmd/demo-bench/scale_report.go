@@ -238,6 +238,7 @@ type scalePage struct {
 	Cells                     []*levelCell
 	CPUMeasured, PGStatTuple  bool
 	NotMeasured               string
+	Why                       []string // for each missed growth target, what changed between the levels
 	Churns                    []churnRow
 	ChurnRate                 float64
 	ChurnTTL                  time.Duration
@@ -305,6 +306,7 @@ func (r *scaleReport) markdown() (string, error) {
 		}
 		pg.Targets = append(pg.Targets, targetRow{t.name, t.measured, t.want, res})
 	}
+	pg.Why = r.why()
 	for _, lv := range r.levels {
 		t := lv.table
 		row := levelRow{Keys: lv.keys, Filled: lv.filled, Rows: t.rows, FillTook: lv.fillTook.Round(time.Second), SettleTook: lv.settleTook.Round(time.Second),
@@ -372,4 +374,38 @@ func (r *scaleReport) markdown() (string, error) {
 		return "", err
 	}
 	return b.String(), nil
+}
+
+// why says, for each growth target missed, what the statements did
+// differently at the largest level than at the first: the measurements
+// that explain a cost that grew.
+func (r *scaleReport) why() []string {
+	if len(r.levels) < 2 || !cpuMeasured {
+		return nil
+	}
+	a, b := r.levels[0], r.levels[len(r.levels)-1]
+	var out []string
+	for _, g := range []struct {
+		sc   string
+		want float64
+	}{{scCreate, targetCreateGrowth}, {scReplay, targetReplayGrowth}} {
+		for _, c := range levelConcurrencies {
+			rs := r.growth(g.sc, c)
+			if len(rs) == 0 || median(rs) <= g.want {
+				continue
+			}
+			x, y := a.cell(g.sc, c), b.cell(g.sc, c)
+			if x == nil || y == nil {
+				continue
+			}
+			srvX, srvY := median(x.CPU)-median(x.PGCPU), median(y.CPU)-median(y.PGCPU)
+			out = append(out, fmt.Sprintf("%s at %d clients, %s → %s keys: PostgreSQL's CPU per request %.0f → %.0f µs, the server's %.0f → %.0f µs; "+
+				"blocks hit %.1f → %.1f, read from the operating system %.2f → %.2f, dirtied %.2f → %.2f; WAL %.0f → %.0f bytes; "+
+				"primary key %d → %d levels, %s → %s, shared_buffers %s; checkpoints during the phases %d → %d",
+				g.sc, c, count(a.keys), count(b.keys), median(x.PGCPU), median(y.PGCPU), srvX, srvY,
+				x.Hit, y.Hit, x.Read, y.Read, x.Dirtied, y.Dirtied, x.WAL, y.WAL,
+				a.table.pkeyLevels, b.table.pkeyLevels, mib(a.table.pkey), mib(b.table.pkey), r.so.sharedBuffers, a.checkpoints, b.checkpoints))
+		}
+	}
+	return out
 }

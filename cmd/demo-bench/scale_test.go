@@ -172,6 +172,9 @@ func TestScaleReportRenders(t *testing.T) {
 	if !strings.Contains(md, "| 10 M | create | 8 | **1000** |") {
 		t.Errorf("no level row for the create at 10 M costing 1000 µs:\n%s", md)
 	}
+	if !strings.Contains(md, "- create at 8 clients, 0 → 10 M keys: PostgreSQL's CPU per request 500 → 1000 µs, the server's 0 → 0 µs; blocks hit 8.0 → 8.0, read from the operating system 0.00 → 1.00") {
+		t.Errorf("no line saying what the missed create did differently:\n%s", md)
+	}
 	_, misses := r.verdict()
 	if len(misses) != 3 {
 		t.Errorf("misses %q, want the two creates and the size", misses)
