@@ -188,7 +188,7 @@ func (s *scaleRun) churn(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server,
 		lr, dropped = res, d
 		mu.Unlock()
 	})
-	var firstJudged, lastSample *churnSample
+	firstJudged := -1 // the first sample of the judged periods
 	for ctx.Err() == nil {
 		sn, err := sampleChurn(ctx, db)
 		if err != nil {
@@ -199,11 +199,9 @@ func (s *scaleRun) churn(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server,
 		mu.Lock()
 		j := judged
 		mu.Unlock()
-		last := &ch.samples[len(ch.samples)-1]
-		if j && firstJudged == nil {
-			firstJudged = last
+		if j && firstJudged < 0 {
+			firstJudged = len(ch.samples) - 1
 		}
-		lastSample = last
 		if len(ch.samples)%5 == 0 {
 			s.logf("churn %s %5.1fs: %d keys (%d expired, not yet swept), table %s + indexes %s, dead %d, autovacuums %d",
 				variant, sn.at.Seconds(), sn.keys, sn.expired, mib(sn.heap), mib(sn.indexes), sn.dead, sn.autovacuums)
@@ -236,9 +234,10 @@ FROM pg_stat_statements WHERE dbid = $1 AND query LIKE '%DELETE FROM idempotency
 		&ch.sweepCalls, &ch.sweepRow, &ch.sweepExec); err != nil {
 		return err
 	}
-	if firstJudged != nil && lastSample != nil {
-		ch.autovacuums = lastSample.autovacuums - firstJudged.autovacuums
-		ch.deletes = lastSample.deletes - firstJudged.deletes
+	if firstJudged >= 0 {
+		first, last := ch.samples[firstJudged], ch.samples[len(ch.samples)-1]
+		ch.autovacuums = last.autovacuums - first.autovacuums
+		ch.deletes = last.deletes - first.deletes
 	}
 	s.logf("churn %s: %d creates (%.0f/s, %d dropped, %d errors %s), p99 %s; the sweeper deleted %d rows in %d statements, %.0f rows per second of its statements; %d autovacuums; WAL %.0f B per create",
 		variant, lr.n, lr.rps(), dropped, lr.errors, lr.firstErr, ms(lr.quantile(.99)), ch.sweepRow, ch.sweepCalls, ch.sweepCapacity(), ch.autovacuums, ch.walPerCreate())

@@ -70,9 +70,11 @@ func (f *fill) to(ctx context.Context, n int) error {
 		spans = append(spans, [2]int{start, min(start+cmp.Or(f.chunk, fillChunk), n)})
 	}
 	var (
-		next, done atomic.Int64
-		errs       = make([]error, len(spans))
-		wg         sync.WaitGroup
+		next atomic.Int64
+		errs = make([]error, len(spans))
+		wg   sync.WaitGroup
+		mu   sync.Mutex // done, and the calls of progress
+		done int
 	)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -85,10 +87,12 @@ func (f *fill) to(ctx context.Context, n int) error {
 					cancel()
 					return
 				}
-				rows := f.rows + int(done.Add(int64(sp[1]-sp[0])))
+				mu.Lock()
+				done += sp[1] - sp[0]
 				if f.progress != nil {
-					f.progress(rows, time.Since(began))
+					f.progress(f.rows+done, time.Since(began))
 				}
+				mu.Unlock()
 			}
 		})
 	}
