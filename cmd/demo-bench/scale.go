@@ -116,6 +116,7 @@ type scaleRun struct {
 	rep      scaleReport
 	stats    *statsDB
 	cpu      *cpuMeter
+	root     string // the repository
 }
 
 func (s *scaleRun) logf(format string, args ...any) {
@@ -147,6 +148,7 @@ func runScale(ctx context.Context, o options, so scaleOptions, stdout, stderr io
 	if err != nil {
 		return 1, err
 	}
+	s.root = root
 	tmp, err := os.MkdirTemp("", "demo-bench-scale-")
 	if err != nil {
 		return 1, err
@@ -501,6 +503,7 @@ type levelSweep struct {
 	sweepWAL, vacWAL      int64
 	statements, batch     int
 	pkeyBefore, pkeyAfter int64
+	err, plan             string // the sweeper's error, and the plan PostgreSQL chose for its statement then
 }
 
 // sweepLevel deletes the n oldest filled keys with the sweeper's own
@@ -552,12 +555,15 @@ func (s *scaleRun) sweepLevel(ctx context.Context, admin *sqlx.DB, url string, d
 			}
 		}
 	}); err != nil {
-		return sw, err
-	}
-	if sw.rows != int64(n) {
+		// The run goes on: a sweeper that fails at this size is what the
+		// report must say, with the plan PostgreSQL chose for it.
+		sw.err = err.Error()
+		sw.plan = explainPurge(ctx, db, s.root, clock, sw.batch)
+		s.logf("level %d keys: the sweeper failed after %d keys in %d statements: %v\n%s", f.rows, sw.rows, sw.statements, err, sw.plan)
+	} else if sw.rows != int64(n) {
 		return sw, fmt.Errorf("the sweeper deleted %d keys expired by %s, want the %d oldest", sw.rows, clock, n)
 	}
-	f.swept += n
+	f.swept += int(sw.rows)
 	if err := measure(&sw.vacTook, &sw.vacCPU, &sw.vacWAL, func() error {
 		_, err := db.ExecContext(ctx, `VACUUM idempotency_keys`)
 		return err
@@ -602,4 +608,18 @@ func hashIndexSize(ctx context.Context, db *sqlx.DB) (int64, error) {
 		err = derr
 	}
 	return n, err
+}
+
+// explainPurge is the plan PostgreSQL chooses for the sweeper's statement
+// with this clock and batch, or why there is none.
+func explainPurge(ctx context.Context, db *sqlx.DB, root string, clock time.Time, batch int) string {
+	q, err := os.ReadFile(filepath.Join(root, "internal", "postgres", "sql", "purge_expired_keys.sql"))
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	var lines []string
+	if err := db.SelectContext(ctx, &lines, "EXPLAIN "+string(q), clock, batch); err != nil {
+		return "(EXPLAIN: " + err.Error() + ")"
+	}
+	return strings.Join(lines, "\n")
 }

@@ -152,6 +152,13 @@ func (r *scaleReport) targets() []target {
 		}
 	}
 	ts = append(ts, target{name: "errors in the levels' measured phases", measured: fmt.Sprint(errs), want: "0", met: errs == 0, hard: true})
+	for _, lv := range r.levels {
+		if lv.sweep.err != "" {
+			ts = append(ts, target{name: fmt.Sprintf("the sweeper's statement at %s keys", count(lv.keys)),
+				measured: fmt.Sprintf("failed after %d keys in %d statements: %s", lv.sweep.rows, lv.sweep.statements, lv.sweep.err),
+				want:     "no error", hard: true})
+		}
+	}
 	for _, ch := range r.churns {
 		pre := "churn"
 		if len(r.churns) > 1 {
@@ -261,6 +268,7 @@ type levelRow struct {
 
 // sweepRow is the sweeper's statement and a VACUUM at one level.
 type sweepRow struct {
+	Err, Plan                  string
 	Rows                       int64
 	Statements, Batch          int
 	Took, VacTook              time.Duration
@@ -321,9 +329,9 @@ func (r *scaleReport) markdown() (string, error) {
 		if lv.filled > 0 {
 			row.FillRate = float64(lv.filled) / lv.fillTook.Seconds()
 		}
-		if sw := lv.sweep; sw.rows > 0 {
+		if sw := lv.sweep; sw.rows > 0 || sw.err != "" {
 			n := float64(sw.rows)
-			row.Sweep = &sweepRow{Rows: sw.rows, Statements: sw.statements, Batch: sw.batch,
+			row.Sweep = &sweepRow{Err: sw.err, Plan: sw.plan, Rows: sw.rows, Statements: sw.statements, Batch: sw.batch,
 				Took: sw.sweepTook.Round(time.Millisecond), VacTook: sw.vacTook.Round(time.Millisecond),
 				Rate: n / sw.sweepTook.Seconds(), WALPerKey: float64(sw.sweepWAL) / n, VacWALPerKey: float64(sw.vacWAL) / n}
 			if cpuMeasured {
