@@ -53,3 +53,41 @@ func TestSweeperIndexHoldsCompletedKeysOnly(t *testing.T) {
 		t.Errorf("the sweeper reads the whole key table:\n%s", text)
 	}
 }
+
+// TestSweeperBoundsItsScanByTheClock: the sweeper reads completed keys
+// through idempotency_keys_expires_at only as far as the clock, as the
+// index scan's own condition. As a filter above the scan, the statement
+// that finds fewer than a batch (the last of every sweep) reads the whole
+// index and every row behind it: at 10 M keys it ran past its bound.
+func TestSweeperBoundsItsScanByTheClock(t *testing.T) {
+	db := openDB(t)
+	ctx := context.Background()
+	conn, err := db.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	purge, err := postgres.SQLFiles.ReadFile("sql/purge_expired_keys.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `PREPARE purge(timestamptz, integer) AS `+string(purge)); err != nil {
+		t.Fatal(err)
+	}
+	for _, params := range []string{"NULL, 500", "now(), 500"} {
+		var plan []string
+		if err := conn.SelectContext(ctx, &plan, `EXPLAIN EXECUTE purge(`+params+`)`); err != nil {
+			t.Fatal(err)
+		}
+		bounded := false
+		for i, line := range plan {
+			if strings.Contains(line, "using idempotency_keys_expires_at") && i+1 < len(plan) &&
+				strings.Contains(plan[i+1], "Index Cond: (expires_at <=") {
+				bounded = true
+			}
+		}
+		if !bounded {
+			t.Errorf("purge(%s): the scan of idempotency_keys_expires_at has no Index Cond on expires_at:\n%s", params, strings.Join(plan, "\n"))
+		}
+	}
+}

@@ -99,11 +99,19 @@ func main() {
 	flag.StringVar(&o.locale, "locale", "", "the cluster's locale (initdb --locale; empty: C), e.g. en_US.UTF-8 to measure a language collation; it must exist (locale -a)")
 	flag.IntVar(&o.undo, "undo-migrations", 0, "undo the newest N migrations once the servers have migrated, to measure the schema before them (e.g. 1 with -locale en_US.UTF-8: the key columns without COLLATE \"C\")")
 	flag.StringVar(&o.profile, "profile", "", "a folder for the servers' CPU and allocation profiles of round 1's phases at 8 clients (PPROF_ADDR); empty: none")
+	var so scaleOptions
+	so.register(flag.CommandLine)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	code, err := run(ctx, o, os.Stdout, os.Stderr)
+	var code int
+	var err error
+	if so.on {
+		code, err = runScale(ctx, o, so, os.Stdout, os.Stderr) // scale.go
+	} else {
+		code, err = run(ctx, o, os.Stdout, os.Stderr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo-bench:", err)
 		if code == 0 {

@@ -14,20 +14,22 @@
 -- claims through idempotency_keys_in_progress, which holds the claims in
 -- progress only, oldest first; each takes at most a batch, and the batch
 -- deleted is the first to expire of those. lease_until IS NULL is
--- "completed", by the table's CHECKs.
-WITH clock AS (
-    SELECT coalesce($1::timestamptz, now()) AS now
-), completed AS (
+-- "completed", by the table's CHECKs. The clock is compared in each WHERE
+-- itself, so that it bounds the index scan: through a CTE it would be a
+-- filter above it, and a statement that finds less than a batch would
+-- read the whole index.
+WITH completed AS (
     SELECT k.actor_id, k.operation, k.idem_key, k.expires_at
-    FROM idempotency_keys k, clock
-    WHERE k.lease_until IS NULL AND k.expires_at <= clock.now
+    FROM idempotency_keys k
+    WHERE k.lease_until IS NULL AND k.expires_at <= coalesce($1::timestamptz, now())
     ORDER BY k.expires_at
     LIMIT $2::integer
     FOR UPDATE OF k SKIP LOCKED
 ), abandoned AS (
     SELECT k.actor_id, k.operation, k.idem_key, k.expires_at
-    FROM idempotency_keys k, clock
-    WHERE k.lease_until IS NOT NULL AND k.lease_until <= clock.now AND k.expires_at <= clock.now
+    FROM idempotency_keys k
+    WHERE k.lease_until IS NOT NULL AND k.lease_until <= coalesce($1::timestamptz, now())
+      AND k.expires_at <= coalesce($1::timestamptz, now())
     ORDER BY k.created_at
     LIMIT $2::integer
     FOR UPDATE OF k SKIP LOCKED
