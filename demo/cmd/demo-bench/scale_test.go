@@ -72,14 +72,16 @@ FROM idempotency_keys WHERE idem_key <> $1`, tpl.key).StructScan(&got); err != n
 		}
 	}
 	// Each page holds its rows in the order they were created, as a real
-	// table does: the sweeper deletes the oldest page after page.
+	// table does: the sweeper deletes the oldest page after page. Where two
+	// statements ran side by side, the page where one ended may take a row
+	// of the other: at most one row out of order per statement.
 	var outOfOrder int
 	if err := db.GetContext(ctx, &outOfOrder, `
 SELECT count(*) FROM (
     SELECT created_at < lag(created_at) OVER (PARTITION BY (ctid::text::point)[0] ORDER BY ctid) AS back
     FROM idempotency_keys WHERE idem_key <> $1
-) AS r WHERE back`, tpl.key); err != nil || outOfOrder != 0 {
-		t.Errorf("%d rows were created before the row ahead of them in their page (%v), want none", outOfOrder, err)
+) AS r WHERE back`, tpl.key); err != nil || outOfOrder > len(f.ends) {
+		t.Errorf("%d rows were created before the row ahead of them in their page (%v), want at most %d", outOfOrder, err, len(f.ends))
 	}
 	f.swept = 1500
 	if got := f.replayable(); got != 2200 {
