@@ -41,9 +41,11 @@ type keyStatements struct {
 	finish   string
 }
 
-// answerOnly completes a key with no business change (a refusal): the
-// key's statements (sql/key/) with an effect that writes nothing.
-var answerOnly = composedOf("answer_only.sql", "noEffect of compose.go", noEffect)
+// answerOnly completes a key with no business change (a refusal).
+var answerOnly = keyStatements{
+	onePhase: writeStatements{free: statement("answer_only.sql"), takeOver: statement("answer_only_takeover.sql")},
+	finish:   statement("finish_claim_answer_only.sql"),
+}
 
 // effect is the postgres store's idempotency.Effect: its statements, their
 // business arguments (after the key's, in the files' order), and whether
@@ -337,4 +339,14 @@ func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, e
 		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
 	}
 	return row.N, row.Oldest.Time, row.Now, nil
+}
+
+var countKeysNeedingAttentionSQL = statement("count_keys_needing_attention.sql")
+
+// KeysNeedingAttention returns how many keys need attention: held for an
+// operator (idempotency.NeedsAttentionLease).
+func (s *Store) KeysNeedingAttention(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.GetContext(ctx, &n, countKeysNeedingAttentionSQL, s.now(), (idempotency.NeedsAttentionLease / 2).Microseconds())
+	return n, dbErr(err)
 }

@@ -16,13 +16,9 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
-// readSQL returns the embedded file sql/name, or the statement composed
-// under that name (compose.go).
+// readSQL returns the embedded file sql/name.
 func readSQL(t *testing.T, name string) string {
 	t.Helper()
-	if text, ok := postgres.Statements()[name]; ok {
-		return text
-	}
 	b, err := fs.ReadFile(postgres.SQLFiles, "sql/"+name)
 	if err != nil {
 		t.Fatal(err)
@@ -32,13 +28,11 @@ func readSQL(t *testing.T, name string) string {
 
 var param = regexp.MustCompile(`\$(\d+)`)
 
-// TestEveryStatementPrepares prepares every file of sql/ and every
-// statement composed from sql/key/ and sql/effect/ against the migrated
-// schema, so a typo, a wrong column or a parameter of two types fails
-// here. It also checks what a reader relies on: the comment at the top
-// lists every parameter PostgreSQL found ($1 … $n, no more), the body
-// numbers them in reading order, and the Go code names the file (each
-// effect is found by its name, Store.Effect).
+// TestEveryStatementPrepares prepares every file of sql/ against the
+// migrated schema, so a typo, a wrong column or a parameter of two types
+// fails here. It also checks what a reader relies on: the comment at the
+// top lists every parameter PostgreSQL found ($1 … $n, no more), the body
+// numbers them in reading order, and the Go code runs the file.
 func TestEveryStatementPrepares(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -66,22 +60,6 @@ func TestEveryStatementPrepares(t *testing.T) {
 	for _, path := range files {
 		name := strings.TrimPrefix(path, "sql/")
 		statements[name] = readSQL(t, name)
-	}
-	composed := postgres.Statements()
-	for name, text := range composed {
-		statements[name] = text
-	}
-	effects, _ := filepath.Glob("sql/effect/*.sql")
-	if len(effects) == 0 {
-		t.Fatal("no effect in sql/effect/")
-	}
-	for _, f := range effects {
-		e := filepath.Base(f)
-		for _, name := range []string{e, strings.TrimSuffix(e, ".sql") + "_takeover.sql", "finish_claim_" + e} {
-			if _, ok := composed[name]; !ok {
-				t.Errorf("%s: its statement %s is not composed", f, name)
-			}
-		}
 	}
 	for name, text := range statements {
 		if _, err := conn.ExecContext(ctx, "PREPARE stmt AS "+text); err != nil {
@@ -123,7 +101,7 @@ func TestEveryStatementPrepares(t *testing.T) {
 				next = i + 1
 			}
 		}
-		if _, ok := composed[name]; !ok && !strings.Contains(code.String(), `statement("`+name+`")`) {
+		if !strings.Contains(code.String(), `statement("`+name+`")`) {
 			t.Errorf("%s: no Go code runs it (statement(%q))", name, name)
 		}
 	}
@@ -453,5 +431,30 @@ func TestFirstAttemptReadsItsScopeOnce(t *testing.T) {
 				t.Fatalf("claimed %v after %d index scans of the key table; want true after 1 (the INSERT's unique check)", got["claimed"], n)
 			}
 		})
+	}
+}
+
+// TestStatementsShareTheKeyRowsPart: the statements of one kind (one phase
+// for a free scope, its takeover form, the two-phase finish) write the key
+// row the same way, whatever their business write: without their comments
+// and their effect (the CTEs from "effect AS (" to the final SELECT), each
+// is the answer_only statement of its kind, whose effect writes nothing.
+func TestStatementsShareTheKeyRowsPart(t *testing.T) {
+	effect := regexp.MustCompile(`(?s)\neffect AS \(\n.*?\n\)\nSELECT `)
+	keyPart := func(name string) string {
+		_, body := splitHeader(readSQL(t, name))
+		if !effect.MatchString(body) {
+			t.Fatalf("%s has no effect CTE", name)
+		}
+		return effect.ReplaceAllString(body, "\n@effect\nSELECT ")
+	}
+	for _, kind := range [][2]string{
+		{"answer_only.sql", "cancel_demo_request.sql"},
+		{"answer_only_takeover.sql", "cancel_demo_request_takeover.sql"},
+		{"finish_claim_answer_only.sql", "finish_claim_cancel_demo_request.sql"},
+	} {
+		if want, got := keyPart(kind[0]), keyPart(kind[1]); got != want {
+			t.Errorf("%s writes its key row otherwise than %s:\n%s\n---\n%s", kind[1], kind[0], got, want)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func traceStatement(ctx context.Context, query string) (context.Context, func(er
 func untraced(error) {}
 
 // statementName is the name of the file a statement comes from, which its
-// first line gives ("-- claim.sql: …", composed ones too), or "sql" for
+// first line gives ("-- claim.sql: …"), or "sql" for
 // text that is no statement file's (a migration, a check).
 func statementName(query string) string {
 	line, _, _ := strings.Cut(query, "\n")

@@ -73,17 +73,25 @@ func purgeCmd(ctx context.Context, cfg Config, stdout io.Writer) error {
 	return nil
 }
 
-func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Writer) error {
+func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Writer, ext *Extension) error {
 	db, err := cfg.openDB(ctx, postgres.LongStatements)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	steps := 0
-	if direction == "down" {
-		steps = -1
+	switch {
+	case direction == "down" && ext.Migrations != nil:
+		// A service's own schema is built on the template's: it goes first.
+		err = postgres.MigrateFS(db, ext.Migrations.FS, ".", ext.Migrations.Table, -1)
+	case direction == "down":
+		err = postgres.Migrate(db, -1)
+	default:
+		err = postgres.Migrate(db, 0)
+		if err == nil && ext.Migrations != nil {
+			err = postgres.MigrateFS(db, ext.Migrations.FS, ".", ext.Migrations.Table, 0)
+		}
 	}
-	if err := postgres.Migrate(db, steps); err != nil {
+	if err != nil {
 		if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {
 			return fmt.Errorf("%w: set DATABASE_URL to PostgreSQL itself for demo-api migrate", err)
 		}

@@ -7,7 +7,6 @@
 //	demo-api migrate up|down  apply or roll back the schema
 //	demo-api purge-expired    delete expired idempotency records once
 //	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
-//	demo-api sql [NAME]       print the statements composed at start-up
 //	demo-api dispatch         hand accepted requests to the review desk
 //	demo-api send             create a demo request through the retrying client
 //	demo-api conformance      check any Idempotency-Key API from the outside
@@ -23,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -48,6 +48,17 @@ type Extension struct {
 	// Serve, if set, adds to serve and to dispatch once their database is
 	// open and its schema current.
 	Serve func(ctx context.Context, s *Serving) error
+	// Migrations, if set, are a schema of the service's own, built on the
+	// template's: migrate up applies them after the template's, and migrate
+	// down takes the last of them down.
+	Migrations *Migrations
+}
+
+// Migrations are golang-migrate files at the root of FS, recorded in a
+// migrations table of their own.
+type Migrations struct {
+	FS    fs.FS
+	Table string
 }
 
 // Command is one more command of the program.
@@ -110,7 +121,6 @@ commands:
   migrate up|down     apply all migrations, or roll back the last one
   purge-expired       delete expired idempotency records, then exit
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
-  sql [NAME]          print the statements composed of a key row's part and an operation's effect
   dispatch            hand accepted requests to the review desk (serve does it too)
   send                create a demo request through the retrying Go client (api/client)
   conformance         check an Idempotency-Key API (this one or any other) from the outside, each branch
@@ -160,7 +170,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		if err != nil {
 			return err
 		}
-		return migrateCmd(ctx, cfg, direction, stdout)
+		return migrateCmd(ctx, cfg, direction, stdout, ext)
 	case "dispatch":
 		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
 		if err != nil {
@@ -190,8 +200,6 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		fmt.Fprintln(stdout, auth.Hash(args[0]))
 		return nil
-	case "sql":
-		return sqlCmd(args, stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -37,14 +37,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		}
 		defer pprofLn.Close()
 	}
-	store, closeDB, err := openStore(ctx, cfg, postgres.KeyStatements, true)
+	store, closeDB, err := openStore(ctx, cfg, postgres.KeyStatements, ext)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
 	// The sweeper's and the dispatcher's batches run on a pool of their
 	// own, with the long bound.
-	chores, closeChores, err := openStore(ctx, cfg, postgres.LongStatements, false)
+	chores, closeChores, err := openStore(ctx, cfg, postgres.LongStatements, nil)
 	if err != nil {
 		return err
 	}
@@ -127,14 +127,19 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 
 // openStore opens cfg's database with statements bounded by
 // statementTimeout, and returns its store and how to close it; with
-// migrate, it brings the schema up to date first.
-func openStore(ctx context.Context, cfg Config, statementTimeout time.Duration, migrate bool) (*postgres.Store, func() error, error) {
+// migrate, it brings the schema up to date first, the template's and then
+// ext's own.
+func openStore(ctx context.Context, cfg Config, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, func() error, error) {
 	db, err := cfg.openDB(ctx, statementTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
-	if migrate {
-		if err := postgres.Migrate(db, 0); err != nil {
+	if migrate != nil {
+		err := postgres.Migrate(db, 0)
+		if m := migrate.Migrations; err == nil && m != nil {
+			err = postgres.MigrateFS(db, m.FS, ".", m.Table, 0)
+		}
+		if err != nil {
 			db.Close()
 			return nil, nil, migrateHint(err)
 		}

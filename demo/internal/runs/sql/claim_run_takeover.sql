@@ -28,12 +28,10 @@
 -- Unlike claim.sql it reads the row there first (prev): it runs because a
 -- row is there, and its takeover decides on that row.
 --
--- sql/run/started.sql: the run an operation of several steps
--- (idempotency.StepWise) writes in the statement that claims its key, as
--- the CTE "started" after claim.sql's or claim_takeover.sql's own (composed
--- at start-up as claim_run.sql and claim_run_takeover.sql, see runs.go). A
--- step-wise claim never exists without its run: a claim whose runner died
--- before its first recovery point (or never learned that it claimed: its
+-- started: the run an operation of several steps writes in the statement
+-- that claims its key, after the claim's own CTEs. A step-wise claim
+-- never exists without its run: a claim whose runner died before its
+-- first recovery point (or never learned that it claimed: its
 -- reply was lost) still holds what the completer needs to run it once its
 -- lease passes (take_abandoned_runs.sql).
 --

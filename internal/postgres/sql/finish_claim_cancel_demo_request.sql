@@ -1,28 +1,29 @@
--- cancel_demo_request.sql: the effect of a demo request's cancel, written
--- FROM the key row its statement completes (finished): it marks the demo
--- request cancelled. sql/key/ holds the rest of each statement it is part
--- of: free.sql, takeover.sql and finish.sql.
+-- finish_claim_cancel_demo_request.sql: the two-phase cancel's finish,
+-- fenced by the claim's token: the key completed and the request cancelled,
+-- as cancel_demo_request.sql.
+-- The key row's part is the same in every statement of its kind
+-- (TestStatementsShareTheKeyRowsPart); "effect" is the business write.
 --
--- Parameters, after the key's (each statement numbers them after its own):
---   :1 state             the demo request's new state,
---   :2 cancelled_at      its cancel time,
---   :3 id                and its id
---   :actor_id  the scope's actor (a key parameter)
---
--- The work decided the cancel on a read, so the write says what it expects
--- to find (still accepted); if another request changed it meanwhile, it
--- changes nothing (effect is 0) and the caller rolls the transaction back
--- (idempotency.ErrEffectNotApplied): the next turn decides afresh.
---
--- The same statement stops the request's delivery to the review desk
--- (package delivery): it withdraws a delivery never tried, makes a tried
--- one due at once so the dispatcher settles it without sending (stopped),
--- and queues a keyed cancel to the desk for one that may be there
--- (desk_cancel).
+-- Parameters:
+--   $1 now, $2 status_code, $3 response_body, $4 response_headers,
+--   $5 result_id, $6 actor_id, $7 operation, $8 idem_key, $9 claim_token
+--   $10 state, $11 cancelled_at, $12 id: the request as the cancel decided it
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), finished AS (
+    UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
+        status_code = $2::integer, response_body = $3::bytea,
+        response_headers = $4::jsonb, result_id = $5,
+        completed_at = clock.now, expires_at = clock.now + (expires_at - created_at)
+    FROM clock
+    WHERE actor_id = $6 AND operation = $7 AND idem_key = $8
+      AND claim_token = $9::uuid AND state = 'in_progress'
+    RETURNING result_id
+), -- the effect, FROM finished:
 effect AS (
-    UPDATE demo_requests SET state = :1, cancelled_at = :2::timestamptz
+    UPDATE demo_requests SET state = $10, cancelled_at = $11::timestamptz
     FROM finished
-    WHERE id = :3::uuid AND actor_id = :actor_id AND state = 'accepted'
+    WHERE id = $12::uuid AND actor_id = $6 AND state = 'accepted'
     RETURNING id
 ), stopped AS (
     -- A delivery never tried cannot be at the desk: it is withdrawn here,
@@ -64,3 +65,5 @@ effect AS (
     FROM effect JOIN outbox s ON s.request_id = effect.id AND s.kind = 'submit', clock
     WHERE s.state NOT IN ('failed', 'withdrawn') AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
     RETURNING request_id
+)
+SELECT EXISTS (SELECT 1 FROM finished) AS claimed, EXISTS (SELECT 1 FROM effect)::integer AS effect

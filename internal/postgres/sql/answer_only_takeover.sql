@@ -1,22 +1,12 @@
--- takeover.sql: free.sql, able to take over the scope's row (the rule of
--- claim_takeover.sql): run only when free.sql returned a row that
--- idempotency.Decide says to take over. It writes the key row completed
--- with its answer, where the scope is free or over the row it takes over,
--- and FROM it (finished) the operation's effect (sql/effect/<name>.sql).
+-- answer_only_takeover.sql: answer_only.sql, able to take over the scope's
+-- row (claim_takeover.sql says when).
+-- The key row's part is the same in every statement of its kind
+-- (TestStatementsShareTheKeyRowsPart); "effect" is the business write.
 --
--- Parameters (as in free.sql):
---   $1  now              the test clock; NULL for the database clock
---   $2  actor_id         the scope: the actor,
---   $3  operation        the operation,
---   $4  idem_key         and the Idempotency-Key
---   $5  fingerprint      of the request's significant fields
---   $6  claim_token      the request's token
---   $7  status_code      the stored answer: its status,
---   $8  response_body    its body,
---   $9  response_headers its headers (a JSON object),
---   $10 result_id        and the id of what it changed (NULL for none)
---   $11 ttl_us           how long the key lives, in microseconds
---   then the effect's own (its :1 …), numbered on from here
+-- Parameters:
+--   $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
+--   $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
+--   $10 result_id, $11 ttl_us (how long the key is replayed)
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), prev AS (
@@ -55,7 +45,8 @@ WITH clock AS (
 ), finished AS (
     SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
 ), -- the effect, FROM finished:
-@effect
+effect AS (
+    SELECT FROM finished WHERE false
 )
 SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*
 FROM clock LEFT JOIN prev ON true

@@ -1,0 +1,34 @@
+-- answer_only.sql: an answer that changes nothing but its key (a refusal),
+-- one phase, for a free scope: as create_demo_request.sql, with no business
+-- row.
+-- The key row's part is the same in every statement of its kind
+-- (TestStatementsShareTheKeyRowsPart); "effect" is the business write.
+--
+-- Parameters:
+--   $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
+--   $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
+--   $10 result_id, $11 ttl_us (how long the key is replayed)
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), finished AS (
+    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
+        fingerprint, state, claim_token, lease_until, status_code, response_body,
+        response_headers, result_id, created_at, completed_at, expires_at)
+    SELECT $2, $3, $4,
+        $5, 'completed', $6::uuid, NULL, $7::integer, $8::bytea,
+        $9::jsonb, $10, clock.now, clock.now, clock.now + $11::bigint * interval '1 microsecond'
+    FROM clock
+    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
+    RETURNING k.result_id
+), -- the effect, FROM finished:
+effect AS (
+    SELECT FROM finished WHERE false
+)
+SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*
+FROM clock LEFT JOIN (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
+      AND NOT EXISTS (SELECT 1 FROM finished)
+) AS prev ON true

@@ -1,0 +1,96 @@
+-- cancel_demo_request_takeover.sql: cancel_demo_request.sql, able to take
+-- over the scope's row (claim_takeover.sql says when).
+-- The key row's part is the same in every statement of its kind
+-- (TestStatementsShareTheKeyRowsPart); "effect" is the business write.
+--
+-- Parameters:
+--   $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
+--   $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
+--   $10 result_id, $11 ttl_us (how long the key is replayed)
+--   $12 state, $13 cancelled_at, $14 id: the request as the cancel decided it
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+), prev AS (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
+), fresh AS (
+    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
+        fingerprint, state, claim_token, lease_until, status_code, response_body,
+        response_headers, result_id, created_at, completed_at, expires_at)
+    SELECT $2, $3, $4,
+        $5, 'completed', $6::uuid, NULL, $7::integer, $8::bytea,
+        $9::jsonb, $10, clock.now, clock.now, clock.now + $11::bigint * interval '1 microsecond'
+    FROM clock WHERE NOT EXISTS (SELECT 1 FROM prev)
+    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
+    RETURNING k.result_id
+), takeover AS (
+    UPDATE idempotency_keys k SET
+        fingerprint = $5,
+        state = 'completed',
+        claim_token = $6::uuid,
+        lease_until = NULL,
+        status_code = $7::integer,
+        response_body = $8::bytea,
+        response_headers = $9::jsonb,
+        result_id = $10,
+        created_at = clock.now,
+        completed_at = clock.now,
+        expires_at = clock.now + $11::bigint * interval '1 microsecond'
+    FROM clock
+    WHERE k.actor_id = $2 AND k.operation = $3 AND k.idem_key = $4
+      AND ((k.state = 'completed' AND k.expires_at <= clock.now)
+        OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = $5))
+    RETURNING k.result_id
+), finished AS (
+    SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
+), -- the effect, FROM finished:
+effect AS (
+    UPDATE demo_requests SET state = $12, cancelled_at = $13::timestamptz
+    FROM finished
+    WHERE id = $14::uuid AND actor_id = $2 AND state = 'accepted'
+    RETURNING id
+), stopped AS (
+    -- A delivery never tried cannot be at the desk: it is withdrawn here,
+    -- and the desk is never called. One tried and waiting for its next
+    -- attempt (the desk was down, an answer was lost) is made due at once:
+    -- the dispatcher never submits a cancelled request, it asks the desk
+    -- whether an earlier attempt got there and withdraws the delivery if
+    -- none did (package delivery). One a dispatcher holds (lease_token) is
+    -- left to that attempt. A dispatcher that takes the row counts its
+    -- attempt under the row's lock (outbox_take_due.sql); this UPDATE
+    -- waits for that lock and checks the row again after it, so a row
+    -- taken meanwhile is not withdrawn.
+    UPDATE outbox o SET state = CASE WHEN o.attempts = 0 THEN 'withdrawn' ELSE o.state END,
+        next_attempt_at = CASE WHEN o.attempts = 0 THEN NULL ELSE clock.now END,
+        last_error = CASE WHEN o.attempts = 0 THEN NULL ELSE o.last_error END,
+        updated_at = clock.now
+    FROM effect, clock
+    WHERE o.request_id = effect.id AND o.kind = 'submit' AND o.state = 'pending'
+      AND (o.attempts = 0 OR o.lease_token IS NULL)
+    RETURNING o.state
+), desk_cancel AS (
+    -- Any delivery not withdrawn may be at the desk (submitted, in flight,
+    -- unknown, or tried and unclear): queue a keyed cancel, due now. The
+    -- desk keeps a cancel that comes before its submission, so the two need
+    -- no order. A delivery the desk refused (failed) left nothing there to
+    -- cancel, nor one an earlier cancel withdrew.
+    --
+    -- The cancel is the next of the request's cancels (seq): a request
+    -- reopened and cancelled again gets a second, under a key of its own.
+    -- Two cancels of one request wait for each other on its row (effect);
+    -- one whose statement began before the other committed, and that a
+    -- reopen between them let apply, does not see the other's cancel here,
+    -- takes the same seq, and fails on the primary key: its key is
+    -- released, and its retry counts again.
+    INSERT INTO outbox (request_id, kind, seq, next_attempt_at, created_at, updated_at)
+    SELECT s.request_id, 'cancel',
+        1 + coalesce((SELECT max(c.seq) FROM outbox c WHERE c.request_id = s.request_id AND c.kind = 'cancel'), 0),
+        clock.now, clock.now, clock.now
+    FROM effect JOIN outbox s ON s.request_id = effect.id AND s.kind = 'submit', clock
+    WHERE s.state NOT IN ('failed', 'withdrawn') AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
+    RETURNING request_id
+)
+SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*
+FROM clock LEFT JOIN prev ON true
