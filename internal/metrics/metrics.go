@@ -23,10 +23,10 @@ type ClaimCounter interface {
 	InProgress(ctx context.Context) (n int, oldest, now time.Time, err error)
 }
 
-// RunCounter, when the ClaimCounter is one too, reports the runs of
-// operations of several steps that need attention.
-type RunCounter interface {
-	RunsNeedingAttention(ctx context.Context) (int, error)
+// AttentionCounter, when the ClaimCounter is one too, reports the keys
+// that need attention (idempotency.NeedsAttentionLease).
+type AttentionCounter interface {
+	KeysNeedingAttention(ctx context.Context) (int, error)
 }
 
 // Metrics holds the collectors of one server.
@@ -69,9 +69,9 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 	}
 	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, claimGauges(claims, logger),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if runs, ok := claims.(RunCounter); ok {
-		m.reg.MustRegister(newDBCollector("runs", logger, func(ctx context.Context) ([]float64, error) {
-			n, err := runs.RunsNeedingAttention(ctx)
+	if keys, ok := claims.(AttentionCounter); ok {
+		m.reg.MustRegister(newDBCollector("keys_needing_attention", logger, func(ctx context.Context) ([]float64, error) {
+			n, err := keys.KeysNeedingAttention(ctx)
 			return []float64{float64(n)}, err
 		}, needsAttentionDesc))
 	}
@@ -115,8 +115,8 @@ func (m *Metrics) Handler() http.Handler {
 var (
 	inProgressDesc = prometheus.NewDesc("demo_api_idempotency_in_progress_claims",
 		"Claims in progress, including those whose owner died and whose lease passed.", nil, nil)
-	needsAttentionDesc = prometheus.NewDesc("demo_api_runs_needing_attention",
-		"Runs of operations of several steps that could neither finish nor compensate within their limit: an operator resumes them (demo-api resume-run).", nil, nil)
+	needsAttentionDesc = prometheus.NewDesc("demo_api_keys_needing_attention",
+		"Keys that need attention: held, with no owner working on them, until an operator lets them go (in the full demo, runs of several steps past their limit: demo-api resume-run).", nil, nil)
 	oldestDesc = prometheus.NewDesc("demo_api_idempotency_oldest_in_progress_seconds",
 		"Age of the oldest claim in progress (0 when there is none).", nil, nil)
 )

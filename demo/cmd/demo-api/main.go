@@ -21,7 +21,6 @@ import (
 	"github.com/demo-api/demo-api/demo/migrations"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
-	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/service"
 )
 
@@ -43,11 +42,8 @@ func extension() *service.Extension {
 			s.Duration(&completeInterval, "COMPLETE_INTERVAL", "complete-interval", "1s",
 				"how often the completer looks for expedites whose runner died or gave up")
 		},
+		Migrations: &service.Migrations{FS: migrations.FS, Table: migrations.Table},
 		Serve: func(ctx context.Context, s *service.Serving) error {
-			// serve and dispatch brought the template's schema up to date.
-			if err := postgres.MigrateFS(s.Store.DB(), migrations.FS, ".", migrations.Table, 0); err != nil {
-				return err
-			}
 			if s.Deps != nil {
 				serveDemo(s)
 			}

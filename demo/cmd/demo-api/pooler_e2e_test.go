@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/demo/internal/provider"
+	"github.com/demo-api/demo-api/demo/migrations"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/proctest"
@@ -163,7 +164,7 @@ func TestBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer directDB.Close()
-	if err := postgres.Migrate(directDB, -1); err != nil {
+	if err := postgres.MigrateFS(directDB, migrations.FS, ".", migrations.Table, -1); err != nil { // the demo's last down
 		t.Fatal(err)
 	}
 	err = run(context.Background(), []string{"migrate", "up"}, env, &out, &out)

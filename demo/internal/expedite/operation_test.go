@@ -392,6 +392,9 @@ func TestExpediteNeedsAttention(t *testing.T) {
 	if n, err := expedite.NewStore(x.Store).RunsNeedingAttention(context.Background()); err != nil || n != 1 {
 		t.Fatalf("runs needing attention: %d, %v", n, err)
 	}
+	if n, err := x.Store.KeysNeedingAttention(context.Background()); err != nil || n != 1 {
+		t.Fatalf("keys needing attention: %d, %v", n, err)
+	}
 	x.desk.Faults(t, provider.Faults{})
 	if ok, err := expedite.NewStore(x.Store).ResumeRun(context.Background(), idempotency.Scope{Actor: "alice", Operation: expedite.ExpediteOperation, Key: "key-x1"}); err != nil || !ok {
 		t.Fatalf("resume: %v %v", ok, err)
