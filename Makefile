@@ -63,7 +63,7 @@ test:
 	scripts/setup.sh
 	@git ls-files -z 2>/dev/null | xargs -0 wc -c 2>/dev/null \
 	  | awk '$$2 != "total" && $$1 > 1048576 { print "tracked file over 1 MiB (build output?): " $$2; bad = 1 } END { exit bad }'
-	gofmt -l . | tee /dev/stderr | (! read)
+	gofmt -l . | awk '{ print "not gofmt-ed: " $$0; bad = 1 } END { exit bad }'
 	$(GO) vet ./...
 	set -o pipefail; $(GO) test -race -count=1 -v ./... 2>&1 \
 	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
