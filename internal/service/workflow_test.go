@@ -19,7 +19,7 @@ func TestWorkflows(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The project is named here, not found: actionlint looks for a .git
-	// beside .github, which make new-service's copy does not have.
+	// beside .github, which a copy of the tree may not have.
 	project, err := actionlint.NewProject(root)
 	if err != nil {
 		t.Fatal(err)
