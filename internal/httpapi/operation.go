@@ -24,8 +24,8 @@ type Operation[In, Out any] struct {
 	// Name scopes the keys, e.g. "demo-requests.create".
 	Name string
 	// Path is idempotency.OnePhase when the work is a database write decided
-	// in Go beforehand, TwoPhase when it runs outside the database. Requests
-	// with workshop knobs always take the two-phase path.
+	// in Go beforehand, TwoPhase when it runs outside the database (a
+	// Decorator may change it for one attempt).
 	Path idempotency.Path
 	// Decode reads and validates the request before anything is claimed:
 	// its errors are answered and nothing is stored.
@@ -53,8 +53,8 @@ type Operation[In, Out any] struct {
 type Attempt[In any] struct {
 	Request idempotency.Request
 	In      In
-	// Hold, if set, runs inside the work before it decides: the workshop
-	// knobs' delay and failure, and the tests' seam (Deps.InWork).
+	// Hold, if set, runs inside the work before it decides: the
+	// decoration's (Deps.Decorate) and the tests' seam (Deps.InWork).
 	Hold func(context.Context) error
 	// HTTP is the client's request, for headers of the operation's own.
 	HTTP *http.Request
@@ -125,11 +125,13 @@ func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 		}
 		var res idempotency.Result
 		if op.Run != nil {
-			res, err = op.Run(r.Context(), Attempt[In]{Request: it.req, In: it.in, Hold: it.knobs.hold(), HTTP: r})
+			res, err = op.Run(r.Context(), Attempt[In]{Request: it.req, In: it.in, Hold: it.hold, HTTP: r})
 		} else {
 			res, err = s.do(r.Context(), it.req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
-				if err := it.knobs.afterClaim(ctx); err != nil {
-					return idempotency.Decided{}, err
+				if it.hold != nil {
+					if err := it.hold(ctx); err != nil {
+						return idempotency.Decided{}, err
+					}
 				}
 				out, err := op.Decide(ctx, it.req.Scope.Actor, it.in, now)
 				if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
@@ -144,18 +146,20 @@ func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 				return idempotency.Decided{Response: resp, Effect: op.Effect(out)}, nil
 			})
 		}
-		s.answer(w, r, it.req.Scope, it.attempt, it.knobs, res, err)
+		s.answer(w, r, it.req.Scope, it.attempt, it.drop, res, err)
 	})
 }
 
 // intent is what the transport reads of an idempotent request before
 // anything runs: the Runner's request, the decoded input, the client's
-// attempt number and the workshop knobs.
+// attempt number, and what runs inside the work and becomes of the answer
+// (Deps.Decorate, Deps.InWork).
 type intent[In any] struct {
 	req     idempotency.Request
 	in      In
 	attempt int
-	knobs   knobs
+	hold    func(context.Context) error
+	drop    bool
 }
 
 // readIntent reads and checks r as an attempt at op. Its errors are
@@ -174,21 +178,21 @@ func readIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	if it.in, err = op.Decode(w, r); err != nil {
 		return it, err
 	}
-	if it.knobs, err = s.workshop().knobs(r); err != nil {
-		return it, err
-	}
 	fp, err := idempotency.Fingerprint(op.Significant(it.in))
 	if err != nil {
 		return it, err
 	}
-	it.req = idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.Path, Wait: preferWait(r), Retry: it.attempt >= 2, TTL: it.knobs.ttl}
-	switch {
-	case op.Run != nil:
-	case it.knobs.set():
-		it.req.Path = idempotency.TwoPhase // a claim to hold, fail or answer late
-	case s.Path != "":
+	it.req = idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.Path, Wait: preferWait(r), Retry: it.attempt >= 2}
+	if s.Path != "" && op.Run == nil {
 		it.req.Path = s.Path
 	}
+	var d Decoration
+	if s.Decorate != nil {
+		if d, err = s.Decorate(r, &it.req); err != nil {
+			return it, err
+		}
+	}
+	it.hold, it.drop = s.hold(r, d), d.DropAnswer
 	return it, nil
 }
 
@@ -198,7 +202,7 @@ var ErrNoAnswer = errors.New("httpapi: the attempt ends without an answer")
 
 // answer writes the Runner's result res of an attempt at scope, or its
 // error.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, scope idempotency.Scope, attempt int, k knobs, res idempotency.Result, err error) {
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, scope idempotency.Scope, attempt int, drop bool, res idempotency.Result, err error) {
 	li := info(r)
 	li.outcome, li.path = res.Outcome, res.Path
 	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && attempt > 0 && s.Metrics != nil {
@@ -214,7 +218,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, scope idempotenc
 		}
 		WriteError(s.Logger, w, r, err)
 		return
-	case k.dropResponse:
+	case drop:
 		dropConnection(s.Logger, w, r)
 		return
 	}

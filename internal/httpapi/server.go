@@ -48,8 +48,11 @@ type Deps struct {
 	// a request is answered 429 rate_limited and nothing is stored.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
-	// Workshop enables the Workshop-* request headers; without it they are
-	// refused with 400 workshop_disabled.
+	// Decorate, if set, changes each attempt at an idempotent operation
+	// before it runs (package workshop's knobs).
+	Decorate Decorator
+	// Workshop says the workshop's knobs are on (Decorate): a room needs
+	// them.
 	Workshop bool
 	// Room, with Workshop, makes a workshop room: any bearer token
 	// dev-<name> is the participant dev-<name>, a scope of its own
@@ -65,9 +68,9 @@ type Deps struct {
 	// Clock is the clock works decide with and waits are measured by
 	// (default time.Now); leases and expiry use the store's.
 	Clock func() time.Time
-	// InWork, if set, runs inside every work before it decides, with the
-	// work's context and the client's request: tests hold or fail a request
-	// there.
+	// InWork, if set, runs inside every work before it decides (before
+	// Decorate's Hold), with the work's context and the client's request:
+	// tests hold or fail a request there.
 	InWork func(ctx context.Context, r *http.Request) error
 }
 

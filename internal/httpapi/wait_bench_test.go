@@ -18,6 +18,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // lookupCounter counts the reads of the key record a waiting request makes.
@@ -55,7 +56,7 @@ func BenchmarkPreferWait(b *testing.B) {
 		counters[i] = &lookupCounter{Store: store}
 		h, err := httpapi.NewServer(httpapi.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Keys: counters[i],
 			Demo: &demo.Service{Store: store}, Writes: store, Tokens: tokens, Ready: store.Ping,
-			TTL: time.Hour, Lease: 30 * time.Second, Workshop: true})
+			TTL: time.Hour, Lease: 30 * time.Second, Workshop: true, Decorate: workshop.Knobs(15 * time.Second)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/serving"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // serve runs the API until ctx ends, then shuts down gracefully: it stops
@@ -67,6 +68,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		TTL:         cfg.TTL,
 		Lease:       cfg.Lease,
 		Workshop:    cfg.Workshop,
+		Decorate:    workshop.Off,
 		Room:        cfg.Room,
 		Metrics:     m,
 		Path:        idempotency.Path(cfg.path),
@@ -77,6 +79,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() { stopSweep(); wg.Wait() }()
+	if cfg.Workshop {
+		deps.Decorate = workshop.Knobs(cfg.Lease / 2) // the work's budget
+	}
 	more := &Serving{Config: cfg, Logger: logger, Store: store, Chores: chores, Metrics: m, Desk: disp.Desk, Stdout: stdout, Deps: &deps,
 		Chore: func(f func(context.Context)) { wg.Go(func() { f(sweepCtx) }) }}
 	if ext.Serve != nil {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/demo-api/demo-api/api/client"
 	"github.com/demo-api/demo-api/demo/internal/tools/statusmix"
-	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/tools/faultproxy"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // scenario is one fault: inject breaks something while the load runs, heal
@@ -298,7 +298,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 				note := fmt.Sprintf("worker %d, intent %d", i, j)
 				it, _ := client.NewIntent(client.CreateInput{Topic: topic, Note: note})
 				if work := cmp.Or(sc.work, o.work); work > 0 && j%4 == 3 {
-					it.Header.Set(httpapi.HeaderDelay, work.String())
+					it.Header.Set(workshop.HeaderDelay, work.String())
 				}
 				in := &intent{it: it, topic: topic, note: note, started: time.Now()}
 				w.send(ctx, in, (i+j)%2)
@@ -363,7 +363,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 					continue
 				}
 				if sc.expediteTTL > 0 {
-					xit.Header.Set(httpapi.HeaderTTL, sc.expediteTTL.String())
+					xit.Header.Set(workshop.HeaderTTL, sc.expediteTTL.String())
 				}
 				xin := &expedite{intent: &intent{it: xit, topic: topic, note: note, started: time.Now()}, requestID: in.requestID}
 				// Every fourth request is also cancelled at the same moment,

@@ -30,6 +30,7 @@ import (
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 const (
@@ -80,11 +81,15 @@ func WithDesk(url string) Option {
 }
 
 // WithWorkshop turns the workshop knobs on.
-func WithWorkshop() Option { return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop = true } }
+func WithWorkshop() Option {
+	return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop, d.Decorate = true, workshop.Knobs(Lease/2) }
+}
 
 // WithRoom makes a workshop room: any dev-<name> is the participant dev-<name>.
 func WithRoom() Option {
-	return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop, d.Room = true, true }
+	return func(d *httpapi.Deps, _ *postgres.Store) {
+		d.Workshop, d.Room, d.Decorate = true, true, workshop.Knobs(Lease/2)
+	}
 }
 
 // WithPath makes every operation take path p.
@@ -134,6 +139,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		Writes:     e.Store,
 		Tokens:     tokens,
 		Ready:      e.Store.Ping,
+		Decorate:   workshop.Off,
 		TTL:        TTL,
 		Lease:      Lease,
 		InWork: func(ctx context.Context, r *http.Request) error {
