@@ -6,10 +6,12 @@ cd "$(dirname "$0")/.."
 new="${1:?usage: scripts/rename-module.sh <module path>}"
 old="$(go list -m)"
 go mod edit -module "$new"
-git ls-files -co --exclude-standard -- '*.go' '*.sql' '*.yaml' '*.yml' 'Makefile' 'Dockerfile' '*.md' 2>/dev/null \
-  | xargs grep -l --fixed-strings "$old" 2>/dev/null \
+find . -path ./.git -prune -o -type f \( -name '*.go' -o -name '*.sql' -o -name '*.yaml' -o -name '*.yml' \
+    -o -name '*.md' -o -name Makefile -o -name Dockerfile \) -print \
   | while read -r f; do
-      # The old path followed by / or a quote is an import of this module.
-      sed -i.bak -e "s#${old}/#${new}/#g" -e "s#\"${old}\"#\"${new}\"#g" "$f" && rm -f "$f.bak"
+      if grep -q --fixed-strings "$old" "$f"; then
+        # The old path followed by / or a quote is an import of this module.
+        sed -i.bak -e "s#${old}/#${new}/#g" -e "s#\"${old}\"#\"${new}\"#g" "$f" && rm -f "$f.bak"
+      fi
     done
 echo "module $old is now $new"
