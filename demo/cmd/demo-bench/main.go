@@ -67,7 +67,6 @@ type options struct {
 	out           string
 	strict        bool
 	locale        string // the cluster's initdb --locale (empty: C)
-	undo          int    // newest migrations undone after the servers migrated
 	profile       string // profile.go: where the servers' profiles go; empty: none
 }
 
@@ -97,7 +96,6 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/bench.md", "markdown file to write the results into, relative to the repository (empty: none)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 2 when a performance target is missed")
 	flag.StringVar(&o.locale, "locale", "", "the cluster's locale (initdb --locale; empty: C), e.g. en_US.UTF-8 to measure a language collation; it must exist (locale -a)")
-	flag.IntVar(&o.undo, "undo-migrations", 0, "undo the newest N migrations once the servers have migrated, to measure the schema before them (e.g. 1 with -locale en_US.UTF-8: the key columns without COLLATE \"C\")")
 	flag.StringVar(&o.profile, "profile", "", "a folder for the servers' CPU and allocation profiles of round 1's phases at 8 clients (PPROF_ADDR); empty: none")
 	var so scaleOptions
 	so.register(flag.CommandLine)
@@ -279,12 +277,6 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		return 1, err
 	}
 	defer b.benchDB.Close()
-	if o.undo > 0 {
-		b.logf("undoing the newest %d migration(s): the servers run on the schema before them", o.undo)
-		if err := postgres.Migrate(b.benchDB, -o.undo); err != nil {
-			return 1, fmt.Errorf("undo %d migration(s): %w", o.undo, err)
-		}
-	}
 	b.rep.env.Settings = append(b.rep.env.Settings, "schema="+schemaVersion(ctx, b.benchDB))
 	b.benchDB.SetMaxOpenConns(8)
 
