@@ -317,35 +317,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	}
 	b.rep.elapsed = time.Since(began)
 
-	md := b.rep.markdown()
-	fmt.Fprint(stdout, md)
-	if o.out != "" {
-		path := o.out
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(root, path)
-		}
-		if err := writeSection(path, md); err != nil {
-			return 1, err
-		}
-		if err := b.rep.writeCharts(filepath.Dir(path)); err != nil {
-			return 1, err
-		}
-		b.logf("wrote %s and its charts", path)
-	}
-	failures, misses := b.rep.verdict()
-	for _, f := range failures {
-		fmt.Fprintln(stderr, "demo-bench: FAILED:", f)
-	}
-	for _, m := range misses {
-		fmt.Fprintln(stderr, "demo-bench: MISSED:", m)
-	}
-	switch {
-	case len(failures) > 0:
-		return 1, nil
-	case len(misses) > 0 && o.strict:
-		return 2, nil
-	}
-	return 0, nil
+	return publish(b.rep.markdown(), &b.rep, root, o.out, o.strict, "demo-bench", b.logf, stdout, stderr)
 }
 
 // mainRounds runs the alternating rounds and the storms on srv.
@@ -612,4 +584,45 @@ func schemaVersion(ctx context.Context, db *sqlx.DB) string {
 
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
+
+// A finished report: its charts and its verdict.
+type finished interface {
+	writeCharts(dir string) error
+	verdict() (failures, misses []string)
+}
+
+// publish prints the report md, writes it between its markers into out
+// (relative to root; empty: nowhere) with r's charts beside it, tells each
+// failure and miss on stderr under name, and returns the exit status: 1 on
+// a failure, 2 on a miss when strict.
+func publish(md string, r finished, root, out string, strict bool, name string, logf func(string, ...any), stdout, stderr io.Writer) (int, error) {
+	fmt.Fprint(stdout, md)
+	if out != "" {
+		path := out
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(root, path)
+		}
+		if err := writeSection(path, md); err != nil {
+			return 1, err
+		}
+		if err := r.writeCharts(filepath.Dir(path)); err != nil {
+			return 1, err
+		}
+		logf("wrote %s and its charts", path)
+	}
+	failures, misses := r.verdict()
+	for _, f := range failures {
+		fmt.Fprintln(stderr, name+": FAILED:", f)
+	}
+	for _, m := range misses {
+		fmt.Fprintln(stderr, name+": MISSED:", m)
+	}
+	switch {
+	case len(failures) > 0:
+		return 1, nil
+	case len(misses) > 0 && strict:
+		return 2, nil
+	}
+	return 0, nil
 }

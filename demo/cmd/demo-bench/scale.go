@@ -212,34 +212,7 @@ func runScale(ctx context.Context, o options, so scaleOptions, stdout, stderr io
 	if err != nil {
 		return 1, err
 	}
-	fmt.Fprint(stdout, md)
-	if so.out != "" {
-		path := so.out
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(root, path)
-		}
-		if err := writeSection(path, md); err != nil {
-			return 1, err
-		}
-		if err := s.rep.writeCharts(filepath.Dir(path)); err != nil {
-			return 1, err
-		}
-		s.logf("wrote %s and its chart", path)
-	}
-	failures, misses := s.rep.verdict()
-	for _, f := range failures {
-		fmt.Fprintln(stderr, "demo-bench -scale: FAILED:", f)
-	}
-	for _, m := range misses {
-		fmt.Fprintln(stderr, "demo-bench -scale: MISSED:", m)
-	}
-	switch {
-	case len(failures) > 0:
-		return 1, nil
-	case len(misses) > 0 && o.strict:
-		return 2, nil
-	}
-	return 0, nil
+	return publish(md, &s.rep, root, so.out, o.strict, "demo-bench -scale", s.logf, stdout, stderr)
 }
 
 // levels fills one key table to each level in turn and measures the create
