@@ -17,16 +17,11 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// ClaimCounter reports the in-progress claims: their number, the claim time
-// of the oldest, and the store's time.
+// ClaimCounter reports the in-progress claims: their number, how many of
+// them need attention (idempotency.NeedsAttentionLease), the claim time of
+// the oldest, and the store's time.
 type ClaimCounter interface {
-	InProgress(ctx context.Context) (n int, oldest, now time.Time, err error)
-}
-
-// AttentionCounter, when the ClaimCounter is one too, reports the keys
-// that need attention (idempotency.NeedsAttentionLease).
-type AttentionCounter interface {
-	KeysNeedingAttention(ctx context.Context) (int, error)
+	InProgress(ctx context.Context) (n, needsAttention int, oldest, now time.Time, err error)
 }
 
 // Metrics holds the collectors of one server.
@@ -69,12 +64,6 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 	}
 	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, claimGauges(claims, logger),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if keys, ok := claims.(AttentionCounter); ok {
-		m.reg.MustRegister(newDBCollector("keys_needing_attention", logger, func(ctx context.Context) ([]float64, error) {
-			n, err := keys.KeysNeedingAttention(ctx)
-			return []float64{float64(n)}, err
-		}, needsAttentionDesc))
-	}
 	return m
 }
 
@@ -124,13 +113,13 @@ var (
 // claimGauges reads the in-progress claims from the database at scrape time.
 func claimGauges(claims ClaimCounter, logger *slog.Logger) prometheus.Collector {
 	return newDBCollector("idempotency_claims", logger, func(ctx context.Context) ([]float64, error) {
-		n, oldest, now, err := claims.InProgress(ctx)
+		n, needsAttention, oldest, now, err := claims.InProgress(ctx)
 		oldestAge := 0.0
 		if n > 0 {
 			oldestAge = max(now.Sub(oldest).Seconds(), 0)
 		}
-		return []float64{float64(n), oldestAge}, err
-	}, inProgressDesc, oldestDesc)
+		return []float64{float64(n), oldestAge, float64(needsAttention)}, err
+	}, inProgressDesc, oldestDesc, needsAttentionDesc)
 }
 
 // dbCollector serves gauges read from the database at scrape time. The

@@ -326,27 +326,20 @@ func (s *Store) PurgeExpired(ctx context.Context, batch int) (int64, error) {
 	return res.RowsAffected()
 }
 
-// InProgress returns how many claims are in progress and the claim time of
-// the oldest (zero when there is none), and the store's time.
-func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, err error) {
+// InProgress returns how many claims are in progress, how many of them need
+// attention (idempotency.NeedsAttentionLease), the claim time of the oldest
+// and the store's time.
+func (s *Store) InProgress(ctx context.Context) (n, needsAttention int, oldest, now time.Time, err error) {
 	var row struct {
-		N      int          `db:"n"`
-		Oldest sql.NullTime `db:"oldest"`
-		Now    time.Time    `db:"now"`
+		N              int          `db:"n"`
+		NeedsAttention int          `db:"needs_attention"`
+		Oldest         sql.NullTime `db:"oldest"`
+		Now            time.Time    `db:"now"`
 	}
-	err = s.db.GetContext(ctx, &row, countInProgressClaimsSQL, s.now())
+	err = s.db.GetContext(ctx, &row, countInProgressClaimsSQL, s.now(), (idempotency.NeedsAttentionLease / 2).Microseconds())
 	if err != nil {
-		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
+		return 0, 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
 	}
-	return row.N, row.Oldest.Time, row.Now, nil
+	return row.N, row.NeedsAttention, row.Oldest.Time, row.Now, nil
 }
 
-var countKeysNeedingAttentionSQL = statement("count_keys_needing_attention.sql")
-
-// KeysNeedingAttention returns how many keys need attention: held for an
-// operator (idempotency.NeedsAttentionLease).
-func (s *Store) KeysNeedingAttention(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.GetContext(ctx, &n, countKeysNeedingAttentionSQL, s.now(), (idempotency.NeedsAttentionLease / 2).Microseconds())
-	return n, dbErr(err)
-}

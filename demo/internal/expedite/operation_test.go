@@ -392,7 +392,7 @@ func TestExpediteNeedsAttention(t *testing.T) {
 	if n, err := expedite.NewStore(x.Store).RunsNeedingAttention(context.Background()); err != nil || n != 1 {
 		t.Fatalf("runs needing attention: %d, %v", n, err)
 	}
-	if n, err := x.Store.KeysNeedingAttention(context.Background()); err != nil || n != 1 {
+	if _, n, _, _, err := x.Store.InProgress(context.Background()); err != nil || n != 1 {
 		t.Fatalf("keys needing attention: %d, %v", n, err)
 	}
 	x.desk.Faults(t, provider.Faults{})
