@@ -460,7 +460,7 @@ func (r *Runner) held(ctx context.Context, req Request, cr ClaimResult, waitUnti
 		if d.LeaseLeft > NeedsAttentionLease/2 {
 			// No owner works on a key that needs attention: there is
 			// nothing to wait for and no time to promise.
-			res.Outcome, err = OutcomeInProgress, needsAttention()
+			res.Outcome, err = OutcomeInProgress, NeedsAttentionError()
 			break
 		}
 		// Wait no longer than the owner's deadline: past it the owner is
@@ -668,7 +668,9 @@ const NeedsAttentionLease = 100 * 365 * 24 * time.Hour
 // operator lets it go.
 var ErrNeedsAttention = errors.New("idempotency: the key needs attention")
 
-func needsAttention() error {
+// NeedsAttentionError is the answer to a request whose key needs
+// attention: 409 operation_in_progress without Retry-After.
+func NeedsAttentionError() error {
 	return &apperr.Error{Code: apperr.OperationInProgress, Err: ErrNeedsAttention,
 		Message: "this idempotency key needs attention: no retry moves it until an operator lets it go, and no one can say when that will be; the outcome route shows why"}
 }

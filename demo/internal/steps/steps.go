@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
@@ -507,14 +506,7 @@ func (r *Runner) needsAttention(ctx context.Context, c idempotency.Claim, run *R
 	if err := r.save(ctx, c, run, nil, idempotency.NeedsAttentionLease); err != nil {
 		return err
 	}
-	return runNeedsAttention()
-}
-
-// runNeedsAttention is the answer to the request whose run now needs
-// attention: as to any request that finds a key that needs attention.
-func runNeedsAttention() error {
-	return &apperr.Error{Code: apperr.OperationInProgress, Err: idempotency.ErrNeedsAttention,
-		Message: "the run of this idempotency key needs attention: it stopped at its limit, and no retry moves it until an operator resumes it; the outcome route shows its last error"}
+	return idempotency.NeedsAttentionError()
 }
 
 // nextStep is the index of the step after recovery point p, -1 for a point
