@@ -342,4 +342,3 @@ func (s *Store) InProgress(ctx context.Context) (n, needsAttention int, oldest, 
 	}
 	return row.N, row.NeedsAttention, row.Oldest.Time, row.Now, nil
 }
-
