@@ -1,13 +1,10 @@
--- answer_only.sql: an answer that changes nothing but its key (a refusal),
--- one phase, for a free scope: as create_demo_request.sql, with no business
--- row.
--- The key row's part is the same in every statement of its kind
--- (TestStatementsShareTheKeyRowsPart); "effect" is the business write.
---
--- Parameters:
---   $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
---   $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
---   $10 result_id, $11 ttl_us (how long the key is replayed)
+-- answer_only.sql: the one-phase answer that changes nothing but its key (a
+-- refusal), for a free scope: create_demo_request.sql without business rows.
+-- Its key-row part is that of every statement of its kind
+-- (TestStatementsShareTheKeyRowsPart); effect is the business write.
+-- $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
+-- $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
+-- $10 result_id, $11 ttl_us
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), finished AS (

@@ -1,12 +1,10 @@
--- answer_only_takeover.sql: answer_only.sql, able to take over the scope's
--- row (claim_takeover.sql says when).
--- The key row's part is the same in every statement of its kind
--- (TestStatementsShareTheKeyRowsPart); "effect" is the business write.
---
--- Parameters:
---   $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
---   $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
---   $10 result_id, $11 ttl_us (how long the key is replayed)
+-- answer_only_takeover.sql: answer_only.sql, able to take over the scope's row
+-- (claim_takeover.sql says when).
+-- Its key-row part is that of every statement of its kind
+-- (TestStatementsShareTheKeyRowsPart); effect is the business write.
+-- $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
+-- $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
+-- $10 result_id, $11 ttl_us
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), prev AS (

@@ -1,13 +1,11 @@
--- cancel_demo_request_takeover.sql: cancel_demo_request.sql, able to take
--- over the scope's row (claim_takeover.sql says when).
--- The key row's part is the same in every statement of its kind
--- (TestStatementsShareTheKeyRowsPart); "effect" is the business write.
---
--- Parameters:
---   $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
---   $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
---   $10 result_id, $11 ttl_us (how long the key is replayed)
---   $12 state, $13 cancelled_at, $14 id: the request as the cancel decided it
+-- cancel_demo_request_takeover.sql: cancel_demo_request.sql, able to take over
+-- the scope's row (claim_takeover.sql says when).
+-- Its key-row part is that of every statement of its kind
+-- (TestStatementsShareTheKeyRowsPart); effect is the business write.
+-- $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
+-- $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
+-- $10 result_id, $11 ttl_us;
+-- the request as the cancel decided it: $12 state, $13 cancelled_at, $14 id
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), prev AS (
@@ -52,16 +50,12 @@ effect AS (
     WHERE id = $14::uuid AND actor_id = $2 AND state = 'accepted'
     RETURNING id
 ), stopped AS (
-    -- A delivery never tried cannot be at the desk: it is withdrawn here,
-    -- and the desk is never called. One tried and waiting for its next
-    -- attempt (the desk was down, an answer was lost) is made due at once:
-    -- the dispatcher never submits a cancelled request, it asks the desk
-    -- whether an earlier attempt got there and withdraws the delivery if
-    -- none did (package delivery). One a dispatcher holds (lease_token) is
-    -- left to that attempt. A dispatcher that takes the row counts its
-    -- attempt under the row's lock (outbox_take_due.sql); this UPDATE
-    -- waits for that lock and checks the row again after it, so a row
-    -- taken meanwhile is not withdrawn.
+    -- A delivery never tried cannot be at the desk: it is withdrawn. One tried
+    -- and waiting (the desk was down, an answer was lost) is made due now: the
+    -- dispatcher asks the desk whether an attempt got there and withdraws it
+    -- if none did (package delivery). One a dispatcher holds (lease_token) is
+    -- left to it: this UPDATE waits for the row lock a dispatcher takes it
+    -- under (outbox_take_due.sql) and rechecks, so a row taken meanwhile stays.
     UPDATE outbox o SET state = CASE WHEN o.attempts = 0 THEN 'withdrawn' ELSE o.state END,
         next_attempt_at = CASE WHEN o.attempts = 0 THEN NULL ELSE clock.now END,
         last_error = CASE WHEN o.attempts = 0 THEN NULL ELSE o.last_error END,
@@ -71,19 +65,13 @@ effect AS (
       AND (o.attempts = 0 OR o.lease_token IS NULL)
     RETURNING o.state
 ), desk_cancel AS (
-    -- Any delivery not withdrawn may be at the desk (submitted, in flight,
-    -- unknown, or tried and unclear): queue a keyed cancel, due now. The
-    -- desk keeps a cancel that comes before its submission, so the two need
-    -- no order. A delivery the desk refused (failed) left nothing there to
-    -- cancel, nor one an earlier cancel withdrew.
-    --
-    -- The cancel is the next of the request's cancels (seq): a request
-    -- reopened and cancelled again gets a second, under a key of its own.
-    -- Two cancels of one request wait for each other on its row (effect);
-    -- one whose statement began before the other committed, and that a
-    -- reopen between them let apply, does not see the other's cancel here,
-    -- takes the same seq, and fails on the primary key: its key is
-    -- released, and its retry counts again.
+    -- A delivery neither withdrawn nor refused (failed) may be at the desk:
+    -- queue a keyed cancel, due now (the desk keeps a cancel that comes before
+    -- its submission). seq numbers the request's cancels: one reopened and
+    -- cancelled again gets a second. Two cancels of a request wait for each
+    -- other on its row (effect); one whose statement began before the other
+    -- committed, applied after a reopen, takes the same seq and fails on the
+    -- primary key: its key is released, and its retry counts again.
     INSERT INTO outbox (request_id, kind, seq, next_attempt_at, created_at, updated_at)
     SELECT s.request_id, 'cancel',
         1 + coalesce((SELECT max(c.seq) FROM outbox c WHERE c.request_id = s.request_id AND c.kind = 'cancel'), 0),

@@ -1,27 +1,14 @@
--- claim_takeover.sql: claim.sql, able to take over the scope's row: run
--- only when claim.sql returned a row that idempotency.Decide says to take
--- over. It writes the key row in progress where the scope is free, or
--- replaces the row there when it may take it over, and returns the row the
--- scope had before (prev), if any.
---
--- Parameters (as in claim.sql):
---   $1 now          the test clock; NULL for the database clock
---   $2 actor_id     the scope: the actor,
---   $3 operation    the operation,
---   $4 idem_key     and the Idempotency-Key
---   $5 fingerprint  of the request's significant fields
---   $6 claim_token  new on every claim: fences a slow owner out
---   $7 lease_us     the lease, in microseconds
---   $8 ttl_us       how long the key lives, in microseconds
---
--- takeover replaces a completed row past its TTL (idempotency.Record.Expired),
--- or a row in progress whose owner's lease passed while the same intent
--- (fingerprint) asks again (idempotency.Decide's TakeOverExpired and
--- TakeOverLease). A row in progress never expires. It locks only a row it takes over and
--- rechecks the rule once it holds the lock, so of two racing takeovers one
--- wins. Like claim.sql it commits without waiting for its WAL flush.
--- Unlike claim.sql it reads the row there first (prev): it runs because a
--- row is there, and its takeover decides on that row.
+-- claim_takeover.sql: claim.sql, able to take over the scope's row; run only
+-- when claim.sql returned a row idempotency.Decide says to take over. It reads
+-- the row first (prev), on a new snapshot, writes a new row where there is
+-- none (fresh), and takes the row over (takeover) only where Decide would: a
+-- completed row past its TTL, or a row in progress whose lease passed, asked
+-- again with the same fingerprint (a row in progress never expires). The
+-- UPDATE locks only a row it takes over and rechecks the rule under the lock,
+-- so of two racing takeovers one wins. Like claim.sql it commits without
+-- waiting for its WAL flush.
+-- Parameters as in claim.sql: $1 now, $2 actor_id, $3 operation, $4 idem_key,
+-- $5 fingerprint, $6 claim_token, $7 lease_us, $8 ttl_us.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), async_commit AS (

@@ -1,10 +1,7 @@
--- commit_replication.sql: whether a commit of this session waits for a
--- synchronous standby, and how many synchronous standbys are attached.
---
--- A commit waits when synchronous_standby_names names a standby and
--- synchronous_commit is on, remote_write or remote_apply (local and off
--- never wait). A role without pg_read_all_stats sees pg_stat_replication's
--- rows without their sync_state: those are counted as hidden.
+-- commit_replication.sql: whether this session's commit waits for a
+-- synchronous standby (standby names set, synchronous_commit on, remote_write
+-- or remote_apply), and how many are attached. Without pg_read_all_stats a
+-- standby's sync_state reads NULL: it is counted as hidden.
 SELECT current_setting('synchronous_commit') AS synchronous_commit,
        current_setting('synchronous_standby_names') AS standby_names,
        count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')) AS attached,

@@ -1,11 +1,6 @@
--- count_in_progress_claims.sql: how many claims are in progress, how many
--- of them need attention (a lease further off than $2: no owner's work
--- sets one, idempotency.NeedsAttentionLease), the claim time of the oldest
--- (NULL when there is none), and the store's time.
---
--- Parameters:
---   $1 now        the test clock; NULL for the database clock
---   $2 beyond_us  a lease that ends further off than this, in microseconds, needs attention
+-- count_in_progress_claims.sql: the claims in progress, those that need
+-- attention (a lease further off than $2 beyond_us microseconds:
+-- idempotency.NeedsAttentionLease), the oldest claim's time, and $1 now.
 SELECT count(*) AS n,
        count(*) FILTER (WHERE lease_until > coalesce($1::timestamptz, now()) + $2::bigint * interval '1 microsecond') AS needs_attention,
        min(created_at) AS oldest, coalesce($1::timestamptz, now()) AS now

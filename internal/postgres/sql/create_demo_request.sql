@@ -1,30 +1,15 @@
--- create_demo_request.sql: the one-phase create of a demo request, for a
--- free scope. One statement, one commit: it inserts the key row already
--- completed with its answer and, FROM that row (finished), the demo request
--- and the outbox row that hands it to the review desk (package delivery),
--- due at once. Where the scope is taken it writes nothing and returns the
--- row there (prev), as claim.sql does, which explains the parts.
+-- create_demo_request.sql: the one-phase create of a demo request, for a free
+-- scope. One statement, one durable commit: the key row completed with its
+-- answer (finished) and, FROM it, the demo request and its outbox row, due at
+-- once (the dispatcher calls the review desk, never the request). Where the
+-- scope is taken it writes nothing and returns the row there (prev), as
+-- claim.sql does, which explains the parts.
 --
--- Parameters:
---   $1  now              the test clock; NULL for the database clock
---   $2  actor_id         the scope: the actor,
---   $3  operation        the operation,
---   $4  idem_key         and the Idempotency-Key
---   $5  fingerprint      of the request's significant fields
---   $6  claim_token      the request's token
---   $7  status_code      the stored answer: its status,
---   $8  response_body    its body,
---   $9  response_headers its headers (a JSON object),
---   $10 result_id        and the id of what it created
---   $11 ttl_us           how long the key lives, in microseconds
---   $12 id               the demo request: its id,
---   $13 state            its state,
---   $14 topic            its topic,
---   $15 note             its note,
---   $16 created_at       and its creation time
---
--- It commits durably: it is the creation. Nothing calls the desk inside
--- the request.
+-- Parameters: $1 now (the test clock; NULL for the database clock); the scope:
+-- $2 actor_id, $3 operation, $4 idem_key; $5 fingerprint; $6 claim_token; the
+-- answer: $7 status_code, $8 response_body, $9 response_headers, $10 result_id;
+-- $11 ttl_us; the demo request: $12 id, $13 state, $14 topic, $15 note,
+-- $16 created_at.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), finished AS (

@@ -1,27 +1,10 @@
--- create_demo_request_takeover.sql: create_demo_request.sql, able to take
--- over the scope's row (the rule of claim_takeover.sql): run only when
--- create_demo_request.sql returned a row that idempotency.Decide says to
--- take over. It writes the key row completed with its answer, where the
--- scope is free or over the row it takes over, and FROM it (finished) the
--- demo request and its outbox row.
---
--- Parameters (as in create_demo_request.sql):
---   $1  now              the test clock; NULL for the database clock
---   $2  actor_id         the scope: the actor,
---   $3  operation        the operation,
---   $4  idem_key         and the Idempotency-Key
---   $5  fingerprint      of the request's significant fields
---   $6  claim_token      the request's token
---   $7  status_code      the stored answer: its status,
---   $8  response_body    its body,
---   $9  response_headers its headers (a JSON object),
---   $10 result_id        and the id of what it created
---   $11 ttl_us           how long the key lives, in microseconds
---   $12 id               the demo request: its id,
---   $13 state            its state,
---   $14 topic            its topic,
---   $15 note             its note,
---   $16 created_at       and its creation time
+-- create_demo_request_takeover.sql: create_demo_request.sql, able to take over
+-- the scope's row as claim_takeover.sql does; run only when
+-- create_demo_request.sql returned a row idempotency.Decide says to take over.
+-- Parameters as in create_demo_request.sql: $1 now, $2 actor_id, $3 operation,
+-- $4 idem_key, $5 fingerprint, $6 claim_token, $7 status_code,
+-- $8 response_body, $9 response_headers, $10 result_id, $11 ttl_us, $12 id,
+-- $13 state, $14 topic, $15 note, $16 created_at.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), prev AS (

@@ -1,11 +1,9 @@
--- finish_claim_answer_only.sql: complete a two-phase claim with an answer
--- that changes nothing but its key, fenced by its token.
--- The key row's part is the same in every statement of its kind
--- (TestStatementsShareTheKeyRowsPart); "effect" is the business write.
---
--- Parameters:
---   $1 now, $2 status_code, $3 response_body, $4 response_headers,
---   $5 result_id, $6 actor_id, $7 operation, $8 idem_key, $9 claim_token
+-- finish_claim_answer_only.sql: complete a two-phase claim, fenced by its
+-- token, with an answer that changes nothing but its key.
+-- Its key-row part is that of every statement of its kind
+-- (TestStatementsShareTheKeyRowsPart); effect is the business write.
+-- $1 now, $2 status_code, $3 response_body, $4 response_headers,
+-- $5 result_id, $6 actor_id, $7 operation, $8 idem_key, $9 claim_token
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), finished AS (

@@ -1,13 +1,7 @@
--- outbox_accepted.sql: reconcile a delivery (a submission or a cancel) the
--- review desk says it accepted: any delivery not yet submitted is, and the mark of a dispatcher
--- still holding it then matches nothing.
---
--- Parameters:
---   $1 now                 the test clock; NULL for the database clock
---   $2 provider_reference  the desk's reference
---   $3 request_id          the delivery: its request,
---   $4 kind                its kind (a submission or a cancel),
---   $5 seq                 and which of its kind
+-- outbox_accepted.sql: a delivery the review desk says it accepted is
+-- submitted, with the desk's reference; a dispatcher still holding it then
+-- matches nothing. $1 now, $2 provider_reference; the delivery: $3 request_id,
+-- $4 kind (submit or cancel), $5 seq.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 )

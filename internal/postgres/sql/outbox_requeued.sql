@@ -1,13 +1,7 @@
--- outbox_requeued.sql: reconcile a delivery (a submission or a cancel) the
--- review desk says it never accepted: an unknown one goes back in the queue, due now, as if never
--- tried (the desk just said so); a pending one is left to its dispatcher,
--- which asks before it sends.
---
--- Parameters:
---   $1 now         the test clock; NULL for the database clock
---   $2 request_id  the delivery: its request,
---   $3 kind        its kind (a submission or a cancel),
---   $4 seq         and which of its kind
+-- outbox_requeued.sql: a delivery the review desk says it never accepted: an
+-- unknown one is queued again, due now, as never tried; a pending one is left
+-- to its dispatcher, which asks before it sends. $1 now; the delivery:
+-- $2 request_id, $3 kind, $4 seq.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 )

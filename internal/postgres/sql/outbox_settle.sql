@@ -1,21 +1,12 @@
--- outbox_settle.sql: record the marks of deliveries still leased to the
--- tokens they were taken under, in one statement: mark i is the i-th
--- element of each array. A row whose lease another dispatcher took is not
--- matched. It
--- commits without waiting for its WAL flush: a mark a crash loses leaves its
--- row taken, due again when the lease passes, and that attempt asks the desk
--- first, which is what it does after any crash.
+-- outbox_settle.sql: record the marks of deliveries still leased to the token
+-- they were taken under; mark i is the i-th element of each array, and a row
+-- another dispatcher took since is not matched. It commits without waiting
+-- for its WAL flush: a mark a crash loses leaves the row taken, due again when
+-- its lease passes, and that attempt asks the desk first, as after any crash.
 --
--- Parameters:
---   $1 now          the test clock; NULL for the database clock
---   $2 request_ids  the deliveries (uuid[]),
---   $3 kinds        their kinds: submit or cancel (outbox_kind[]),
---   $4 seqs         and which of their kind (integer[])
---   $5 states       their new states (delivery_state[])
---   $6 references   the desk's references, '' for none (text[])
---   $7 errors       the errors, '' for none (text[])
---   $8 retry_us     for a pending one, when to try again, in microseconds (bigint[])
---   $9 lease_tokens the tokens they were taken under (uuid[])
+-- Parameters: $1 now (NULL: the database clock); per delivery: $2 request_ids,
+-- $3 kinds, $4 seqs, $5 states, $6 references ('' for none), $7 errors ('' for
+-- none), $8 retry_us (when a pending one is tried again), $9 lease_tokens.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), async_commit AS (

@@ -1,21 +1,13 @@
--- outbox_take_due.sql: take up to a batch of due deliveries, oldest due
--- first, skipping rows another dispatcher holds locked at this moment, and
--- lease them to the caller's token: a taken row is due again when the lease
--- passes (its dispatcher died). It returns each taken row with its demo
--- request's fields (its actor: the desk's calls are made for it), and
--- whether the request is cancelled: the dispatcher
--- never submits a cancelled request (package delivery). A row is an event
--- of its request, a submission or a cancel (kind), the seq-th of its kind:
--- all are taken the same way. Rows of the
--- busy actors are left for later: each already has as many deliveries with
--- the desk as one actor may (package delivery's PerActor).
+-- outbox_take_due.sql: take up to a batch of due deliveries, oldest due first,
+-- skipping rows another dispatcher holds locked, and lease them to the
+-- caller's token: a taken row is due again when the lease passes (its
+-- dispatcher died). Each row, a submission or a cancel (kind), the seq-th of
+-- its kind, comes with its request's actor (the desk's calls are made for
+-- it), topic, note, and whether it is cancelled (never submitted then). Rows
+-- of busy actors, at their limit with the desk (delivery's PerActor), wait.
 --
--- Parameters:
---   $1 now          the test clock; NULL for the database clock
---   $2 busy         the actors whose rows are left for later (text[], may be empty)
---   $3 batch        how many rows at most
---   $4 lease_token  the dispatcher's token
---   $5 lease_us     the lease, in microseconds
+-- Parameters: $1 now (NULL: the database clock), $2 busy (text[], may be
+-- empty), $3 batch, $4 lease_token, $5 lease_us (the lease, in microseconds).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), due AS (

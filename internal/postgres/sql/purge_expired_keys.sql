@@ -1,23 +1,15 @@
--- purge_expired_keys.sql: delete up to a batch of expired key rows, the
--- first to expire first: completed ones past their TTL, and abandoned claims
--- past both their TTL and their lease: nothing was committed under such a
--- claim, since the finish needs it. A claim whose lease is alive is never
--- deleted. Rows another sweeper holds are skipped.
+-- purge_expired_keys.sql: delete up to $2 batch expired key rows, first to
+-- expire first: completed ones past their TTL, and abandoned claims past both
+-- their TTL and their lease (nothing committed under them: a finish needs its
+-- claim). A live claim is never deleted; rows another sweeper holds are
+-- skipped. $1 now: the test clock; NULL for the database clock.
 --
--- Parameters:
---   $1 now    the test clock; NULL for the database clock
---   $2 batch  how many rows at most
---
--- Each kind is read through its own index: completed keys through
--- idempotency_keys_expires_at, which holds completed keys only (a claim
--- writes no entry there), in the order they expire;
--- claims through idempotency_keys_in_progress, which holds the claims in
--- progress only, oldest first; each takes at most a batch, and the batch
--- deleted is the first to expire of those. lease_until IS NULL is
--- "completed", by the table's CHECKs. The clock is compared in each WHERE
--- itself, so that it bounds the index scan: through a CTE it would be a
--- filter above it, and a statement that finds less than a batch would
--- read the whole index.
+-- Each kind is read through its own index in the order it expires (completed
+-- keys: idempotency_keys_expires_at; claims: idempotency_keys_in_progress,
+-- oldest first); lease_until IS NULL is "completed" by the table's CHECKs. The
+-- clock is compared in each WHERE so that it bounds the index scan: from a CTE
+-- it would filter above the scan, which then reads the whole index when fewer
+-- than a batch are due.
 WITH completed AS (
     SELECT k.actor_id, k.operation, k.idem_key, k.expires_at
     FROM idempotency_keys k
