@@ -53,12 +53,10 @@ func (d Decision) RetryAfter() time.Duration {
 	return max(d.LeaseLeft, time.Second)
 }
 
-// Decide is the whole state machine of a key as seen by an arriving request
-// with fingerprint fp at time now; prev is the stored record, nil if none.
-//
-// The store's statements take a row over in exactly the cases where Decide
-// returns TakeOverExpired or TakeOverLease; the two must agree, and a test
-// runs this table against the real statement.
+// Decide is the whole state machine of a key, for a request with fingerprint
+// fp arriving at now; prev is the stored record, nil if none. The store's
+// statements take a row over exactly where it returns TakeOverExpired or
+// TakeOverLease; a test runs this table against them.
 func Decide(prev *Record, fp string, now time.Time) Decision {
 	switch {
 	case prev == nil:

@@ -5,11 +5,9 @@
 // records, and any operation uses the same Runner by naming itself, its
 // fingerprint and its work.
 //
-// An operation's work never writes anything itself. It returns what it
-// decided (the answer and the business change), and the Runner hands that to
-// the store, which commits the change and completes the key in one
-// transaction (createResultAndFinishAtomically). So a work cannot forget to
-// finish its key, and a change never exists without its stored answer.
+// A work never writes: it returns what it decided, and the store commits the
+// change with the key's answer in one transaction, so a change never exists
+// without its stored answer.
 package idempotency
 
 import (
@@ -39,18 +37,15 @@ type Response struct {
 	ResultID string // id of what the work created or changed, if anything
 }
 
-// Effect is a business change that the store commits in the same
-// transaction that completes the key. Its concrete type is the store's own
-// (the postgres store makes them); the Runner only carries it from the work
-// back to that store.
+// Effect is a business change that the store commits in the transaction that
+// completes the key. Its type is the store's own; the Runner only carries it.
 type Effect interface {
 	// Describe names the change for errors, e.g. "insert demo request".
 	Describe() string
 }
 
-// Decided is what a work decided for an intent: the answer to send, store
-// and replay, and the change that commits with it (nil for an answer that
-// changes nothing, such as a refusal).
+// Decided is what a work decided: the answer to send, store and replay, and
+// the change that commits with it (nil for none, such as a refusal).
 type Decided struct {
 	Response Response
 	Effect   Effect
@@ -72,14 +67,12 @@ type ClaimResult struct {
 }
 
 var (
-	// ErrLeaseLost is returned by a store's finish when the claim token no
-	// longer matches: another request took the key over, and nothing of
-	// this finish was committed.
+	// ErrLeaseLost is returned by a finish whose claim token no longer holds
+	// the key (another request took it over); nothing was committed.
 	ErrLeaseLost = errors.New("idempotency: lease lost")
-	// ErrEffectNotApplied is returned by a store when a business change
-	// found its row no longer as the work had read it (a cancel of a request
-	// that another request cancelled meanwhile). Nothing was committed; the
-	// request may run again and decide afresh. It is transient: 503.
+	// ErrEffectNotApplied is returned when a business change found its row
+	// no longer as the work read it (a request cancelled meanwhile). Nothing
+	// was committed and a retry decides afresh, so it is transient: 503.
 	ErrEffectNotApplied error = &apperr.Error{Code: apperr.Unavailable,
 		Message: "the resource changed while this request was decided; send it again", RetryAfter: time.Second}
 )
@@ -87,20 +80,18 @@ var (
 // Store keeps the records. Its time is the database clock, so that replicas
 // agree on leases and expiry.
 type Store interface {
-	// Claim inserts an in-progress record for the scope with the claim
-	// token, or takes over an expired one or one whose lease passed with the
-	// same fingerprint, in one atomic statement committed before it returns.
+	// Claim writes the scope's record in progress under token where Decide
+	// lets it (free, expired, or its lease passed), committed before it
+	// returns; otherwise it reports the record that stopped it.
 	Claim(ctx context.Context, s Scope, fp, token string, lease, ttl time.Duration) (ClaimResult, error)
-	// CreateResultAndFinishAtomically is the path both demo operations take
-	// (one phase): in one statement it inserts the record already completed
-	// with d's response, and FROM it d's effect, where Claim would have
-	// claimed; otherwise it changes nothing and reports the record that
-	// stopped it. Errors: ErrEffectNotApplied.
+	// CreateResultAndFinishAtomically is the one-phase path: where Claim
+	// would claim, one statement writes the record completed with d's
+	// response and, FROM it, d's effect; otherwise it changes nothing and
+	// reports the record that stopped it. Errors: ErrEffectNotApplied.
 	CreateResultAndFinishAtomically(ctx context.Context, s Scope, fp, token string, ttl time.Duration, d Decided) (ClaimResult, error)
-	// FinishClaimAtomically is the two-phase finish: it commits d's effect
-	// and completes the claim with d's response in one transaction, only
-	// while c's token holds the key. Errors: ErrLeaseLost,
-	// ErrEffectNotApplied (nothing committed).
+	// FinishClaimAtomically commits d's effect and completes c's record with
+	// d's response in one transaction, only while c's token holds it.
+	// Errors: ErrLeaseLost, ErrEffectNotApplied (nothing committed).
 	FinishClaimAtomically(ctx context.Context, c Claim, d Decided) error
 	// Release deletes the in-progress record of c so the key can run again.
 	Release(ctx context.Context, c Claim) error
@@ -112,17 +103,15 @@ type Store interface {
 type Path string
 
 const (
-	// OnePhase is for a work that is itself a database write decided in Go
-	// beforehand: the work runs first, with no side effect, and one
-	// statement then inserts the key completed with the answer and the
-	// change. There is nothing to protect between a claim and a finish, so
-	// there is no claim.
+	// OnePhase is for a work that is a database write decided beforehand:
+	// the work runs first, then one statement writes the key completed with
+	// the answer and the change. Nothing runs between a claim and a finish,
+	// so there is no claim.
 	OnePhase Path = "one_phase"
-	// TwoPhase is for a work that runs outside the database (or that asks
-	// for it, such as a request held by a workshop knob): claim the key in
-	// its own commit, so a retry sees it in progress; run the work; then
-	// finish, fenced by the claim token; release the claim on a transient
-	// failure.
+	// TwoPhase is for a work outside the database (or held by a workshop
+	// knob): claim the key in its own commit, so a retry sees it in
+	// progress; run the work; finish, fenced by the claim token; release the
+	// claim on a transient failure.
 	TwoPhase Path = "two_phase"
 )
 
@@ -139,16 +128,14 @@ const (
 	OutcomeReleased         Outcome = "released"   // the work failed transiently; the claim was released
 	OutcomeLeaseLost        Outcome = "lease_lost" // the finish found the claim taken over
 	OutcomeFailed           Outcome = "failed"     // one phase: the work or the statement failed; nothing was written
-	// OutcomeRerun counts a statement that found its scope taken by a row
-	// its snapshot could not see (a concurrent first request committed in
-	// between): the request runs the statement again and then replays.
+	// OutcomeRerun counts a statement run again because a row its snapshot
+	// could not see (a concurrent first request's) took the scope.
 	OutcomeRerun Outcome = "rerun"
 )
 
-// Work decides an operation for an intent at time now and returns what it
-// decided, without writing anything: the Runner commits it. An
-// *apperr.Error it returns is transient like any other error (the claim is
-// released): a definite refusal is an answer, so the work returns it as a
+// Work decides an operation for an intent at time now, without writing: the
+// Runner commits what it returns. Any error it returns, *apperr.Error too,
+// is transient (the claim is released); a definite refusal is an answer, a
 // Decided response with no effect.
 type Work func(ctx context.Context, now time.Time) (Decided, error)
 
@@ -158,15 +145,13 @@ type Request struct {
 	Fingerprint string
 	Path        Path
 	// Wait is how long a request that finds its key in progress may wait
-	// for the first attempt's answer instead of answering 409 at once
-	// (Prefer: wait). The Runner caps it.
+	// for the first attempt's answer (Prefer: wait), capped by MaxWait.
 	Wait time.Duration
 	// Retry says the client sends this intent again (X-Client-Attempt ≥ 2):
 	// its key most likely exists, so the Runner reads it first (readFirst).
 	Retry bool
-	// TTL is how long the answer this request stores is replayed, if it
-	// writes the key (0: Config.TTL). A lease still holds an unfinished
-	// claim.
+	// TTL is how long this request's stored answer is replayed (0:
+	// Config.TTL); an unfinished claim is held by its lease.
 	TTL time.Duration
 }
 
@@ -186,18 +171,15 @@ type Config struct {
 	Lease time.Duration // how long a claim is owned before another may take it over
 	// MaxWait caps Request.Wait (default 10 s).
 	MaxWait time.Duration
-	// Clock is the Runner's clock (default time.Now): the time a work
-	// decides with, and how long a request waits. Leases and expiry are
-	// decided on the store's clock.
+	// Clock (default time.Now) is the time a work decides with and times
+	// waits; leases and expiry are decided on the store's clock.
 	Clock func() time.Time
 	// Observe, if set, is told every outcome as it happens (for metrics).
 	Observe func(operation string, p Path, o Outcome)
-	// NewKeysPerSecond and NewKeysBurst bound the new keys of each actor:
-	// a token bucket per actor, in this process, that refills at
-	// NewKeysPerSecond and holds NewKeysBurst. A request that would store a
-	// new key over the bound is refused (rate_limited), and nothing is
-	// stored; a request whose key is stored is never refused by it. Zero:
-	// no bound.
+	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys with a
+	// token bucket in this process (zero: no bound). A request that would
+	// store a new key over it is refused (rate_limited); one whose key is
+	// stored never is.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
 }
@@ -232,7 +214,6 @@ func NewRunner(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}, newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst)}, nil
 }
 
-// ttl is how long the record req writes is replayed.
 func (r *Runner) ttl(req Request) time.Duration {
 	if req.TTL > 0 {
 		return req.TTL
@@ -245,36 +226,27 @@ func (r *Runner) ttl(req Request) time.Duration {
 func (r *Runner) WorkBudget() time.Duration { return r.cfg.Lease / 2 }
 
 const (
-	// reruns bounds how often one request runs its statement again after a
-	// snapshot missed a concurrent row.
+	// reruns bounds a request's reruns after its snapshot missed a row.
 	reruns = 3
 	// releaseTimeout bounds one attempt to release a claim.
 	releaseTimeout = 5 * time.Second
-	// releaseWait is how long a request waits for its release before it
-	// answers: plenty for a database that answers, short of a partition's
-	// wait. The release goes on in the background.
+	// releaseWait bounds how long a request waits for its release before it
+	// answers: plenty for a database that answers; the release goes on.
 	releaseWait = time.Second
-	// releaseBackoff and maxReleaseBackoff space the attempts of a release
-	// that failed.
+	// releaseBackoff and maxReleaseBackoff space a failed release's retries.
 	releaseBackoff    = 100 * time.Millisecond
 	maxReleaseBackoff = time.Second
 )
 
-// Do runs work at most once for the request's scope and fingerprint, on
-// the request's path.
+// Do runs work at most once for the request's scope and fingerprint, on the
+// request's path. Leases and expiry are decided on the store's clock
+// (ClaimResult.Now), so that replicas agree; the rest on Config.Clock.
 //
-// Two clocks decide, each named where it is read: the store's
-// (ClaimResult.Now, the database clock) for what the contract decides,
-// leases and expiry, so that replicas agree; and the Runner's clock
-// (Config.Clock) for the rest: the time a work decides with, and how long a
-// request waits.
-//
-// Errors: operation_in_progress (with RetryAfter) while another attempt owns
-// the key, or after this one lost its lease; ctx's error when its client left
-// while it waited for another attempt; key_payload_mismatch when the
-// key was used with a different fingerprint; rate_limited (with RetryAfter)
-// when the key is new and its actor is over the bound on new keys; any
-// error of the store or of the work (the claim, if any, released).
+// Errors: operation_in_progress (with RetryAfter) while another attempt
+// owns the key or after this one lost its lease; key_payload_mismatch for a
+// key used with another fingerprint; rate_limited (with RetryAfter) for a
+// new key over its actor's bound; ctx's error when the client left during a
+// wait; any error of the store or the work (the claim, if any, released).
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
 	if req.Path == OnePhase {
 		return r.onePhase(ctx, req, work)
@@ -309,14 +281,11 @@ type Owned struct {
 // Done ends the request's part in its actor's bound on new keys.
 func (o *Owned) Done() { o.pass.done() }
 
-// Claim claims req's key with claim, a statement that writes the key in
-// progress under c's token, with lease and ttl, where Decide lets it (a
-// free scope, an expired record, a lease passed), or reports the record
-// that holds it. It returns
-// the claim req now owns, or, when it owns none, req's answer: the replay,
-// the mismatch, the in-progress answer (or the replay after a wait), the
-// bound on new keys, or the error of claim. The two-phase path claims
-// with Store.Claim; an operation of several steps with its own statement.
+// Claim runs claim, a statement that writes req's key in progress under c's
+// token where Decide lets it, or reports the record that holds it. It
+// returns the claim req owns or else req's answer (replay, mismatch, in
+// progress, rate_limited) or claim's error. Store.Claim is the two-phase
+// path's claim; an operation of several steps brings its own statement.
 func (r *Runner) Claim(ctx context.Context, req Request, claim func(ctx context.Context, c Claim, lease, ttl time.Duration) (ClaimResult, error)) (*Owned, Result, error) {
 	p, answered, err := r.admit(ctx, req)
 	if answered != nil {
@@ -342,9 +311,8 @@ func (r *Runner) Claim(ctx context.Context, req Request, claim func(ctx context.
 	}
 }
 
-// onePhase decides first, then runs one statement that writes the key
-// completed with the answer and the business change where the scope is
-// free (CreateResultAndFinishAtomically), or reports the row that holds it.
+// onePhase decides first, then runs CreateResultAndFinishAtomically: the key,
+// its answer and the change where the scope is free, or the row that holds it.
 func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, error) {
 	p, answered, err := r.admit(ctx, req)
 	if answered != nil {
@@ -376,11 +344,10 @@ func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, 
 	}
 }
 
-// admit decides whether req goes on to its path's statement: a retry first
-// reads its key (readFirst); then the bound on new keys admits it (newKeys)
-// or, when its actor is over the bound, the store is asked: a stored key
-// is answered from the read, or goes on when its lease passed; a new one
-// is refused. It returns req's answer when req goes no further.
+// admit decides whether req goes on to its path's statement, or returns its
+// answer: a retry reads its key first (readFirst); over the bound on new
+// keys, a stored key is answered from a read (or goes on when its lease
+// passed) and a new one is refused.
 func (r *Runner) admit(ctx context.Context, req Request) (*pass, *Result, error) {
 	read, kind := false, ClaimNew
 	if req.Retry {
@@ -412,12 +379,10 @@ func (r *Runner) admit(ctx context.Context, req Request) (*pass, *Result, error)
 	return nil, &Result{Path: req.Path, Outcome: OutcomeRateLimited}, rateLimited(wait)
 }
 
-// readFirst answers a request from one read of its key when the key decides
-// it (a replay, a mismatch, a key in progress: 409 or the wait's replay), so
-// a retry reads instead of running the path's statement. It returns no
-// answer, with what the read found, when it found no key, one to take over,
-// or failed (then as no key): then the path's statement runs, and its race
-// rules decide as for any request.
+// readFirst answers a request from one read of its key where the key decides
+// it (replay, mismatch, in progress). Otherwise (no key, one to take over, or
+// a failed read, taken as no key) it returns what it found, and the path's
+// statement decides as for any request.
 func (r *Runner) readFirst(ctx context.Context, req Request) (Kind, *Result, error) {
 	rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
 	if err != nil || rec == nil {
@@ -435,18 +400,16 @@ func (r *Runner) readFirst(ctx context.Context, req Request) (Kind, *Result, err
 	}
 }
 
-// waitUntil is when a request that finds its key in progress stops waiting
-// for another attempt's answer (Prefer: wait, capped).
+// waitUntil is when a request stops waiting for another attempt's answer.
 func (r *Runner) waitUntil(req Request) time.Time {
 	return r.cfg.Clock().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
 }
 
-// held answers a request whose statement found the scope held by the record
-// cr.Prev, as Decide says on the store's clock: replay, mismatch, or in
-// progress (409, or the replay after a wait). It says again when the
-// request should run its statement again: the owner released the key while
-// it waited, or a row its snapshot could not see took the scope (at most
-// reruns times in all).
+// held answers a request whose statement found the scope held by cr.Prev, as
+// Decide says on the store's clock: replay, mismatch, or in progress (409,
+// or the replay after a wait). again says to run the statement again: the
+// owner released the key during the wait, or a row the snapshot could not
+// see took the scope (at most reruns times).
 func (r *Runner) held(ctx context.Context, req Request, cr ClaimResult, waitUntil time.Time, tries int) (res Result, err error, again bool) {
 	res = Result{Path: req.Path}
 	d := Decide(cr.Prev, req.Fingerprint, cr.Now)
@@ -493,11 +456,10 @@ func (r *Runner) held(ctx context.Context, req Request, cr ClaimResult, waitUnti
 	return res, err, false
 }
 
-// await waits until until for the answer of the attempt that owns s: handed
-// over by an owner in this process, or read from the store at each poll (the
-// owner may run on another replica). It returns the answer, or whether the
-// key is free again so the request should run its statement again (the
-// owner released it, or its lease passed).
+// await waits until until for the answer of the attempt that owns s, handed
+// over by an owner in this process or polled from the store (the owner may
+// run on another replica). It returns the answer, or rerun when the key is
+// free again (released, or its lease passed).
 func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time) (answer *Response, rerun bool) {
 	e := r.waiters.register(s)
 	for ctx.Err() == nil && r.cfg.Clock().Before(until) {
@@ -560,20 +522,17 @@ func (r *Runner) run(ctx context.Context, own *Owned, req Request, work Work) (R
 	return res, err
 }
 
-// release deletes claim c so that its key can run again (Store.Release),
-// retried in the background while the store cannot hear it (LetGo).
+// release deletes claim c (Store.Release), retried as LetGo says.
 func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
 	return r.LetGo(ctx, c, leaseEnd, r.cfg.Store.Release)
 }
 
 // LetGo runs free (a release of claim c, fenced by its token) on a context
-// of its own (the client may be gone). While the store cannot hear it (a
-// restart, a partition), it keeps trying in the background with bounded,
-// jittered backoff until it succeeds or the lease ends at leaseEnd (the key
-// then frees itself): so a key whose owner gave up is free as soon as the
-// database answers again, and the Retry-After of the owner's 503 is true.
-// It waits for the first attempt at most releaseWait, and returns its
-// error.
+// of its own, since the client may be gone. While the store cannot hear it
+// it retries in the background, with jittered backoff, until it succeeds or
+// the lease ends at leaseEnd: so the key is free as soon as the database
+// answers, and the owner's Retry-After holds. It returns the first
+// attempt's error, waiting for it at most releaseWait.
 func (r *Runner) LetGo(ctx context.Context, c Claim, leaseEnd time.Time, free func(context.Context, Claim) error) error {
 	first := make(chan error, 1)
 	go r.letGoUntil(context.WithoutCancel(ctx), c, leaseEnd, free, first)
@@ -611,9 +570,8 @@ func (r *Runner) letGoUntil(ctx context.Context, c Claim, leaseEnd time.Time, fr
 	}
 }
 
-// Answered hands the answer of the attempt that owned s to the requests of
-// this process that wait for it (nil: the owner let go of the key, so they
-// run their statement again).
+// Answered hands the answer of the attempt that owned s to this process's
+// waiters (nil: the owner let go, so they run their statement again).
 func (r *Runner) Answered(s Scope, resp *Response) { r.waiters.wake(s, resp) }
 
 // Observe reports outcome o of an attempt at s on path p (Config.Observe).
@@ -622,8 +580,7 @@ func (r *Runner) Observe(s Scope, p Path, o Outcome) { r.observe(s, p, o) }
 // Clock is the Runner's clock (Config.Clock).
 func (r *Runner) Clock() time.Time { return r.cfg.Clock() }
 
-// Lease is how long a claim is owned before another request may take it
-// over (Config.Lease).
+// Lease is how long a claim is owned before it may be taken over.
 func (r *Runner) Lease() time.Duration { return r.cfg.Lease }
 
 func (r *Runner) failed(req Request, err error) (Result, error) {
@@ -657,15 +614,13 @@ func (r *Runner) claimed(req Request, p *pass, cr ClaimResult) Outcome {
 }
 
 // NeedsAttentionLease is the lease of a key that needs attention: no owner
-// works on it, and it never expires, until an operator lets it go. A
-// request that finds it is answered 409 at once, without Retry-After
-// (ErrNeedsAttention). An operation of several steps holds its key so when
-// its run cannot go on by itself.
+// works on it and it never expires until an operator lets it go; a request
+// that finds it gets 409 without Retry-After. An operation of several steps
+// holds its key so when its run cannot go on by itself.
 const NeedsAttentionLease = 100 * 365 * 24 * time.Hour
 
-// ErrNeedsAttention is the cause (the *apperr.Error's Err) of the answer to
-// a request whose key needs attention: the transport may say there how an
-// operator lets it go.
+// ErrNeedsAttention is the cause (Err) of the answer for a key that needs
+// attention, where the transport may say how an operator lets it go.
 var ErrNeedsAttention = errors.New("idempotency: the key needs attention")
 
 // NeedsAttentionError is the answer to a request whose key needs
@@ -675,9 +630,8 @@ func NeedsAttentionError() error {
 		Message: "this idempotency key needs attention: no retry moves it until an operator lets it go, and no one can say when that will be; the outcome route shows why"}
 }
 
-// InProgressError is the answer to a request whose key another attempt
-// owns: 409 operation_in_progress, to retry after retryAfter (at least a
-// second).
+// InProgressError is the answer for a key another attempt owns: 409
+// operation_in_progress, retry after retryAfter (at least a second).
 func InProgressError(retryAfter time.Duration) error {
 	return &apperr.Error{
 		Code:       apperr.OperationInProgress,

@@ -14,20 +14,17 @@ import (
 // the bound on new keys (Config.NewKeysPerSecond): nothing was stored.
 const OutcomeRateLimited Outcome = "rate_limited"
 
-// newKeys bounds the new keys of each actor with a token bucket per actor,
-// in this process (each replica holds its own). A token pays for a key
-// written where none was stored, or where one had expired: never for a
-// replay, a retry in progress or a mismatch.
+// newKeys bounds the new keys of each actor with a token bucket per actor in
+// this process. A token pays for a key written where none was stored or one
+// had expired, never for a replay, a retry in progress or a mismatch: only
+// the statement that wrote a new key takes it (pass.claimed).
 //
-// Who takes a token: only the statement that wrote a new key (pass.claimed),
-// so a stored key never costs one. Before that statement runs, a request is
-// admitted in one of two ways. The first request of a scope in this process
-// is its leader: it needs a token in the bucket that no other leader has
-// set aside, and sets it aside until its statement ends. A request whose
-// scope has a request in flight here follows it without a token: the two
-// are one intent, and the unique index lets one of them write. So a storm
-// of one key costs one token however many arrive together. A request
-// refused a token asks the store (Runner.admit) before it is answered 429.
+// Before that statement, the first request of a scope in this process (its
+// leader) sets aside a token no other leader holds, until its statement
+// ends; a request whose scope has one in flight follows it without a token,
+// since the unique index lets only one of them write. So a storm of one key
+// costs one token. A request refused a token asks the store (Runner.admit)
+// before it is answered 429.
 type newKeys struct {
 	limit rate.Limit
 	burst int
@@ -44,9 +41,8 @@ type actorKeys struct {
 	scopes   map[Scope]int // requests in flight, by scope
 }
 
-// sweepIdle is how often actors with a full bucket and nothing in flight
-// are dropped: such an actor is as a new one, so dropping it changes
-// nothing but the memory held.
+// sweepIdle is how often actors with a full bucket and nothing in flight are
+// dropped: such an actor is as a new one, so only memory changes.
 const sweepIdle = time.Minute
 
 func newNewKeys(perSecond float64, burst int) *newKeys {

@@ -8,17 +8,13 @@ import (
 )
 
 // pollInterval is about how often a waiting request asks the store again
-// when no finish in this process wakes it (the owner runs on another
-// replica). Each wait draws its own interval around it, so that many waiters
-// do not ask at the same instant.
+// when no finish in this process wakes it (the owner runs on another replica).
 const pollInterval = time.Second
 
-// waiters lets the requests of this process that wait for a key's answer
-// (Prefer: wait) learn it the moment the owner's work ends here: the owner
-// hands them its answer, and they send it without asking the store. When the
-// owner runs on another replica, one waiter per key asks the store about once
-// a second and hands what it finds to the others. A waiter holds no database
-// connection and no lock while it waits.
+// waiters hands the answer of a key's owner in this process to the requests
+// here that wait for it (Prefer: wait) the moment it ends. When the owner runs
+// on another replica, one waiter per key polls the store and hands what it
+// finds to the others. A waiter holds no connection and no lock.
 type waiters struct {
 	clock func() time.Time // the Runner's
 	mu    sync.Mutex
@@ -60,10 +56,9 @@ func (w *waiters) unregister(s Scope, e *waitEntry) {
 	}
 }
 
-// wait blocks until the owner wakes e, the next poll is due (about
-// pollInterval, drawn afresh so that many waiters do not ask the store at
-// the same instant), until passes or ctx ends. It returns whether e was
-// woken.
+// wait blocks until the owner wakes e, the next poll is due (around
+// pollInterval, drawn afresh so that waiters do not ask at one instant),
+// until passes or ctx ends. It returns whether e was woken.
 func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool {
 	poll := time.Duration(float64(pollInterval) * (0.5 + rand.Float64()))
 	t := time.NewTimer(min(until.Sub(w.clock()), poll))
@@ -78,8 +73,7 @@ func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool 
 }
 
 // takePoll reports whether the caller is the one waiter of e that asks the
-// store now: one read per key and process every pollInterval, however many
-// wait.
+// store now: one read per key and process per pollInterval.
 func (w *waiters) takePoll(e *waitEntry) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
