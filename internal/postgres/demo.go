@@ -10,11 +10,9 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// The business writes, each with its statements, one per path: the
-// one-phase statement for a free scope and its takeover form, and the
-// two-phase finish. Each writes FROM finished, the key row its statement
-// completes, so the change happens exactly when the key is completed with
-// its answer.
+// The business writes' statements (keyStatements). Each writes FROM
+// finished, the key row its statement completes, so the change commits
+// exactly with the key's answer.
 var (
 	createStatements = keyStatements{
 		onePhase: writeStatements{free: statement("create_demo_request.sql"), takeOver: statement("create_demo_request_takeover.sql")},

@@ -11,21 +11,16 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// Names. One concept has one name in Go, SQL and JSON: the scope is
-// (actor_id, operation, idem_key) — idem_key because "key" says too little
-// in SQL — the fingerprint of the significant fields is `fingerprint`, and
-// the end of a claim's lease is `lease_until` (Record.LeaseUntil; the
-// outcome route shows what is left of it as leaseRemainingSeconds).
+// One concept has one name in Go, SQL and JSON: the scope is (actor_id,
+// operation, idem_key), the significant fields' hash is fingerprint, and a
+// claim's lease ends at lease_until. Every statement is a file of sql/ that
+// lists its parameters at its top, in the order the Go code passes them;
+// its time is $1, coalesce($1::timestamptz, now()): the database clock
+// unless a test sets Store.Clock.
 //
-// Every statement is a file of sql/, which lists its parameters at its top;
-// the Go code passes them in that order. Every time is the clock CTE: the
-// database clock, or the store's test clock ($1, coalesce($1::timestamptz,
-// now())).
-//
-// A statement that writes a key row comes in two forms: one for a free
-// scope, run first, and one able to take over a row (a key reused after its
-// TTL, an owner that died), run only when the first found a row to take
-// over. sql/claim.sql says why, and what its parts do.
+// A statement that writes a key row has two forms: one for a free scope,
+// run first, and one able to take a row over, run only when the first found
+// one to take over (sql/claim.sql says why).
 
 // writeStatements are the two forms of a statement that writes a key row.
 type writeStatements struct{ free, takeOver string }
@@ -117,12 +112,9 @@ type recordRow struct {
 var recordColumns = []string{"fingerprint", "state", "lease_until", "status_code", "response_body",
 	"response_headers", "result_id", "created_at", "completed_at", "expires_at"}
 
-// dest appends the scan destinations of r, in the order of recordColumns,
-// to d. The store scans by position (sql.Row.Scan), not by name: sqlx's
-// StructScan matched the names by reflection on every row, about 2.5 µs
-// of CPU per statement (a profile of BenchmarkStoreCreate), 5 µs per
-// two-phase create.
-// TestStatementsReturnTheColumnsTheStoreScans holds the files to this order.
+// dest appends the scan destinations of r to d, in the order of
+// recordColumns (TestStatementsReturnTheColumnsTheStoreScans holds the
+// files to it). Scanning by position, not by name: measured in docs/bench.md.
 func (r *recordRow) dest(d ...any) []any {
 	return append(d, &r.Fingerprint, &r.State, &r.LeaseUntil, &r.StatusCode, &r.ResponseBody,
 		&r.ResponseHeaders, &r.ResultID, &r.CreatedAt, &r.CompletedAt, &r.ExpiresAt)
@@ -212,10 +204,9 @@ func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp, token strin
 	return cr, err
 }
 
-// CreateResultAndFinishAtomically implements idempotency.Store: the
-// one-phase path. The key is inserted already completed with d's answer
-// and, FROM it, d's business change: one statement, one commit (for
-// example sql/create_demo_request.sql).
+// CreateResultAndFinishAtomically implements idempotency.Store: one
+// statement writes the key completed with d's answer and, FROM it, d's
+// change (for a create, sql/create_demo_request.sql).
 func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, sc idempotency.Scope, fp, token string, ttl time.Duration, d idempotency.Decided) (idempotency.ClaimResult, error) {
 	e, err := effectOf(d)
 	if err != nil {
@@ -226,7 +217,7 @@ func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, sc idempote
 		return idempotency.ClaimResult{}, err
 	}
 	stmts, effectArgs := statementsOf(e)
-	args := make([]any, 0, 11+len(effectArgs)) // one allocation, not two
+	args := make([]any, 0, 11+len(effectArgs))
 	args = append(append(args, s.now(), sc.Actor, sc.Operation, sc.Key, fp, token,
 		a.status, a.body, a.headers, a.resultID, ttl.Microseconds()), effectArgs...)
 	var cr idempotency.ClaimResult
@@ -243,9 +234,8 @@ func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, sc idempote
 	return cr, nil
 }
 
-// FinishClaimAtomically implements idempotency.Store: the two-phase
-// finish. d's business change and the completion of the key commit
-// in one statement, fenced by the claim token (for example
+// FinishClaimAtomically implements idempotency.Store: one statement, fenced
+// by the claim token, completes the key and makes d's change (for a create,
 // sql/finish_claim_create_demo_request.sql).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error {
 	e, err := effectOf(d)
@@ -273,10 +263,9 @@ func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, 
 	})
 }
 
-// checkEffect reports an effect that changed nothing although its key was
-// written: for a conditional effect its row changed since the work read it
-// (ErrEffectNotApplied: the transaction rolls back); for any other, a bug in
-// the effect's SQL.
+// checkEffect reports an effect that changed nothing though its key was
+// written: for a conditional effect, its row changed since the work read it
+// (ErrEffectNotApplied: the transaction rolls back); else a bug in its SQL.
 func checkEffect(e *effect, wrote bool, n int) error {
 	switch {
 	case e == nil || !wrote || n > 0:

@@ -410,13 +410,10 @@ func (s *Store) now() any {
 
 // Ping reports whether the database answers.
 //
-// Connections the pool holds idle die together when PostgreSQL restarts. A
-// ping on one fails with driver.ErrBadConn (lib/pq's answer to any failed
-// ping), which drops it from the pool, but database/sql does not ping again:
-// each call would spend itself on one dead connection and say the database
-// is down while it answers. So Ping pings again on a bad connection, at most
-// once per connection open when it started and once more (by then on a new
-// one), or until ctx ends.
+// Idle connections die together when PostgreSQL restarts, and a ping on one
+// fails with driver.ErrBadConn without a retry, so one ping would call an
+// answering database down. Ping pings again on a bad connection: at most
+// once per connection open when it started and once more, or until ctx ends.
 func (s *Store) Ping(ctx context.Context) error {
 	var err error
 	for range s.db.Stats().OpenConnections + 1 {
