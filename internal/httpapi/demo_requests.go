@@ -16,11 +16,9 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// operations are the routes of the API's operations, the service's own
-// (Deps.Routes) after the demo requests' create and cancel: routes.go
-// serves them, and the outcome route knows the names of the idempotent
-// ones. A new operation is its constructor below and one line here. An
-// operation that lacks a part is refused by NewServer.
+// operations are the routes of the API's operations: the demo requests'
+// create and cancel, then the service's own (Deps.Routes). A new operation is
+// its constructor below and one line here; NewServer refuses an incomplete one.
 func (s *Server) operations() ([]Route, error) {
 	var routes []Route
 	var errs []error
@@ -72,10 +70,9 @@ func DecodeOneRequest(_ http.ResponseWriter, r *http.Request) (OneRequest, error
 // Significant is the request's id.
 func (in OneRequest) Significant() map[string]any { return map[string]any{"requestId": in.ID} }
 
-// cancelDemoRequest is POST /v1/demo-requests/{id}/cancel: idempotent on a
-// state change rather than a creation. The first cancel with a key answers
-// 200 with the cancelled request, and its retries replay that answer; a
-// cancel with a new key of a request that is already cancelled gets 422
+// cancelDemoRequest is POST /v1/demo-requests/{id}/cancel, idempotent on a
+// state change: the first cancel with a key answers 200 and its retries
+// replay it; a new key on a cancelled request gets 422
 // request_not_cancellable, stored and replayed like any answer.
 func cancelDemoRequest(svc *demo.Service, writes Writes) Operation[OneRequest, demo.Request] {
 	return Operation[OneRequest, demo.Request]{

@@ -15,17 +15,16 @@ import (
 )
 
 // Operation is everything the transport needs to make one operation safe to
-// retry. In is its decoded input, Out what it decides. Idempotent turns it
-// into a route; the key, scope, fingerprint, claim, replay, conflict,
-// release, waiting and rendering are done there, once for every operation.
+// retry: In is its decoded input, Out what it decides. Idempotent turns it
+// into a route that handles the key, replay, conflict and waiting once for
+// every operation.
 type Operation[In, Out any] struct {
 	// Method and Pattern are its route, e.g. POST /v1/demo-requests.
 	Method, Pattern string
 	// Name scopes the keys, e.g. "demo-requests.create".
 	Name string
-	// Path is idempotency.OnePhase when the work is a database write decided
-	// in Go beforehand, TwoPhase when it runs outside the database (a
-	// Decorator may change it for one attempt).
+	// Path is idempotency.OnePhase for a database write decided beforehand,
+	// TwoPhase for a work outside the database (a Decorator may change it).
 	Path idempotency.Path
 	// Decode reads and validates the request before anything is claimed:
 	// its errors are answered and nothing is stored.
@@ -45,7 +44,7 @@ type Operation[In, Out any] struct {
 	// with the Runner's request: an operation of several steps does.
 	Run func(ctx context.Context, a Attempt[In]) (idempotency.Result, error)
 	// Outcome, if set, is what the outcome route shows beside a key of this
-	// operation ("run"): what the operation keeps beside its key.
+	// operation ("run").
 	Outcome func(ctx context.Context, s idempotency.Scope) (any, error)
 }
 
@@ -115,7 +114,6 @@ const (
 	maxClientAttempt = 1000
 )
 
-// idempotent is the handler of op.
 func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		it, err := readIntent(s, w, r, op)
@@ -151,9 +149,8 @@ func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 }
 
 // intent is what the transport reads of an idempotent request before
-// anything runs: the Runner's request, the decoded input, the client's
-// attempt number, and what runs inside the work and becomes of the answer
-// (Deps.Decorate, Deps.InWork).
+// anything runs, including what runs inside the work and becomes of the
+// answer (Deps.Decorate, Deps.InWork).
 type intent[In any] struct {
 	req     idempotency.Request
 	in      In
@@ -200,8 +197,7 @@ func readIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 // answer, as if its server died there: the connection is closed.
 var ErrNoAnswer = errors.New("httpapi: the attempt ends without an answer")
 
-// answer writes the Runner's result res of an attempt at scope, or its
-// error.
+// answer writes the Runner's result res, or its error.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, scope idempotency.Scope, attempt int, drop bool, res idempotency.Result, err error) {
 	li := info(r)
 	li.outcome, li.path = res.Outcome, res.Path
@@ -228,8 +224,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, scope idempotenc
 	writeResponse(w, res.Response, res.Replayed)
 }
 
-// outcomeURL is the outcome route of scope, where a client asks what became
-// of its key.
+// outcomeURL is where a client asks what became of its key.
 func outcomeURL(s idempotency.Scope) string {
 	return "/v1/idempotency-keys/" + url.PathEscape(s.Key) + "?operation=" + url.QueryEscape(s.Operation)
 }

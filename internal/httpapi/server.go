@@ -51,14 +51,12 @@ type Deps struct {
 	// Decorate, if set, changes each attempt at an idempotent operation
 	// before it runs (package workshop's knobs).
 	Decorate Decorator
-	// Workshop says the workshop's knobs are on (Decorate): a room needs
-	// them.
+	// Workshop says the workshop's knobs are on (Decorate); a room needs them.
 	Workshop bool
-	// Room, with Workshop, makes a workshop room: any bearer token
-	// dev-<name> is the participant dev-<name>, a scope of its own
-	// (auth.RoomActor), and Tokens may be empty and may hold no actor of
-	// that form (auth.CheckRoom). Anyone who reaches the server may act as
-	// any participant: for a workshop only.
+	// Room, with Workshop, makes a workshop room: any bearer token dev-<name>
+	// is the participant dev-<name> (auth.RoomActor), and Tokens may be empty
+	// (auth.CheckRoom). Anyone who reaches the server may act as any
+	// participant: for a workshop only.
 	Room bool
 	// Metrics, if set, records outcomes and latencies; it also serves /metrics.
 	Metrics Metrics
