@@ -28,7 +28,8 @@ effect AS (
     -- dispatcher asks the desk whether an attempt got there and withdraws it
     -- if none did (package delivery). One a dispatcher holds (lease_token) is
     -- left to it: this UPDATE waits for the row lock a dispatcher takes it
-    -- under (outbox_take_due.sql) and rechecks, so a row taken meanwhile stays.
+    -- under (outbox_take_due.sql) and rechecks, so a row taken meanwhile is
+    -- not withdrawn.
     UPDATE outbox o SET state = CASE WHEN o.attempts = 0 THEN 'withdrawn' ELSE o.state END,
         next_attempt_at = CASE WHEN o.attempts = 0 THEN NULL ELSE clock.now END,
         last_error = CASE WHEN o.attempts = 0 THEN NULL ELSE o.last_error END,

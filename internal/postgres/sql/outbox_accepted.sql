@@ -1,6 +1,6 @@
 -- outbox_accepted.sql: a delivery the review desk says it accepted is
--- submitted, with the desk's reference; a dispatcher still holding it then
--- matches nothing. $1 now, $2 provider_reference; the delivery: $3 request_id,
+-- submitted (unless withdrawn), with the desk's reference; a dispatcher still
+-- holding it then matches nothing. $1 now, $2 provider_reference; the delivery: $3 request_id,
 -- $4 kind (submit or cancel), $5 seq.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
