@@ -50,8 +50,7 @@ func info(r *http.Request) *logInfo {
 func noteCode(r *http.Request, code string) { info(r).code = code }
 
 // noteKey records a hash of the scope for the log: the raw key never is.
-// The hashed text is assembled on the stack: the hash's hex is the one
-// allocation.
+// The hashed text is built on the stack.
 func noteKey(r *http.Request, s idempotency.Scope) {
 	var buf [320]byte
 	b := append(buf[:0], s.Actor...)

@@ -31,9 +31,8 @@ type Operation[In, Out any] struct {
 	Decode func(w http.ResponseWriter, r *http.Request) (In, error)
 	// Significant returns the fields that make two requests the same intent.
 	Significant func(In) map[string]any
-	// Decide decides the operation at now, without writing anything. An
-	// *apperr.Error of a 4xx is a definite refusal: stored and replayed like
-	// a success. Any other error is transient.
+	// Decide decides at now, without writing. An *apperr.Error of a 4xx is a
+	// refusal, stored and replayed like a success; any other error is transient.
 	Decide func(ctx context.Context, actor string, in In, now time.Time) (Out, error)
 	// Render turns what was decided into the answer to store and send.
 	Render func(Out) (idempotency.Response, error)
@@ -69,9 +68,8 @@ type Route struct {
 	outcome   func(ctx context.Context, s idempotency.Scope) (any, error)
 }
 
-// Idempotent is the route of op, or an error naming what op lacks: an
-// operation declared half-way is refused when the server is made, not on
-// its first request.
+// Idempotent is the route of op, or an error naming what op lacks, so a
+// half-declared operation fails when the server is made, not on a request.
 func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	if err := op.check(); err != nil {
 		return Route{}, err
@@ -245,9 +243,8 @@ func clientAttempt(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// preferWait reads the wait preference of RFC 7240 (Prefer: wait=10), in
-// any Prefer header among other preferences. A preference the server does
-// not understand is ignored, as the RFC asks.
+// preferWait reads Prefer: wait=N (RFC 7240) from any Prefer header; other
+// preferences are ignored, as the RFC asks.
 func preferWait(r *http.Request) time.Duration {
 	for _, h := range r.Header.Values("Prefer") {
 		for pref := range strings.SplitSeq(h, ",") {

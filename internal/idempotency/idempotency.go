@@ -179,7 +179,7 @@ type Config struct {
 	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys with a
 	// token bucket in this process (zero: no bound). A request that would
 	// store a new key over it is refused (rate_limited); one whose key is
-	// stored never is.
+	// stored and unexpired never is.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
 }
