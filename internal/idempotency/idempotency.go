@@ -104,9 +104,9 @@ type Path string
 
 const (
 	// OnePhase is for a work that is a database write decided beforehand:
-	// the work runs first, then one statement writes the key completed with
-	// the answer and the change. Nothing runs between a claim and a finish,
-	// so there is no claim.
+	// the work runs first, with no side effect, then one statement writes the
+	// key completed with the answer and the change. With nothing to protect
+	// between a claim and a finish, there is no claim.
 	OnePhase Path = "one_phase"
 	// TwoPhase is for a work outside the database (or held by a workshop
 	// knob): claim the key in its own commit, so a retry sees it in
@@ -125,9 +125,9 @@ const (
 	OutcomeReplayed         Outcome = "replayed"
 	OutcomeInProgress       Outcome = "in_progress"
 	OutcomeMismatch         Outcome = "mismatch"
-	OutcomeReleased         Outcome = "released"   // the work failed transiently; the claim was released
+	OutcomeReleased         Outcome = "released"   // the work or its finish failed; the claim was released
 	OutcomeLeaseLost        Outcome = "lease_lost" // the finish found the claim taken over
-	OutcomeFailed           Outcome = "failed"     // one phase: the work or the statement failed; nothing was written
+	OutcomeFailed           Outcome = "failed"     // the work, or the statement that writes the key, failed
 	// OutcomeRerun counts a statement run again because a row its snapshot
 	// could not see (a concurrent first request's) took the scope.
 	OutcomeRerun Outcome = "rerun"
