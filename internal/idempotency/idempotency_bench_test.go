@@ -37,27 +37,6 @@ func significant(note string) map[string]any {
 	return map[string]any{"topic": "billing", "note": note}
 }
 
-// BenchmarkCanonical is the canonical encoding alone (JSON of the map, keys
-// sorted, written without reflection: appendCanonical), part of Fingerprint.
-func BenchmarkCanonical(b *testing.B) {
-	for _, bc := range []struct{ name, note string }{
-		{"short", "a demo request filed by the load generator"},
-		{"4000", strings.Repeat("é", 4000)},
-	} {
-		m := significant(bc.note)
-		var buf []byte
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				var ok bool
-				if buf, ok = appendCanonical(buf[:0], m); !ok {
-					b.Fatal("not canonical")
-				}
-			}
-		})
-	}
-}
-
 func BenchmarkFingerprint(b *testing.B) {
 	for _, bc := range []struct{ name, note string }{
 		{"short", "a demo request filed by the load generator"},

@@ -14,6 +14,3 @@ var (
 
 // DBErr is dbErr, for the tests of what the store answers.
 var DBErr = dbErr
-
-// ScanHeaders is the fast path of the stored headers' decoding.
-var ScanHeaders = scanHeaders

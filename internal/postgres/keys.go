@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -84,11 +85,11 @@ type answer struct {
 }
 
 func answerOf(d idempotency.Decided) (answer, error) {
-	headers, err := encodeHeaders(d.Response.Header)
+	headers, err := json.Marshal(d.Response.Header)
 	if err != nil {
 		return answer{}, fmt.Errorf("encode headers: %w", err)
 	}
-	return answer{status: d.Response.Status, body: d.Response.Body, headers: headers,
+	return answer{status: d.Response.Status, body: d.Response.Body, headers: string(headers),
 		resultID: sql.NullString{String: d.Response.ResultID, Valid: d.Response.ResultID != ""}}, nil
 }
 
@@ -114,7 +115,7 @@ var recordColumns = []string{"fingerprint", "state", "lease_until", "status_code
 
 // dest appends the scan destinations of r to d, in the order of
 // recordColumns (TestStatementsReturnTheColumnsTheStoreScans holds the
-// files to it). Scanning by position, not by name: measured in docs/bench.md.
+// files to it).
 func (r *recordRow) dest(d ...any) []any {
 	return append(d, &r.Fingerprint, &r.State, &r.LeaseUntil, &r.StatusCode, &r.ResponseBody,
 		&r.ResponseHeaders, &r.ResultID, &r.CreatedAt, &r.CompletedAt, &r.ExpiresAt)
@@ -139,8 +140,7 @@ func (r recordRow) record() (*idempotency.Record, error) {
 		},
 	}
 	if len(r.ResponseHeaders) > 0 {
-		var err error
-		if rec.Response.Header, err = decodeHeaders(r.ResponseHeaders); err != nil {
+		if err := json.Unmarshal(r.ResponseHeaders, &rec.Response.Header); err != nil {
 			return nil, fmt.Errorf("decode stored headers: %w", err)
 		}
 	}

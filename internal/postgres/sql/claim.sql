@@ -17,8 +17,7 @@
 -- A claim must be visible, not durable, so it commits without waiting for its
 -- WAL flush: a crash may lose a claim, never a creation (the durable finish
 -- finds no row and creates nothing; the retry claims again).
--- clock is used once and set_config is the final filter, for fewer plan nodes
--- (measured in docs/bench.md).
+-- set_config, the final filter, makes this transaction's commit asynchronous.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), finished AS (
