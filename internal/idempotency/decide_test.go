@@ -107,23 +107,23 @@ func TestRetryAfter(t *testing.T) {
 func TestDecideAgreesWithTheStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	db := pgtest.NewDB(t) // each case has a scope of its own: its name
 	for _, path := range []idempotency.Path{idempotency.TwoPhase, idempotency.OnePhase} {
 		for _, tt := range decideCases {
 			t.Run(string(path)+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
-				db := pgtest.NewDB(t)
 				clk := testkit.NewClock()
 				s := postgres.New(db)
 				s.Clock = clk.Now
-				sc := idempotency.Scope{Actor: "alice", Operation: "op", Key: "k"}
+				sc := idempotency.Scope{Actor: "alice", Operation: "op", Key: t.Name()}
 				if prev := shift(tt.prev, clk.Now()); prev != nil {
 					_, err := db.Exec(`INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state,
 						claim_token, lease_until, status_code, response_body, created_at, expires_at)
-						VALUES ('alice', 'op', 'k', $1, $2, $3, $4, $5, $6, $7, $8)`,
+						VALUES ('alice', 'op', $9, $1, $2, $3, $4, $5, $6, $7, $8)`,
 						prev.Fingerprint, prev.State, uuid.NewString(), nullTime(prev.LeaseUntil),
 						map[bool]any{true: 200, false: nil}[prev.State == idempotency.StateCompleted],
 						map[bool]any{true: []byte("{}"), false: nil}[prev.State == idempotency.StateCompleted],
-						prev.CreatedAt, prev.ExpiresAt)
+						prev.CreatedAt, prev.ExpiresAt, sc.Key)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -148,7 +148,7 @@ func TestDecideAgreesWithTheStatements(t *testing.T) {
 					t.Fatalf("statement claimed = %v, Decide says %v", cr.Claimed, tt.want.Kind)
 				}
 				wantState := map[bool]string{true: "in_progress", false: "completed"}[path == idempotency.TwoPhase]
-				if writes && testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE fingerprint = $1 AND state = $2`, tt.fp, wantState) != 1 {
+				if writes && testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1 AND fingerprint = $2 AND state = $3`, sc.Key, tt.fp, wantState) != 1 {
 					t.Fatalf("the statement said it wrote the key, but no %s row has the new fingerprint", wantState)
 				}
 			})

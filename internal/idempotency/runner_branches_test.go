@@ -36,10 +36,11 @@ const (
 	branchTTL   = time.Hour
 )
 
-func newBranchEnv(t *testing.T) *branchEnv {
-	db := pgtest.NewDB(t)
+// newBranchEnv is a Runner of its own on db, with a clock of its own, for an
+// actor of its own (the test's name): tests may share a database.
+func newBranchEnv(t *testing.T, db *sqlx.DB) *branchEnv {
 	e := &branchEnv{t: t, db: db, store: postgres.New(db), clock: testkit.NewClock(),
-		scope: idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k"}}
+		scope: idempotency.Scope{Actor: t.Name(), Operation: "demo-requests.create", Key: "k"}}
 	e.store.Clock = e.clock.Now
 	r, err := idempotency.NewRunner(idempotency.Config{Store: e.store, TTL: branchTTL, Lease: branchLease})
 	if err != nil {
@@ -73,7 +74,7 @@ func (e *branchEnv) claim(fp string) idempotency.Claim {
 }
 
 func (e *branchEnv) rows() int {
-	return testkit.Count(e.t, e.db, `SELECT count(*) FROM demo_requests`)
+	return testkit.Count(e.t, e.db, `SELECT count(*) FROM demo_requests WHERE actor_id = $1`, e.scope.Actor)
 }
 
 // TestRunnerBranches runs every branch of the Runner on both paths, as a
@@ -132,12 +133,13 @@ func TestRunnerBranches(t *testing.T) {
 			setup: func(e *branchEnv, _ idempotency.Path) { e.claim("fp"); e.clock.Advance(branchLease + time.Second) },
 			fp:    "other", outcome: idempotency.OutcomeMismatch, code: apperr.KeyPayloadMismatch, rows: 0},
 	}
+	db := pgtest.NewDB(t)
 	for _, p := range paths {
 		for _, attempt := range []string{"first", "retry"} {
 			for _, tc := range tests {
 				t.Run(string(p)+"/"+attempt+"/"+tc.name, func(t *testing.T) {
 					t.Parallel()
-					e := newBranchEnv(t)
+					e := newBranchEnv(t, db)
 					tc.setup(e, p)
 					e.retry = attempt == "retry"
 					res, err := e.do(p, tc.fp, tc.wait, e.create("t"))
@@ -170,7 +172,7 @@ func TestRunnerFailures(t *testing.T) {
 	for _, p := range paths {
 		t.Run(string(p)+"/a failed work stores nothing", func(t *testing.T) {
 			t.Parallel()
-			e := newBranchEnv(t)
+			e := newBranchEnv(t, pgtest.NewDB(t))
 			res, err := e.do(p, "fp", 0, failing)
 			if err == nil || res.Outcome != want[p] {
 				t.Fatalf("Do = %+v, %v; want %s and the work's error", res, err, want[p])
@@ -185,7 +187,7 @@ func TestRunnerFailures(t *testing.T) {
 	}
 	t.Run("two_phase/an owner that lost its lease creates nothing", func(t *testing.T) {
 		t.Parallel()
-		e := newBranchEnv(t)
+		e := newBranchEnv(t, pgtest.NewDB(t))
 		slow := func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
 			// While this owner works, its lease passes and another attempt
 			// takes the key over.
@@ -224,7 +226,7 @@ func (s *countingStore) CreateResultAndFinishAtomically(ctx context.Context, sc 
 // statement; a first attempt does not read first.
 func TestRetryReadsFirst(t *testing.T) {
 	t.Parallel()
-	e := newBranchEnv(t)
+	e := newBranchEnv(t, pgtest.NewDB(t))
 	store := &countingStore{Store: e.store}
 	r, err := idempotency.NewRunner(idempotency.Config{Store: store, TTL: branchTTL, Lease: branchLease})
 	if err != nil {
