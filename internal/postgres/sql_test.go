@@ -135,7 +135,6 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	const (
 		actor = "alice"
 		op    = "demo-requests.create"
-		key   = "k-1"
 		fp    = "fp"
 	)
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -188,13 +187,14 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	const (
 		expired = `INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token,
 			status_code, response_body, response_headers, created_at, completed_at, expires_at)
-			VALUES ('alice', 'demo-requests.create', 'k-1', 'old', 'completed', $1, 201, '{}', '{}',
+			VALUES ('alice', 'demo-requests.create', $2, 'old', 'completed', $1, 201, '{}', '{}',
 			now() - interval '2 days', now() - interval '2 days', now() - interval '1 day')`
 		live = `INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token,
 			lease_until, created_at, expires_at)
-			VALUES ('alice', 'demo-requests.create', 'k-1', 'fp', 'in_progress', $1,
+			VALUES ('alice', 'demo-requests.create', $2, 'fp', 'in_progress', $1,
 			now() + interval '30 seconds', now(), now() + interval '1 day')`
 	)
+	db := openDB(t) // each case has a scope of its own: its name
 	for _, c := range cases {
 		scopes := map[string]string{"taken by a live claim": live}
 		if c.takeOver {
@@ -208,10 +208,10 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 			t.Run(c.file+"/"+scope, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
-				db := openDB(t)
+				key := t.Name()
 				id, token := uuid.NewString(), uuid.NewString()
 				if before != "" {
-					db.MustExecContext(ctx, before, uuid.NewString())
+					db.MustExecContext(ctx, before, uuid.NewString(), key)
 				}
 				b := c.business
 				if b.setup != "" {
