@@ -20,7 +20,7 @@
 -- set_config, the final filter, makes this transaction's commit asynchronous.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
-), finished AS (
+), claimed AS (
     INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
         fingerprint, state, claim_token, lease_until, status_code, response_body,
         response_headers, result_id, created_at, completed_at, expires_at)
@@ -31,12 +31,12 @@ WITH clock AS (
     ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
     RETURNING k.result_id
 )
-SELECT coalesce($1::timestamptz, now()) AS now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
+SELECT coalesce($1::timestamptz, now()) AS now, EXISTS (SELECT 1 FROM claimed) AS claimed, 0 AS effect, prev.*
 FROM (SELECT) AS one LEFT JOIN (
     SELECT fingerprint, state, lease_until, status_code, response_body,
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys
     WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
-      AND NOT EXISTS (SELECT 1 FROM finished)
+      AND NOT EXISTS (SELECT 1 FROM claimed)
 ) AS prev ON true
 WHERE set_config('synchronous_commit', 'off', true) = 'off'

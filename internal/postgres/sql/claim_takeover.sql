@@ -46,8 +46,8 @@ WITH clock AS (
       AND ((k.state = 'completed' AND k.expires_at <= clock.now)
         OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = $5))
     RETURNING k.result_id
-), finished AS (
+), claimed AS (
     SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
 )
-SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
+SELECT clock.now, EXISTS (SELECT 1 FROM claimed) AS claimed, 0 AS effect, prev.*
 FROM clock CROSS JOIN async_commit LEFT JOIN prev ON true

@@ -21,13 +21,13 @@
 -- the row at once, and the unique scope decides the race. Its parts run on
 -- one snapshot:
 --
---   - finished is the row the INSERT wrote, if any; ON CONFLICT DO NOTHING
+--   - claimed is the row the INSERT wrote, if any; ON CONFLICT DO NOTHING
 --     skips it, without a lock or a write, when the scope is taken. A
 --     concurrent request that has written or is changing the row and has
 --     not committed yet (a first request, a finish, a release) makes it
 --     wait on the unique index for that commit, then decide;
 --   - prev reads the row there only when the INSERT skipped: its NOT
---     EXISTS on finished names no column, so PostgreSQL tests it once,
+--     EXISTS on claimed names no column, so PostgreSQL tests it once,
 --     before the scan, and a claim that wrote skips the read. A request
 --     that does not write learns in the same round trip whether to replay,
 --     wait or refuse. prev reads the row as the snapshot has it: a row
@@ -57,7 +57,7 @@
 -- again.
 --
 -- Fewer plan nodes, as in create_demo_request.sql: clock is referenced once
--- (in finished), so PostgreSQL inlines it instead of materialising it, and
+-- (in claimed), so PostgreSQL inlines it instead of materialising it, and
 -- the final SELECT computes the same coalesce($1, now()) (now() is one
 -- value per transaction); the set_config that makes the commit asynchronous
 -- is the final SELECT's filter, evaluated for its one row, instead of a CTE
@@ -72,7 +72,7 @@
 --
 --   $9 input        the operation's input, for any runner of the key
 --
--- It writes the run only when the claim took the scope (finished): a run at
+-- It writes the run only when the claim took the scope (claimed): a run at
 -- its start for a free scope; for a key taken over, a key taken from a
 -- runner that died keeps its run as it stands (the new owner continues it
 -- from its recovery point), a key reused after its TTL whose run was done
@@ -81,7 +81,7 @@
 -- the end of the statement, when the key row is there.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
-), finished AS (
+), claimed AS (
     INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
         fingerprint, state, claim_token, lease_until, status_code, response_body,
         response_headers, result_id, created_at, completed_at, expires_at)
@@ -96,19 +96,19 @@ WITH clock AS (
         refusal, attempts, last_error, started_at, updated_at)
     SELECT $2, $3, $4, $9::jsonb, '', 'running', '{}',
         NULL, 0, NULL, clock.now, clock.now
-    FROM clock WHERE EXISTS (SELECT 1 FROM finished)
+    FROM clock WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT (actor_id, operation, idem_key) DO UPDATE SET
         input = excluded.input, point = '', state = 'running', refs = '{}',
         refusal = NULL, attempts = 0, last_error = NULL,
         started_at = excluded.started_at, updated_at = excluded.updated_at
     WHERE r.state = 'done'
 )
-SELECT coalesce($1::timestamptz, now()) AS now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
+SELECT coalesce($1::timestamptz, now()) AS now, EXISTS (SELECT 1 FROM claimed) AS claimed, 0 AS effect, prev.*
 FROM (SELECT) AS one LEFT JOIN (
     SELECT fingerprint, state, lease_until, status_code, response_body,
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys
     WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
-      AND NOT EXISTS (SELECT 1 FROM finished)
+      AND NOT EXISTS (SELECT 1 FROM claimed)
 ) AS prev ON true
 WHERE set_config('synchronous_commit', 'off', true) = 'off'

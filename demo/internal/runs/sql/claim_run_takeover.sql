@@ -37,7 +37,7 @@
 --
 --   $9 input        the operation's input, for any runner of the key
 --
--- It writes the run only when the claim took the scope (finished): a run at
+-- It writes the run only when the claim took the scope (claimed): a run at
 -- its start for a free scope; for a key taken over, a key taken from a
 -- runner that died keeps its run as it stands (the new owner continues it
 -- from its recovery point), a key reused after its TTL whose run was done
@@ -81,19 +81,19 @@ WITH clock AS (
       AND ((k.state = 'completed' AND k.expires_at <= clock.now)
         OR (k.state = 'in_progress' AND k.lease_until <= clock.now AND k.fingerprint = $5))
     RETURNING k.result_id
-), finished AS (
+), claimed AS (
     SELECT result_id FROM fresh UNION ALL SELECT result_id FROM takeover
 ), started AS (
     INSERT INTO runs AS r (actor_id, operation, idem_key, input, point, state, refs,
         refusal, attempts, last_error, started_at, updated_at)
     SELECT $2, $3, $4, $9::jsonb, '', 'running', '{}',
         NULL, 0, NULL, clock.now, clock.now
-    FROM clock WHERE EXISTS (SELECT 1 FROM finished)
+    FROM clock WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT (actor_id, operation, idem_key) DO UPDATE SET
         input = excluded.input, point = '', state = 'running', refs = '{}',
         refusal = NULL, attempts = 0, last_error = NULL,
         started_at = excluded.started_at, updated_at = excluded.updated_at
     WHERE r.state = 'done'
 )
-SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, 0 AS effect, prev.*
+SELECT clock.now, EXISTS (SELECT 1 FROM claimed) AS claimed, 0 AS effect, prev.*
 FROM clock CROSS JOIN async_commit LEFT JOIN prev ON true
