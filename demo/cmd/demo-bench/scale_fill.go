@@ -55,14 +55,15 @@ type fill struct {
 	ends     []int         // the row after each statement's last, in order
 	swept    int           // the oldest rows swept since
 	chunk    int           // rows per statement (0: fillChunk)
+	parallel int           // statements at a time (0: fillers)
 	progress func(rows int, took time.Duration)
 }
 
 // to adds rows until the table holds n of them (n ≤ total), a chunk per
 // statement, fillers statements at a time. The rows of one statement are
-// created in a span of time of their own, and each backend writes heap
-// pages of its own, so the pages keep the order of creation when two
-// statements run side by side.
+// created in a span of time of their own and written in that order; two
+// statements side by side mostly write heap pages of their own, but a few
+// pages of the same extension may hold rows of both.
 func (f *fill) to(ctx context.Context, n int) error {
 	began := time.Now()
 	var spans [][2]int
@@ -78,7 +79,7 @@ func (f *fill) to(ctx context.Context, n int) error {
 	)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for range fillers {
+	for range cmp.Or(f.parallel, fillers) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(spans) && fctx.Err() == nil; i = int(next.Add(1) - 1) {
 				sp := spans[i]
