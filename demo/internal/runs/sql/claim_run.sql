@@ -1,84 +1,17 @@
 -- claim_run.sql: the claim of an operation of several steps: the template's
--- claim.sql, word for word, with its run started in the same statement (the
--- CTE started), so a claim never exists without the run that any runner
--- needs to continue it.
---
--- claim.sql: claim a free scope for a two-phase request: write its key row
--- in progress, owned by the claim token until the lease ends, and return the
--- row the scope had before (prev), if any.
---
--- Parameters:
---   $1 now          the test clock; NULL for the database clock
---   $2 actor_id     the scope: the actor,
---   $3 operation    the operation,
---   $4 idem_key     and the Idempotency-Key
---   $5 fingerprint  of the request's significant fields
---   $6 claim_token  new on every claim: fences a slow owner out
---   $7 lease_us     the lease, in microseconds
---   $8 ttl_us       how long the key is replayed once answered, in microseconds
---
--- It is one statement, committed on its own, so a concurrent request sees
--- the row at once, and the unique scope decides the race. Its parts run on
--- one snapshot:
---
---   - claimed is the row the INSERT wrote, if any; ON CONFLICT DO NOTHING
---     skips it, without a lock or a write, when the scope is taken. A
---     concurrent request that has written or is changing the row and has
---     not committed yet (a first request, a finish, a release) makes it
---     wait on the unique index for that commit, then decide;
---   - prev reads the row there only when the INSERT skipped: its NOT
---     EXISTS on claimed names no column, so PostgreSQL tests it once,
---     before the scan, and a claim that wrote skips the read. A request
---     that does not write learns in the same round trip whether to replay,
---     wait or refuse. prev reads the row as the snapshot has it: a row
---     committed after the statement began is not there, so the caller runs
---     the statement again and finds it.
---
--- So a replay or a 409 writes nothing: it costs a read, not a commit. A
--- first attempt, what most requests are, reads its scope once, in the
--- INSERT's unique check, not again for a row that is not there. A
--- duplicate pays for that: its skipped INSERT checks the new row's CHECKs
--- before it finds the conflict (a duplicate of a create: 426k to 517k
--- instructions, docs/bench.md). So a retry that says so (X-Client-Attempt: 2)
--- reads first (lookup_key.sql), since its row is most likely there.
---
--- Rows to take over are rare (a key reused after its TTL, an owner that
--- died), and an UPDATE costs PostgreSQL about a tenth of the statement to
--- set up even when it changes nothing. So this statement does not take over;
--- claim_takeover.sql does, and runs only when this one found a row to take
--- over (idempotency.Decide); it reads the row again on a new snapshot and
--- decides afresh.
---
--- A claim must be visible at once, not durable, so it commits without
--- waiting for its WAL flush (synchronous_commit off for this transaction
--- alone). A crash may lose a claim, never a creation: the finish commits
--- durably, and flushing its commit flushes the claim before it; a finish
--- whose claim was lost finds no row, creates nothing, and the retry claims
--- again.
---
--- Fewer plan nodes, as in create_demo_request.sql: clock is referenced once
--- (in claimed), so PostgreSQL inlines it instead of materialising it, and
--- the final SELECT computes the same coalesce($1, now()) (now() is one
--- value per transaction); the set_config that makes the commit asynchronous
--- is the final SELECT's filter, evaluated for its one row, instead of a CTE
--- joined in. About 13k fewer instructions per claim (261k to 248k).
---
--- started: the run an operation of several steps writes in the statement
--- that claims its key, after the claim's own CTEs. A step-wise claim
--- never exists without its run: a claim whose runner died before its
--- first recovery point (or never learned that it claimed: its
--- reply was lost) still holds what the completer needs to run it once its
--- lease passes (take_abandoned_runs.sql).
---
---   $9 input        the operation's input, for any runner of the key
---
--- It writes the run only when the claim took the scope (claimed): a run at
--- its start for a free scope; for a key taken over, a key taken from a
--- runner that died keeps its run as it stands (the new owner continues it
--- from its recovery point), a key reused after its TTL whose run was done
--- starts a new run for the new intent, one whose run never finished (no
--- completer ran it) is continued as it was. Its foreign key is checked at
--- the end of the statement, when the key row is there.
+-- claim.sql word for word (TestClaimRunRepeatsTheClaim; its header says what the
+-- parts do), with the step-wise run started in the same statement (the CTE
+-- started).
+-- started writes the run only when the claim took the scope (claimed), so a
+-- claim never exists without what the completer needs to run it once its
+-- lease passes, even if its runner died before its first recovery point
+-- (take_abandoned_runs.sql). A free scope gets a run at its start; a key
+-- taken from a runner that died keeps its run (the new owner continues it);
+-- a key reused after its TTL whose run was done starts a new run; one whose
+-- run never finished is continued as it was. The run's foreign key is
+-- checked at the end of the statement, when the key row is there.
+-- Parameters: those of claim.sql, and $9 input (the operation's input, for any
+-- runner of the key).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), claimed AS (

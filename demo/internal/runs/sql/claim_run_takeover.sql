@@ -1,49 +1,17 @@
 -- claim_run_takeover.sql: the claim of an operation of several steps: the template's
--- claim_takeover.sql, word for word, with its run started in the same statement (the
--- CTE started), so a claim never exists without the run that any runner
--- needs to continue it.
---
--- claim_takeover.sql: claim.sql, able to take over the scope's row: run
--- only when claim.sql returned a row that idempotency.Decide says to take
--- over. It writes the key row in progress where the scope is free, or
--- replaces the row there when it may take it over, and returns the row the
--- scope had before (prev), if any.
---
--- Parameters (as in claim.sql):
---   $1 now          the test clock; NULL for the database clock
---   $2 actor_id     the scope: the actor,
---   $3 operation    the operation,
---   $4 idem_key     and the Idempotency-Key
---   $5 fingerprint  of the request's significant fields
---   $6 claim_token  new on every claim: fences a slow owner out
---   $7 lease_us     the lease, in microseconds
---   $8 ttl_us       how long the key lives, in microseconds
---
--- takeover replaces a completed row past its TTL (idempotency.Record.Expired),
--- or a row in progress whose owner's lease passed while the same intent
--- (fingerprint) asks again (idempotency.Decide's TakeOverExpired and
--- TakeOverLease). A row in progress never expires. It locks only a row it takes over and
--- rechecks the rule once it holds the lock, so of two racing takeovers one
--- wins. Like claim.sql it commits without waiting for its WAL flush.
--- Unlike claim.sql it reads the row there first (prev): it runs because a
--- row is there, and its takeover decides on that row.
---
--- started: the run an operation of several steps writes in the statement
--- that claims its key, after the claim's own CTEs. A step-wise claim
--- never exists without its run: a claim whose runner died before its
--- first recovery point (or never learned that it claimed: its
--- reply was lost) still holds what the completer needs to run it once its
--- lease passes (take_abandoned_runs.sql).
---
---   $9 input        the operation's input, for any runner of the key
---
--- It writes the run only when the claim took the scope (claimed): a run at
--- its start for a free scope; for a key taken over, a key taken from a
--- runner that died keeps its run as it stands (the new owner continues it
--- from its recovery point), a key reused after its TTL whose run was done
--- starts a new run for the new intent, one whose run never finished (no
--- completer ran it) is continued as it was. Its foreign key is checked at
--- the end of the statement, when the key row is there.
+-- claim_takeover.sql word for word (TestClaimRunRepeatsTheClaim; its header says what the
+-- parts do), with the step-wise run started in the same statement (the CTE
+-- started).
+-- started writes the run only when the claim took the scope (claimed), so a
+-- claim never exists without what the completer needs to run it once its
+-- lease passes, even if its runner died before its first recovery point
+-- (take_abandoned_runs.sql). A free scope gets a run at its start; a key
+-- taken from a runner that died keeps its run (the new owner continues it);
+-- a key reused after its TTL whose run was done starts a new run; one whose
+-- run never finished is continued as it was. The run's foreign key is
+-- checked at the end of the statement, when the key row is there.
+-- Parameters: those of claim_takeover.sql, and $9 input (the operation's input, for any
+-- runner of the key).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), async_commit AS (
