@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -62,17 +61,9 @@ func TestReleaseRetriedAcrossARestart(t *testing.T) {
 // server, which the test cannot restart.
 func restartable(t *testing.T) (*pgtest.Server, *sqlx.DB, *idempotency.Runner) {
 	t.Helper()
-	if os.Getenv("TEST_DATABASE_URL") != "" {
-		t.Skip("restarts a cluster of its own; TEST_DATABASE_URL cannot be restarted")
-	}
+	pg := pgtest.Own(t, pgtest.Options{})
 	t.Parallel()
-	ctx := context.Background()
-	pg, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop() })
-	db, err := postgres.Open(ctx, pg.URL("postgres"), postgres.KeyStatements)
+	db, err := postgres.Open(context.Background(), pg.URL("postgres"), postgres.KeyStatements)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,12 +26,8 @@ func TestCommitWithoutItsStandbyIsNotAcknowledged(t *testing.T) {
 	testkit.Long(t, "starts a standby")
 	t.Parallel()
 	ctx := context.Background()
-	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: true,
+	pg := pgtest.Own(t, pgtest.Options{Durable: true,
 		Settings: map[string]string{"synchronous_standby_names": "absent_standby"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop() })
 	setup := sqlx.MustOpen("postgres", pg.URL("postgres")+"&options=-c%20synchronous_commit%3Dlocal")
 	defer setup.Close()
 	setup.MustExec("CREATE TABLE acks (n int)")

@@ -93,11 +93,7 @@ func TestOpenSeveralHosts(t *testing.T) {
 	testkit.Long(t, "starts a second PostgreSQL")
 	t.Parallel()
 	ctx := context.Background()
-	readOnly, err := pgtest.Start(ctx, pgtest.Options{Settings: map[string]string{"default_transaction_read_only": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { readOnly.Stop() })
+	readOnly := pgtest.Own(t, pgtest.Options{Settings: map[string]string{"default_transaction_read_only": "on"}})
 	// The read-only server gets the test's role and database too, so that
 	// only target_session_attrs can turn the pool away from it.
 	ro, err := url.Parse(readOnly.URL("postgres"))

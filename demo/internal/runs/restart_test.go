@@ -152,17 +152,9 @@ func TestSaveRunCommitsAsynchronously(t *testing.T) {
 // the template's schema and the demo's, and a Runner on it.
 func restartable(t *testing.T) (*pgtest.Server, *sqlx.DB, *idempotency.Runner) {
 	t.Helper()
-	if os.Getenv("TEST_DATABASE_URL") != "" {
-		t.Skip("restarts a cluster of its own; TEST_DATABASE_URL cannot be restarted")
-	}
+	pg := pgtest.Own(t, pgtest.Options{})
 	t.Parallel()
-	ctx := context.Background()
-	pg, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop() })
-	db, err := postgres.Open(ctx, pg.URL("postgres"), postgres.KeyStatements)
+	db, err := postgres.Open(context.Background(), pg.URL("postgres"), postgres.KeyStatements)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,6 +146,22 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		"  local binaries: %v\n  dockertest: %v", installHint, envURL, envURL, localErr, dockerErr)
 }
 
+// Own starts a server of the test's own with opts (Start), stopped when
+// the test ends. A test that needs one (its own settings, a restart) is
+// skipped under TEST_DATABASE_URL, which Start would hand out instead.
+func Own(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if os.Getenv(envURL) != "" {
+		t.Skip("needs a PostgreSQL of its own; " + envURL + " is shared")
+	}
+	pg, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	return pg
+}
+
 // Stop stops what Start started: nothing for TEST_DATABASE_URL; pg_ctl stop
 // -m immediate and removal of the temporary folder for local binaries; a
 // purge of the container for dockertest. It may be called more than once.
