@@ -315,10 +315,13 @@ func schemaCurrent(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error 
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-// statement returns the text of sql/name. It is called for package
-// variables, so a missing file stops the program as it starts, by its name.
-func statement(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
+func statement(name string) string { return Statement(sqlFiles, name) }
+
+// Statement returns the text of sql/name in fsys, as PostgreSQL runs it.
+// It is called for package variables, so a missing file stops the program
+// as it starts, by its name.
+func Statement(fsys fs.FS, name string) string {
+	b, err := fs.ReadFile(fsys, "sql/"+name)
 	if err != nil {
 		panic("postgres: " + err.Error())
 	}

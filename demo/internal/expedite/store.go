@@ -20,14 +20,7 @@ import (
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-// statement returns the text of sql/name, as PostgreSQL runs it.
-func statement(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
-	if err != nil {
-		panic("expedite: " + err.Error())
-	}
-	return string(b)
-}
+func statement(name string) string { return postgres.Statement(sqlFiles, name) }
 
 // Store keeps the expedites, and the runs of their steps, beside the
 // template's store.

@@ -24,14 +24,7 @@ import (
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-// statement returns the text of sql/name, as PostgreSQL runs it.
-func statement(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
-	if err != nil {
-		panic("runs: " + err.Error())
-	}
-	return string(b)
-}
+func statement(name string) string { return postgres.Statement(sqlFiles, name) }
 
 // Store keeps the runs beside the keys of the template's store.
 type Store struct {
