@@ -50,14 +50,8 @@ func conformanceCmd(ctx context.Context, args []string, stdout io.Writer) error 
 	fs.IntVar(&cfg.Storm, "storm", 20, "concurrent requests on one key per storm")
 	fs.IntVar(&cfg.Repeat, "repeat", 5, "storms, and lost responses, tried: races show only sometimes")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, conformanceUsage+"\n")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return err
-		}
-		return &ExitError{ExitRefused, err}
+	if err := ParseFlags(fs, args, conformanceUsage, stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &ExitError{ExitRefused, fmt.Errorf("unexpected argument %q", fs.Arg(0))}

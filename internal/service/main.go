@@ -99,6 +99,23 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	return err
 }
 
+// ParseFlags parses a command's args into fs. With -h it prints usage and
+// the flags to stdout and returns flag.ErrHelp (Main: no error); a bad flag
+// is refused.
+func ParseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage+"\n")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return err
+	}
+	if err != nil {
+		return &ExitError{ExitRefused, err}
+	}
+	return nil
+}
+
 // Exit runs Main as the process: on SIGINT or SIGTERM it stops gracefully,
 // and its error, printed, sets the exit status.
 func Exit(ext *Extension) {

@@ -66,14 +66,8 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	operation := fs.String("operation", client.OperationCreate, "the operation of the --resolve key: "+client.OperationCreate+" or "+client.OperationCancel)
 	headers := headerFlags{}
 	fs.Var(headers, "header", "extra header 'Name: value' on every attempt, e.g. 'Workshop-Delay: 3s' (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, sendUsage+"\n")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return err
-		}
-		return &ExitError{ExitRefused, err}
+	if err := ParseFlags(fs, args, sendUsage, stdout); err != nil {
+		return err
 	}
 	c, err := client.New(client.Config{BaseURL: *base, Token: *token, Budget: *budget, AttemptTimeout: *attempt,
 		OnAttempt: func(a client.Attempt) {

@@ -52,12 +52,7 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 		}
 		*faults = b
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, providerUsage+"\n")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-		}
+	if err := service.ParseFlags(fs, args, providerUsage, stdout); err != nil {
 		return err
 	}
 	if *dbURL == "" {
