@@ -211,7 +211,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}, newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst)}, nil
+	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}, newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst, cfg.Clock)}, nil
 }
 
 func (r *Runner) ttl(req Request) time.Duration {
@@ -361,7 +361,7 @@ func (r *Runner) admit(ctx context.Context, req Request) (*pass, *Result, error)
 	if r.newKeys == nil {
 		return nil, nil, nil
 	}
-	p, wait := r.newKeys.admit(req.Scope, r.cfg.Clock())
+	p, wait := r.newKeys.admit(req.Scope)
 	if p != nil {
 		return p, nil, nil
 	}
@@ -608,7 +608,7 @@ func (r *Runner) claimed(req Request, p *pass, cr ClaimResult) Outcome {
 	}
 	r.observe(req.Scope, req.Path, o)
 	if o != OutcomeLeaseTakenOver {
-		p.claimed(r.cfg.Clock())
+		p.claimed()
 	}
 	return o
 }

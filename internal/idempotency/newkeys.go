@@ -28,6 +28,7 @@ const OutcomeRateLimited Outcome = "rate_limited"
 type newKeys struct {
 	limit rate.Limit
 	burst int
+	clock func() time.Time // read under mu: a bucket handed a time before one it has seen refills that time twice
 
 	mu     sync.Mutex
 	actors map[string]*actorKeys
@@ -45,11 +46,11 @@ type actorKeys struct {
 // dropped: such an actor is as a new one, so only memory changes.
 const sweepIdle = time.Minute
 
-func newNewKeys(perSecond float64, burst int) *newKeys {
+func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &newKeys{limit: rate.Limit(perSecond), burst: burst, actors: map[string]*actorKeys{}}
+	return &newKeys{limit: rate.Limit(perSecond), burst: burst, clock: clock, actors: map[string]*actorKeys{}}
 }
 
 // pass is a request's admission to its path's statement. A nil pass (no
@@ -62,13 +63,13 @@ type pass struct {
 	took   bool // its statement wrote a new key, and took the token
 }
 
-// admit admits a request of scope s at now: as the leader of its scope,
-// with a token set aside, or as a follower of the request in flight. It
-// returns nil and how long until a token is free when the actor is over
-// the bound.
-func (k *newKeys) admit(s Scope, now time.Time) (*pass, time.Duration) {
+// admit admits a request of scope s: as the leader of its scope, with a
+// token set aside, or as a follower of the request in flight. It returns
+// nil and how long until a token is free when the actor is over the bound.
+func (k *newKeys) admit(s Scope) (*pass, time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	now := k.clock()
 	k.dropIdle(now)
 	a := k.actors[s.Actor]
 	if a == nil {
@@ -102,15 +103,16 @@ func (k *newKeys) follow(s Scope) *pass {
 	return &pass{k: k, a: a, scope: s}
 }
 
-// claimed takes the token of the new key p's statement wrote at now: the
+// claimed takes the token of the new key p's statement wrote: the
 // leader's, set aside; a follower's (its leader failed before writing) is
 // taken from the bucket as it stands, into debt if need be.
-func (p *pass) claimed(now time.Time) {
+func (p *pass) claimed() {
 	if p == nil || p.took {
 		return
 	}
 	p.k.mu.Lock()
 	defer p.k.mu.Unlock()
+	now := p.k.clock()
 	if p.leader {
 		p.a.setAside--
 		p.leader = false
