@@ -427,26 +427,33 @@ func (s *Store) Ping(ctx context.Context) error {
 	return err
 }
 
-// dbErr turns an error worth retrying as is into apperr unavailable: the
+// Unavailable reports whether err is worth trying again as is: the
 // database was unreachable, shutting down, out of resources, cancelled a
-// statement or could not serialize. Other errors pass unchanged.
-func dbErr(err error) error {
-	if err == nil {
-		return nil
-	}
+// statement or could not serialize.
+func Unavailable(err error) bool {
 	// Unreachable: refused, reset, cut mid-answer, or a timeout of the
 	// network or of the caller.
 	_, netErr := errors.AsType[net.Error](err)
-	retry := netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
+	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, ErrNotReplicated)
-	if pqErr, ok := errors.AsType[*pq.Error](err); ok {
-		switch pqErr.Code.Class() {
-		case "08", "40", "53", "57": // connection, rollback, resources, operator intervention
-			retry = true
-		}
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, ErrNotReplicated) {
+		return true
 	}
-	if !retry {
+	pqErr, ok := errors.AsType[*pq.Error](err)
+	if !ok {
+		return false
+	}
+	switch pqErr.Code.Class() {
+	case "08", "40", "53", "57": // connection, rollback, resources, operator intervention
+		return true
+	}
+	return false
+}
+
+// dbErr turns an error worth trying again as is (Unavailable) into apperr
+// unavailable. Other errors pass unchanged.
+func dbErr(err error) error {
+	if err == nil || !Unavailable(err) {
 		return err
 	}
 	return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unavailable, try again",

@@ -39,7 +39,7 @@ func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Ex
 		return err
 	}
 	defer stopTracing()
-	store, closeDB, err := openStore(ctx, cfg, postgres.LongStatements, ext)
+	store, closeDB, err := openStore(ctx, cfg, logger, postgres.LongStatements, ext)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -38,14 +39,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		}
 		defer pprofLn.Close()
 	}
-	store, closeDB, err := openStore(ctx, cfg, postgres.KeyStatements, ext)
+	store, closeDB, err := openStore(ctx, cfg, logger, postgres.KeyStatements, ext)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
 	// The sweeper's and the dispatcher's batches run on a pool of their
 	// own, with the long bound.
-	chores, closeChores, err := openStore(ctx, cfg, postgres.LongStatements, nil)
+	chores, closeChores, err := openStore(ctx, cfg, logger, postgres.LongStatements, nil)
 	if err != nil {
 		return err
 	}
@@ -130,12 +131,26 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 	return serving.Serve(ctx, logger, srv, ln, cfg.shutdownTimeout)
 }
 
+// startWait is how long a server waits at start for a database that does
+// not answer yet (one starting, restarting or slow under load). A database
+// that refuses (a wrong password, no such database) ends the start at once.
+const startWait = 30 * time.Second
+
 // openStore opens cfg's database with statements bounded by
-// statementTimeout, and returns its store and how to close it; with
-// migrate, it brings the schema up to date first, the template's and then
-// ext's own.
-func openStore(ctx context.Context, cfg Config, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, func() error, error) {
+// statementTimeout, trying again each second for startWait while it is
+// unavailable, and returns its store and how to close it; with migrate, it
+// brings the schema up to date first, the template's and then ext's own.
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, func() error, error) {
 	db, err := cfg.openDB(ctx, statementTimeout)
+	for deadline := time.Now().Add(startWait); err != nil && postgres.Unavailable(err) && time.Now().Before(deadline); {
+		logger.Warn("the database does not answer yet; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(time.Second):
+		}
+		db, err = cfg.openDB(ctx, statementTimeout)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,64 @@
+package service
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/tools/faultproxy"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/proctest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// TestServeWaitsForItsDatabase: a database that does not answer at start
+// (a link that holds every byte for 4 s, longer than a read's bound, as a
+// database slow under load or restarting does) is waited for, and serve
+// starts once it answers.
+func TestServeWaitsForItsDatabase(t *testing.T) {
+	testkit.Long(t, "starts the server process")
+	u, err := url.Parse(pgtest.NewURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	proxy.Set(faultproxy.Blackhole)
+	up := time.AfterFunc(4*time.Second, func() { proxy.Set(faultproxy.Up) })
+	defer up.Stop()
+	u.Host = proxy.Addr()
+
+	p := proctest.Start(t, u.String())
+	if !strings.Contains(p.Log(), `"msg":"the database does not answer yet; trying again"`) {
+		t.Fatalf("serve started without waiting for its database:\n%s", p.Log())
+	}
+	if resp, body, err := p.Post("key-after-wait"); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a create once the database answers: %v %s", err, body)
+	}
+}
+
+// TestServeStopsWhenItsDatabaseRefuses: a database that answers with a
+// refusal (here one that does not exist) ends serve at once, with
+// PostgreSQL's reason: no wait can mend it.
+func TestServeStopsWhenItsDatabaseRefuses(t *testing.T) {
+	testkit.Long(t, "starts the server process")
+	u, err := url.Parse(pgtest.NewURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/no_such_database"
+	p, _ := proctest.Launch(t, "serve", u.String())
+	select {
+	case err := <-p.Exited:
+		if err == nil || !strings.Contains(p.Log(), `database "no_such_database" does not exist`) {
+			t.Fatalf("serve ended with %v, want PostgreSQL's refusal:\n%s", err, p.Log())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("serve still runs 5 s after its database refused it:\n%s", p.Log())
+	}
+}
