@@ -270,13 +270,20 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	go func() { defer close(recorded); d.recordAll(ctx, decided) }()
 	var wg sync.WaitGroup
 	pause := d.Idle
+	// A take that leaves the busy actors' rows reads all of them: after one
+	// that found nothing else, the next waits until a busy actor frees a
+	// place or a pause passes, instead of reading them again at each freed
+	// place.
+	var othersIdleUntil time.Time
 	for ctx.Err() == nil {
 		free, busy := d.places()
-		if free <= 0 {
-			select {
-			case <-ctx.Done():
-			case <-d.freed:
-			}
+		othersIdle := time.Until(othersIdleUntil)
+		switch {
+		case free <= 0:
+			d.waitFreed(ctx, 0)
+			continue
+		case len(busy) > 0 && othersIdle > 0:
+			d.waitFreed(ctx, othersIdle)
 			continue
 		}
 		n, err := d.take(ctx, &wg, min(free, d.Batch), busy, decided)
@@ -289,13 +296,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			// Nothing due, or only rows of actors at their share: a freed
 			// place may make one of theirs takeable before the pause ends.
 			pause = d.Idle
-			t := time.NewTimer(d.Idle/2 + rand.N(d.Idle))
-			select {
-			case <-ctx.Done():
-			case <-d.freed:
-			case <-t.C:
+			if len(busy) > 0 {
+				othersIdleUntil = time.Now().Add(d.Idle)
 			}
-			t.Stop()
+			d.waitFreed(ctx, d.Idle/2+rand.N(d.Idle))
 		default:
 			pause = d.Idle
 		}
@@ -303,6 +307,22 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	wg.Wait()
 	close(decided)
 	<-recorded
+}
+
+// waitFreed waits until ctx ends, a place is freed, or after passes (0:
+// no bound).
+func (d *Dispatcher) waitFreed(ctx context.Context, after time.Duration) {
+	var timeout <-chan time.Time
+	if after > 0 {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-ctx.Done():
+	case <-d.freed:
+	case <-timeout:
+	}
 }
 
 // maxFailedPause bounds the pause after failed takes.

@@ -426,3 +426,55 @@ func TestASlowCallHoldsOnlyItsOwnDelivery(t *testing.T) {
 		})
 	}
 }
+
+// emptyTakes is a Store that counts the takes that leave some actors' rows
+// and find nothing else.
+type emptyTakes struct {
+	delivery.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (s *emptyTakes) TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
+	due, err := s.Store.TakeDue(ctx, token, n, lease, busy)
+	if err == nil && len(due) == 0 && len(busy) > 0 {
+		s.mu.Lock()
+		s.n++
+		s.mu.Unlock()
+	}
+	return due, err
+}
+
+// TestAnActorAtItsShareIsReadOncePerPause: one actor's backlog drains with
+// the actor at its share most of the time. A take that leaves its rows
+// reads all of them, so after one that found nothing else the dispatcher
+// waits for the actor to free a place or for a pause, instead of reading
+// them again at each freed place: at most one such take per pause.
+func TestAnActorAtItsShareIsReadOncePerPause(t *testing.T) {
+	testkit.Long(t, "drains 1,000 rows")
+	t.Parallel()
+	e := newEnv(t)
+	e.store.Clock = nil // the database clock: the dispatcher runs for real
+	const rows, idle = 1000, 200 * time.Millisecond
+	e.accept(t, rows)
+	store := &emptyTakes{Store: e.store}
+	d := &delivery.Dispatcher{Store: store, Desk: e.desk.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Batch: 8, InFlight: 64, PerActor: 16, Idle: idle}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { d.Run(ctx); close(done) }()
+	ok := testkit.Eventually(60*time.Second, func() bool {
+		return e.count(t, `SELECT count(*) FROM outbox WHERE state = 'submitted'`) == rows
+	})
+	took := time.Since(start)
+	cancel()
+	<-done
+	if !ok {
+		t.Fatalf("%d of %d submitted in 60 s", e.count(t, `SELECT count(*) FROM outbox WHERE state = 'submitted'`), rows)
+	}
+	if most := int(took/idle) + 2; store.n > most {
+		t.Fatalf("%d takes found only the busy actor's rows in %v, want at most one per pause (%d)", store.n, took, most)
+	}
+	t.Logf("%d rows in %v: %d takes found only the busy actor's rows", rows, took.Round(time.Millisecond), store.n)
+}
