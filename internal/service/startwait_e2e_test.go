@@ -19,21 +19,12 @@ import (
 // starts once it answers.
 func TestServeWaitsForItsDatabase(t *testing.T) {
 	testkit.Long(t, "starts the server process")
-	u, err := url.Parse(pgtest.NewURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
+	dbURL, proxy := pgtest.Proxied(t, pgtest.NewURL(t))
 	proxy.Set(faultproxy.Blackhole)
 	up := time.AfterFunc(4*time.Second, func() { proxy.Set(faultproxy.Up) })
 	defer up.Stop()
-	u.Host = proxy.Addr()
 
-	p := proctest.Start(t, u.String())
+	p := proctest.Start(t, dbURL)
 	if !strings.Contains(p.Log(), `"msg":"the database does not answer yet; trying again"`) {
 		t.Fatalf("serve started without waiting for its database:\n%s", p.Log())
 	}

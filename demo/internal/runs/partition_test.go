@@ -3,7 +3,6 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -52,17 +51,8 @@ func TestStepClaimReplyLostInAPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { direct.Close() })
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	u.Host = proxy.Addr()
-	db, err := postgres.Open(ctx, u.String(), postgres.KeyStatements)
+	proxied, proxy := pgtest.Proxied(t, dbURL)
+	db, err := postgres.Open(ctx, proxied, postgres.KeyStatements)
 	if err != nil {
 		t.Fatal(err)
 	}

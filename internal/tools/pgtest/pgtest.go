@@ -37,6 +37,7 @@ import (
 	"github.com/peterldowns/pgtestdb/migrators/golangmigrator"
 
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -402,4 +403,21 @@ func WaitDown(url string, timeout time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// Proxied returns dbURL through a fault proxy of its own (the link up),
+// closed when t ends, and the proxy.
+func Proxied(t testing.TB, dbURL string) (string, *faultproxy.Proxy) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	u.Host = proxy.Addr()
+	return u.String(), proxy
 }
