@@ -7,7 +7,8 @@
 //
 // and each test then asks for its own database with [NewDB] (or [NewURL]):
 // a clone of a template that pgtestdb migrates once with [migrations.FS], so a
-// new database costs a CREATE DATABASE ... TEMPLATE, not a migration run.
+// new database costs a CREATE DATABASE ... TEMPLATE, not a migration run; or
+// a database that an earlier test of the package passed with, emptied.
 //
 // The server comes from, in this order: TEST_DATABASE_URL; a throw-away
 // cluster from local PostgreSQL binaries (initdb, pg_ctl); a postgres:15
@@ -229,6 +230,12 @@ func Run(m *testing.M) int {
 	fmt.Fprintf(os.Stderr, "pgtest: PostgreSQL from %s on %s\n", s.Source, s.addr())
 	server = s
 	code := m.Run()
+	if err := dropSpares(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	if err := s.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: stopping PostgreSQL: %v\n", err)
 		if code == 0 {
@@ -249,6 +256,7 @@ var migrator pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(m
 // Main.
 func Extra(fsys fs.FS, dir, table string) {
 	migrator = extended{base: migrator, fsys: fsys, dir: dir, table: table}
+	migrationTables = append(migrationTables, table)
 }
 
 // extended is base's schema, then the migrations of fsys's dir.
@@ -287,15 +295,21 @@ func testConfig(t testing.TB) pgtestdb.Config {
 	return conf
 }
 
-// NewDB returns a connection to a fresh database, migrated with
-// migrations.FS, that is dropped when the test ends (kept if the test failed,
-// for a look; its URL is in the test log). It connects as pgtestdb's role
-// (pgtdbuser: no superuser, no CREATEDB), which owns the database. NewDB may
-// only be called once Main has started the server; it fails the test
-// otherwise.
+// NewDB returns a connection to an empty database, migrated with
+// migrations.FS, of the test's own until it ends (kept if the test failed,
+// for a look; its URL is in the test log). The database is a clone of the
+// template or one that an earlier test of the package left and pgtest
+// emptied (spare.go). It connects as pgtestdb's role (pgtdbuser: no
+// superuser, no CREATEDB), which owns the database. NewDB may only be
+// called once Main has started the server; it fails the test otherwise.
 func NewDB(t testing.TB) *sqlx.DB {
 	t.Helper()
-	return sqlx.NewDb(pgtestdb.New(t, testConfig(t), migrator), "postgres")
+	db, err := sqlx.Open("postgres", fresh(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // NewURL is like NewDB but returns the (lib/pq) URL of the fresh database and
@@ -303,7 +317,7 @@ func NewDB(t testing.TB) *sqlx.DB {
 // with DATABASE_URL.
 func NewURL(t testing.TB) string {
 	t.Helper()
-	return pgtestdb.Custom(t, testConfig(t), migrator).URL()
+	return fresh(t).URL()
 }
 
 // parseURL turns a postgres:// URL into an admin Config.

@@ -1,0 +1,193 @@
+package pgtest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lib/pq"
+	"github.com/peterldowns/pgtestdb"
+)
+
+// A database that a passed test leaves is emptied and handed to the next
+// test of the package that asks for one: creating a database and making its
+// first connections cost far more than a TRUNCATE. A test that failed keeps
+// its database for a look; one whose schema changed is dropped.
+
+// spare is an emptied database, with the print of its schema when it was
+// cloned.
+type spare struct {
+	conf  pgtestdb.Config
+	print string
+}
+
+var spares struct {
+	sync.Mutex
+	list []spare
+}
+
+// migrationTables are the tables that say which migrations ran; emptying
+// a database keeps them.
+var migrationTables = []string{"schema_migrations"}
+
+// fresh returns an empty, migrated database for t: a spare if there is one,
+// else a new clone of the template. When t ends it becomes a spare.
+func fresh(t testing.TB) pgtestdb.Config {
+	t.Helper()
+	spares.Lock()
+	var s spare
+	if n := len(spares.list); n > 0 {
+		s, spares.list = spares.list[n-1], spares.list[:n-1]
+	}
+	spares.Unlock()
+	if s.conf.Database == "" {
+		// pgtestdb clones the template and would drop the clone when t
+		// ends; release below decides instead.
+		s.conf = *pgtestdb.Custom(noDrop{t}, testConfig(t), migrator)
+		var err error
+		if s.print, err = schemaPrint(s.conf); err != nil {
+			t.Fatalf("pgtest: reading the schema of %s: %v", s.conf.Database, err)
+		}
+	} else {
+		t.Logf("testdbconf: %s (emptied)", s.conf.URL()) // as pgtestdb logs a clone
+	}
+	t.Cleanup(func() { release(t, s) })
+	return s.conf
+}
+
+// release makes s a spare again once t has ended (its cleanups registered
+// after fresh have run, closing what it opened).
+func release(t testing.TB, s spare) {
+	if t.Failed() {
+		t.Logf("pgtest: database %s kept for a look", s.conf.Database)
+		return
+	}
+	err := empty(s)
+	if err == nil {
+		spares.Lock()
+		spares.list = append(spares.list, s)
+		spares.Unlock()
+		return
+	}
+	t.Logf("pgtest: database %s not reused: %v", s.conf.Database, err)
+	if err := dropDatabase(s.conf.Database); err != nil {
+		t.Errorf("pgtest: %v", err)
+	}
+}
+
+// empty ends every other session on s's database, checks that its schema
+// is the one it was cloned with, and truncates every table but the
+// migrations'.
+func empty(s spare) error {
+	db, err := sql.Open("postgres", s.conf.URL())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+		return err
+	}
+	print, err := schemaPrintOf(ctx, db)
+	if err != nil {
+		return err
+	}
+	if print != s.print {
+		return fmt.Errorf("its schema changed")
+	}
+	var tables []string
+	if err := queryStrings(ctx, db, &tables, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
+		WHERE schemaname NOT IN ('pg_catalog', 'information_schema') AND tablename <> ALL ($1)`,
+		pq.Array(migrationTables)); err != nil {
+		return err
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	_, err = db.ExecContext(ctx, "TRUNCATE "+strings.Join(tables, ", ")+" RESTART IDENTITY")
+	return err
+}
+
+// schemaPrint is a digest of the database's schema: its columns, indexes,
+// constraints, functions and triggers.
+func schemaPrint(conf pgtestdb.Config) (string, error) {
+	db, err := sql.Open("postgres", conf.URL())
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return schemaPrintOf(ctx, db)
+}
+
+func schemaPrintOf(ctx context.Context, db *sql.DB) (string, error) {
+	var print string
+	err := db.QueryRowContext(ctx, `
+WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast'))
+SELECT md5(string_agg(d, E'\n' ORDER BY d)) FROM (
+	SELECT format('%s %s %s %s', a.attrelid::regclass, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull)
+	FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+	WHERE c.relnamespace IN (SELECT oid FROM ns) AND a.attnum > 0 AND NOT a.attisdropped
+	UNION ALL SELECT pg_get_indexdef(i.indexrelid)
+	FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid WHERE c.relnamespace IN (SELECT oid FROM ns)
+	UNION ALL SELECT format('%s %s', conrelid::regclass, pg_get_constraintdef(oid))
+	FROM pg_constraint WHERE connamespace IN (SELECT oid FROM ns)
+	UNION ALL SELECT pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace IN (SELECT oid FROM ns)
+	UNION ALL SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal
+) AS s(d)`).Scan(&print)
+	return print, err
+}
+
+func queryStrings(ctx context.Context, db *sql.DB, out *[]string, query string, args ...any) error {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return err
+		}
+		*out = append(*out, s)
+	}
+	return rows.Err()
+}
+
+// dropSpares drops the spares, at the end of the package's tests.
+func dropSpares() error {
+	spares.Lock()
+	defer spares.Unlock()
+	for _, s := range spares.list {
+		if err := dropDatabase(s.conf.Database); err != nil {
+			return err
+		}
+	}
+	spares.list = nil
+	return nil
+}
+
+func dropDatabase(name string) error {
+	db, err := sql.Open("postgres", server.Config.URL())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Exec("DROP DATABASE IF EXISTS " + pq.QuoteIdentifier(name) + " WITH (FORCE)"); err != nil {
+		return fmt.Errorf("dropping database %s: %w", name, err)
+	}
+	return nil
+}
+
+// noDrop is t for pgtestdb, without the cleanups it registers: a clone is
+// released (or dropped) by pgtest, not by pgtestdb.
+type noDrop struct{ testing.TB }
+
+func (noDrop) Cleanup(func()) {}
