@@ -2,13 +2,13 @@ package pgtest
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/peterldowns/pgtestdb"
 )
@@ -18,11 +18,11 @@ import (
 // first connections cost far more than a TRUNCATE. A test that failed keeps
 // its database for a look; one whose schema changed is dropped.
 
-// spare is an emptied database, with the print of its schema when it was
+// spare is an emptied database, with the digest of its schema when it was
 // cloned.
 type spare struct {
-	conf  pgtestdb.Config
-	print string
+	conf   pgtestdb.Config
+	digest string
 }
 
 var spares struct {
@@ -49,7 +49,7 @@ func fresh(t testing.TB) pgtestdb.Config {
 		// ends; release below decides instead.
 		s.conf = *pgtestdb.Custom(noDrop{t}, testConfig(t), migrator)
 		var err error
-		if s.print, err = schemaPrint(s.conf); err != nil {
+		if s.digest, err = schemaDigest(s.conf); err != nil {
 			t.Fatalf("pgtest: reading the schema of %s: %v", s.conf.Database, err)
 		}
 	} else {
@@ -83,7 +83,7 @@ func release(t testing.TB, s spare) {
 // is the one it was cloned with, and truncates every table but the
 // migrations'.
 func empty(s spare) error {
-	db, err := sql.Open("postgres", s.conf.URL())
+	db, err := sqlx.Open("postgres", s.conf.URL())
 	if err != nil {
 		return err
 	}
@@ -94,15 +94,15 @@ func empty(s spare) error {
 		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
 		return err
 	}
-	print, err := schemaPrintOf(ctx, db)
+	digest, err := schemaDigestOf(ctx, db)
 	if err != nil {
 		return err
 	}
-	if print != s.print {
+	if digest != s.digest {
 		return fmt.Errorf("its schema changed")
 	}
 	var tables []string
-	if err := queryStrings(ctx, db, &tables, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
+	if err := db.SelectContext(ctx, &tables, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
 		WHERE schemaname NOT IN ('pg_catalog', 'information_schema') AND tablename <> ALL ($1)`,
 		pq.Array(migrationTables)); err != nil {
 		return err
@@ -114,22 +114,22 @@ func empty(s spare) error {
 	return err
 }
 
-// schemaPrint is a digest of the database's schema: its columns, indexes,
+// schemaDigest is a digest of the database's schema: its columns, indexes,
 // constraints, functions and triggers.
-func schemaPrint(conf pgtestdb.Config) (string, error) {
-	db, err := sql.Open("postgres", conf.URL())
+func schemaDigest(conf pgtestdb.Config) (string, error) {
+	db, err := sqlx.Open("postgres", conf.URL())
 	if err != nil {
 		return "", err
 	}
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return schemaPrintOf(ctx, db)
+	return schemaDigestOf(ctx, db)
 }
 
-func schemaPrintOf(ctx context.Context, db *sql.DB) (string, error) {
-	var print string
-	err := db.QueryRowContext(ctx, `
+func schemaDigestOf(ctx context.Context, db *sqlx.DB) (string, error) {
+	var digest string
+	err := db.GetContext(ctx, &digest, `
 WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast'))
 SELECT md5(string_agg(d, E'\n' ORDER BY d)) FROM (
 	SELECT format('%s %s %s %s', a.attrelid::regclass, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull)
@@ -141,24 +141,8 @@ SELECT md5(string_agg(d, E'\n' ORDER BY d)) FROM (
 	FROM pg_constraint WHERE connamespace IN (SELECT oid FROM ns)
 	UNION ALL SELECT pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace IN (SELECT oid FROM ns)
 	UNION ALL SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal
-) AS s(d)`).Scan(&print)
-	return print, err
-}
-
-func queryStrings(ctx context.Context, db *sql.DB, out *[]string, query string, args ...any) error {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return err
-		}
-		*out = append(*out, s)
-	}
-	return rows.Err()
+) AS s(d)`)
+	return digest, err
 }
 
 // dropSpares drops the spares, at the end of the package's tests.
@@ -175,7 +159,7 @@ func dropSpares() error {
 }
 
 func dropDatabase(name string) error {
-	db, err := sql.Open("postgres", server.Config.URL())
+	db, err := sqlx.Open("postgres", server.Config.URL())
 	if err != nil {
 		return err
 	}
