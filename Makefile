@@ -78,7 +78,8 @@ test-short:
 
 # The container image (Dockerfile), tagged $(IMAGE): the binary built here,
 # static and for the engine's Linux, packed on scratch with this machine's CA
-# certificates, so that the build pulls nothing.
+# certificates, so that the build pulls nothing. The image it replaces is
+# removed, so that rebuilds leave no untagged images behind.
 IMAGE ?= demo-api
 image:
 	@set -eo pipefail; rm -rf bin/image; mkdir -p bin/image/etc/ssl/certs; \
@@ -87,8 +88,12 @@ image:
 	for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do \
 	  if [[ -f "$$f" ]]; then cp "$$f" bin/image/etc/ssl/certs/ca-certificates.crt; break; fi; \
 	done; \
-	[[ -s bin/image/etc/ssl/certs/ca-certificates.crt ]] || { echo "image: no CA certificates found on this machine" >&2; exit 1; }
-	docker build --target image -t $(IMAGE) .
+	[[ -s bin/image/etc/ssl/certs/ca-certificates.crt ]] || { echo "image: no CA certificates found on this machine" >&2; exit 1; }; \
+	old="$$(docker image inspect -f '{{.Id}}' $(IMAGE) 2>/dev/null || true)"; \
+	docker build --target image -t $(IMAGE) .; \
+	if [[ -n "$$old" && "$$old" != "$$(docker image inspect -f '{{.Id}}' $(IMAGE))" ]]; then \
+	  docker image rm "$$old" >/dev/null 2>&1 || true; \
+	fi
 
 # The image against a real PostgreSQL: scripts/setup.sh brings a Docker
 # engine where it can, then scripts/imagecheck runs the image (/readyz, a
