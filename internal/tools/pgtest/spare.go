@@ -139,7 +139,7 @@ SELECT md5(string_agg(d, E'\n' ORDER BY d)) FROM (
 	FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid WHERE c.relnamespace IN (SELECT oid FROM ns)
 	UNION ALL SELECT format('%s %s', conrelid::regclass, pg_get_constraintdef(oid))
 	FROM pg_constraint WHERE connamespace IN (SELECT oid FROM ns)
-	UNION ALL SELECT pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace IN (SELECT oid FROM ns)
+	UNION ALL SELECT pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace IN (SELECT oid FROM ns) AND prokind IN ('f', 'p')
 	UNION ALL SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal
 ) AS s(d)`)
 	return digest, err
