@@ -61,8 +61,8 @@ func (so *scaleOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&so.sweepBatch, "churn-sweep-batch", 500, "SWEEP_BATCH of the churn's server")
 	fs.BoolVar(&so.churnDefaults, "churn-defaults", true, "where the migrations set autovacuum settings on the key table, churn again with them reset to PostgreSQL's, to compare")
 	fs.StringVar(&so.churnTry, "churn-try", "", "storage parameters to churn again with, to compare, e.g. autovacuum_vacuum_scale_factor=0.02,autovacuum_vacuum_threshold=1000")
-	fs.StringVar(&so.sharedBuffers, "scale-shared-buffers", "1GB", "the cluster's shared_buffers")
-	fs.BoolVar(&so.prewarm, "scale-prewarm", false, "after each fill, read the key table and then its indexes into shared buffers (pg_prewarm), as a server that has run a while holds what it reads")
+	fs.StringVar(&so.sharedBuffers, "scale-shared-buffers", "8GB", "the cluster's shared_buffers: 8GB holds the key table and its indexes at 10 M keys")
+	fs.BoolVar(&so.prewarm, "scale-prewarm", true, "after each fill, read the key table and then its indexes into shared buffers (pg_prewarm), as a server that has run a while holds what it reads")
 	fs.StringVar(&so.out, "scale-out", "docs/scale.md", "markdown file to write the scale report into, relative to the repository (empty: none)")
 	so.levels = []int{0, 1_000_000, 10_000_000}
 }
@@ -117,8 +117,17 @@ type scaleRun struct {
 	progress io.Writer
 	rep      scaleReport
 	stats    *statsDB
+	beside   *besideTable
 	cpu      *cpuMeter
 	root     string // the repository
+}
+
+// besideTable is a server on an empty key table of its own, measured in
+// the same rounds as each level.
+type besideTable struct {
+	cl    *client
+	db    *sqlx.DB
+	stats *statsDB
 }
 
 func (s *scaleRun) logf(format string, args ...any) {
@@ -187,6 +196,10 @@ func runScale(ctx context.Context, o options, so scaleOptions, stdout, stderr io
 		}
 	}
 
+	if hp := hugePages(); hp != "" {
+		s.rep.env.Settings = append(s.rep.env.Settings, hp)
+	}
+
 	if err := s.levels(ctx, admin, pg, bin, tmp); err != nil {
 		return 1, err
 	}
@@ -230,14 +243,34 @@ func (s *scaleRun) levels(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server
 		return fmt.Errorf("the scale mode needs pg_stat_statements (is TEST_DATABASE_URL set? it needs a cluster of its own)")
 	}
 	s.stats = &statsDB{admin: admin, dbid: dbid, pgss: true}
+	// The empty table, measured in the same rounds as each level, so that
+	// a ratio compares requests minutes apart at most.
+	emptyName := dbName + "_empty"
+	emptyID, _, err := setupDatabase(ctx, admin, emptyName)
+	if err != nil {
+		return err
+	}
+	defer admin.ExecContext(context.WithoutCancel(ctx), `DROP DATABASE IF EXISTS `+emptyName+` WITH (FORCE)`)
 	token := "bench-" + randHex(16)
-	srv, err := startServer(ctx, "server", []string{bin, "serve"}, tmp, append(serverEnv(pg.URL(dbName), token),
-		"IDEMPOTENCY_TTL="+s.so.ttl.String()))
+	env := []string{"IDEMPOTENCY_TTL=" + s.so.ttl.String()}
+	srv, err := startServer(ctx, "server", []string{bin, "serve"}, tmp, append(serverEnv(pg.URL(dbName), token), env...))
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	s.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid}}
+	emptySrv, err := startServer(ctx, "server-empty", []string{bin, "serve"}, tmp, append(serverEnv(pg.URL(emptyName), token), env...))
+	if err != nil {
+		return err
+	}
+	defer emptySrv.stop()
+	emptyDB, err := sqlx.Open("postgres", pg.URL(emptyName))
+	if err != nil {
+		return err
+	}
+	defer emptyDB.Close()
+	emptyDB.SetMaxOpenConns(1)
+	s.beside = &besideTable{cl: newClient(emptySrv, nil, nil, nil, token, 64), db: emptyDB, stats: &statsDB{admin: admin, dbid: emptyID, pgss: true}}
+	s.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, emptySrv.cmd.Process.Pid}}
 	if cpuMeasured {
 		if s.cpu.postmasterPid, err = postmasterPid(ctx, s.stats); err != nil {
 			s.logf("CPU of PostgreSQL not measured: %v", err)
@@ -352,12 +385,17 @@ func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *le
 		req, after := s.levelRequest(cl, sc, f, 8)
 		closedLoop(ctx, 8, time.Second, 0, req)
 		after()
+		req, after = s.beside.cl.scenario(sc, 8)
+		closedLoop(ctx, 8, time.Second, 0, req)
+		after()
 	}
 	// The warm-up's creates are most of a small table: statistics of the
 	// table before them would have the server's statements planned for a
 	// table of a page, and ANALYZE makes them plan again.
-	if _, err := f.db.ExecContext(ctx, `ANALYZE idempotency_keys`); err != nil {
-		return err
+	for _, db := range []*sqlx.DB{f.db, s.beside.db} {
+		if _, err := db.ExecContext(ctx, `ANALYZE idempotency_keys`); err != nil {
+			return err
+		}
 	}
 	type cell struct {
 		sc string
@@ -375,32 +413,55 @@ func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *le
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			req, after := s.levelRequest(cl, x.sc, f, x.c)
-			closedLoop(ctx, x.c, s.o.warmup, 0, req)
-			after()
-			req, after = s.levelRequest(cl, x.sc, f, x.c)
-			var lr loadResult
-			var cpu cpuTimes
-			pc, err := s.stats.measure(ctx, func() {
-				before := s.cpu.sample()
-				lr = closedLoop(ctx, x.c, s.o.duration, 0, req)
-				cpu = s.cpu.sample().sub(before)
-			})
-			after()
-			if err != nil {
+			level := func() (request, func()) { return s.levelRequest(cl, x.sc, f, x.c) }
+			empty := func() (request, func()) { return s.beside.cl.scenario(x.sc, x.c) }
+			// The level and the empty table take turns at going first.
+			if r%2 == 0 {
+				if err := s.measurePhase(ctx, r, x.sc, x.c, empty, s.beside.stats, "empty", &lv.beside); err != nil {
+					return err
+				}
+			}
+			if err := s.measurePhase(ctx, r, x.sc, x.c, level, s.stats, fmt.Sprintf("level %d", lv.keys), &lv.phases); err != nil {
 				return err
 			}
-			bc, err := s.stats.blocks(ctx)
-			if err != nil {
-				return err
+			if r%2 == 1 {
+				if err := s.measurePhase(ctx, r, x.sc, x.c, empty, s.beside.stats, "empty", &lv.beside); err != nil {
+					return err
+				}
 			}
-			p := phase{round: r, scenario: x.sc, conc: x.c, load: lr, db: pc, cpu: cpu}
-			lv.phases = append(lv.phases, levelPhase{phase: p, blocks: bc})
-			s.logf("level %d round %d/%d %-7s @%-2d %5.0f µs CPU/req %6.0f req/s p99 %7s  blocks/req hit %.1f read %.2f  WAL %4.0f B/req  JIT functions %d  errors %d %s",
-				lv.keys, r, s.o.rounds, x.sc, x.c, p.cpuPerReq(), lr.rps(), ms(lr.quantile(.99)),
-				p.perReq(bc.hit), p.perReq(bc.read), p.perReq(pc.walBytes), bc.jitFunctions, lr.errors, lr.firstErr)
 		}
 	}
+	return nil
+}
+
+// measurePhase warms up and then measures one scenario at c clients,
+// with the requests newRequest makes, and appends the phase to phases.
+func (s *scaleRun) measurePhase(ctx context.Context, round int, sc string, c int, newRequest func() (request, func()),
+	stats *statsDB, label string, phases *[]levelPhase) error {
+	req, after := newRequest()
+	closedLoop(ctx, c, s.o.warmup, 0, req)
+	after()
+	req, after = newRequest()
+	var lr loadResult
+	var cpu cpuTimes
+	pc, err := stats.measure(ctx, func() {
+		before := s.cpu.sample()
+		lr = closedLoop(ctx, c, s.o.duration, 0, req)
+		cpu = s.cpu.sample().sub(before)
+	})
+	after()
+	if err != nil {
+		return err
+	}
+	bc, err := stats.blocks(ctx)
+	if err != nil {
+		return err
+	}
+	p := phase{round: round, scenario: sc, conc: c, load: lr, db: pc, cpu: cpu}
+	*phases = append(*phases, levelPhase{phase: p, blocks: bc})
+	s.logf("%s round %d/%d %-7s @%-2d %5.0f µs CPU/req %6.0f req/s p99 %7s  blocks/req hit %.1f read %.2f  WAL %4.0f B/req  JIT functions %d  errors %d %s",
+		label, round, s.o.rounds, sc, c, p.cpuPerReq(), lr.rps(), ms(lr.quantile(.99)),
+		p.perReq(bc.hit), p.perReq(bc.read), p.perReq(pc.walBytes), bc.jitFunctions, lr.errors, lr.firstErr)
 	return nil
 }
 
@@ -610,4 +671,32 @@ func explainPurge(ctx context.Context, db *sqlx.DB, root string, clock time.Time
 		return "(EXPLAIN: " + err.Error() + ")"
 	}
 	return strings.Join(lines, "\n")
+}
+
+// hugePages says how many huge pages the operating system holds and how
+// many are taken: PostgreSQL puts its shared memory in them when there are
+// enough (huge_pages=try, its default). Empty where there is no
+// /proc/meminfo (not Linux).
+func hugePages() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return ""
+	}
+	var total, free, reserved int
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[1])
+		switch f[0] {
+		case "HugePages_Total:":
+			total = n
+		case "HugePages_Free:":
+			free = n
+		case "HugePages_Rsvd:":
+			reserved = n
+		}
+	}
+	return fmt.Sprintf("huge pages: %d held by the operating system, %d taken", total, total-free+reserved)
 }

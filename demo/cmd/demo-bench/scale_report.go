@@ -22,6 +22,7 @@ type levelRun struct {
 	keys, filled         int
 	fillTook, settleTook time.Duration
 	phases               []levelPhase
+	beside               []levelPhase // the empty key table's, measured in the same rounds
 	table                tableStats
 	sweep                levelSweep
 	checkpoints          int64 // started during the measured phases
@@ -108,13 +109,14 @@ func (lv levelRun) cell(sc string, c int) *levelCell {
 }
 
 // growth is the per-round cost ratios of a scenario at concurrency c: the
-// largest level's CPU per request over the first level's, round r against
-// round r.
+// largest level's CPU per request over the empty table's measured in the
+// same round beside it.
 func (r *scaleReport) growth(sc string, c int) []float64 {
 	if len(r.levels) < 2 || !cpuMeasured {
 		return nil
 	}
-	a, b := r.levels[len(r.levels)-1].cpuByRound(sc, c), r.levels[0].cpuByRound(sc, c)
+	last := r.levels[len(r.levels)-1]
+	a, b := last.cpuByRound(sc, c), levelRun{phases: last.beside}.cpuByRound(sc, c)
 	var out []float64
 	for i := range min(len(a), len(b)) {
 		if b[i] > 0 {
@@ -127,13 +129,13 @@ func (r *scaleReport) growth(sc string, c int) []float64 {
 func (r *scaleReport) targets() []target {
 	var ts []target
 	if len(r.levels) >= 2 {
-		first, last := r.levels[0].keys, r.levels[len(r.levels)-1].keys
+		last := r.levels[len(r.levels)-1].keys
 		for _, g := range []struct {
 			sc   string
 			want float64
 		}{{scCreate, targetCreateGrowth}, {scReplay, targetReplayGrowth}} {
 			for _, c := range levelConcurrencies {
-				name := fmt.Sprintf("%s at %s keys / at %s, by CPU per request at %d clients", g.sc, count(last), count(first), c)
+				name := fmt.Sprintf("%s at %s keys / on the empty table in the same rounds, by CPU per request at %d clients", g.sc, count(last), c)
 				rs := r.growth(g.sc, c)
 				if len(rs) == 0 {
 					ts = append(ts, target{name: name, measured: notMeasured})
@@ -147,7 +149,7 @@ func (r *scaleReport) targets() []target {
 	}
 	errs := 0
 	for _, lv := range r.levels {
-		for _, p := range lv.phases {
+		for _, p := range append(slices.Clone(lv.phases), lv.beside...) {
 			errs += p.load.errors
 		}
 	}
@@ -244,6 +246,7 @@ type scalePage struct {
 	Levels                    []levelRow
 	Cells                     []*levelCell
 	CPUMeasured, PGStatTuple  bool
+	Prewarm                   bool
 	NotMeasured               string
 	Why                       []string // for each missed growth target, what changed between the levels
 	Churns                    []churnRow
@@ -299,7 +302,7 @@ func (r *scaleReport) markdown() (string, error) {
 	pg := scalePage{
 		Command: r.command, Started: r.started.UTC().Format("2006-01-02 15:04 UTC"), Elapsed: r.elapsed.Round(time.Second),
 		Env: r.env, DiskNeed: r.diskNeed, DiskUsed: r.diskUsed, Rounds: r.opts.rounds, Duration: r.opts.duration, Warmup: r.opts.warmup,
-		TTL: r.so.ttl, CPUMeasured: cpuMeasured, PGStatTuple: r.pgstattuple, NotMeasured: notMeasured,
+		TTL: r.so.ttl, CPUMeasured: cpuMeasured, PGStatTuple: r.pgstattuple, Prewarm: r.so.prewarm, NotMeasured: notMeasured,
 		ChurnRate: r.so.churnRate, ChurnTTL: r.so.churnTTL, ChurnPeriods: r.so.churnPeriods, JudgedCount: r.so.churnPeriods - 1,
 	}
 	for _, t := range r.targets() {
