@@ -168,6 +168,9 @@ func New(t *testing.T, opts ...Option) *Env {
 	t.Cleanup(func() {
 		e.Srv.Close() // waits for in-flight requests, and so for their log lines
 		e.checkLogs(t)
+		if t.Failed() {
+			e.showWarnings(t)
+		}
 	})
 	return e
 }
@@ -322,6 +325,20 @@ func (e *Env) checkLogs(t *testing.T) {
 	for _, secret := range append([]string{TokenAlice, TokenBob, auth.Hash(TokenAlice)}, sensitive...) {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the server logged %q", secret)
+		}
+	}
+}
+
+// showWarnings logs the server's first lines at WARN and above, for a
+// failed test: why a request was answered 503, say.
+func (e *Env) showWarnings(t *testing.T) {
+	n := 0
+	for line := range strings.Lines(e.Logs.String()) {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			t.Log("server: " + strings.TrimSpace(line))
+			if n++; n == 20 {
+				return
+			}
 		}
 	}
 }
