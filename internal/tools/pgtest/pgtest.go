@@ -288,11 +288,7 @@ func testConfig(t testing.TB) pgtestdb.Config {
 	if server == nil {
 		t.Fatal("pgtest: no PostgreSQL server: call pgtest.Main(m) from TestMain in this package")
 	}
-	conf := server.Config
-	// A test that leaks a connection (or a service it started that still
-	// holds some) must not keep its database from being dropped.
-	conf.ForceTerminateConnections = true
-	return conf
+	return server.Config
 }
 
 // NewDB returns a connection to an empty database, migrated with
