@@ -379,7 +379,7 @@ var levelConcurrencies = []int{8, 32}
 
 // measureLevel runs the rounds at one level: a warm-up of each scenario,
 // then in each round every scenario at every concurrency, the order
-// rotated.
+// rotated, each on the level's table and on the empty one beside it.
 func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *levelRun) error {
 	for _, sc := range levelScenarios {
 		req, after := s.levelRequest(cl, sc, f, 8)
