@@ -171,28 +171,6 @@ func (e *faultEnv) claim(t *testing.T, key string) {
 	}
 }
 
-// warmPool leaves n connections idle in the server's pool.
-func (e *faultEnv) warmPool(t *testing.T, n int) {
-	t.Helper()
-	conns := make([]*sqlx.Conn, n)
-	for i := range conns {
-		c, err := e.DB.Connx(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.PingContext(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	for _, c := range conns {
-		c.Close()
-	}
-	if idle := e.DB.Stats().Idle; idle < n {
-		t.Fatalf("%d idle connections, want %d", idle, n)
-	}
-}
-
 // metricValue is the value of the sample named by series (name and labels
 // exactly as exposed) in a text exposition.
 func metricValue(exposition, series string) (float64, bool) {
@@ -273,7 +251,7 @@ func TestReadyzRightAfterConnectionsDied(t *testing.T) {
 	testkit.Long(t, "fault injection (connections killed)")
 	t.Parallel()
 	e := newFaultEnv(t)
-	e.warmPool(t, 4)
+	apitest.WarmPool(t, e.DB, 4)
 	var killed int
 	if err := e.direct.Get(&killed, `
 SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))
@@ -333,7 +311,7 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 		t.Run(string(tt.path), func(t *testing.T) {
 			t.Parallel()
 			e := newFaultEnvOn(t, tt.path)
-			e.warmPool(t, 2)
+			apitest.WarmPool(t, e.DB, 2)
 			e.proxy.Set(faultproxy.Blackhole)
 			e.Client.Timeout = 30 * time.Second
 			req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
@@ -373,7 +351,7 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 			if status, body := e.Create(t, "key-before"); status != http.StatusCreated {
 				t.Fatalf("create before the partition: %d %s", status, body)
 			}
-			e.warmPool(t, 2)
+			apitest.WarmPool(t, e.DB, 2)
 			e.proxy.Set(faultproxy.Blackhole)
 			start := time.Now()
 			status, body := e.Create(t, "key-partition")
