@@ -72,7 +72,7 @@ func TestManyWaitersFewConnections(t *testing.T) {
 	testkit.Long(t, "a load of 200 waiters on one key")
 	t.Parallel()
 	e := apitest.New(t, apitest.WithWorkshop())
-	apitest.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
+	testkit.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
 	claimed, release := e.Hold()
 	go e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-many"}, Body: body1, Header: apitest.HoldHeader})
 	<-claimed

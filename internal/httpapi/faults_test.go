@@ -251,7 +251,7 @@ func TestReadyzRightAfterConnectionsDied(t *testing.T) {
 	testkit.Long(t, "fault injection (connections killed)")
 	t.Parallel()
 	e := newFaultEnv(t)
-	apitest.WarmPool(t, e.DB, 4)
+	testkit.WarmPool(t, e.DB, 4)
 	var killed int
 	if err := e.direct.Get(&killed, `
 SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))
@@ -311,7 +311,7 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 		t.Run(string(tt.path), func(t *testing.T) {
 			t.Parallel()
 			e := newFaultEnvOn(t, tt.path)
-			apitest.WarmPool(t, e.DB, 2)
+			testkit.WarmPool(t, e.DB, 2)
 			e.proxy.Set(faultproxy.Blackhole)
 			e.Client.Timeout = 30 * time.Second
 			req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
@@ -351,7 +351,7 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 			if status, body := e.Create(t, "key-before"); status != http.StatusCreated {
 				t.Fatalf("create before the partition: %d %s", status, body)
 			}
-			apitest.WarmPool(t, e.DB, 2)
+			testkit.WarmPool(t, e.DB, 2)
 			e.proxy.Set(faultproxy.Blackhole)
 			start := time.Now()
 			status, body := e.Create(t, "key-partition")

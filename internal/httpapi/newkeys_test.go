@@ -46,7 +46,7 @@ func TestNewKeysBounded(t *testing.T) {
 	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
 		const perSecond, burst, n = 5, 20, 1000
 		e := apitest.New(t, apitest.WithPath(path), withNewKeys(perSecond, burst))
-		apitest.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
+		testkit.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
 		statuses := make([]int, n)
 		replies := make([]apitest.Reply, n)
 		start := time.Now()
@@ -152,7 +152,7 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
 		const n = 200
 		e := apitest.New(t, apitest.WithPath(path), apitest.WithWorkshop(), withNewKeys(0.001, 1))
-		apitest.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
+		testkit.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
 		// One phase: every attempt decides in its work, before its
 		// statement; none goes on until all are there. Two phase: the
 		// claim's owner is held until every other attempt has its answer.

@@ -232,7 +232,8 @@ func TestStoreScenarios(t *testing.T) {
 	})
 
 	t.Run("fifty concurrent claims of one key: exactly one wins", func(t *testing.T) {
-		s, _, _ := newStore(t)
+		s, db, _ := newStore(t)
+		testkit.WarmPool(t, db, db.Stats().MaxOpenConnections)
 		const n = 50
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -334,6 +335,7 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 
 	t.Run("fifty concurrent one-phase creates of one key make one row", func(t *testing.T) {
 		s, db, _ := newStore(t)
+		testkit.WarmPool(t, db, db.Stats().MaxOpenConnections)
 		const n = 50
 		var wg sync.WaitGroup
 		start := make(chan struct{})

@@ -173,3 +173,35 @@ func Long(t testing.TB, why string) {
 		t.Skip("-short: " + why)
 	}
 }
+
+// WarmPool opens n connections of db's pool, one at a time, and hands
+// them back idle, for a test that floods the database: a pool that opens
+// all its connections at once, on a busy laptop or through a slow link
+// (docker-proxy), can see a start outlast the per-read bound and answer
+// 503, which is the contract's answer to a database that does not answer,
+// not what a flood test is about. A start that fails is tried again, twice.
+func WarmPool(t testing.TB, db *sqlx.DB, n int) {
+	t.Helper()
+	conns := make([]*sqlx.Conn, 0, n)
+	for failed := 0; len(conns) < n; {
+		c, err := db.Connx(context.Background())
+		if err == nil {
+			if err = c.PingContext(context.Background()); err != nil {
+				c.Close()
+			}
+		}
+		if err != nil {
+			if failed++; failed > 2 {
+				t.Fatalf("warming the pool: %v", err)
+			}
+			continue
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if idle := db.Stats().Idle; idle < n {
+		t.Fatalf("%d idle connections, want %d", idle, n)
+	}
+}
