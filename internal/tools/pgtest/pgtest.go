@@ -256,7 +256,6 @@ var migrator pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(m
 // Main.
 func Extra(fsys fs.FS, dir, table string) {
 	migrator = extended{base: migrator, fsys: fsys, dir: dir, table: table}
-	migrationTables = append(migrationTables, table)
 }
 
 // extended is base's schema, then the migrations of fsys's dir.
@@ -274,6 +273,15 @@ func (e extended) Hash() (string, error) {
 	}
 	b, err := common.HashDirs(e.fsys, "*.sql", e.dir)
 	return a + "-" + b, err
+}
+
+// migrationTables are the tables that say which migrations of m ran:
+// golang-migrate's schema_migrations, then each Extra's.
+func migrationTables(m pgtestdb.Migrator) []string {
+	if e, ok := m.(extended); ok {
+		return append(migrationTables(e.base), e.table)
+	}
+	return []string{"schema_migrations"}
 }
 
 func (e extended) Migrate(ctx context.Context, db *sql.DB, conf pgtestdb.Config) error {

@@ -18,72 +18,71 @@ import (
 // first connections cost far more than a TRUNCATE. A test that failed keeps
 // its database for a look; one whose schema changed is dropped.
 
-// spare is an emptied database, with the digest of its schema when it was
-// cloned.
-type spare struct {
-	conf   pgtestdb.Config
-	digest string
-}
-
+// spares are the emptied databases; cloneDigest is the digest of the
+// schema of every clone (they are all of one template), read from the
+// first.
 var spares struct {
 	sync.Mutex
-	list []spare
+	list        []pgtestdb.Config
+	cloneDigest string
 }
-
-// migrationTables are the tables that say which migrations ran; emptying
-// a database keeps them.
-var migrationTables = []string{"schema_migrations"}
 
 // fresh returns an empty, migrated database for t: a spare if there is one,
 // else a new clone of the template. When t ends it becomes a spare.
 func fresh(t testing.TB) pgtestdb.Config {
 	t.Helper()
 	spares.Lock()
-	var s spare
 	if n := len(spares.list); n > 0 {
-		s, spares.list = spares.list[n-1], spares.list[:n-1]
+		conf := spares.list[n-1]
+		spares.list = spares.list[:n-1]
+		spares.Unlock()
+		t.Logf("testdbconf: %s (emptied)", conf.URL()) // as pgtestdb logs a clone
+		t.Cleanup(func() { release(t, conf) })
+		return conf
 	}
+	read := spares.cloneDigest == ""
 	spares.Unlock()
-	if s.conf.Database == "" {
-		// pgtestdb clones the template and would drop the clone when t
-		// ends; release below decides instead.
-		s.conf = *pgtestdb.Custom(noDrop{t}, testConfig(t), migrator)
-		var err error
-		if s.digest, err = schemaDigest(s.conf); err != nil {
-			t.Fatalf("pgtest: reading the schema of %s: %v", s.conf.Database, err)
+	// pgtestdb clones the template and would drop the clone when t ends;
+	// release below decides instead.
+	conf := *pgtestdb.Custom(noDrop{t}, testConfig(t), migrator)
+	if read { // two first clones may both read it: it is the same
+		digest, err := schemaDigest(conf)
+		if err != nil {
+			t.Fatalf("pgtest: reading the schema of %s: %v", conf.Database, err)
 		}
-	} else {
-		t.Logf("testdbconf: %s (emptied)", s.conf.URL()) // as pgtestdb logs a clone
+		spares.Lock()
+		spares.cloneDigest = digest
+		spares.Unlock()
 	}
-	t.Cleanup(func() { release(t, s) })
-	return s.conf
+	t.Cleanup(func() { release(t, conf) })
+	return conf
 }
 
-// release makes s a spare again once t has ended (its cleanups registered
-// after fresh have run, closing what it opened).
-func release(t testing.TB, s spare) {
+// release makes conf a spare again once t has ended (its cleanups
+// registered after fresh have run, closing what it opened).
+func release(t testing.TB, conf pgtestdb.Config) {
 	if t.Failed() {
-		t.Logf("pgtest: database %s kept for a look", s.conf.Database)
+		t.Logf("pgtest: database %s kept for a look", conf.Database)
 		return
 	}
-	err := empty(s)
+	err := empty(conf)
 	if err == nil {
 		spares.Lock()
-		spares.list = append(spares.list, s)
+		spares.list = append(spares.list, conf)
 		spares.Unlock()
 		return
 	}
-	t.Logf("pgtest: database %s not reused: %v", s.conf.Database, err)
-	if err := dropDatabase(s.conf.Database); err != nil {
+	t.Logf("pgtest: database %s not reused: %v", conf.Database, err)
+	if err := dropDatabase(conf.Database); err != nil {
 		t.Errorf("pgtest: %v", err)
 	}
 }
 
-// empty ends every other session on s's database, checks that its schema
-// is the one it was cloned with, and truncates every table but the
+// empty ends every other session on conf's database, checks that its
+// schema is still a clone's, and truncates every table but the
 // migrations'.
-func empty(s spare) error {
-	db, err := sqlx.Open("postgres", s.conf.URL())
+func empty(conf pgtestdb.Config) error {
+	db, err := sqlx.Open("postgres", conf.URL())
 	if err != nil {
 		return err
 	}
@@ -98,13 +97,16 @@ func empty(s spare) error {
 	if err != nil {
 		return err
 	}
-	if digest != s.digest {
+	spares.Lock()
+	same := digest == spares.cloneDigest
+	spares.Unlock()
+	if !same {
 		return fmt.Errorf("its schema changed")
 	}
 	var tables []string
 	if err := db.SelectContext(ctx, &tables, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
 		WHERE schemaname NOT IN ('pg_catalog', 'information_schema') AND tablename <> ALL ($1)`,
-		pq.Array(migrationTables)); err != nil {
+		pq.Array(migrationTables(migrator))); err != nil {
 		return err
 	}
 	if len(tables) == 0 {
@@ -149,8 +151,8 @@ SELECT md5(string_agg(d, E'\n' ORDER BY d)) FROM (
 func dropSpares() error {
 	spares.Lock()
 	defer spares.Unlock()
-	for _, s := range spares.list {
-		if err := dropDatabase(s.conf.Database); err != nil {
+	for _, conf := range spares.list {
+		if err := dropDatabase(conf.Database); err != nil {
 			return err
 		}
 	}
