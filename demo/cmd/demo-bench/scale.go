@@ -379,20 +379,28 @@ var levelConcurrencies = []int{8, 32}
 
 // measureLevel runs the rounds at one level: a warm-up of each scenario,
 // then in each round every scenario at every concurrency, the order
-// rotated, each on the level's table and on the empty one beside it.
+// rotated. At the largest level, where the targets are judged, each runs
+// on the empty table beside it too.
 func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *levelRun) error {
+	beside := lv.keys == slices.Max(s.so.levels)
 	for _, sc := range levelScenarios {
 		req, after := s.levelRequest(cl, sc, f, 8)
 		closedLoop(ctx, 8, time.Second, 0, req)
 		after()
-		req, after = s.beside.cl.scenario(sc, 8)
-		closedLoop(ctx, 8, time.Second, 0, req)
-		after()
+		if beside {
+			req, after = s.beside.cl.scenario(sc, 8)
+			closedLoop(ctx, 8, time.Second, 0, req)
+			after()
+		}
 	}
 	// The warm-up's creates are most of a small table: statistics of the
 	// table before them would have the server's statements planned for a
 	// table of a page, and ANALYZE makes them plan again.
-	for _, db := range []*sqlx.DB{f.db, s.beside.db} {
+	dbs := []*sqlx.DB{f.db}
+	if beside {
+		dbs = append(dbs, s.beside.db)
+	}
+	for _, db := range dbs {
 		if _, err := db.ExecContext(ctx, `ANALYZE idempotency_keys`); err != nil {
 			return err
 		}
@@ -416,7 +424,7 @@ func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *le
 			level := func() (request, func()) { return s.levelRequest(cl, x.sc, f, x.c) }
 			empty := func() (request, func()) { return s.beside.cl.scenario(x.sc, x.c) }
 			// The level and the empty table take turns at going first.
-			if r%2 == 0 {
+			if beside && r%2 == 0 {
 				if err := s.measurePhase(ctx, r, x.sc, x.c, empty, s.beside.stats, "empty", &lv.beside); err != nil {
 					return err
 				}
@@ -424,7 +432,7 @@ func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *le
 			if err := s.measurePhase(ctx, r, x.sc, x.c, level, s.stats, fmt.Sprintf("level %d", lv.keys), &lv.phases); err != nil {
 				return err
 			}
-			if r%2 == 1 {
+			if beside && r%2 == 1 {
 				if err := s.measurePhase(ctx, r, x.sc, x.c, empty, s.beside.stats, "empty", &lv.beside); err != nil {
 					return err
 				}
