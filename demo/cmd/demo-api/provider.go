@@ -74,6 +74,10 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer db.Close()
+	// Each call is one short statement or transaction: 8 connections keep
+	// a laptop's cores busy, where 32 busy backends spend them contending.
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
 	if err := provider.Migrate(db); err != nil {
 		return err
 	}
