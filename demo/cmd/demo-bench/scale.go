@@ -421,19 +421,23 @@ func (s *scaleRun) measureLevel(ctx context.Context, cl *client, f *fill, lv *le
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			level := func() (request, func()) { return s.levelRequest(cl, x.sc, f, x.c) }
-			empty := func() (request, func()) { return s.beside.cl.scenario(x.sc, x.c) }
-			// The level and the empty table take turns at going first.
-			if beside && r%2 == 0 {
-				if err := s.measurePhase(ctx, r, x.sc, x.c, empty, s.beside.stats, "empty", &lv.beside); err != nil {
-					return err
+			level := func() error {
+				return s.measurePhase(ctx, r, x.sc, x.c, func() (request, func()) { return s.levelRequest(cl, x.sc, f, x.c) },
+					s.stats, fmt.Sprintf("level %d", lv.keys), &lv.phases)
+			}
+			empty := func() error {
+				return s.measurePhase(ctx, r, x.sc, x.c, func() (request, func()) { return s.beside.cl.scenario(x.sc, x.c) },
+					s.beside.stats, "empty", &lv.beside)
+			}
+			order := []func() error{level}
+			if beside { // the level and the empty table take turns at going first
+				order = append(order, empty)
+				if r%2 == 0 {
+					order[0], order[1] = empty, level
 				}
 			}
-			if err := s.measurePhase(ctx, r, x.sc, x.c, level, s.stats, fmt.Sprintf("level %d", lv.keys), &lv.phases); err != nil {
-				return err
-			}
-			if beside && r%2 == 1 {
-				if err := s.measurePhase(ctx, r, x.sc, x.c, empty, s.beside.stats, "empty", &lv.beside); err != nil {
+			for _, measure := range order {
+				if err := measure(); err != nil {
 					return err
 				}
 			}

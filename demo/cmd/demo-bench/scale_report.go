@@ -55,11 +55,11 @@ const (
 	targetSizeSwing     = 0.15 // the table's and indexes' size over the judged periods, either way
 )
 
-// levelCPU returns the per-round CPU per request of a scenario at
-// concurrency c at a level, in round order.
-func (lv levelRun) cpuByRound(sc string, c int) []float64 {
+// cpuByRound returns the per-round CPU per request of a scenario at
+// concurrency c among phases, in round order.
+func cpuByRound(phases []levelPhase, sc string, c int) []float64 {
 	var out []float64
-	for _, p := range lv.phases {
+	for _, p := range phases {
 		if p.scenario == sc && p.conc == c && p.load.n > 0 {
 			out = append(out, p.cpuPerReq())
 		}
@@ -116,7 +116,7 @@ func (r *scaleReport) growth(sc string, c int) []float64 {
 		return nil
 	}
 	last := r.levels[len(r.levels)-1]
-	a, b := last.cpuByRound(sc, c), levelRun{phases: last.beside}.cpuByRound(sc, c)
+	a, b := cpuByRound(last.phases, sc, c), cpuByRound(last.beside, sc, c)
 	var out []float64
 	for i := range min(len(a), len(b)) {
 		if b[i] > 0 {
