@@ -14,7 +14,8 @@
 #   make db-reset   stop it and delete its data: the next make run starts fresh
 #   make test       scripts/setup.sh (installs what the tests need where it is
 #                   missing), no tracked file over 1 MiB, gofmt, go vet and
-#                   every test with the race detector
+#                   every test with the race detector, here and in
+#                   conformance/ (idemcheck, a module of its own)
 #   make test-short the fast tier (go test -short): every branch of the
 #                   contract against a real PostgreSQL, without the fault,
 #                   restart and long end-to-end tests
@@ -65,8 +66,10 @@ test:
 	  | awk '$$2 != "total" && $$1 > 1048576 { print "tracked file over 1 MiB (build output?): " $$2; bad = 1 } END { exit bad }'
 	gofmt -l . | awk '{ print "not gofmt-ed: " $$0; bad = 1 } END { exit bad }'
 	$(GO) vet ./...
+	cd conformance && $(GO) vet ./...
 	set -o pipefail; $(GO) test -race -count=1 -v ./... 2>&1 \
 	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
+	cd conformance && $(GO) test -race -count=1 ./...
 
 # The fast tier: every branch of the contract against a real PostgreSQL,
 # without the fault, restart and long end-to-end tests (each of those skips
@@ -75,6 +78,7 @@ test:
 # per package.
 test-short:
 	$(GO) run ./internal/tools/pgtest/withpg $(GO) test -short -count=1 ./...
+	cd conformance && $(GO) test -short -count=1 ./...
 
 # The container image (Dockerfile), tagged $(IMAGE): the binary built here,
 # static and for the engine's Linux, packed on scratch with this machine's CA
@@ -108,6 +112,7 @@ cross:
 	GOOS=darwin $(GO) vet ./...
 	GOOS=windows $(GO) vet ./...
 	GOOS=windows $(GO) build ./...
+	cd conformance && GOOS=darwin $(GO) vet ./... && GOOS=windows $(GO) vet ./... && GOOS=windows $(GO) build ./...
 
 # make rename MODULE=example.com/acme/orders: this module under a new path
 # (go.mod and every import), for a copy of the template.
@@ -126,6 +131,7 @@ fuzz:
 
 vet:
 	$(GO) vet ./...
+	cd conformance && $(GO) vet ./...
 
 fmt:
 	gofmt -w .
