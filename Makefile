@@ -25,7 +25,8 @@
 #                   and go build for Windows (.ci/run runs it beside make test)
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
 #   make rename MODULE=path  give this module (a copy of the template, without
-#                   demo/) its own path (scripts/rename-module.sh)
+#                   demo/) its own path, and the names an operator sees its
+#                   last element (scripts/rename)
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
@@ -110,10 +111,12 @@ cross:
 	GOOS=windows $(GO) build ./...
 
 # make rename MODULE=example.com/acme/orders: this module under a new path
-# (go.mod and every import), for a copy of the template.
+# (go.mod and every import), and the names an operator sees (the command,
+# binary, image, compose service, metrics, tracing, README title) under its
+# last element, orders; NAME=… names the service otherwise.
 rename:
-	@if [[ -z "$(MODULE)" ]]; then echo "usage: make rename MODULE=<module path>" >&2; exit 2; fi
-	scripts/rename-module.sh "$(MODULE)"
+	@if [[ -z "$(MODULE)" ]]; then echo "usage: make rename MODULE=<module path> [NAME=<service name>]" >&2; exit 2; fi
+	$(GO) run ./scripts/rename "$(MODULE)" $(NAME)
 
 FUZZTIME ?= 30s
 # Every fuzz target, found where it is written, so a new one cannot be left out.
