@@ -53,7 +53,7 @@ func TestRootImportsNothingOfTheDemo(t *testing.T) {
 // links no Markdown page at a file that is not there.
 func TestCopyFollowsItsName(t *testing.T) {
 	if testing.Short() {
-		t.Skip("copies the tree and builds it under another module path: about a minute")
+		t.Skip("copies the tree, then builds and vets it under another module path: a few minutes")
 	}
 	ls, err := exec.Command("git", "-C", "../..", "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
