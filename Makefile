@@ -24,6 +24,9 @@
 #   make cross      the builds of other systems: go vet for macOS, go vet
 #                   and go build for Windows (.ci/run runs it beside make test)
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
+#   make lint       golangci-lint (.golangci.yml), built from the Go module
+#                   proxy at GOLANGCI_LINT_VERSION into bin/tools; not part
+#                   of make test (CI runs it beside)
 #   make rename MODULE=path  give this module (a copy of the template, without
 #                   demo/) its own path, and the names an operator sees its
 #                   last element (scripts/rename)
@@ -36,7 +39,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test test-short image image-check cross fuzz rename build vet fmt db-stop db-reset clean
+.PHONY: run test test-short image image-check cross fuzz lint rename build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -126,6 +129,12 @@ fuzz:
 	  echo "fuzz $$name in $$(dirname $$file) for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$(dirname $$file)"; \
 	done
+
+# golangci-lint at a pinned version, installed once into bin/tools.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+lint:
+	GOFLAGS= GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	bin/tools/golangci-lint run ./...
 
 vet:
 	$(GO) vet ./...
