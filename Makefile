@@ -25,8 +25,12 @@
 #   make cross      the builds of other systems: go vet for macOS, go vet
 #                   and go build for Windows (.ci/run runs it beside make test)
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
+#   make lint       golangci-lint (.golangci.yml), built from the Go module
+#                   proxy at GOLANGCI_LINT_VERSION into bin/tools; not part
+#                   of make test (CI runs it beside)
 #   make rename MODULE=path  give this module (a copy of the template, without
-#                   demo/) its own path (scripts/rename-module.sh)
+#                   demo/) its own path, and the names an operator sees its
+#                   last element (scripts/rename)
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
@@ -36,7 +40,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test test-short image image-check cross fuzz rename build vet fmt db-stop db-reset clean
+.PHONY: run test test-short image image-check cross fuzz lint rename build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -115,10 +119,12 @@ cross:
 	cd conformance && GOOS=darwin $(GO) vet ./... && GOOS=windows $(GO) vet ./... && GOOS=windows $(GO) build ./...
 
 # make rename MODULE=example.com/acme/orders: this module under a new path
-# (go.mod and every import), for a copy of the template.
+# (go.mod and every import), and the names an operator sees (the command,
+# binary, image, compose service, metrics, tracing, README title) under its
+# last element, orders; NAME=… names the service otherwise.
 rename:
-	@if [[ -z "$(MODULE)" ]]; then echo "usage: make rename MODULE=<module path>" >&2; exit 2; fi
-	scripts/rename-module.sh "$(MODULE)"
+	@if [[ -z "$(MODULE)" ]]; then echo "usage: make rename MODULE=<module path> [NAME=<service name>]" >&2; exit 2; fi
+	$(GO) run ./scripts/rename "$(MODULE)" $(NAME)
 
 FUZZTIME ?= 30s
 # Every fuzz target, found where it is written, so a new one cannot be left out.
@@ -128,6 +134,12 @@ fuzz:
 	  echo "fuzz $$name in $$(dirname $$file) for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$(dirname $$file)"; \
 	done
+
+# golangci-lint at a pinned version, installed once into bin/tools.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+lint:
+	GOFLAGS= GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	bin/tools/golangci-lint run ./...
 
 vet:
 	$(GO) vet ./...
