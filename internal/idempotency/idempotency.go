@@ -353,7 +353,7 @@ func (r *Runner) admit(ctx context.Context, req Request) (*pass, *Result, error)
 	if req.Retry {
 		var answered *Result
 		var err error
-		if kind, answered, err = r.readFirst(ctx, req); answered != nil {
+		if kind, answered, err = r.readFirst(ctx, req, 0); answered != nil {
 			return nil, answered, err
 		}
 		read = true
@@ -368,7 +368,7 @@ func (r *Runner) admit(ctx context.Context, req Request) (*pass, *Result, error)
 	if !read {
 		var answered *Result
 		var err error
-		if kind, answered, err = r.readFirst(ctx, req); answered != nil {
+		if kind, answered, err = r.readFirst(ctx, req, refusedReadWait); answered != nil {
 			return nil, answered, err
 		}
 	}
@@ -383,8 +383,10 @@ func (r *Runner) admit(ctx context.Context, req Request) (*pass, *Result, error)
 // it (replay, mismatch, in progress). Otherwise (no key, one to take over, or
 // a failed read, taken as no key) it returns what it found, and the path's
 // statement decides as for any request.
-func (r *Runner) readFirst(ctx context.Context, req Request) (Kind, *Result, error) {
-	rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
+//
+// within, when not 0, bounds the read.
+func (r *Runner) readFirst(ctx context.Context, req Request, within time.Duration) (Kind, *Result, error) {
+	rec, now, err := r.lookup(ctx, req.Scope, within)
 	if err != nil || rec == nil {
 		return ClaimNew, nil, nil
 	}
@@ -398,6 +400,21 @@ func (r *Runner) readFirst(ctx context.Context, req Request) (Kind, *Result, err
 	default:
 		return kind, nil, nil
 	}
+}
+
+// refusedReadWait bounds the read of a new key over its actor's bound: it
+// only tells a stored key from a new one, and must not wait behind the pool
+// (a flood of refused keys would hold it). Unread, the key is refused as new.
+const refusedReadWait = 100 * time.Millisecond
+
+// lookup is Store.Lookup, bounded by within when it is not 0.
+func (r *Runner) lookup(ctx context.Context, s Scope, within time.Duration) (*Record, time.Time, error) {
+	if within > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, within)
+		defer cancel()
+	}
+	return r.cfg.Store.Lookup(ctx, s)
 }
 
 // waitUntil is when a request stops waiting for another attempt's answer.
