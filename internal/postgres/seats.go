@@ -19,18 +19,20 @@ import (
 // longer than the 3 s in which a partition is answered 503. So each of the
 // store's statements first takes a seat, one per connection of the pool
 // (holding one, it never waits in database/sql), and waits for a seat only
-// while the database answers: when no statement got an answer for
+// while the database answers: once no statement got an answer for
 // poolWait, a waiting one is answered 503 with Retry-After (ErrPoolBusy),
-// as an unavailable database is. A busy pool whose statements still end,
-// however slowly, keeps its waiters waiting.
+// as an unavailable database is, and so is one whose seat came free only
+// because its holder's statement failed. A busy pool whose statements
+// still end, however slowly, keeps its waiters waiting.
 const (
 	// maxConns is how many connections a pool of Open keeps, and so its
 	// seats.
 	maxConns = 32
-	// poolWait is how long a statement waits for a seat after the last
-	// answer: with a partition's bound on the statement itself (ioLimit,
-	// 2.5 s), a request is answered within 3 s.
-	poolWait = 250 * time.Millisecond
+	// poolWait is how long the database may answer no statement before a
+	// statement waiting for a seat gives up: less than a partition's bound
+	// on a statement itself (ioLimit, 2.5 s), so that a request is
+	// answered within 3 s, and more than a slow laptop's pause.
+	poolWait = time.Second
 )
 
 // ErrPoolBusy is the error of a statement that found no connection free
@@ -66,11 +68,15 @@ func (s *seats) take(ctx context.Context) (leave func(error), err error) {
 	for {
 		select {
 		case s.free <- struct{}{}:
+			if s.silent() >= poolWait { // its holder failed: this one would wait out its bound too
+				<-s.free
+				return nil, ErrPoolBusy
+			}
 			return s.leave, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-t.C:
-			silent := time.Since(time.Unix(0, s.answered.Load()))
+			silent := s.silent()
 			if silent >= poolWait {
 				return nil, ErrPoolBusy
 			}
@@ -78,6 +84,9 @@ func (s *seats) take(ctx context.Context) (leave func(error), err error) {
 		}
 	}
 }
+
+// silent is how long no statement got an answer.
+func (s *seats) silent() time.Duration { return time.Since(time.Unix(0, s.answered.Load())) }
 
 // leave gives a seat back; err is its statement's.
 func (s *seats) leave(err error) {

@@ -39,8 +39,8 @@ func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (de
 		Operation  string    `db:"operation"`
 		Key        string    `db:"idem_key"`
 	}
-	err = s.db.GetContext(ctx, &row, purgeExpiredKeysSQL, s.now(), batch,
-		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key)
+	err = s.db.GetContext(ctx, &row, purgeExpiredKeysSQL, s.now(),
+		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch)
 	if errors.Is(err, sql.ErrNoRows) { // nothing expired
 		return 0, nil, nil
 	}

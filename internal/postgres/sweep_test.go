@@ -34,13 +34,13 @@ func TestSweeperIndexHoldsCompletedKeysOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`SET enable_seqscan = off`, `PREPARE purge(timestamptz, integer, timestamptz, text, text, text) AS ` + string(purge)} {
+	for _, q := range []string{`SET enable_seqscan = off`, `PREPARE purge(timestamptz, timestamptz, text, text, text, integer) AS ` + string(purge)} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var plan []string
-	if err := conn.SelectContext(ctx, &plan, `EXPLAIN EXECUTE purge(NULL, 500, NULL, '', '', '')`); err != nil {
+	if err := conn.SelectContext(ctx, &plan, `EXPLAIN EXECUTE purge(NULL, NULL, '', '', '', 500)`); err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Join(plan, "\n")
@@ -71,10 +71,10 @@ func TestSweeperBoundsItsScanByTheClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.ExecContext(ctx, `PREPARE purge(timestamptz, integer, timestamptz, text, text, text) AS `+string(purge)); err != nil {
+	if _, err := conn.ExecContext(ctx, `PREPARE purge(timestamptz, timestamptz, text, text, text, integer) AS `+string(purge)); err != nil {
 		t.Fatal(err)
 	}
-	for _, params := range []string{"NULL, 500, NULL, '', '', ''", "now(), 500, NULL, '', '', ''", "now(), 500, now() - interval '1 day', 'a', 'op', 'k'"} {
+	for _, params := range []string{"NULL, NULL, '', '', '', 500", "now(), NULL, '', '', '', 500", "now(), now() - interval '1 day', 'a', 'op', 'k', 500"} {
 		var plan []string
 		if err := conn.SelectContext(ctx, &plan, `EXPLAIN EXECUTE purge(`+params+`)`); err != nil {
 			t.Fatal(err)

@@ -681,7 +681,7 @@ func explainPurge(ctx context.Context, db *sqlx.DB, root string, clock time.Time
 		return "(" + err.Error() + ")"
 	}
 	var lines []string
-	if err := db.SelectContext(ctx, &lines, "EXPLAIN "+string(q), clock, batch, nil, "", "", ""); err != nil { // a sweep's first batch
+	if err := db.SelectContext(ctx, &lines, "EXPLAIN "+string(q), clock, nil, "", "", "", batch); err != nil { // a sweep's first batch
 		return "(EXPLAIN: " + err.Error() + ")"
 	}
 	return strings.Join(lines, "\n")

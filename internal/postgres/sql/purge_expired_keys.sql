@@ -1,6 +1,6 @@
--- purge_expired_keys.sql: delete up to $2 batch expired key rows, first to
--- expire first, after the row where the sweep's last batch ended ($3
--- expires_at, $4 actor_id, $5 operation, $6 idem_key; $3 NULL: from the
+-- purge_expired_keys.sql: delete up to $6 batch expired key rows, first to
+-- expire first, after the row where the sweep's last batch ended ($2
+-- expires_at, $3 actor_id, $4 operation, $5 idem_key; $2 NULL: from the
 -- start): completed ones past their TTL, and abandoned claims past both
 -- their TTL and their lease (nothing committed under them: a finish needs
 -- its claim). A live claim is never deleted; rows another sweeper holds are
@@ -21,25 +21,25 @@ WITH completed AS (
     SELECT k.actor_id, k.operation, k.idem_key, k.expires_at
     FROM idempotency_keys k
     WHERE k.lease_until IS NULL AND k.expires_at <= coalesce($1::timestamptz, now())
-      AND (k.expires_at, k.actor_id, k.operation, k.idem_key) > (coalesce($3::timestamptz, '-infinity'), $4::text, $5::text, $6::text)
+      AND (k.expires_at, k.actor_id, k.operation, k.idem_key) > (coalesce($2::timestamptz, '-infinity'), $3::text, $4::text, $5::text)
     ORDER BY k.expires_at, k.actor_id, k.operation, k.idem_key
-    LIMIT $2::integer
+    LIMIT $6::integer
     FOR UPDATE OF k SKIP LOCKED
 ), abandoned AS (
     SELECT k.actor_id, k.operation, k.idem_key, k.expires_at
     FROM idempotency_keys k
     WHERE k.lease_until IS NOT NULL AND k.lease_until <= coalesce($1::timestamptz, now())
       AND k.expires_at <= coalesce($1::timestamptz, now())
-      AND (k.expires_at, k.actor_id, k.operation, k.idem_key) > (coalesce($3::timestamptz, '-infinity'), $4::text, $5::text, $6::text)
+      AND (k.expires_at, k.actor_id, k.operation, k.idem_key) > (coalesce($2::timestamptz, '-infinity'), $3::text, $4::text, $5::text)
     ORDER BY k.created_at
-    LIMIT $2::integer
+    LIMIT $6::integer
     FOR UPDATE OF k SKIP LOCKED
 ), doomed AS (
     SELECT actor_id, operation, idem_key, expires_at FROM completed
     UNION ALL
     SELECT actor_id, operation, idem_key, expires_at FROM abandoned
     ORDER BY expires_at, actor_id, operation, idem_key
-    LIMIT $2::integer
+    LIMIT $6::integer
 ), deleted AS (
     DELETE FROM idempotency_keys
     WHERE (actor_id, operation, idem_key) IN (SELECT actor_id, operation, idem_key FROM doomed)
