@@ -65,7 +65,10 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		// Declared over the limit: answered before the body is read, not
-		// after the read timeout of a body that may never come.
+		// after the read timeout of a body that may never come. On a
+		// connection it keeps, Go's server would first read (and wait for)
+		// an unread body of up to 256 KiB: this one is closed instead.
+		w.Header().Set("Connection", "close")
 		return nil, apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
