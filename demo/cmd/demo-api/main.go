@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/expedite"
 	"github.com/demo-api/demo-api/demo/internal/web"
 	"github.com/demo-api/demo-api/demo/migrations"
@@ -47,12 +48,13 @@ func extension() *service.Extension {
 			if s.Deps != nil {
 				serveDemo(s)
 			}
-			if s.Desk == nil {
+			desk := deskOf(s)
+			if desk == nil {
 				return nil
 			}
 			chores := expedite.NewStore(s.Chores)
 			svc := &demo.Service{Store: chores, RefusedTopics: s.Config.Refused(), CancelRule: expedite.CancelRule(chores)}
-			runner, ops, err := completer(s.Config, chores, svc, s.Desk, s.Metrics.Outcome)
+			runner, ops, err := completer(s.Config, chores, svc, desk, s.Metrics.Outcome)
 			if err != nil {
 				return err
 			}
@@ -69,19 +71,20 @@ func serveDemo(s *service.Serving) {
 	store := expedite.NewStore(s.Store)
 	svc := &demo.Service{Store: store, RefusedTopics: s.Config.Refused(), CancelRule: expedite.CancelRule(store)}
 	s.Deps.Demo = svc
-	deskFaults := s.Config.Workshop && s.Desk != nil
-	if s.Desk != nil {
+	desk := deskOf(s)
+	deskFaults := s.Config.Workshop && desk != nil
+	if desk != nil {
 		s.Deps.Routes = func(srv *httpapi.Server) ([]httpapi.Route, error) {
-			routes, err := expedite.Routes(srv, svc, store, s.Desk, store)
+			routes, err := expedite.Routes(srv, svc, store, desk, store)
 			if deskFaults {
 				routes = append(routes, httpapi.Route{Method: http.MethodPut, Pattern: "/workshop/desk-faults",
-					Handler: web.DeskFaults(s.Logger, web.SetDeskFaults(s.Desk))})
+					Handler: web.DeskFaults(s.Logger, web.SetDeskFaults(desk))})
 			}
 			return routes, err
 		}
 	}
 	pages := web.Handler(web.Config{Workshop: s.Config.Workshop, Room: s.Config.Room, TTL: s.Config.TTL, Lease: s.Config.Lease,
-		DeskFaults: deskFaults, Expedite: s.Desk != nil})
+		DeskFaults: deskFaults, Expedite: desk != nil})
 	for _, p := range []string{"/", "/workshop", "/ui/*"} {
 		s.Deps.Public = append(s.Deps.Public, httpapi.Route{Method: http.MethodGet, Pattern: p, Handler: pages})
 	}
@@ -92,4 +95,17 @@ func serveDemo(s *service.Serving) {
 			printJoin(s.Stdout, addr, s.Config.ProviderURL)
 		}
 	}
+}
+
+// deskOf is the demo's client of the review desk that serve hands requests
+// to (PROVIDER_URL), for the expedite's calls and the desk's fault knobs;
+// nil without a desk. Like the dispatcher's, it keeps a connection per call
+// in flight.
+func deskOf(s *service.Serving) *deskclient.Client {
+	if s.Desk == nil {
+		return nil
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return deskclient.New(s.Config.ProviderURL, &http.Client{Transport: t})
 }
