@@ -16,7 +16,7 @@ func (s *Server) routes(ops []Route) http.Handler {
 		r.Method(p.Method, p.Pattern, p.Handler)
 	}
 	r.Group(func(r chi.Router) {
-		r.Use(authenticate(s.Logger, s.Tokens, s.Room))
+		r.Use(authenticate(s.Logger, s.Tokens, s.Authenticate))
 		for _, op := range ops {
 			r.Method(op.Method, op.Pattern, op.Handler)
 		}

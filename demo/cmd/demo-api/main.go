@@ -18,8 +18,10 @@ import (
 
 	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/expedite"
+	"github.com/demo-api/demo-api/demo/internal/room"
 	"github.com/demo-api/demo-api/demo/internal/web"
 	"github.com/demo-api/demo-api/demo/migrations"
+	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/service"
@@ -30,6 +32,7 @@ func main() { service.Exit(extension()) }
 // extension is what the full demo adds to the template's program.
 func extension() *service.Extension {
 	var completeInterval time.Duration
+	var inRoom bool // WORKSHOP_ROOM
 	return &service.Extension{
 		Commands: []service.Command{
 			{Name: "provider", Usage: "run the review desk, the external service requests are handed to", Run: providerCmd},
@@ -42,11 +45,20 @@ func extension() *service.Extension {
 		Settings: func(s *service.Settings) {
 			s.Duration(&completeInterval, "COMPLETE_INTERVAL", "complete-interval", "1s",
 				"how often the completer looks for expedites whose runner died or gave up")
+			s.Bool(&inRoom, "WORKSHOP_ROOM", "workshop-room", false, "a workshop room: any bearer token dev-<name> is the participant dev-<name>, "+
+				"and API_TOKENS may be empty (with WORKSHOP only; unsafe for anything but a workshop)")
+		},
+		// A workshop room authenticates its participants beside API_TOKENS.
+		Authenticate: func(c service.Config, tokens auth.Tokens) (func(string) (string, error), error) {
+			if !inRoom {
+				return nil, nil
+			}
+			return room.Open(c.Workshop, tokens)
 		},
 		Migrations: &service.Migrations{FS: migrations.FS, Table: migrations.Table},
 		Serve: func(ctx context.Context, s *service.Serving) error {
 			if s.Deps != nil {
-				serveDemo(s)
+				serveDemo(s, inRoom)
 			}
 			desk := deskOf(s)
 			if desk == nil {
@@ -66,8 +78,8 @@ func extension() *service.Extension {
 
 // serveDemo adds the demo's parts to serve's API: the rule between a cancel
 // and an expedite, the expedite's routes and the desk's fault knobs when
-// the desk is there, and the pages.
-func serveDemo(s *service.Serving) {
+// the desk is there, and the pages; inRoom says a workshop room is open.
+func serveDemo(s *service.Serving, inRoom bool) {
 	store := expedite.NewStore(s.Store)
 	svc := &demo.Service{Store: store, RefusedTopics: s.Config.Refused(), CancelRule: expedite.CancelRule(store)}
 	s.Deps.Demo = svc
@@ -83,7 +95,7 @@ func serveDemo(s *service.Serving) {
 			return routes, err
 		}
 	}
-	pages := web.Handler(web.Config{Workshop: s.Config.Workshop, Room: s.Config.Room, TTL: s.Config.TTL, Lease: s.Config.Lease,
+	pages := web.Handler(web.Config{Workshop: s.Config.Workshop, Room: inRoom, TTL: s.Config.TTL, Lease: s.Config.Lease,
 		DeskFaults: deskFaults, Expedite: desk != nil})
 	for _, p := range []string{"/", "/workshop", "/ui/*"} {
 		s.Deps.Public = append(s.Deps.Public, httpapi.Route{Method: http.MethodGet, Pattern: p, Handler: pages})
@@ -91,7 +103,9 @@ func serveDemo(s *service.Serving) {
 	s.Listening = func(addr *net.TCPAddr) {
 		page := pageAddr(addr)
 		fmt.Fprintf(s.Stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
-		if s.Config.Room {
+		if inRoom {
+			s.Logger.Warn("WORKSHOP_ROOM is on: any bearer token dev-<name> is accepted as the participant dev-<name>, "+
+				"with no secret; anyone who reaches the server may act as any participant. Only for a workshop", "addr", addr.String())
 			printJoin(s.Stdout, addr, s.Config.ProviderURL)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/demo/internal/room"
 	"github.com/demo-api/demo-api/internal/service"
 )
 
@@ -61,5 +61,5 @@ func printJoin(w io.Writer, a *net.TCPAddr, providerURL string) {
 		fmt.Fprintf(w, "demo-api room: DESK is the review desk on port %s of the same address: it must listen there too "+
 			"(make run's room opens it; else PROVIDER_LISTEN_ADDR=0.0.0.0:%s demo-api provider)\n", desk.Port(), desk.Port())
 	}
-	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name>: Authorization: Bearer dev-$ME\n", auth.RoomTokenPrefix)
+	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name>: Authorization: Bearer dev-$ME\n", room.TokenPrefix)
 }
