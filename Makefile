@@ -36,26 +36,19 @@ GO ?= go
 export GOFLAGS ?= -mod=mod
 export DEV_DB_PORT
 
-# Development tokens, for make run only. The server is given their SHA-256.
-DEV_TOKEN_ALICE ?= dev-alice
-DEV_TOKEN_BOB   ?= dev-bob
+# Development tokens, for make run only (scripts/run.sh).
+export DEV_TOKEN_ALICE ?= dev-alice
+export DEV_TOKEN_BOB   ?= dev-bob
 
 .PHONY: run test test-short image image-check cross fuzz lint rename build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
 
-# make run: the API with its development database; Ctrl-C stops it.
+# make run: the API with its development database (scripts/run.sh); Ctrl-C
+# stops it.
 run: build
-	@set -eo pipefail; \
-	url="$$(scripts/dev-db.sh)"; \
-	alice="$$(./bin/demo-api hash-token '$(DEV_TOKEN_ALICE)')"; \
-	bob="$$(./bin/demo-api hash-token '$(DEV_TOKEN_BOB)')"; \
-	echo "demo-api: database $$url"; \
-	echo "demo-api: tokens: alice -> '$(DEV_TOKEN_ALICE)', bob -> '$(DEV_TOKEN_BOB)'  (Authorization: Bearer $(DEV_TOKEN_ALICE))"; \
-	DATABASE_URL="$$url" API_TOKENS="alice:$$alice,bob:$$bob" \
-	LISTEN_ADDR="$${LISTEN_ADDR:-127.0.0.1:8080}" WORKSHOP="$${WORKSHOP:-true}" LOG_FORMAT="$${LOG_FORMAT:-text}" \
-	./bin/demo-api serve
+	@scripts/run.sh ./bin/demo-api
 
 # The whole suite, with the race detector. scripts/setup.sh first installs
 # what the tests need where it is missing (PgBouncer, curl), or stops with

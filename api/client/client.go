@@ -1,6 +1,6 @@
 // Package client is a Go client of demo-api that retries its idempotent
-// requests safely: the create, the cancel and the expedite, and any other
-// operation that takes an Idempotency-Key.
+// requests safely: the create, the cancel, and any other operation that
+// takes an Idempotency-Key (an Intent of its own, sent with Send).
 //
 // A server's Idempotency-Key contract is only as safe as the client that
 // uses it. This client keeps the client's half of it:
@@ -9,8 +9,7 @@
 //     happen once (its method, path and body bytes), and its key (a UUID) is
 //     made once, before the first attempt; every attempt of the intent sends
 //     that key and the same bytes. A changed payload is a new intent with a
-//     new key. NewIntent, NewCancelIntent and NewExpediteIntent make those
-//     of demo-api;
+//     new key. NewIntent and NewCancelIntent make those of demo-api;
 //   - one total time budget per intent (5 s by default), not a count of
 //     attempts, with a timeout per attempt inside it;
 //   - bounded, jittered exponential backoff between attempts, never
@@ -59,9 +58,8 @@ import (
 // The operations' names on the server: a key is scoped to its operation,
 // and the outcome route asks about a key of one.
 const (
-	OperationCreate   = "demo-requests.create"
-	OperationCancel   = "demo-requests.cancel"
-	OperationExpedite = "demo-requests.expedite"
+	OperationCreate = "demo-requests.create"
+	OperationCancel = "demo-requests.cancel"
 )
 
 // Config configures a Client. BaseURL and Token are required.
@@ -152,18 +150,6 @@ func NewCancelIntent(requestID string) (*Intent, error) {
 	return newIntent(OperationCancel, "/v1/demo-requests/"+url.PathEscape(requestID)+"/cancel", nil), nil
 }
 
-// NewExpediteIntent makes the intent of an expedite of requestID (an
-// express review paid at the review desk), with a new key. Like a cancel it
-// sends no body. Its 201 is the order (Result.Body: its state, slotReference
-// and chargeReference); while its steps wait for the desk it answers 409
-// operation_in_progress with Retry-After, which Send retries.
-func NewExpediteIntent(requestID string) (*Intent, error) {
-	if requestID == "" {
-		return nil, errors.New("client: an expedite needs the requestId")
-	}
-	return newIntent(OperationExpedite, "/v1/demo-requests/"+url.PathEscape(requestID)+"/expedite", nil), nil
-}
-
 func newIntent(operation, path string, body []byte) *Intent {
 	return &Intent{Operation: operation, Method: http.MethodPost, Path: path,
 		Key: uuid.NewString(), Body: body, Header: http.Header{}}
@@ -172,7 +158,7 @@ func newIntent(operation, path string, body []byte) *Intent {
 // Result is the definite success of an intent.
 type Result struct {
 	Key      string
-	Status   int  // 201 for a create and an expedite, 200 for a cancel
+	Status   int  // 201 for a create, 200 for a cancel
 	Replayed bool // the answer was the stored one (Idempotent-Replayed)
 	Waited   bool // the server waited for an earlier attempt (Preference-Applied)
 	Request  DemoRequest
@@ -262,19 +248,6 @@ func (c *Client) Cancel(ctx context.Context, requestID string) (Result, error) {
 	return c.Send(ctx, it)
 }
 
-// Expedite makes a new intent of the expedite of requestID and sends it.
-// Result.Body is the order. Errors: those of Send; a *ProblemError of 404
-// not_found, 422 request_not_expeditable (cancelled, or expedited under
-// another key) or 422 expedite_refused (the desk refused; what it had
-// reserved is released).
-func (c *Client) Expedite(ctx context.Context, requestID string) (Result, error) {
-	it, err := NewExpediteIntent(requestID)
-	if err != nil {
-		return Result{}, err
-	}
-	return c.Send(ctx, it)
-}
-
 // minAttempt is the least time left worth starting an attempt with: a
 // round trip and a little work, on a slow network.
 const minAttempt = 250 * time.Millisecond
@@ -297,8 +270,8 @@ func nextWait(backoff, retryAfter, left, attemptTimeout time.Duration) (time.Dur
 }
 
 // Send sends the intent until it gets a definite answer or its budget runs
-// out. Every operation of demo-api answers a 2xx with a requestId: a demo
-// request, or an expedite's order.
+// out. Every operation of demo-api answers a 2xx whose body has a
+// requestId.
 //
 // Errors: *ProblemError (definite refusal), *OutcomeUnknownError (budget
 // spent), *RateLimitedError (budget spent on 429s only), ErrContractBroken (a 2xx without a requestId), ctx's error, or

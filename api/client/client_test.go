@@ -353,40 +353,6 @@ func TestCancelIsAnIntentLikeACreate(t *testing.T) {
 	}
 }
 
-// TestExpediteWaitsOutItsSteps: the expedite is an intent like the cancel
-// (its own path, no body, one key on every attempt), and the 409 it answers
-// while its steps wait for the review desk is retried after its
-// Retry-After, with the same key, until the 201.
-func TestExpediteWaitsOutItsSteps(t *testing.T) {
-	t.Parallel()
-	s := &script{answers: []func(http.ResponseWriter, *http.Request){status(409, "operation_in_progress", 1), status(201, "", 0)}}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	start := time.Now()
-	res, err := newClient(t, srv.URL, 3*time.Second).Expedite(context.Background(), "8a0d8f0e")
-	srv.Close()
-	if err != nil || res.Status != http.StatusCreated || res.Attempts != 2 {
-		t.Fatalf("got %+v, %v; want the 201 on the second attempt", res, err)
-	}
-	if waited := time.Since(start); waited < time.Second {
-		t.Fatalf("the retry came after %s, before the 1 s Retry-After", waited)
-	}
-	want := "POST /v1/demo-requests/8a0d8f0e/expedite "
-	if s.requests[0] != want || s.requests[1] != want || s.bodies[0] != "" {
-		t.Fatalf("the server saw %q with bodies %q, want %q twice with no body", s.requests, s.bodies, want)
-	}
-	if s.keys[0] == "" || s.keys[0] != s.keys[1] || !slices.Equal(s.attempts, []string{"1", "2"}) {
-		t.Fatalf("keys %q, attempts %q: want one key, attempts 1 and 2", s.keys, s.attempts)
-	}
-	it, err := client.NewExpediteIntent("a b")
-	if err != nil || it.Operation != client.OperationExpedite || it.Path != "/v1/demo-requests/a%20b/expedite" {
-		t.Fatalf("NewExpediteIntent(\"a b\") = %+v, %v", it, err)
-	}
-	if _, err := client.NewExpediteIntent(""); err == nil {
-		t.Fatal("an expedite of no request made an intent")
-	}
-}
-
 // TestSendRefusesAnIncompleteIntent: an intent without its operation,
 // method, path or key is refused by name before anything is sent.
 func TestSendRefusesAnIncompleteIntent(t *testing.T) {

@@ -168,21 +168,23 @@ func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
 }
 
 // authenticate resolves "Authorization: Bearer <token>" to an actor, or
-// answers 401. The token is hashed, never logged. In a workshop room a
-// token dev-<name> that no configured token matches is the participant
-// dev-<name> (auth.RoomActor), and a 401 states the rule of those names.
-func authenticate(logger *slog.Logger, tokens auth.Tokens, room bool) func(http.Handler) http.Handler {
-	refusal := "send Authorization: Bearer <token> with a known token"
-	if room {
-		refusal += "; in this workshop room " + auth.RoomNameRule
-	}
+// answers 401. The token is hashed, never logged. A token that tokens do
+// not hold goes to check, if set (Deps.Authenticate), whose error the 401
+// adds to its detail.
+func authenticate(logger *slog.Logger, tokens auth.Tokens, check func(token string) (string, error)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 			token = strings.TrimSpace(token)
+			refusal := "send Authorization: Bearer <token> with a known token"
 			actor, ok := tokens.Actor(token)
-			if !ok && room {
-				actor, ok = auth.RoomActor(token)
+			if !ok && check != nil {
+				var err error
+				if actor, err = check(token); err == nil {
+					ok = true
+				} else {
+					refusal += "; " + err.Error()
+				}
 			}
 			if !strings.EqualFold(scheme, "Bearer") || !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="demo-api"`)

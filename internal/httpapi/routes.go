@@ -16,7 +16,7 @@ func (s *Server) routes(ops []Route) http.Handler {
 		r.Method(p.Method, p.Pattern, p.Handler)
 	}
 	r.Group(func(r chi.Router) {
-		r.Use(authenticate(s.Logger, s.Tokens, s.Room))
+		r.Use(authenticate(s.Logger, s.Tokens, s.Authenticate))
 		for _, op := range ops {
 			r.Method(op.Method, op.Pattern, op.Handler)
 		}
@@ -30,11 +30,10 @@ func (s *Server) routes(ops []Route) http.Handler {
 	return r
 }
 
-// base is what every server of the API has, the plain one too
-// (NewPlainServer): the middleware (security headers, request id, the
-// request's span when tracing is on, its log line and metrics, panic recovery), problem answers for
-// unknown routes and methods,
-// /healthz, /readyz and /metrics.
+// base is what every server of the API has: the middleware (security
+// headers, request id, the request's span when tracing is on, its log line
+// and metrics, panic recovery), problem answers for unknown routes and
+// methods, /healthz, /readyz and /metrics.
 func (s *Server) base() chi.Router {
 	r := chi.NewRouter()
 	r.Use(securityHeaders, middleware.RequestID, traceRequests, s.logRequests, recoverPanics(s.Logger))

@@ -34,10 +34,7 @@ import (
 //	go tool pprof -tagfocus side=server -top cpu.out
 //
 // The server's goroutines carry the profiler label side=server, so the
-// client's share can be left out. baseline is the bench's baseline+outbox
-// (httpapi.NewPlainServer and one prepared statement writing the request
-// and its outbox row): create − baseline is what the layer costs in Go,
-// the client's share (the same in both) cancelling out. cpu-µs/op is this
+// client's share can be left out. cpu-µs/op is this
 // process's CPU per request (clients and server, without PostgreSQL). make bench measures
 // the real binary on a durable PostgreSQL; these numbers are for profiles
 // and allocation counts, not for the targets.

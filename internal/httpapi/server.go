@@ -8,7 +8,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -26,6 +25,10 @@ type Deps struct {
 	// Writes makes the business changes that commit with a key.
 	Writes Writes
 	Tokens auth.Tokens
+	// Authenticate, if set, names the actor of a bearer token that Tokens
+	// do not hold: a service's own check of its tokens; its error is added
+	// to the 401's detail.
+	Authenticate func(token string) (actor string, err error)
 	// Deliveries, if set, serves the delivery routes of a demo request.
 	Deliveries Deliveries
 	// Routes, if set, returns more routes behind authentication, made with
@@ -51,13 +54,8 @@ type Deps struct {
 	// Decorate, if set, changes each attempt at an idempotent operation
 	// before it runs (package workshop's knobs).
 	Decorate Decorator
-	// Workshop says the workshop's knobs are on (Decorate); a room needs them.
+	// Workshop says the workshop's knobs are on (Decorate).
 	Workshop bool
-	// Room, with Workshop, makes a workshop room: any bearer token dev-<name>
-	// is the participant dev-<name> (auth.RoomActor), and Tokens may be empty
-	// (auth.CheckRoom). Anyone who reaches the server may act as any
-	// participant: for a workshop only.
-	Room bool
 	// Metrics, if set, records outcomes and latencies; it also serves /metrics.
 	Metrics Metrics
 	// Path, if set, makes every operation take this path; tests run every
@@ -102,12 +100,8 @@ func NewServer(d Deps) (http.Handler, error) {
 	switch {
 	case d.Logger == nil || d.Demo == nil || d.Writes == nil || d.Ready == nil:
 		return nil, errors.New("httpapi: Deps needs a Logger, Demo, Writes and Ready")
-	case len(d.Tokens) == 0 && !d.Room:
-		return nil, errors.New("httpapi: Deps needs at least one token (or a workshop room, whose participants need none)")
-	case d.Room && !d.Workshop:
-		return nil, errors.New("httpapi: a workshop room (Room) needs the workshop knobs (Workshop)")
-	case d.Room && auth.CheckRoom(d.Tokens) != nil:
-		return nil, fmt.Errorf("httpapi: a workshop room: %w", auth.CheckRoom(d.Tokens))
+	case len(d.Tokens) == 0 && d.Authenticate == nil:
+		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
 	s := &Server{Deps: d}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock,

@@ -3,12 +3,6 @@
 // definite refusal, and unclear — the call may or may not have been accepted,
 // so the caller must ask (Status, or the call's own lookup) before it sends
 // again.
-//
-// Besides submissions and their cancels, the desk holds the resources of an
-// operation of several steps: a slot reserved for an account (ReserveSlot),
-// a charge of the account's credit that uses it (Charge), and their
-// compensations (ReleaseSlot, Refund). Every one is a keyed call with the
-// same three outcomes, and a lookup by its key.
 package reviewdesk
 
 import (
@@ -23,13 +17,12 @@ import (
 	"strings"
 )
 
-// ErrNotFound is the answer of a lookup (Status, CancelStatus, SlotStatus,
-// ReleaseStatus, ChargeStatus, RefundStatus) when the desk never accepted
-// the key.
+// ErrNotFound is the answer of a lookup (Status, CancelStatus) when the
+// desk never accepted the key.
 var ErrNotFound = errors.New("reviewdesk: the provider holds nothing under this key")
 
-// RefusedError is the answer of a keyed call (Submit, Cancel, ReserveSlot,
-// ReleaseSlot, Charge, Refund) to a definite refusal (a 4xx other than
+// RefusedError is the answer of a keyed call (Submit, Cancel) to a
+// definite refusal (a 4xx other than
 // 408, 409, 425 and 429): sending the same again cannot succeed.
 type RefusedError struct {
 	Status       int
@@ -43,10 +36,8 @@ func (e *RefusedError) Error() string {
 // UnclearError is any other failure: a timeout, a broken connection, a 5xx,
 // a 429. The call may or may not have been accepted.
 type UnclearError struct {
-	// Op is the call: "submit", "status", "cancel", "cancel_status",
-	// "reserve_slot", "slot_status", "release_slot", "release_status",
-	// "charge", "charge_status", "refund", "refund_status", or "decode"
-	// (an answer that is not a receipt).
+	// Op is the call: "submit", "status", "cancel", "cancel_status", or
+	// "decode" (an answer that is not a receipt).
 	Op  string
 	Err error
 }
@@ -114,122 +105,6 @@ func (c *Client) Cancel(ctx context.Context, key, submissionKey string) (Receipt
 	return c.send(ctx, "cancel", fmt.Sprintf(cancelPath, url.PathEscape(submissionKey)), key, []byte("{}"))
 }
 
-// ReserveSlot reserves an express slot for s.Account under key, the
-// sender's idempotency key for this slot: the same for every attempt. The
-// slot is held (State "held") until the desk's hold time passes; then, if
-// no charge took it, the desk releases it. A nil error means accepted, the
-// first time or again; a repeat answers the slot's current state.
-//
-// Errors: *RefusedError (key_payload_mismatch: the key was used for
-// another slot; slot_refused: the desk refuses new slots now),
-// *UnclearError (ask SlotStatus before sending again).
-func (c *Client) ReserveSlot(ctx context.Context, key string, s Slot) (Receipt, error) {
-	body, _ := json.Marshal(s)
-	return c.send(ctx, "reserve_slot", reserveSlotPath, key, body)
-}
-
-// SlotStatus asks what became of the slot under key (ReserveSlot's key):
-// State "held", "charged" or "released".
-//
-// Errors: ErrNotFound (the desk never accepted it: sending is safe),
-// *UnclearError.
-func (c *Client) SlotStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "slot_status", slotStatusPath, key)
-}
-
-// ReleaseSlot asks the desk to release the slot under slotKey, with key,
-// the sender's idempotency key for this release: the same for every
-// attempt. The desk keeps a release that comes before its slot, and the
-// slot is then released from the start. A nil error means accepted, the
-// first time or again.
-//
-// Errors: *RefusedError (slot_charged: the slot was charged, refund the
-// charge instead; already_released: another key released this slot;
-// key_payload_mismatch: the key released another slot; release_refused),
-// *UnclearError (ask ReleaseStatus before sending again).
-func (c *Client) ReleaseSlot(ctx context.Context, key, slotKey string) (Receipt, error) {
-	return c.send(ctx, "release_slot", fmt.Sprintf(releaseSlotPath, url.PathEscape(slotKey)), key, []byte("{}"))
-}
-
-// ReleaseStatus asks what became of the release under key (ReleaseSlot's
-// key).
-//
-// Errors: ErrNotFound (the desk never accepted it: sending is safe),
-// *UnclearError.
-func (c *Client) ReleaseStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "release_status", releaseStatusPath, key)
-}
-
-// Charge debits ch.Amount of ch.Account's credit for the slot under
-// ch.SlotKey, under key, the sender's idempotency key for this charge: the
-// same for every attempt. The desk debits the account and marks the slot
-// charged in one transaction, once. A nil error means accepted, the first
-// time or again (State "charged", or "refunded" once a refund is kept).
-//
-// Errors: *RefusedError (nothing was charged: slot_not_held: no slot is
-// held under SlotKey for the account, it was released, charged or its hold
-// ended; insufficient_credit; key_payload_mismatch: the key was used for
-// another charge; charge_refused), *UnclearError (ask ChargeStatus before
-// sending again).
-func (c *Client) Charge(ctx context.Context, key string, ch Charge) (Receipt, error) {
-	body, _ := json.Marshal(ch)
-	return c.send(ctx, "charge", chargePath, key, body)
-}
-
-// ChargeStatus asks what became of the charge under key (Charge's key):
-// State "charged" or "refunded".
-//
-// Errors: ErrNotFound (the desk never accepted it: sending is safe),
-// *UnclearError.
-func (c *Client) ChargeStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "charge_status", chargeStatusPath, key)
-}
-
-// Refund asks the desk to give back the amount of the charge under
-// chargeKey, with key, the sender's idempotency key for this refund: the
-// same for every attempt. The amount goes back once. The desk keeps a
-// refund that comes before its charge, and the charge is then refunded
-// from the start (its slot charged, the credit left as it was). A nil
-// error means accepted, the first time or again.
-//
-// Errors: *RefusedError (already_refunded: another key refunded this
-// charge; key_payload_mismatch: the key refunded another charge;
-// refund_refused), *UnclearError (ask RefundStatus before sending again).
-func (c *Client) Refund(ctx context.Context, key, chargeKey string) (Receipt, error) {
-	return c.send(ctx, "refund", fmt.Sprintf(refundPath, url.PathEscape(chargeKey)), key, []byte("{}"))
-}
-
-// RefundStatus asks what became of the refund under key (Refund's key).
-//
-// Errors: ErrNotFound (the desk never accepted it: sending is safe),
-// *UnclearError.
-func (c *Client) RefundStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "refund_status", refundStatusPath, key)
-}
-
-// Stats reads the desk's counts, in one snapshot of its database. The
-// desk's fault knobs do not apply to it.
-//
-// Errors: why the desk did not answer them.
-func (c *Client) Stats(ctx context.Context) (Stats, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+statsPath, nil)
-	if err != nil {
-		return Stats{}, err
-	}
-	status, answer, err := c.do(req)
-	switch {
-	case err != nil:
-		return Stats{}, fmt.Errorf("reviewdesk: stats: %w", err)
-	case status != http.StatusOK:
-		return Stats{}, fmt.Errorf("reviewdesk: stats: status %d: %.200s", status, answer)
-	}
-	var st Stats
-	if err := json.Unmarshal(answer, &st); err != nil {
-		return Stats{}, fmt.Errorf("reviewdesk: stats: %w", err)
-	}
-	return st, nil
-}
-
 // send POSTs body to path under key once, and tells its three outcomes
 // apart. The request has a body and no GetBody: the transport cannot resend
 // it on its own when a reused connection breaks, as it would a request with
@@ -252,7 +127,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 	case status == http.StatusOK || status == http.StatusCreated:
 		return decodeReceipt(answer)
 	case refused(status):
-		var p problem
+		var p struct{ Code, Detail string }
 		json.Unmarshal(answer, &p)
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
@@ -292,39 +167,6 @@ func (c *Client) lookup(ctx context.Context, op, prefix, key string) (Receipt, e
 		return Receipt{}, ErrNotFound
 	}
 	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}
-}
-
-// ErrFaultsDisabled is SetFaults's answer from a desk started without its
-// fault knobs.
-var ErrFaultsDisabled = errors.New("reviewdesk: the desk refuses its fault knobs (PROVIDER_FAULTS is off)")
-
-// SetFaults replaces the desk's fault knobs with faults, a JSON object such
-// as {"down":true}; {} clears them; with "account" only that account's are
-// replaced (WithAccount). Workshops use it.
-//
-// Errors: ErrFaultsDisabled, *RefusedError (the desk refused these faults,
-// such as a delay that is not a duration: sending them again cannot
-// succeed), or why the desk did not take them.
-func (c *Client) SetFaults(ctx context.Context, faults []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+faultsPath, bytes.NewReader(faults))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	status, answer, err := c.do(req)
-	switch {
-	case err != nil:
-		return fmt.Errorf("reviewdesk: set faults: %w", err)
-	case status == http.StatusForbidden:
-		return ErrFaultsDisabled
-	case refused(status):
-		var p problem
-		json.Unmarshal(answer, &p)
-		return &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
-	case status != http.StatusOK:
-		return fmt.Errorf("reviewdesk: set faults: status %d: %.200s", status, answer)
-	}
-	return nil
 }
 
 // refused reports whether status is a definite refusal: a 4xx other than

@@ -22,15 +22,17 @@ import (
 // Config is the configuration of every command. Each field has an
 // environment variable and a flag; a flag wins.
 type Config struct {
-	databaseURL     string
-	listenAddr      string
-	TTL             time.Duration
-	Lease           time.Duration
-	sweepInterval   time.Duration
-	sweepBatch      int
-	tokens          string
-	Workshop        bool
-	Room            bool // a workshop room: any dev-<name> is the participant dev-<name>
+	databaseURL   string
+	listenAddr    string
+	TTL           time.Duration
+	Lease         time.Duration
+	sweepInterval time.Duration
+	sweepBatch    int
+	tokens        string
+	Workshop      bool
+	// authenticate is the Extension's check of the tokens API_TOKENS does
+	// not hold (Extension.Authenticate); nil: none.
+	authenticate    func(token string) (string, error)
 	refusedTopics   string
 	logFormat       string
 	shutdownTimeout time.Duration
@@ -165,7 +167,6 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	positive(&c.newKeysBurst, "NEW_KEYS_BURST", "new-keys-burst", 50, "new idempotency keys each actor may store at once before NEW_KEYS_PER_SECOND applies")
 	fs.StringVar(&c.tokens, "tokens", env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
 	boolean(&c.Workshop, "WORKSHOP", "workshop", false, "accept the Workshop-* headers")
-	boolean(&c.Room, "WORKSHOP_ROOM", "workshop-room", false, "a workshop room: any bearer token dev-<name> is the participant dev-<name>, and API_TOKENS may be empty (with WORKSHOP only; unsafe for anything but a workshop)")
 	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
 	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "json"), "json or text ($LOG_FORMAT)")
 	fs.StringVar(&c.path, "path", env("IDEMPOTENCY_PATH", ""), "make every operation take this path: one_phase or two_phase; empty: each its own ($IDEMPOTENCY_PATH)")
@@ -209,23 +210,20 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	if c.databaseURL == "" {
 		return c, fmt.Errorf("set DATABASE_URL (or -database-url) to a PostgreSQL URL")
 	}
-	if cmd == "serve" && c.Room && !c.Workshop {
-		return c, fmt.Errorf("WORKSHOP_ROOM needs WORKSHOP=true: a room is a workshop's")
-	}
 	if cmd == "serve" {
 		tokens, err := auth.Parse(c.tokens)
-		switch {
-		case err != nil && c.Room && strings.TrimSpace(c.tokens) == "":
-			// A room's participants need no configured token.
-		case err != nil && strings.TrimSpace(c.tokens) == "":
-			return c, fmt.Errorf("API_TOKENS: no tokens configured, so every request would be refused (401): " +
-				"set actor:sha256hex,… (demo-api hash-token TOKEN prints the hash), or open a workshop room (WORKSHOP_ROOM=true), whose participants need none")
-		case err != nil:
+		none := err != nil && strings.TrimSpace(c.tokens) == ""
+		if err != nil && !none {
 			return c, fmt.Errorf("API_TOKENS: %w", err)
-		case c.Room:
-			if err := auth.CheckRoom(tokens); err != nil {
-				return c, fmt.Errorf("API_TOKENS with WORKSHOP_ROOM: %w", err)
+		}
+		if ext != nil && ext.Authenticate != nil {
+			if c.authenticate, err = ext.Authenticate(c, tokens); err != nil {
+				return c, err
 			}
+		}
+		if none && c.authenticate == nil {
+			return c, fmt.Errorf("API_TOKENS: no tokens configured, so every request would be refused (401): " +
+				"set actor:sha256hex,… (demo-api hash-token TOKEN prints the hash)")
 		}
 	}
 	if (cmd == "serve" || cmd == "dispatch") && (c.Lease <= 0 || c.TTL < c.Lease) {

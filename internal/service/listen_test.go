@@ -14,23 +14,20 @@ import (
 
 // TestWorkshopBeyondLoopbackWarns: serve logs a warning when the workshop
 // knobs are on and it listens on an address other machines can reach; not
-// on loopback, and not with the knobs off. A workshop room warns wherever
-// it listens.
+// on loopback, and not with the knobs off.
 func TestWorkshopBeyondLoopbackWarns(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewURL(t)
 	for _, tt := range []struct {
-		addr, workshop, room string
-		warn, roomWarn       bool
+		addr, workshop string
+		warn           bool
 	}{
-		{"0.0.0.0:0", "true", "", true, false},
-		{"127.0.0.1:0", "true", "", false, false},
-		{"0.0.0.0:0", "false", "", false, false},
-		{"0.0.0.0:0", "true", "true", true, true},
-		{"127.0.0.1:0", "true", "true", false, true},
+		{"0.0.0.0:0", "true", true},
+		{"127.0.0.1:0", "true", false},
+		{"0.0.0.0:0", "false", false},
 	} {
 		env := map[string]string{"DATABASE_URL": url, "API_TOKENS": "alice:" + auth.Hash("tok"),
-			"LISTEN_ADDR": tt.addr, "WORKSHOP": tt.workshop, "WORKSHOP_ROOM": tt.room}
+			"LISTEN_ADDR": tt.addr, "WORKSHOP": tt.workshop}
 		ctx, cancel := context.WithCancel(context.Background())
 		var stdout, stderr testkit.Buffer
 		done := make(chan error, 1)
@@ -44,9 +41,6 @@ func TestWorkshopBeyondLoopbackWarns(t *testing.T) {
 		}
 		if warned := strings.Contains(stderr.String(), "workshop knobs are on"); warned != tt.warn {
 			t.Errorf("serve on %s with WORKSHOP=%s: warned %v, want %v; its log:\n%s", tt.addr, tt.workshop, warned, tt.warn, stderr.String())
-		}
-		if warned := strings.Contains(stderr.String(), "WORKSHOP_ROOM is on"); warned != tt.roomWarn {
-			t.Errorf("serve on %s with WORKSHOP_ROOM=%s: warned of the room %v, want %v; its log:\n%s", tt.addr, tt.room, warned, tt.roomWarn, stderr.String())
 		}
 	}
 }

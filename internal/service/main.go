@@ -51,6 +51,11 @@ type Extension struct {
 	// template's: migrate up applies them after the template's, and migrate
 	// down takes the last of them down.
 	Migrations *Migrations
+	// Authenticate, if set, returns serve's check of a bearer token that
+	// API_TOKENS (tokens, maybe none) do not hold (httpapi.Deps.Authenticate),
+	// or nil for none, or why c refuses it; with a check, API_TOKENS may be
+	// empty.
+	Authenticate func(c Config, tokens auth.Tokens) (func(token string) (actor string, err error), error)
 }
 
 // Migrations are golang-migrate files at the root of FS, recorded in a

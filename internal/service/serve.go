@@ -51,28 +51,28 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		return err
 	}
 	defer closeChores()
-	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig; none in a room without API_TOKENS
+	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig; maybe none, with an Extension's Authenticate
 	m := metrics.New(store, logger)
 	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
 
 	repl := &replicationWatch{logger: logger, read: store.Replication, gauge: m.CommitWaits}
 	repl.check(ctx) // says at start whether a commit waits for a synchronous standby
 	deps := httpapi.Deps{
-		Logger:      logger,
-		Keys:        store,
-		Demo:        &demo.Service{Store: store, RefusedTopics: cfg.Refused()},
-		Writes:      store,
-		Deliveries:  disp,
-		Tokens:      tokens,
-		Ready:       store.Ping,
-		Replication: repl.latest,
-		TTL:         cfg.TTL,
-		Lease:       cfg.Lease,
-		Workshop:    cfg.Workshop,
-		Decorate:    workshop.Off,
-		Room:        cfg.Room,
-		Metrics:     m,
-		Path:        idempotency.Path(cfg.path),
+		Logger:       logger,
+		Keys:         store,
+		Demo:         &demo.Service{Store: store, RefusedTopics: cfg.Refused()},
+		Writes:       store,
+		Deliveries:   disp,
+		Tokens:       tokens,
+		Authenticate: cfg.authenticate,
+		Ready:        store.Ping,
+		Replication:  repl.latest,
+		TTL:          cfg.TTL,
+		Lease:        cfg.Lease,
+		Workshop:     cfg.Workshop,
+		Decorate:     workshop.Off,
+		Metrics:      m,
+		Path:         idempotency.Path(cfg.path),
 
 		NewKeysPerSecond: cfg.newKeysPerSecond,
 		NewKeysBurst:     cfg.newKeysBurst,
@@ -105,7 +105,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		wg.Go(func() { disp.Run(sweepCtx) })
 	}
 
-	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.Workshop, "room", cfg.Room, "actors", len(tokens),
+	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.Workshop, "actors", len(tokens),
 		"ttl", cfg.TTL, "lease", cfg.Lease, "path", cfg.path, "unprepared", store.Unprepared,
 		"new_keys_per_second", cfg.newKeysPerSecond, "new_keys_burst", cfg.newKeysBurst,
 		"provider", cfg.ProviderURL, "dispatch", disp.Desk != nil && cfg.dispatch)
@@ -113,10 +113,6 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		logger.Warn("workshop knobs are on and the server listens beyond this machine: "+
 			"anyone who reaches it may hold, fail or drop requests; listen on 127.0.0.1 unless that is meant",
 			"addr", ln.Addr().String())
-	}
-	if cfg.Room {
-		logger.Warn("WORKSHOP_ROOM is on: any bearer token dev-<name> is accepted as the participant dev-<name>, "+
-			"with no secret; anyone who reaches the server may act as any participant. Only for a workshop", "addr", ln.Addr().String())
 	}
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
 	if pprofLn != nil {

@@ -16,9 +16,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/expedite"
+	"github.com/demo-api/demo-api/demo/internal/room"
 	"github.com/demo-api/demo-api/demo/internal/web"
 	"github.com/demo-api/demo-api/demo/migrations"
+	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/service"
@@ -29,6 +32,7 @@ func main() { service.Exit(extension()) }
 // extension is what the full demo adds to the template's program.
 func extension() *service.Extension {
 	var completeInterval time.Duration
+	var inRoom bool // WORKSHOP_ROOM
 	return &service.Extension{
 		Commands: []service.Command{
 			{Name: "provider", Usage: "run the review desk, the external service requests are handed to", Run: providerCmd},
@@ -41,18 +45,28 @@ func extension() *service.Extension {
 		Settings: func(s *service.Settings) {
 			s.Duration(&completeInterval, "COMPLETE_INTERVAL", "complete-interval", "1s",
 				"how often the completer looks for expedites whose runner died or gave up")
+			s.Bool(&inRoom, "WORKSHOP_ROOM", "workshop-room", false, "a workshop room: any bearer token dev-<name> is the participant dev-<name>, "+
+				"and API_TOKENS may be empty (with WORKSHOP only; unsafe for anything but a workshop)")
+		},
+		// A workshop room authenticates its participants beside API_TOKENS.
+		Authenticate: func(c service.Config, tokens auth.Tokens) (func(string) (string, error), error) {
+			if !inRoom {
+				return nil, nil
+			}
+			return room.Open(c.Workshop, tokens)
 		},
 		Migrations: &service.Migrations{FS: migrations.FS, Table: migrations.Table},
 		Serve: func(ctx context.Context, s *service.Serving) error {
 			if s.Deps != nil {
-				serveDemo(s)
+				serveDemo(s, inRoom)
 			}
-			if s.Desk == nil {
+			desk := deskOf(s)
+			if desk == nil {
 				return nil
 			}
 			chores := expedite.NewStore(s.Chores)
 			svc := &demo.Service{Store: chores, RefusedTopics: s.Config.Refused(), CancelRule: expedite.CancelRule(chores)}
-			runner, ops, err := completer(s.Config, chores, svc, s.Desk, s.Metrics.Outcome)
+			runner, ops, err := completer(s.Config, chores, svc, desk, s.Metrics.Outcome)
 			if err != nil {
 				return err
 			}
@@ -64,32 +78,48 @@ func extension() *service.Extension {
 
 // serveDemo adds the demo's parts to serve's API: the rule between a cancel
 // and an expedite, the expedite's routes and the desk's fault knobs when
-// the desk is there, and the pages.
-func serveDemo(s *service.Serving) {
+// the desk is there, and the pages; inRoom says a workshop room is open.
+func serveDemo(s *service.Serving, inRoom bool) {
 	store := expedite.NewStore(s.Store)
 	svc := &demo.Service{Store: store, RefusedTopics: s.Config.Refused(), CancelRule: expedite.CancelRule(store)}
 	s.Deps.Demo = svc
-	deskFaults := s.Config.Workshop && s.Desk != nil
-	if s.Desk != nil {
+	desk := deskOf(s)
+	deskFaults := s.Config.Workshop && desk != nil
+	if desk != nil {
 		s.Deps.Routes = func(srv *httpapi.Server) ([]httpapi.Route, error) {
-			routes, err := expedite.Routes(srv, svc, store, s.Desk, store)
+			routes, err := expedite.Routes(srv, svc, store, desk, store)
 			if deskFaults {
 				routes = append(routes, httpapi.Route{Method: http.MethodPut, Pattern: "/workshop/desk-faults",
-					Handler: web.DeskFaults(s.Logger, web.SetDeskFaults(s.Desk))})
+					Handler: web.DeskFaults(s.Logger, web.SetDeskFaults(desk))})
 			}
 			return routes, err
 		}
 	}
-	pages := web.Handler(web.Config{Workshop: s.Config.Workshop, Room: s.Config.Room, TTL: s.Config.TTL, Lease: s.Config.Lease,
-		DeskFaults: deskFaults, Expedite: s.Desk != nil})
+	pages := web.Handler(web.Config{Workshop: s.Config.Workshop, Room: inRoom, TTL: s.Config.TTL, Lease: s.Config.Lease,
+		DeskFaults: deskFaults, Expedite: desk != nil})
 	for _, p := range []string{"/", "/workshop", "/ui/*"} {
 		s.Deps.Public = append(s.Deps.Public, httpapi.Route{Method: http.MethodGet, Pattern: p, Handler: pages})
 	}
 	s.Listening = func(addr *net.TCPAddr) {
 		page := pageAddr(addr)
 		fmt.Fprintf(s.Stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
-		if s.Config.Room {
+		if inRoom {
+			s.Logger.Warn("WORKSHOP_ROOM is on: any bearer token dev-<name> is accepted as the participant dev-<name>, "+
+				"with no secret; anyone who reaches the server may act as any participant. Only for a workshop", "addr", addr.String())
 			printJoin(s.Stdout, addr, s.Config.ProviderURL, localInterfaces())
 		}
 	}
+}
+
+// deskOf is the demo's client of the review desk that serve hands requests
+// to (PROVIDER_URL), for the expedite's calls and the desk's fault knobs;
+// nil without a desk. Like the dispatcher's, it keeps a connection per call
+// in flight.
+func deskOf(s *service.Serving) *deskclient.Client {
+	if s.Desk == nil {
+		return nil
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return deskclient.New(s.Config.ProviderURL, &http.Client{Transport: t})
 }

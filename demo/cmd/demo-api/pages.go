@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/demo/internal/room"
 	"github.com/demo-api/demo-api/internal/service"
 )
 
@@ -65,6 +65,6 @@ func printJoin(w io.Writer, a *net.TCPAddr, providerURL string, ifs []roomInterf
 	if len(left) > 0 {
 		fmt.Fprintf(w, "demo-api room: left out, as no room reaches them: %s (container, VM or VPN interfaces)\n", strings.Join(left, ", "))
 	}
-	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name>: Authorization: Bearer dev-$ME\n", auth.RoomTokenPrefix)
+	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name>: Authorization: Bearer dev-$ME\n", room.TokenPrefix)
 	fmt.Fprintf(w, "demo-api room: the blocks' demo-api send lines need ./bin/demo-api: in the demo/ folder of a clone, make build (or go build -o bin/demo-api ./cmd/demo-api), which needs Go 1.26\n")
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
@@ -56,14 +57,14 @@ func TestProviderReleasesExpiredHolds(t *testing.T) {
 		"PROVIDER_SLOT_HOLD": "200ms", "PROVIDER_CREDIT": "10"}
 	ctx := context.Background()
 	addr, stderr, stop := runProvider(t, env)
-	desk := reviewdesk.New("http://"+addr, nil)
-	slot := reviewdesk.Slot{RequestID: "r", Account: "alice"}
+	desk := deskclient.New("http://"+addr, nil)
+	slot := deskclient.Slot{RequestID: "r", Account: "alice"}
 	for _, key := range []string{"expedite:1:slot", "expedite:2:slot"} {
 		if _, err := desk.ReserveSlot(ctx, key, slot); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := desk.Charge(ctx, "expedite:2:charge", reviewdesk.Charge{RequestID: "r", Account: "alice", Amount: 11, SlotKey: "expedite:2:slot"})
+	_, err := desk.Charge(ctx, "expedite:2:charge", deskclient.Charge{RequestID: "r", Account: "alice", Amount: 11, SlotKey: "expedite:2:slot"})
 	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); !ok || refused.Code != "insufficient_credit" {
 		t.Fatalf("a charge above PROVIDER_CREDIT: %v, want insufficient_credit", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/demo-api/demo-api/internal/auth"
@@ -21,17 +23,25 @@ import (
 // the baseline runs in a process of its own like demo-api serve.
 const baselineCommand = "baseline-server"
 
-// The baseline server answers POST /v1/demo-requests with the API's own
-// stack (httpapi.NewPlainServer) without the idempotency layer: no key,
+// The baseline server is the API's own server (httpapi.NewServer: its
+// middleware, authentication, /readyz and /metrics) whose POST
+// /v1/demo-requests is the create without the idempotency layer: no key,
 // fingerprint, claim, stored response or finish. What differs between a
 // baseline request and a create is what that layer costs:
 //
-//   - the same middleware, authentication, decoding, decision and answer:
-//     they are the API's, not copies;
+//   - the same middleware and authentication: the server is the API's;
+//   - the same decoding (httpapi.DecodeJSON, then the input's Validate),
+//     decision (demo.Service.Create) and answer (the request as JSON, with
+//     its Location), made of the pieces any route of a service uses;
 //   - the same connection settings (postgres.Open: binary parameters, a pool
 //     of 32) and one prepared INSERT of the business row, as the store
 //     prepares its statements;
 //   - the same HTTP server, started and stopped by package serving.
+//
+// The route is one of Deps.Routes with the create's method and pattern: it
+// is registered after the API's operations, and chi keeps the last handler
+// of a method and pattern, so it takes the idempotent create's place
+// (TestBaselineServer checks that no key is needed and none is stored).
 const (
 	baselineInsertSQL = `INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
 VALUES ($1::uuid, $2, $3, $4, $5, $6)`
@@ -76,13 +86,22 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 		_, err := stmt.ExecContext(ctx, dr.ID, dr.Actor, dr.State, dr.Topic, dr.Note, dr.CreatedAt)
 		return err
 	}
-	handler, err := httpapi.NewPlainServer(httpapi.Deps{
+	store := postgres.New(db)
+	svc := &demo.Service{}
+	handler, err := httpapi.NewServer(httpapi.Deps{
 		Logger:  logger,
-		Demo:    &demo.Service{},
+		Keys:    store,
+		Demo:    svc,
+		Writes:  store,
 		Tokens:  tokens,
 		Ready:   db.PingContext,
+		TTL:     24 * time.Hour,
+		Lease:   30 * time.Second,
 		Metrics: metrics.New(noClaims{}, logger),
-	}, insert)
+		Routes: func(*httpapi.Server) ([]httpapi.Route, error) {
+			return []httpapi.Route{{Method: http.MethodPost, Pattern: "/v1/demo-requests", Handler: createWithoutKey(logger, svc, insert)}}, nil
+		},
+	})
 	if err != nil {
 		return err
 	}
@@ -101,6 +120,31 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 		go serving.ServePprof(ctx, logger, pln)
 	}
 	return serving.Serve(ctx, logger, srv, ln, 10*time.Second)
+}
+
+// createWithoutKey is POST /v1/demo-requests without the idempotency
+// layer: decode, decide now, insert, answer.
+func createWithoutKey(logger *slog.Logger, svc *demo.Service, insert func(context.Context, demo.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in demo.CreateInput
+		err := httpapi.DecodeJSON(w, r, &in)
+		if err == nil {
+			err = in.Validate()
+		}
+		var dr demo.Request
+		if err == nil {
+			dr, err = svc.Create(httpapi.ActorOf(r), in, time.Now())
+		}
+		if err == nil {
+			err = insert(r.Context(), dr)
+		}
+		if err != nil {
+			httpapi.WriteError(logger, w, r, err)
+			return
+		}
+		w.Header().Set("Location", "/v1/demo-requests/"+url.PathEscape(dr.ID))
+		httpapi.WriteJSON(w, http.StatusCreated, dr)
+	})
 }
 
 // noClaims stands for the claim counter of the metrics: the baseline has no

@@ -26,6 +26,11 @@ func (r *report) writeCharts(dir string) error {
 	if cpuMeasured {
 		charts[cpuChart] = r.cpuSVG
 	}
+	return writeSVGs(dir, charts)
+}
+
+// writeSVGs writes each chart into dir, under its name.
+func writeSVGs(dir string, charts map[string]func() ([]byte, error)) error {
 	for name, draw := range charts {
 		b, err := draw()
 		if err != nil {
@@ -70,27 +75,37 @@ func (r *report) throughputSVG() ([]byte, error) {
 			}
 		}
 	}
+	return sideBySide(rps, p99)
+}
+
+// sideBySide is the SVG of two panels, left and right.
+func sideBySide(left, right *plot.Plot) ([]byte, error) {
 	c := vgsvg.New(10*vg.Inch, 4*vg.Inch)
-	plots := [][]*plot.Plot{{rps, p99}}
-	tiles := plot.Align(plots, draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}, draw.New(c))
-	rps.Draw(tiles[0][0])
-	p99.Draw(tiles[0][1])
+	tiles := plot.Align([][]*plot.Plot{{left, right}}, draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}, draw.New(c))
+	left.Draw(tiles[0][0])
+	right.Draw(tiles[0][1])
 	return svgBytes(c)
+}
+
+// emptyPlot is a plot with a grid, its titles, and y from 0.
+func emptyPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	return p
 }
 
 // byClients is an empty plot over the client counts.
 func byClients(title, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, "clients", y
+	p := emptyPlot(title, "clients", y)
 	p.X.Scale = plot.LogScale{}
 	var ticks []plot.Tick
 	for _, c := range concurrencies {
 		ticks = append(ticks, plot.Tick{Value: float64(c), Label: fmt.Sprint(c)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Min = 0
 	p.Legend.Top, p.Legend.Left = true, true
-	p.Add(plotter.NewGrid())
 	return p
 }
 

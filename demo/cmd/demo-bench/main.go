@@ -193,37 +193,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	if len(os.Args) > 1 {
 		b.rep.command = "`go run ./cmd/demo-bench " + strings.Join(os.Args[1:], " ") + "`"
 	}
-	root, err := moduleRoot()
+	l, err := startLab(ctx, "demo-bench-", b.logf, pgtest.Options{Locale: o.locale})
 	if err != nil {
 		return 1, err
 	}
-	tmp, err := os.MkdirTemp("", "demo-bench-")
-	if err != nil {
-		return 1, err
-	}
-	defer os.RemoveAll(tmp)
-
-	b.logf("building ./cmd/demo-api")
-	bin, err := buildServer(ctx, root, tmp)
-	if err != nil {
-		return 1, err
-	}
-
-	b.logf("starting a durable PostgreSQL with pg_stat_statements")
-	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: true, Locale: o.locale, Settings: map[string]string{
-		"shared_preload_libraries":         "pg_stat_statements",
-		"pg_stat_statements.track_utility": "off",
-	}})
-	if err != nil {
-		return 1, err
-	}
-	defer pg.Stop()
-	admin, err := sqlx.Open("postgres", pg.URL("postgres"))
-	if err != nil {
-		return 1, err
-	}
-	defer admin.Close()
-	admin.SetMaxOpenConns(2)
+	defer l.stop()
+	root, tmp, bin, pg, admin := l.root, l.tmp, l.bin, l.pg, l.admin
 	dbName := fmt.Sprintf("demo_bench_%d", os.Getpid())
 	dbid, pgss, err := setupDatabase(ctx, admin, dbName)
 	if err != nil {
@@ -237,8 +212,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		b.logf("pg_stat_statements is not loaded on this server (TEST_DATABASE_URL?): statements are not counted")
 	}
 	dbURL := pg.URL(dbName)
-	b.rep.env = describeEnv(ctx, admin, pg.Source)
-	b.rep.env.Code = describeCode(ctx, root)
+	b.rep.env = l.env
 
 	if o.profile != "" {
 		if err := os.MkdirAll(o.profile, 0o755); err != nil {

@@ -3,11 +3,84 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
+
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
+
+// lab is what the bench and the scale bench start from: the module's
+// root, a folder of their own with demo-api built into it, a durable
+// PostgreSQL with pg_stat_statements, its admin connection, and the
+// environment the report describes.
+type lab struct {
+	root, tmp, bin string
+	pg             *pgtest.Server
+	admin          *sqlx.DB
+	env            environment
+}
+
+// startLab starts a lab, in a folder named from prefix, its PostgreSQL
+// with opts (made durable, with pg_stat_statements), saying each step to
+// logf. stop undoes it; on an error, startLab has undone what it made.
+func startLab(ctx context.Context, prefix string, logf func(string, ...any), opts pgtest.Options) (_ *lab, err error) {
+	l := &lab{}
+	defer func() {
+		if err != nil {
+			l.stop()
+		}
+	}()
+	if l.root, err = moduleRoot(); err != nil {
+		return nil, err
+	}
+	if l.tmp, err = os.MkdirTemp("", prefix); err != nil {
+		return nil, err
+	}
+	logf("building ./cmd/demo-api")
+	if l.bin, err = buildServer(ctx, l.root, l.tmp); err != nil {
+		return nil, err
+	}
+	more := ""
+	for _, name := range slices.Sorted(maps.Keys(opts.Settings)) {
+		more += fmt.Sprintf(", %s=%s", name, opts.Settings[name])
+	}
+	logf("starting a durable PostgreSQL with pg_stat_statements%s", more)
+	opts.Durable = true
+	opts.Settings = maps.Clone(opts.Settings)
+	if opts.Settings == nil {
+		opts.Settings = map[string]string{}
+	}
+	opts.Settings["shared_preload_libraries"] = "pg_stat_statements"
+	opts.Settings["pg_stat_statements.track_utility"] = "off"
+	if l.pg, err = pgtest.Start(ctx, opts); err != nil {
+		return nil, err
+	}
+	if l.admin, err = sqlx.Open("postgres", l.pg.URL("postgres")); err != nil {
+		return nil, err
+	}
+	l.admin.SetMaxOpenConns(2)
+	l.env = describeEnv(ctx, l.admin, l.pg.Source)
+	l.env.Code = describeCode(ctx, l.root)
+	return l, nil
+}
+
+// stop closes the admin connection, stops PostgreSQL and removes the folder.
+func (l *lab) stop() {
+	if l.admin != nil {
+		l.admin.Close()
+	}
+	if l.pg != nil {
+		l.pg.Stop()
+	}
+	if l.tmp != "" {
+		os.RemoveAll(l.tmp)
+	}
+}
 
 // statsDB reads what PostgreSQL did during a phase: statements from
 // pg_stat_statements (the app's only: those of the bench database),

@@ -449,6 +449,24 @@ type page struct {
 
 type targetRow struct{ Name, Measured, Want, Result string }
 
+// targetRows are the rows of the targets' table: each target, its result.
+func targetRows(ts []target) []targetRow {
+	var rows []targetRow
+	for _, t := range ts {
+		res := "met"
+		switch {
+		case t.want == "":
+			res = "n/a"
+		case !t.met && t.hard:
+			res = "**FAILED**"
+		case !t.met:
+			res = "**MISSED**"
+		}
+		rows = append(rows, targetRow{t.name, t.measured, t.want, res})
+	}
+	return rows
+}
+
 type cellRow struct {
 	Scenario string
 	Clients  int
@@ -545,18 +563,7 @@ func (r *report) markdown() string {
 		CPUMeasured: cpuMeasured, NotMeasured: notMeasured, StormRows: stormRowsSummary(r.storms),
 		PeakRSS: r.peakRSS, RSSNow: r.rssAfter, FloorSummary: r.floorSummary(),
 	}
-	for _, t := range r.targets() {
-		res := "met"
-		switch {
-		case t.want == "":
-			res = "n/a"
-		case !t.met && t.hard:
-			res = "**FAILED**"
-		case !t.met:
-			res = "**MISSED**"
-		}
-		pg.Targets = append(pg.Targets, targetRow{t.name, t.measured, t.want, res})
-	}
+	pg.Targets = targetRows(r.targets())
 	cs := cells(r.phases)
 	for _, sc := range scenarios {
 		for _, c := range concurrencies {

@@ -155,40 +155,17 @@ func runScale(ctx context.Context, o options, so scaleOptions, stdout, stderr io
 		s.logf("needs up to %s of disk in %s (free space not checked on this OS)", gib(need), os.TempDir())
 	}
 
-	root, err := moduleRoot()
-	if err != nil {
-		return 1, err
-	}
-	s.root = root
-	tmp, err := os.MkdirTemp("", "demo-bench-scale-")
-	if err != nil {
-		return 1, err
-	}
-	defer os.RemoveAll(tmp)
-	s.logf("building ./cmd/demo-api")
-	bin, err := buildServer(ctx, root, tmp)
-	if err != nil {
-		return 1, err
-	}
-	s.logf("starting a durable PostgreSQL with pg_stat_statements, shared_buffers=%s", so.sharedBuffers)
-	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: true, Settings: map[string]string{
-		"shared_preload_libraries":         "pg_stat_statements",
-		"pg_stat_statements.track_utility": "off",
-		"shared_buffers":                   so.sharedBuffers,
-		"max_wal_size":                     scaleMaxWAL,
+	l, err := startLab(ctx, "demo-bench-scale-", s.logf, pgtest.Options{Settings: map[string]string{
+		"shared_buffers": so.sharedBuffers,
+		"max_wal_size":   scaleMaxWAL,
 	}})
 	if err != nil {
 		return 1, err
 	}
-	defer pg.Stop()
-	admin, err := sqlx.Open("postgres", pg.URL("postgres"))
-	if err != nil {
-		return 1, err
-	}
-	defer admin.Close()
-	admin.SetMaxOpenConns(2)
-	s.rep.env = describeEnv(ctx, admin, pg.Source)
-	s.rep.env.Code = describeCode(ctx, root)
+	defer l.stop()
+	root, tmp, bin, pg, admin := l.root, l.tmp, l.bin, l.pg, l.admin
+	s.root = root
+	s.rep.env = l.env
 	for _, name := range []string{"max_wal_size", "checkpoint_timeout", "autovacuum_naptime", "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_cost_limit", "autovacuum_vacuum_cost_delay"} {
 		var v string
 		if err := admin.GetContext(ctx, &v, `SELECT current_setting($1)`, name); err == nil {

@@ -1,16 +1,10 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // sizeChart is the scale report's chart, written next to it.
@@ -22,11 +16,7 @@ func (r *scaleReport) writeCharts(dir string) error {
 	if len(r.churns) == 0 {
 		return nil
 	}
-	b, err := r.sizeSVG()
-	if err != nil {
-		return fmt.Errorf("chart %s: %w", sizeChart, err)
-	}
-	return os.WriteFile(filepath.Join(dir, sizeChart), b, 0o644)
+	return writeSVGs(dir, map[string]func() ([]byte, error){sizeChart: r.sizeSVG})
 }
 
 // sizeSVG is two panels over the churn's time: the table's and its
@@ -71,20 +61,13 @@ func (r *scaleReport) sizeSVG() ([]byte, error) {
 			}
 		}
 	}
-	c := vgsvg.New(10*vg.Inch, 4*vg.Inch)
-	tiles := plot.Align([][]*plot.Plot{{size, rows}}, draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}, draw.New(c))
-	size.Draw(tiles[0][0])
-	rows.Draw(tiles[0][1])
-	return svgBytes(c)
+	return sideBySide(size, rows)
 }
 
 // overTime is an empty plot over the churn's seconds.
 func overTime(title, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, "seconds of churn", y
-	p.Y.Min = 0
+	p := emptyPlot(title, "seconds of churn", y)
 	p.Legend.Top, p.Legend.Left = false, true
 	p.Legend.YOffs = vg.Centimeter / 2
-	p.Add(plotter.NewGrid())
 	return p
 }

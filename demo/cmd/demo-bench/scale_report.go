@@ -305,18 +305,7 @@ func (r *scaleReport) markdown() (string, error) {
 		TTL: r.so.ttl, CPUMeasured: cpuMeasured, PGStatTuple: r.pgstattuple, Prewarm: r.so.prewarm, NotMeasured: notMeasured,
 		ChurnRate: r.so.churnRate, ChurnTTL: r.so.churnTTL, ChurnPeriods: r.so.churnPeriods, JudgedCount: r.so.churnPeriods - 1,
 	}
-	for _, t := range r.targets() {
-		res := "met"
-		switch {
-		case t.want == "":
-			res = "n/a"
-		case !t.met && t.hard:
-			res = "**FAILED**"
-		case !t.met:
-			res = "**MISSED**"
-		}
-		pg.Targets = append(pg.Targets, targetRow{t.name, t.measured, t.want, res})
-	}
+	pg.Targets = targetRows(r.targets())
 	pg.Why = r.why()
 	for _, lv := range r.levels {
 		t := lv.table

@@ -10,11 +10,10 @@ import (
 
 	"github.com/lib/pq"
 
-	"github.com/demo-api/demo-api/api/client"
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	xp "github.com/demo-api/demo-api/demo/internal/expedite"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
-	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
 // The expedite load: beside the creates' workers, a few expediters each
@@ -112,7 +111,7 @@ func (e *env) expediteRuns(ctx context.Context, keys []string) (map[string]runRo
 	if err := e.db.SelectContext(ctx, &rows, `SELECT k.idem_key, k.state AS key_state, k.status_code, k.response_body,
 		coalesce(k.lease_until < now(), false) AS lease_passed, r.state::text AS run_state, r.point, r.attempts, r.last_error
 		FROM idempotency_keys k LEFT JOIN runs r USING (actor_id, operation, idem_key)
-		WHERE k.actor_id = $1 AND k.operation = $2 AND k.idem_key = ANY($3)`, actor, client.OperationExpedite, pq.Array(keys)); err != nil {
+		WHERE k.actor_id = $1 AND k.operation = $2 AND k.idem_key = ANY($3)`, actor, xp.ExpediteOperation, pq.Array(keys)); err != nil {
 		return nil, fmt.Errorf("read the expedites' keys and runs: %w", err)
 	}
 	out := make(map[string]runRow, len(rows))
@@ -424,7 +423,7 @@ func (e *env) checkCancelledSubmissions(ctx context.Context, res *result, cancel
 // a confirmed order or of a run that needs attention (reported).
 func (e *env) checkAccount(ctx context.Context, res *result) error {
 	ex := &res.ex
-	st, err := reviewdesk.New(e.desk.url, e.httpClient()).Stats(ctx)
+	st, err := deskclient.New(e.desk.url, e.httpClient()).Stats(ctx)
 	if err != nil {
 		return err
 	}
@@ -448,7 +447,7 @@ func (e *env) checkAccount(ctx context.Context, res *result) error {
 		FROM unnest($1::uuid[]) AS c (request_id)
 		LEFT JOIN expedites e USING (request_id)
 		LEFT JOIN runs r ON r.actor_id = e.actor_id AND r.operation = $2 AND r.idem_key = e.idem_key`,
-		pq.Array(charged), client.OperationExpedite); err != nil {
+		pq.Array(charged), xp.ExpediteOperation); err != nil {
 		return fmt.Errorf("read the orders of the account's charges: %w", err)
 	}
 	if err := e.db.GetContext(ctx, &ex.confirmedAll, `SELECT count(*) FROM expedites WHERE actor_id = $1 AND state = 'confirmed'`, actor); err != nil {

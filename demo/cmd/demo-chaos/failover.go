@@ -15,12 +15,12 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/demo-api/demo-api/demo/internal/tools/formation"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
 // The failover scenarios run the replicas on a pg_auto_failover formation
-// (internal/tools/pgtest: a monitor, a primary and a standby, started for
+// (package formation: a monitor, a primary and a standby, started for
 // the scenario) instead of the campaign's PostgreSQL, and crash its primary
 // under the load: every process of the node at once, as a machine dies.
 // The monitor promotes the standby; the replicas' DATABASE_URL is the
@@ -66,14 +66,14 @@ const replicationLag = 500 * time.Millisecond
 
 // failoverState is a failover scenario's formation and what happened to it.
 type failoverState struct {
-	f          *pgtest.Formation
+	f          *formation.Formation
 	sync       bool
 	syncNames  string // the primary's synchronous_standby_names before the crash
-	old        *pgtest.FormationNode
+	old        *formation.Node
 	killedAt   time.Time
-	promoted   chan *pgtest.FormationNode // the new primary, once the monitor has one
+	promoted   chan *formation.Node // the new primary, once the monitor has one
 	promotedAt time.Time
-	newPrimary *pgtest.FormationNode
+	newPrimary *formation.Node
 	watchErr   error
 }
 
@@ -84,12 +84,12 @@ func onFormation(sync bool) func(ctx context.Context, e *env) (func() error, err
 	return func(ctx context.Context, e *env) (func() error, error) {
 		e.logf("starting a pg_auto_failover formation (a monitor and two nodes)")
 		start := time.Now()
-		f, err := pgtest.StartFormation(ctx, pgtest.FormationOptions{Nodes: 2, Database: "chaos", Monitor: pgtest.FastFailover,
+		f, err := formation.Start(ctx, formation.Options{Nodes: 2, Database: "chaos", Monitor: formation.FastFailover,
 			PartitionTimeout: 3 * time.Second, Settings: map[string]string{"max_connections": "300"}})
 		if err != nil {
 			return nil, fmt.Errorf("the formation (make chaos installs pg_autoctl: scripts/setup.sh pg_autoctl): %w", err)
 		}
-		fo := &failoverState{f: f, sync: sync, promoted: make(chan *pgtest.FormationNode, 1)}
+		fo := &failoverState{f: f, sync: sync, promoted: make(chan *formation.Node, 1)}
 		deskDB := "chaos_desk_" + map[bool]string{true: "sync", false: "async"}[sync]
 		var restores []func() error
 		restore := func() error {

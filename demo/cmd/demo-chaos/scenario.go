@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/api/client"
+	xp "github.com/demo-api/demo-api/demo/internal/expedite"
 	"github.com/demo-api/demo-api/demo/internal/tools/statusmix"
 	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/workshop"
@@ -358,7 +359,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, n, quota int, o opti
 					mu.Unlock()
 					continue
 				}
-				xit, err := client.NewExpediteIntent(in.requestID)
+				xit, err := xp.NewIntent(in.requestID)
 				if err != nil {
 					continue
 				}

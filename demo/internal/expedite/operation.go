@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/steps"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
@@ -35,14 +36,14 @@ const HeaderStopAfter = "Workshop-Stop-After"
 const ExpediteOperation = "demo-requests.expedite"
 
 // ExpediteDesk is what an expedite needs of the review desk
-// (reviewdesk.Client): a keyed call and a status lookup for each step and
+// (deskclient.Client): a keyed call and a status lookup for each step and
 // for the slot's release.
 type ExpediteDesk interface {
-	ReserveSlot(ctx context.Context, key string, s reviewdesk.Slot) (reviewdesk.Receipt, error)
+	ReserveSlot(ctx context.Context, key string, s deskclient.Slot) (reviewdesk.Receipt, error)
 	SlotStatus(ctx context.Context, key string) (reviewdesk.Receipt, error)
 	ReleaseSlot(ctx context.Context, key, slotKey string) (reviewdesk.Receipt, error)
 	ReleaseStatus(ctx context.Context, key string) (reviewdesk.Receipt, error)
-	Charge(ctx context.Context, key string, ch reviewdesk.Charge) (reviewdesk.Receipt, error)
+	Charge(ctx context.Context, key string, ch deskclient.Charge) (reviewdesk.Receipt, error)
 	ChargeStatus(ctx context.Context, key string) (reviewdesk.Receipt, error)
 }
 
@@ -107,13 +108,13 @@ func Steps(svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk) *steps.S
 			{Name: pointSlotReserved, External: &steps.External{
 				Key: slotKey,
 				Call: func(ctx context.Context, key string, run *steps.Run) (string, error) {
-					return deskRef(desk.ReserveSlot(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, reviewdesk.Slot{RequestID: input(run).RequestID, Account: run.Scope.Actor}))
+					return deskRef(desk.ReserveSlot(deskclient.WithAccount(ctx, run.Scope.Actor), key, deskclient.Slot{RequestID: input(run).RequestID, Account: run.Scope.Actor}))
 				},
 				Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.SlotStatus(ctx, key)) },
 				Undo: &steps.External{
 					Key: func(run *steps.Run) string { return slotKey(run) + ":release" },
 					Call: func(ctx context.Context, key string, run *steps.Run) (string, error) {
-						return deskRef(desk.ReleaseSlot(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, slotKey(run)))
+						return deskRef(desk.ReleaseSlot(deskclient.WithAccount(ctx, run.Scope.Actor), key, slotKey(run)))
 					},
 					Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.ReleaseStatus(ctx, key)) },
 				},
@@ -121,7 +122,7 @@ func Steps(svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk) *steps.S
 			{Name: pointCharged, External: &steps.External{
 				Key: func(run *steps.Run) string { return "expedite:" + input(run).RequestID + ":charge" },
 				Call: func(ctx context.Context, key string, run *steps.Run) (string, error) {
-					return deskRef(desk.Charge(reviewdesk.WithAccount(ctx, run.Scope.Actor), key, reviewdesk.Charge{RequestID: input(run).RequestID,
+					return deskRef(desk.Charge(deskclient.WithAccount(ctx, run.Scope.Actor), key, deskclient.Charge{RequestID: input(run).RequestID,
 						Account: run.Scope.Actor, Amount: ExpediteAmount, SlotKey: slotKey(run)}))
 				},
 				Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.ChargeStatus(ctx, key)) },
@@ -219,7 +220,7 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 			}
 			// The desk's calls of the run, its status lookups too, are made
 			// for the caller's account.
-			ctx = reviewdesk.WithAccount(ctx, a.Request.Scope.Actor)
+			ctx = deskclient.WithAccount(ctx, a.Request.Scope.Actor)
 			res, err := runner.Do(ctx, a.Request, held(op, a.Hold), input, stopAfter)
 			if errors.Is(err, steps.ErrStopped) {
 				return res, httpapi.ErrNoAnswer // the runner "died" after the step

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 )
 
 // The desk's calls come in two kinds, each with one POST handler and one
@@ -82,24 +84,24 @@ func handleLookup[Row any](s *Server, lookup func(ctx context.Context, key strin
 
 // newCalls are the desk's three: a submission, the reserve of a slot, a
 // charge.
-func (s *Server) newCalls() (newCall[Submission, Receipt], newCall[Slot, slotRow], newCall[Charge, chargeRow]) {
+func (s *Server) newCalls() (newCall[Submission, Receipt], newCall[deskclient.Slot, slotRow], newCall[deskclient.Charge, chargeRow]) {
 	return newCall[Submission, Receipt]{resource: resSubmissions, what: "submission",
 			valid: func(sub Submission) bool { return sub.RequestID != "" && sub.Topic != "" },
 			usage: `send {"requestId", "topic", "note"} as JSON, requestId and topic not empty`,
 			take:  s.store.submit, lookup: s.store.lookup},
-		newCall[Slot, slotRow]{resource: resSlots, what: "slot",
-			valid: func(sl Slot) bool { return sl.RequestID != "" && sl.Account != "" },
+		newCall[deskclient.Slot, slotRow]{resource: resSlots, what: "slot",
+			valid: func(sl deskclient.Slot) bool { return sl.RequestID != "" && sl.Account != "" },
 			usage: `send {"requestId", "account"} as JSON, both not empty`,
-			take: func(ctx context.Context, key, fp string, sl Slot) (slotRow, bool, error) {
+			take: func(ctx context.Context, key, fp string, sl deskclient.Slot) (slotRow, bool, error) {
 				return s.store.reserveSlot(ctx, key, fp, sl, s.opts.SlotHold)
 			},
 			lookup: s.store.lookupSlot},
-		newCall[Charge, chargeRow]{resource: resCharges, what: "charge",
-			valid: func(c Charge) bool {
+		newCall[deskclient.Charge, chargeRow]{resource: resCharges, what: "charge",
+			valid: func(c deskclient.Charge) bool {
 				return c.RequestID != "" && c.Account != "" && c.SlotKey != "" && c.Amount >= 1 && c.Amount <= maxAmount
 			},
 			usage: `send {"requestId", "account", "amount", "slotKey"} as JSON, strings not empty, amount from 1 to 1000`,
-			take: func(ctx context.Context, key, fp string, c Charge) (chargeRow, bool, error) {
+			take: func(ctx context.Context, key, fp string, c deskclient.Charge) (chargeRow, bool, error) {
 				return s.store.charge(ctx, key, fp, c, s.opts.Credit)
 			},
 			lookup: s.store.lookupCharge}

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/provider"
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
-var charge = reviewdesk.Charge{RequestID: slot.RequestID, Account: "alice", Amount: 400, SlotKey: "expedite:1:slot"}
+var charge = deskclient.Charge{RequestID: slot.RequestID, Account: "alice", Amount: 400, SlotKey: "expedite:1:slot"}
 
 // TestDeskClientExpedite: the steps of an expedite and their lookups, each
 // answered with its receipt and state, over loopback to a real desk.
@@ -78,7 +79,7 @@ func TestDeskClientExpedite(t *testing.T) {
 		t.Fatalf("release of a charged slot: %v, want a RefusedError slot_charged with its detail", err)
 	}
 	st, err := c.Stats(ctx)
-	if err != nil || st.Slots != (reviewdesk.SlotCounts{Charged: 1}) || st.Charges != 1 || st.Refunds != 1 || st.Releases != 1 ||
+	if err != nil || st.Slots != (deskclient.SlotCounts{Charged: 1}) || st.Charges != 1 || st.Refunds != 1 || st.Releases != 1 ||
 		st.Credit["alice"] != 1000 {
 		t.Fatalf("stats: %+v, %v", st, err)
 	}

@@ -7,21 +7,6 @@ import (
 	"time"
 )
 
-// Slot is what a sender reserves: an express slot for an account.
-type Slot struct {
-	RequestID string `json:"requestId"`
-	Account   string `json:"account"`
-}
-
-// Charge is what a sender charges: amount of the account's credit, for the
-// slot under SlotKey.
-type Charge struct {
-	RequestID string `json:"requestId"`
-	Account   string `json:"account"`
-	Amount    int    `json:"amount"`
-	SlotKey   string `json:"slotKey"`
-}
-
 // maxAmount bounds a charge's amount.
 const maxAmount = 1000
 

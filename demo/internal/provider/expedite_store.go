@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 )
 
 // The statements of an expedite's resources. Each call about a slot or a
@@ -224,7 +226,7 @@ func getRow(ctx context.Context, q sqlx.QueryerContext, dest any, query string, 
 
 // reserveSlot stores s under key unless the key is taken, held for hold,
 // and returns the slot under the key and whether this call stored it.
-func (st *store) reserveSlot(ctx context.Context, key, fp string, s Slot, hold time.Duration) (row slotRow, fresh bool, err error) {
+func (st *store) reserveSlot(ctx context.Context, key, fp string, s deskclient.Slot, hold time.Duration) (row slotRow, fresh bool, err error) {
 	err = st.inTx(ctx, [][2]string{{"slot", key}}, func(tx *sqlx.Tx) error {
 		if found, err := getRow(ctx, tx, &row, slotSQL, key); err != nil || found {
 			return err
@@ -291,7 +293,7 @@ func (st *store) lookupRelease(ctx context.Context, key string) (Receipt, bool, 
 // was.
 //
 // Errors: errSlotNotHeld, errInsufficientCredit (nothing stored).
-func (st *store) charge(ctx context.Context, key, fp string, c Charge, credit int) (row chargeRow, fresh bool, err error) {
+func (st *store) charge(ctx context.Context, key, fp string, c deskclient.Charge, credit int) (row chargeRow, fresh bool, err error) {
 	err = st.inTx(ctx, [][2]string{{"charge", key}, {"slot", c.SlotKey}}, func(tx *sqlx.Tx) error {
 		if found, err := getRow(ctx, tx, &row, chargeSQL, key); err != nil || found {
 			return err
@@ -383,25 +385,8 @@ func (st *store) expireHolds(ctx context.Context) (int, error) {
 	}
 }
 
-// slotCounts are the slots by state.
-type slotCounts struct {
-	Held     int `json:"held"`
-	Charged  int `json:"charged"`
-	Released int `json:"released"`
-}
-
 // stats are the desk's counts, as GET /v1/stats answers them.
-type stats struct {
-	Submissions int            `json:"submissions"`
-	Cancels     int            `json:"cancels"`
-	Slots       slotCounts     `json:"slots"`
-	Releases    int            `json:"releases"`
-	Charges     int            `json:"charges"`
-	Refunds     int            `json:"refunds"`
-	Credit      map[string]int `json:"credit"` // by account, of the accounts charged so far
-}
-
-func (st *store) stats(ctx context.Context) (stats, error) {
+func (st *store) stats(ctx context.Context) (deskclient.Stats, error) {
 	var row struct {
 		Submissions, Cancels                   int
 		SlotsHeld, SlotsCharged, SlotsReleased int
@@ -411,13 +396,13 @@ func (st *store) stats(ctx context.Context) (stats, error) {
 	err := st.db.QueryRowContext(ctx, statsSQL).Scan(&row.Submissions, &row.Cancels,
 		&row.SlotsHeld, &row.SlotsCharged, &row.SlotsReleased, &row.Releases, &row.Charges, &row.Refunds, &row.Credit)
 	if err != nil {
-		return stats{}, fmt.Errorf("stats: %w", err)
+		return deskclient.Stats{}, fmt.Errorf("stats: %w", err)
 	}
-	out := stats{Submissions: row.Submissions, Cancels: row.Cancels,
-		Slots:    slotCounts{Held: row.SlotsHeld, Charged: row.SlotsCharged, Released: row.SlotsReleased},
+	out := deskclient.Stats{Submissions: row.Submissions, Cancels: row.Cancels,
+		Slots:    deskclient.SlotCounts{Held: row.SlotsHeld, Charged: row.SlotsCharged, Released: row.SlotsReleased},
 		Releases: row.Releases, Charges: row.Charges, Refunds: row.Refunds}
 	if err := json.Unmarshal(row.Credit, &out.Credit); err != nil {
-		return stats{}, fmt.Errorf("stats: the credit: %w", err)
+		return deskclient.Stats{}, fmt.Errorf("stats: the credit: %w", err)
 	}
 	return out, nil
 }

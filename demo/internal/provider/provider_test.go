@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/provider"
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
@@ -332,12 +333,12 @@ func TestCancelFaults(t *testing.T) {
 // The resources of an expedite: slots, their releases, charges and their
 // refunds.
 
-var slot = reviewdesk.Slot{RequestID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Account: "alice"}
+var slot = deskclient.Slot{RequestID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Account: "alice"}
 
 // chargeOf is a charge of amount for the slot under slotKey, for slot's
 // account.
-func chargeOf(slotKey string, amount int) reviewdesk.Charge {
-	return reviewdesk.Charge{RequestID: slot.RequestID, Account: slot.Account, Amount: amount, SlotKey: slotKey}
+func chargeOf(slotKey string, amount int) deskclient.Charge {
+	return deskclient.Charge{RequestID: slot.RequestID, Account: slot.Account, Amount: amount, SlotKey: slotKey}
 }
 
 func isUnclear(err error) bool { _, ok := errors.AsType[*reviewdesk.UnclearError](err); return ok }
@@ -518,13 +519,13 @@ func TestDeskChargeRefused(t *testing.T) {
 		name  string
 		opts  provider.Options
 		setup func(t *testing.T, d *desktest.Desk) // the slot expedite:1:slot is reserved
-		ch    reviewdesk.Charge
+		ch    deskclient.Charge
 		code  string
 		slot  string // the slot's state afterwards
 	}{
 		{"no such slot", provider.DefaultOptions(), nil, chargeOf("expedite:none:slot", 100), "slot_not_held", "held"},
 		{"a slot held for another account", provider.DefaultOptions(), nil,
-			reviewdesk.Charge{RequestID: slot.RequestID, Account: "bob", Amount: 100, SlotKey: "expedite:1:slot"}, "slot_not_held", "held"},
+			deskclient.Charge{RequestID: slot.RequestID, Account: "bob", Amount: 100, SlotKey: "expedite:1:slot"}, "slot_not_held", "held"},
 		{"a released slot", provider.DefaultOptions(), func(t *testing.T, d *desktest.Desk) {
 			if _, err := d.Client.ReleaseSlot(ctx, "expedite:1:slot:release", "expedite:1:slot"); err != nil {
 				t.Fatal(err)
@@ -1164,7 +1165,7 @@ func TestDeskStats(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := desktest.StartDesk(t, nil)
-	if st, err := d.Client.Stats(ctx); err != nil || st.Submissions != 0 || st.Slots != (reviewdesk.SlotCounts{}) || len(st.Credit) != 0 {
+	if st, err := d.Client.Stats(ctx); err != nil || st.Submissions != 0 || st.Slots != (deskclient.SlotCounts{}) || len(st.Credit) != 0 {
 		t.Fatalf("stats of a new desk: %+v, %v", st, err)
 	}
 	must := func(_ reviewdesk.Receipt, err error) {
@@ -1178,10 +1179,10 @@ func TestDeskStats(t *testing.T) {
 	for i := range 3 {
 		must(d.Client.ReserveSlot(ctx, fmt.Sprintf("expedite:%d:slot", i), slot))
 	}
-	must(d.Client.ReserveSlot(ctx, "expedite:bob:slot", reviewdesk.Slot{RequestID: "r", Account: "bob"}))
+	must(d.Client.ReserveSlot(ctx, "expedite:bob:slot", deskclient.Slot{RequestID: "r", Account: "bob"}))
 	must(d.Client.Charge(ctx, "expedite:0:charge", chargeOf("expedite:0:slot", 250)))
 	must(d.Client.Charge(ctx, "expedite:1:charge", chargeOf("expedite:1:slot", 100)))
-	must(d.Client.Charge(ctx, "expedite:bob:charge", reviewdesk.Charge{RequestID: "r", Account: "bob", Amount: 1000, SlotKey: "expedite:bob:slot"}))
+	must(d.Client.Charge(ctx, "expedite:bob:charge", deskclient.Charge{RequestID: "r", Account: "bob", Amount: 1000, SlotKey: "expedite:bob:slot"}))
 	must(d.Client.Refund(ctx, "expedite:1:charge:refund", "expedite:1:charge"))
 	must(d.Client.ReleaseSlot(ctx, "expedite:2:slot:release", "expedite:2:slot"))
 	must(d.Client.ReleaseSlot(ctx, "expedite:later:slot:release", "expedite:later:slot"))
@@ -1189,7 +1190,7 @@ func TestDeskStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := reviewdesk.Stats{Submissions: 1, Cancels: 1, Slots: reviewdesk.SlotCounts{Held: 0, Charged: 3, Released: 1},
+	want := deskclient.Stats{Submissions: 1, Cancels: 1, Slots: deskclient.SlotCounts{Held: 0, Charged: 3, Released: 1},
 		Releases: 2, Charges: 3, Refunds: 1, Credit: map[string]int{"alice": 750, "bob": 0}}
 	if got.Submissions != want.Submissions || got.Cancels != want.Cancels || got.Slots != want.Slots || got.Releases != want.Releases ||
 		got.Charges != want.Charges || got.Refunds != want.Refunds || !maps.Equal(got.Credit, want.Credit) {
@@ -1224,8 +1225,8 @@ func TestDeskOptions(t *testing.T) {
 func TestDeskFaultsPerAccount(t *testing.T) {
 	t.Parallel()
 	d := desktest.StartDesk(t, nil)
-	ana := reviewdesk.WithAccount(context.Background(), "ana")
-	ben := reviewdesk.WithAccount(context.Background(), "ben")
+	ana := deskclient.WithAccount(context.Background(), "ana")
+	ben := deskclient.WithAccount(context.Background(), "ben")
 	plain := context.Background()
 	submit := func(ctx context.Context, key string) error {
 		_, err := d.Client.Submit(ctx, key, sub)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
@@ -66,14 +67,14 @@ func ownFaults(obj map[string]json.RawMessage, actor string) ([]byte, error) {
 }
 
 // SetDeskFaults sets the desk's fault knobs for the workshop page, within 5 s.
-func SetDeskFaults(desk *reviewdesk.Client) func(context.Context, json.RawMessage) error {
+func SetDeskFaults(desk *deskclient.Client) func(context.Context, json.RawMessage) error {
 	return func(ctx context.Context, faults json.RawMessage) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		err := desk.SetFaults(ctx, faults)
 		refused, isRefused := errors.AsType[*reviewdesk.RefusedError](err)
 		switch {
-		case errors.Is(err, reviewdesk.ErrFaultsDisabled):
+		case errors.Is(err, deskclient.ErrFaultsDisabled):
 			return apperr.Errorf(apperr.WorkshopDisabled, "the review desk refuses its fault knobs: start it with PROVIDER_FAULTS=true (make run does)")
 		case isRefused:
 			// A refusal is an answer: the same faults again cannot pass.

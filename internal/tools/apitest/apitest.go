@@ -85,13 +85,6 @@ func WithWorkshop() Option {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.Workshop, d.Decorate = true, workshop.Knobs(Lease/2) }
 }
 
-// WithRoom makes a workshop room: any dev-<name> is the participant dev-<name>.
-func WithRoom() Option {
-	return func(d *httpapi.Deps, _ *postgres.Store) {
-		d.Workshop, d.Room, d.Decorate = true, true, workshop.Knobs(Lease/2)
-	}
-}
-
 // WithPath makes every operation take path p.
 func WithPath(p idempotency.Path) Option {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.Path = p }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/provider"
-	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
@@ -20,7 +20,7 @@ type Desk struct {
 	DB     *sqlx.DB
 	Server *provider.Server
 	URL    string
-	Client *reviewdesk.Client
+	Client *deskclient.Client
 	srv    *httptest.Server
 	calls  deskCalls
 }
@@ -53,7 +53,7 @@ func StartDeskWith(t testing.TB, db *sqlx.DB, opts provider.Options) *Desk {
 	// the delay: the test's end ends it (serveUntilTheEnd).
 	d.srv = testkit.ServeUntilTheEnd(t, d.calls.wrap(d.Server.Handler()))
 	d.URL = d.srv.URL
-	d.Client = reviewdesk.New(d.URL, nil)
+	d.Client = deskclient.New(d.URL, nil)
 	return d
 }
 

@@ -1,6 +1,8 @@
 //go:build unix
 
-package pgtest
+// Package formation runs a pg_auto_failover formation on this machine for
+// the fault campaign's failover scenarios (demo-chaos).
+package formation
 
 import (
 	"context"
@@ -30,7 +32,7 @@ type Formation struct {
 	// --formation default` prints it: every node, target_session_attrs=read-write.
 	URL string
 	// Nodes are the formation's nodes; Nodes[0] is the first primary.
-	Nodes []*FormationNode
+	Nodes []*Node
 	// Source says what runs it: pg_autoctl's version and the server binaries.
 	Source string
 
@@ -44,8 +46,8 @@ type Formation struct {
 	monitor     *keeper
 }
 
-// FormationNode is one node of a Formation.
-type FormationNode struct {
+// Node is one node of a Formation.
+type Node struct {
 	// Name is its pg_auto_failover name: node1, node2, …
 	Name string
 	// Port is its PostgreSQL's port on 127.0.0.1.
@@ -55,8 +57,8 @@ type FormationNode struct {
 	keeper *keeper
 }
 
-// FormationOptions say what StartFormation starts.
-type FormationOptions struct {
+// Options say what Start starts.
+type Options struct {
 	// Nodes is the number of nodes, 2 (a primary and a standby) if 0.
 	Nodes int
 	// Database is the database the nodes create and the URL names.
@@ -80,7 +82,7 @@ type FormationOptions struct {
 // seconds of a primary's death on one machine, instead of about a minute:
 // a health check every second, a node unhealthy after 4 s without news
 // from its keeper, and 6 s for a lost primary to demote itself (with
-// FormationOptions.PartitionTimeout at 3 s, below it).
+// Options.PartitionTimeout at 3 s, below it).
 var FastFailover = map[string]string{
 	"pgautofailover.health_check_period":               "1000",
 	"pgautofailover.health_check_timeout":              "1000",
@@ -111,10 +113,10 @@ func findPgAutoctl() (string, error) {
 	return "", fmt.Errorf("no pg_autoctl on PATH or in %s: %s", strings.Join(pgAutoctlPaths, ", "), PgAutoctlHint)
 }
 
-// StartFormation starts a monitor and opts.Nodes nodes, waits until the
+// Start starts a monitor and opts.Nodes nodes, waits until the
 // first is primary and every other a secondary, and returns the formation.
 // Stop stops it; so does the end of this process, however it ends.
-func StartFormation(ctx context.Context, opts FormationOptions) (_ *Formation, err error) {
+func Start(ctx context.Context, opts Options) (_ *Formation, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 2
 	}
@@ -198,7 +200,7 @@ func StartFormation(ctx context.Context, opts FormationOptions) (_ *Formation, e
 
 	// The nodes, one at a time: a standby is a copy of the primary.
 	for i := range opts.Nodes {
-		n := &FormationNode{Name: fmt.Sprintf("node%d", i+1), pgdata: filepath.Join(f.dir, fmt.Sprintf("node%d", i+1))}
+		n := &Node{Name: fmt.Sprintf("node%d", i+1), pgdata: filepath.Join(f.dir, fmt.Sprintf("node%d", i+1))}
 		if n.Port, err = freePort(); err != nil {
 			return nil, err
 		}
@@ -246,7 +248,7 @@ func (f *Formation) monitorURL(user string) string {
 }
 
 // NodeURL is node n's database as the postgres user, directly.
-func (f *Formation) NodeURL(n *FormationNode, database string) string {
+func (f *Formation) NodeURL(n *Node, database string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", n.Port, database)
 }
 
@@ -259,7 +261,7 @@ func (f *Formation) appendSettings(ctx context.Context, pgdata string, settings 
 		}
 	}
 	var b strings.Builder
-	b.WriteString("\n# FormationOptions.Settings\n")
+	b.WriteString("\n# Options.Settings\n")
 	for _, name := range sortedKeys(settings) {
 		fmt.Fprintf(&b, "%s = '%s'\n", name, strings.ReplaceAll(settings[name], "'", "''"))
 	}
@@ -273,7 +275,7 @@ func (f *Formation) appendSettings(ctx context.Context, pgdata string, settings 
 
 // NodeState is a node as the monitor sees it.
 type NodeState struct {
-	Node               *FormationNode
+	Node               *Node
 	Reported, Assigned string
 }
 
@@ -342,7 +344,7 @@ func (f *Formation) waitStates(ctx context.Context, timeout time.Duration, want 
 
 // Primary returns the node that takes writes now: reported and assigned
 // primary, or wait_primary (a primary whose standbys are away), or single.
-func (f *Formation) Primary(ctx context.Context) (*FormationNode, error) {
+func (f *Formation) Primary(ctx context.Context) (*Node, error) {
 	states, err := f.States(ctx)
 	if err != nil {
 		return nil, err
@@ -357,7 +359,7 @@ func (f *Formation) Primary(ctx context.Context) (*FormationNode, error) {
 
 // WaitPrimary waits until a node other than old is the primary (Primary),
 // and returns it.
-func (f *Formation) WaitPrimary(ctx context.Context, old *FormationNode, timeout time.Duration) (*FormationNode, error) {
+func (f *Formation) WaitPrimary(ctx context.Context, old *Node, timeout time.Duration) (*Node, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		p, err := f.Primary(ctx)
@@ -384,7 +386,7 @@ func (f *Formation) WaitPrimary(ctx context.Context, old *FormationNode, timeout
 // instruction), then kills them all (SIGKILL). Nothing is shut down or
 // flushed beyond what the kernel already holds. The node stays down. at
 // is the moment of the crash: no process of the node ran after it.
-func (f *Formation) Crash(n *FormationNode) (at time.Time, err error) {
+func (f *Formation) Crash(n *Node) (at time.Time, err error) {
 	k := n.keeper
 	if k == nil || k.cmd == nil {
 		return time.Time{}, fmt.Errorf("%s is not running", n.Name)
@@ -411,7 +413,7 @@ func (f *Formation) Crash(n *FormationNode) (at time.Time, err error) {
 // are acknowledged without the standbys. (Pausing a standby's receiver
 // instead would not do: what the sender wrote waits in the kernel's socket
 // buffers, and the receiver reads it after the primary is gone.)
-func (f *Formation) PauseWALSenders(ctx context.Context, n *FormationNode) (resume func(), err error) {
+func (f *Formation) PauseWALSenders(ctx context.Context, n *Node) (resume func(), err error) {
 	db, err := sql.Open("postgres", f.NodeURL(n, "postgres"))
 	if err != nil {
 		return nil, err
@@ -471,7 +473,7 @@ func descendants(pid int) ([]int, error) {
 // replication-quorum`): with every standby out of the quorum, the monitor
 // sets the primary's synchronous_standby_names to ” and commits stop
 // waiting for any standby. It returns once the primary runs with it.
-func (f *Formation) SetReplicationQuorum(ctx context.Context, n *FormationNode, quorum bool) error {
+func (f *Formation) SetReplicationQuorum(ctx context.Context, n *Node, quorum bool) error {
 	// pg_autoctl 2.0 may log an error about the monitor's node list after
 	// it set the value; the outcome is checked on the primary below.
 	out, err := f.command(ctx, "set", "node", "replication-quorum", strconv.FormatBool(quorum), "--pgdata", n.pgdata).CombinedOutput()
