@@ -107,6 +107,9 @@ type pool struct {
 // poolOf returns db with the seats of its connector, when Open made it.
 func poolOf(db *sqlx.DB) pool {
 	p := pool{DB: db}
+	if db == nil {
+		return p
+	}
 	if c, ok := db.Driver().(*boundConnector); ok {
 		p.seats = c.seats
 	}

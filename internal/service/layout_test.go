@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,6 +195,9 @@ func TestCopyFollowsItsName(t *testing.T) {
 	}
 
 	bin := filepath.Join(t.TempDir(), "tickets")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
 	inCopy("go", "build", "-o", bin, "./cmd/tickets")
 	usage, _ := exec.Command(bin).CombinedOutput()
 	if !strings.HasPrefix(string(usage), "usage: tickets <command>") {
