@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/demo-api/demo-api/demo/internal/room"
 	"github.com/demo-api/demo-api/demo/internal/tools/browsertest"
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/demo/internal/web"
@@ -639,8 +640,8 @@ func TestBrowserWorkshopChecksTheName(t *testing.T) {
 	p.do(chromedp.WaitVisible(chromedp.CSS("#step-expiry")), chromedp.SendKeys(chromedp.CSS("#token"), "Ana"))
 	p.do(chromedp.Click(chromedp.CSS("#run-all")))
 	p.wait(`document.querySelector('#name-problem').checkVisibility()`, 5*time.Second)
-	if shown := p.eval(`document.querySelector('#name-problem').textContent`); !strings.Contains(shown, auth.RoomNameRule) {
-		t.Fatalf("for the name Ana the page shows %q, want the server's rule %q", shown, auth.RoomNameRule)
+	if shown := p.eval(`document.querySelector('#name-problem').textContent`); !strings.Contains(shown, room.NameRule) {
+		t.Fatalf("for the name Ana the page shows %q, want the server's rule %q", shown, room.NameRule)
 	}
 	time.Sleep(500 * time.Millisecond) // what a run would have sent by now
 	p.rec.Mu.Lock()

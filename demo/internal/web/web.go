@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/demo/internal/room"
 )
 
 //go:embed static
@@ -77,7 +77,7 @@ func Handler(cfg Config) http.Handler {
 		"leaseSeconds": int(cfg.Lease.Seconds()),
 		"deskFaults":   cfg.DeskFaults,
 		"expedite":     cfg.Expedite,
-		"nameRule":     auth.RoomNameRule,
+		"nameRule":     room.NameRule,
 		"sharedNames":  SharedNames,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
