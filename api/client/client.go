@@ -442,7 +442,7 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 		return a
 	}
 	var p struct{ Code, Detail string }
-	json.Unmarshal(body, &p)
+	_ = json.Unmarshal(body, &p) // a body that is no problem leaves the code empty
 	a.code = p.Code
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
 		a.retryAfter = time.Duration(secs) * time.Second

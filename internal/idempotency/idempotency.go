@@ -389,7 +389,7 @@ func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, err
 	if err != nil {
 		// The claim may have committed with its reply lost: release it by
 		// its token, so that the key is not blocked for a lease.
-		r.release(ctx, c, leaseEnd)
+		_ = r.release(ctx, c, leaseEnd) // retried in the background; the claim's error is the answer
 		return w, fmt.Errorf("claim key: %w", err)
 	}
 	return w, nil

@@ -128,7 +128,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 		return decodeReceipt(answer)
 	case refused(status):
 		var p struct{ Code, Detail string }
-		json.Unmarshal(answer, &p)
+		_ = json.Unmarshal(answer, &p) // a body that is no problem leaves them empty
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
 	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}

@@ -53,8 +53,8 @@ func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Ex
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.Handler())
 		srv := cfg.HTTPServer(mux, logger)
-		go srv.Serve(ln)
-		defer srv.Close()
+		go func() { _ = srv.Serve(ln) }() // ends with ErrServerClosed when run returns
+		defer func() { _ = srv.Close() }()
 		fmt.Fprintf(stdout, "dispatcher metrics on http://%s/metrics\n", ln.Addr())
 	}
 	logger.Info("dispatching", "provider", cfg.ProviderURL, "max_attempts", cfg.dispatchAttempts, "metrics", cfg.metricsAddr)
