@@ -49,7 +49,6 @@ type boundConnector struct {
 	pq     driver.Connector
 	bound  time.Duration
 	pooled bool
-	seats  *seats // of the pool's connections
 }
 
 // pqConn is what a lib/pq connection implements and the pool uses.

@@ -57,7 +57,7 @@ func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
 			t.Errorf("the restarted dispatcher's metrics lack %q", want)
 		}
 	}
-	if strings.Contains(metrics, `demo_api_outbox_provider_calls_total{call="submit"}`) {
+	if !strings.Contains(metrics, `demo_api_outbox_provider_calls_total{call="submit"} 0`+"\n") {
 		t.Error("the restarted dispatcher sent the submission again")
 	}
 }

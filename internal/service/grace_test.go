@@ -34,9 +34,9 @@ func TestContainerGraceOutlastsTheShutdown(t *testing.T) {
 	if err := yaml.Unmarshal(b, &compose); err != nil {
 		t.Fatal(err)
 	}
-	grace, err := time.ParseDuration(compose.Services["api"].StopGracePeriod)
+	grace, err := time.ParseDuration(compose.Services["demo-api"].StopGracePeriod)
 	if err != nil {
-		t.Fatalf("docker-compose.yml: the api's stop_grace_period %q: %v (docker's default is 10s)", compose.Services["api"].StopGracePeriod, err)
+		t.Fatalf("docker-compose.yml: the api's stop_grace_period %q: %v (docker's default is 10s)", compose.Services["demo-api"].StopGracePeriod, err)
 	}
 	if need := cfg.shutdownTimeout + flushTimeout; grace <= need {
 		t.Fatalf("docker-compose.yml: the api's stop_grace_period is %v; serve may take %v (SHUTDOWN_TIMEOUT %v, then the spans' export %v)",

@@ -28,22 +28,12 @@ const (
 	sweepInterval = time.Second
 )
 
-// The partition scenario: both links hold every byte while ten times a
-// pool's connections (32) of creates are in flight on each replica.
-const (
-	burstPerReplica = 10 * 32
-	burstHold       = time.Second // after the burst's answers, before the heal
-)
-
 func init() {
 	scenarios = append(scenarios,
 		scenario{name: "sweeper-kept-keys",
 			what: fmt.Sprintf("both replicas restarted to sweep every %v in batches of %d; %d keys that the demo keeps (unfinished runs) expired first, beside %d expired keys: each sweep passes over the kept ones and deletes the others",
 				sweepInterval, sweepBatch, sweepBatch, sweepExpired),
 			hold: 4 * sweepInterval, prepare: keptKeys, inject: nothing, heal: nothing, judge: judgeSweep},
-		scenario{name: "partition-ten-times-pool",
-			what: fmt.Sprintf("both links hold every byte while %d creates (ten times the pool) are in flight on each replica: each is answered 503 with Retry-After, within 3 s on the one-phase replica and 5 s on the two-phase one (its release goes on in the background)", burstPerReplica),
-			hold: burstHold, inject: partitionBurst, heal: links(faultproxy.Up), judge: judgeBurst},
 	)
 }
 
@@ -117,83 +107,5 @@ func judgeSweep(e *env, res *result) {
 	}
 	if left.Kept != sweepBatch {
 		res.fail("sweeper: %d of the %d keys of unfinished runs left: the trigger keeps them all", left.Kept, sweepBatch)
-	}
-}
-
-// burstAnswer is one create of the burst: its status (0: none), its
-// Retry-After, and how long it took.
-type burstAnswer struct {
-	status     int
-	retryAfter string
-	took       time.Duration
-}
-
-// partitionBurst blackholes both links, then sends the burst to both
-// replicas at once, each create its own key of the flooder, and keeps the
-// answers for judgeBurst.
-func partitionBurst(ctx context.Context, e *env) error {
-	links(faultproxy.Blackhole)(ctx, e)
-	hc := &http.Client{Timeout: 30 * time.Second}
-	defer hc.CloseIdleConnections()
-	var answers [2][burstPerReplica]burstAnswer
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for r := range e.replicas {
-		for n := range burstPerReplica {
-			wg.Go(func() {
-				it, _ := client.NewIntent(client.CreateInput{Topic: "chaos partition burst", Note: strconv.Itoa(n)})
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.replicas[r].url+"/v1/demo-requests", bytes.NewReader(it.Body))
-				req.Header.Set("Authorization", "Bearer "+floodToken)
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", it.Key)
-				<-start
-				t0 := time.Now()
-				resp, err := hc.Do(req)
-				a := burstAnswer{took: time.Since(t0)}
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					a.status, a.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
-				}
-				answers[r][n] = a
-			})
-		}
-	}
-	close(start)
-	wg.Wait()
-	e.burst = &answers
-	return nil
-}
-
-// judgeBurst checks that every create of the burst was answered 503 with
-// Retry-After within its replica's bound.
-func judgeBurst(e *env, res *result) {
-	if e.burst == nil {
-		res.fail("partition: the burst was not sent")
-		return
-	}
-	defer func() { e.burst = nil }()
-	for r, answers := range e.burst {
-		within := 3 * time.Second
-		if paths[r] == "two_phase" {
-			within = 5 * time.Second
-		}
-		counts := map[int]int{}
-		var took []time.Duration
-		bad := 0
-		for _, a := range answers {
-			counts[a.status]++
-			took = append(took, a.took)
-			if a.status != http.StatusServiceUnavailable || a.retryAfter == "" || a.took > within {
-				bad++
-			}
-		}
-		slices.Sort(took)
-		e.logf("partition-ten-times-pool: replica %d (%s): %d creates in flight: %v; median %v, slowest %v",
-			r+1, paths[r], len(answers), counts, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
-		if bad > 0 {
-			res.fail("partition: replica %d (%s): %d of %d creates not answered 503 with Retry-After within %v (answers %v, slowest %v)",
-				r+1, paths[r], bad, len(answers), within, counts, took[len(took)-1].Round(time.Millisecond))
-		}
 	}
 }
