@@ -107,6 +107,6 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 // claims.
 type noClaims struct{}
 
-func (noClaims) InProgress(context.Context) (int, int, time.Time, time.Time, error) {
-	return 0, 0, time.Time{}, time.Time{}, nil
+func (noClaims) InProgress(context.Context) (int, time.Time, time.Time, error) {
+	return 0, time.Time{}, time.Time{}, nil
 }
