@@ -27,7 +27,7 @@ type keyOutcome struct {
 	CreatedAt             time.Time  `json:"createdAt"`
 	CompletedAt           *time.Time `json:"completedAt,omitempty"`
 	ExpiresAt             time.Time  `json:"expiresAt"`
-	// Run is what the operation keeps beside its key (Operation.Outcome),
+	// Run is what the operation keeps beside its key (Route.Outcome),
 	// such as the run of an operation of several steps.
 	Run any `json:"run,omitempty"`
 }
@@ -42,7 +42,7 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Dura
 	for _, o := range ops {
 		if o.Operation != "" {
 			names = append(names, o.Operation)
-			outcomes[o.Operation] = o.outcome
+			outcomes[o.Operation] = o.Outcome
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

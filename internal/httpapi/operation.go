@@ -39,9 +39,6 @@ type Operation[In, Out any] struct {
 	// Effect is the business change that commits with the answer, made by
 	// the store (postgres: Store.CreateDemoRequest).
 	Effect func(Out) idempotency.Effect
-	// Outcome, if set, is what the outcome route shows beside a key of this
-	// operation ("run").
-	Outcome func(ctx context.Context, s idempotency.Scope) (any, error)
 }
 
 // Route is one route of the API behind authentication.
@@ -51,7 +48,9 @@ type Route struct {
 	// Operation is the idempotent operation it serves, "" for none: the
 	// outcome route knows each by its name.
 	Operation string
-	outcome   func(ctx context.Context, s idempotency.Scope) (any, error)
+	// Outcome, if set, is what the outcome route shows beside a key of the
+	// operation ("run"): what it keeps beside its key.
+	Outcome func(ctx context.Context, s idempotency.Scope) (any, error)
 }
 
 // Idempotent is the route of op, or an error naming what op lacks, so a
@@ -60,7 +59,7 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	if err := op.check(); err != nil {
 		return Route{}, err
 	}
-	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: idempotent(s, op), outcome: op.Outcome}, nil
+	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: idempotent(s, op)}, nil
 }
 
 // check reports an operation that lacks a part, by its name.

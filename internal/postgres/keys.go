@@ -171,6 +171,14 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any
 	return idempotency.KeyWrite{Wrote: row.Wrote, Prev: prev, Now: row.Now}, row.Effect, err
 }
 
+// WriteKey runs query, a statement that writes a key row as claim.sql
+// does (and may write a row of the service's own with it), with args, in
+// tx if not nil, and returns what it found.
+func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, error) {
+	w, _, err := s.write(ctx, tx, query, args)
+	return w, err
+}
+
 // Claim implements idempotency.Store (sql/claim.sql).
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
 	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()}

@@ -402,6 +402,9 @@ func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error)
 // New returns a Store on db; it prepares nothing when db is Pooled.
 func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db)} }
 
+// DB is the store's pool, for a store of a service's own beside the keys.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
 // now is the time argument of every statement: NULL means the database
 // clock, through coalesce($n::timestamptz, now()).
 func (s *Store) now() any {

@@ -24,7 +24,7 @@ const completeBatch = 16
 // completer returns the Runner and the operations of several steps with
 // which serve and dispatch drive abandoned runs forward (complete).
 func completer(cfg service.Config, store *expedite.Store, svc *demo.Service, desk expedite.ExpediteDesk, observe func(string, idempotency.Path, idempotency.Outcome)) (*steps.Runner, []*steps.Steps, error) {
-	keys, err := idempotency.NewRunner(idempotency.Config{Store: store, TTL: cfg.TTL, Lease: cfg.Lease, Observe: observe})
+	r, err := steps.NewRunner(idempotency.Config{TTL: cfg.TTL, Lease: cfg.Lease, Observe: observe}, store)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -34,7 +34,7 @@ func completer(cfg service.Config, store *expedite.Store, svc *demo.Service, des
 			return nil, nil, err
 		}
 	}
-	return steps.NewRunner(keys, store), ops, nil
+	return r, ops, nil
 }
 
 // complete runs the completer every interval until ctx ends: each round

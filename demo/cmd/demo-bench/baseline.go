@@ -151,6 +151,6 @@ func createWithoutKey(logger *slog.Logger, svc *demo.Service, insert func(contex
 // claims.
 type noClaims struct{}
 
-func (noClaims) InProgress(context.Context) (int, int, time.Time, time.Time, error) {
-	return 0, 0, time.Time{}, time.Time{}, nil
+func (noClaims) InProgress(context.Context) (int, time.Time, time.Time, error) {
+	return 0, time.Time{}, time.Time{}, nil
 }

@@ -59,23 +59,23 @@ func floorWorks() []floorWork {
 	var completed []int64 // the keys "claim + finish" completed
 	return []floorWork{
 		{"claim (new key)", "the claim statement alone: one durable commit", func(ctx context.Context, db floorDB, seq int64) error {
-			_, err := db.store.Claim(ctx, scope(-seq), fp, uuid.NewString(), lease, ttl)
+			_, err := db.store.Claim(ctx, idempotency.Claim{Scope: scope(-seq), Token: uuid.NewString()}, fp, lease, ttl)
 			return err
 		}},
 		{"claim + finish", "a create's SQL on the two-phase path: the claim, then the finish with the business row (two durable commits)", func(ctx context.Context, db floorDB, seq int64) error {
 			c := idempotency.Claim{Scope: scope(seq), Token: uuid.NewString()}
-			cr, err := db.store.Claim(ctx, c.Scope, fp, c.Token, lease, ttl)
+			cr, err := db.store.Claim(ctx, c, fp, lease, ttl)
 			if err != nil {
 				return err
 			}
-			if !cr.Claimed {
+			if !cr.Wrote {
 				return fmt.Errorf("key %d not claimed", seq)
 			}
 			r := demo.Request{ID: uuid.NewString(), Actor: "floor", State: demo.StateAccepted, Topic: in.Topic, Note: in.Note, CreatedAt: cr.Now}
 			body, _ := json.Marshal(r)
 			resp := idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: r.ID,
 				Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + r.ID}}
-			if err := db.store.FinishClaimAtomically(ctx, c, idempotency.Decided{Response: resp, Effect: db.store.CreateDemoRequest(r)}); err != nil {
+			if err := db.store.FinishClaimAtomically(ctx, c, idempotency.Answer{Response: resp, Effect: db.store.CreateDemoRequest(r)}); err != nil {
 				return err
 			}
 			mu.Lock()
@@ -94,8 +94,8 @@ func floorWorks() []floorWork {
 			if n == 0 {
 				return fmt.Errorf("no completed key to replay")
 			}
-			cr, err := db.store.Claim(ctx, scope(key), fp, uuid.NewString(), lease, ttl)
-			if err == nil && (cr.Claimed || cr.Prev == nil || cr.Prev.State != idempotency.StateCompleted) {
+			cr, err := db.store.Claim(ctx, idempotency.Claim{Scope: scope(key), Token: uuid.NewString()}, fp, lease, ttl)
+			if err == nil && (cr.Wrote || cr.Prev == nil || cr.Prev.State != idempotency.StateCompleted) {
 				err = fmt.Errorf("replay claim of key %d: not a completed record", key)
 			}
 			return err
@@ -105,8 +105,8 @@ func floorWorks() []floorWork {
 			body, _ := json.Marshal(r)
 			resp := idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: r.ID,
 				Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + r.ID}}
-			cr, err := db.store.CreateResultAndFinishAtomically(ctx, scope(1<<40+seq), fp, uuid.NewString(), ttl, idempotency.Decided{Response: resp, Effect: db.store.CreateDemoRequest(r)})
-			if err == nil && !cr.Claimed {
+			cr, err := db.store.CompleteAtomically(ctx, idempotency.Claim{Scope: scope(1<<40 + seq), Token: uuid.NewString()}, fp, ttl, idempotency.Answer{Response: resp, Effect: db.store.CreateDemoRequest(r)})
+			if err == nil && !cr.Wrote {
 				err = fmt.Errorf("one-phase key %d not written", seq)
 			}
 			return err

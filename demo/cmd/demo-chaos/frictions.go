@@ -1,20 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
-
-	"github.com/demo-api/demo-api/api/client"
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 )
 
 // The sweeper scenario: keys the demo's trigger keeps (keep_unfinished_runs:

@@ -124,16 +124,16 @@ func (r *report) markdown() string {
 	for _, res := range r.results {
 		p("| %s | %s | %s | %s |\n", res.scenario.name, res.scenario.what, res.readyz, res.metrics)
 	}
-	p("\n### What the replicas did with the keys\n\nThe idempotency outcomes of the load's creates, from the replicas' logs (claimed and replayed: the ordinary ones; the rest: what the fault made happen).\n\n")
-	p("| scenario | claimed | replayed | others |\n|---|---:|---:|---|\n")
+	p("\n### What the replicas did with the keys\n\nThe idempotency outcomes of the load's creates, from the replicas' logs (written, completed on the one-phase path or claimed on the two-phase path, and replayed: the ordinary ones; the rest: what the fault made happen).\n\n")
+	p("| scenario | written | replayed | others |\n|---|---:|---:|---|\n")
 	for _, res := range r.results {
 		var others []string
 		for _, k := range slices.Sorted(maps.Keys(res.outcomes)) {
-			if k != "claimed" && k != "replayed" {
+			if k != "completed" && k != "claimed" && k != "replayed" {
 				others = append(others, fmt.Sprintf("%s %d", k, res.outcomes[k]))
 			}
 		}
-		p("| %s | %d | %d | %s |\n", res.scenario.name, res.outcomes["claimed"], res.outcomes["replayed"], orNone(strings.Join(others, ", ")))
+		p("| %s | %d | %d | %s |\n", res.scenario.name, res.outcomes["completed"]+res.outcomes["claimed"], res.outcomes["replayed"], orNone(strings.Join(others, ", ")))
 	}
 	p("\n### Timelines\n\nThe answers the clients got to their creates, per %s (attempt by attempt: a first 201, a replayed 201, a 409 in progress, a 5xx, no answer), "+
 		"with the fault's start and end.\n\n", timelineBin)

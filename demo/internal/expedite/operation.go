@@ -128,18 +128,18 @@ func Steps(svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk) *steps.S
 				Status: func(ctx context.Context, key string) (string, error) { return deskRef(desk.ChargeStatus(ctx, key)) },
 			}},
 		},
-		Finish: func(ctx context.Context, run *steps.Run, now time.Time) (idempotency.Decided, error) {
+		Finish: func(ctx context.Context, run *steps.Run, now time.Time) (idempotency.Answer, error) {
 			e, err := writes.Expedite(ctx, run.Scope.Actor, input(run).RequestID)
 			if err != nil {
-				return idempotency.Decided{}, err
+				return idempotency.Answer{}, err
 			}
 			e.State, e.SlotReference, e.ChargeReference = ExpediteConfirmed, run.Refs[pointSlotReserved], run.Refs[pointCharged]
 			e.UpdatedAt = now.UTC().Truncate(time.Microsecond)
 			body, err := json.Marshal(e)
 			if err != nil {
-				return idempotency.Decided{}, fmt.Errorf("encode expedite: %w", err)
+				return idempotency.Answer{}, fmt.Errorf("encode expedite: %w", err)
 			}
-			return idempotency.Decided{
+			return idempotency.Answer{
 				Response: idempotency.Response{Status: http.StatusCreated, Body: body, ResultID: e.RequestID,
 					Header: map[string]string{"Content-Type": "application/json", "Location": "/v1/demo-requests/" + url.PathEscape(e.RequestID) + "/expedite"}},
 				Effect: writes.ConfirmExpedite(e.RequestID, e.SlotReference, e.ChargeReference, e.UpdatedAt),
@@ -191,14 +191,25 @@ func (in expediteInput) significant() map[string]any {
 }
 
 // Routes are the expedite's routes, POST /v1/demo-requests/{id}/expedite
-// and its GET, made with the server s, whose Runner the steps share.
+// and its GET, made with the server s: the POST reads its attempt as every
+// idempotent route does (httpapi.ReadIntent), runs it on a steps Runner of
+// its own, configured as s's keys' Runner is, and answers as every route
+// does (httpapi.Respond).
 func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk, runs steps.RunStore) ([]httpapi.Route, error) {
 	op := Steps(svc, writes, desk)
 	if err := op.Check(); err != nil {
 		return nil, err
 	}
-	runner := steps.NewRunner(s.Runner(), runs)
-	post, err := httpapi.Idempotent(s, httpapi.Operation[expediteInput, struct{}]{
+	cfg := idempotency.Config{TTL: s.TTL, Lease: s.Lease, MaxWait: s.MaxWait, Clock: s.Clock,
+		NewKeysPerSecond: s.NewKeysPerSecond, NewKeysBurst: s.NewKeysBurst}
+	if s.Metrics != nil {
+		cfg.Observe = s.Metrics.Outcome
+	}
+	runner, err := steps.NewRunner(cfg, runs)
+	if err != nil {
+		return nil, err
+	}
+	route := httpapi.Operation[expediteInput, struct{}]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests/{id}/expedite",
 		Name: op.Operation,
 		Path: steps.StepWise,
@@ -206,41 +217,60 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 			return expediteInput{RequestID: chi.URLParam(r, "id")}, nil
 		},
 		Significant: expediteInput.significant,
-		Run: func(ctx context.Context, a httpapi.Attempt[expediteInput]) (idempotency.Result, error) {
-			stopAfter := a.HTTP.Header.Get(HeaderStopAfter)
-			if stopAfter != "" && !s.Workshop {
-				return idempotency.Result{}, apperr.Errorf(apperr.WorkshopDisabled, "start the server with WORKSHOP=true to use the Workshop-* headers")
-			}
-			if stopAfter != "" && !op.HasStep(stopAfter) {
-				return idempotency.Result{}, apperr.Errorf(apperr.InvalidHeader, "%s must name a step of %s", HeaderStopAfter, op.Operation)
-			}
-			input, err := json.Marshal(a.In)
-			if err != nil {
-				return idempotency.Result{}, fmt.Errorf("encode input: %w", err)
-			}
-			// The desk's calls of the run, its status lookups too, are made
-			// for the caller's account.
-			ctx = deskclient.WithAccount(ctx, a.Request.Scope.Actor)
-			res, err := runner.Do(ctx, a.Request, held(op, a.Hold), input, stopAfter)
-			if errors.Is(err, steps.ErrStopped) {
-				return res, httpapi.ErrNoAnswer // the runner "died" after the step
-			}
-			return res, operatorsPart(a.Request.Scope, err)
-		},
-		Outcome: func(ctx context.Context, sc idempotency.Scope) (any, error) {
-			run, err := runs.LoadRun(ctx, sc)
-			if run == nil || err != nil {
-				return nil, err
-			}
-			return runOutcome{RecoveryPoint: run.Point, State: string(run.State), References: run.Refs,
-				Attempts: run.Attempts, LastError: run.LastError}, nil
-		},
+	}
+	post := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		it, err := httpapi.ReadIntent(s, w, r, route)
+		stopAfter := r.Header.Get(HeaderStopAfter)
+		switch {
+		case err != nil:
+		case stopAfter != "" && !s.Workshop:
+			err = apperr.Errorf(apperr.WorkshopDisabled, "start the server with WORKSHOP=true to use the Workshop-* headers")
+		case stopAfter != "" && !op.HasStep(stopAfter):
+			err = apperr.Errorf(apperr.InvalidHeader, "%s must name a step of %s", HeaderStopAfter, op.Operation)
+		}
+		if err != nil {
+			httpapi.WriteError(s.Logger, w, r, err)
+			return
+		}
+		input, err := json.Marshal(it.In)
+		if err != nil {
+			httpapi.WriteError(s.Logger, w, r, fmt.Errorf("encode input: %w", err))
+			return
+		}
+		// The desk's calls of the run, its status lookups too, are made
+		// for the caller's account.
+		ctx := reviewdesk.WithAccount(r.Context(), it.Request.Scope.Actor)
+		res, err := runner.Do(ctx, it.Request, held(op, it.Hold), input, stopAfter)
+		if errors.Is(err, steps.ErrStopped) {
+			dropConnection(s.Logger, w, r) // the runner "died" after the step
+			return
+		}
+		httpapi.Respond(s, w, r, it, res, operatorsPart(it.Request.Scope, err))
 	})
-	if err != nil {
-		return nil, err
+	outcome := func(ctx context.Context, sc idempotency.Scope) (any, error) {
+		run, _, err := runs.LoadRun(ctx, sc)
+		if run == nil || err != nil {
+			return nil, err
+		}
+		return runOutcome{RecoveryPoint: run.Point, State: string(run.State), References: run.Refs,
+			Attempts: run.Attempts, LastError: run.LastError}, nil
 	}
 	get := httpapi.Route{Method: http.MethodGet, Pattern: "/v1/demo-requests/{id}/expedite", Handler: handleGetExpedite(s.Logger, svc, writes)}
-	return []httpapi.Route{post, get}, nil
+	return []httpapi.Route{
+		{Method: route.Method, Pattern: route.Pattern, Operation: op.Operation, Handler: post, Outcome: outcome},
+		get,
+	}, nil
+}
+
+// dropConnection ends the request with no answer, as if its server died:
+// the connection closes.
+func dropConnection(logger *slog.Logger, w http.ResponseWriter, r *http.Request) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		logger.ErrorContext(r.Context(), "drop response", "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
 }
 
 // runOutcome is what the outcome route shows of an expedite's run.
@@ -272,10 +302,11 @@ func held(op *steps.Steps, hold func(context.Context) error) *steps.Steps {
 }
 
 // operatorsPart says, in the answer to a request whose run needs attention
-// (409, no Retry-After), what an operator runs to resume it once its cause
-// is dealt with (docs/steps.md); any other err passes unchanged.
+// (409, no Retry-After: its key is held with no time to promise), what an
+// operator runs to resume it once its cause is dealt with (docs/steps.md);
+// any other err passes unchanged.
 func operatorsPart(sc idempotency.Scope, err error) error {
-	if !errors.Is(err, idempotency.ErrNeedsAttention) {
+	if e, ok := errors.AsType[*apperr.Error](err); !ok || e.Code != apperr.OperationInProgress || e.RetryAfter != 0 {
 		return err
 	}
 	return &apperr.Error{Code: apperr.OperationInProgress, Err: err, Message: fmt.Sprintf(

@@ -64,5 +64,5 @@ func (s *Store) Expedite(ctx context.Context, actor, id string) (Expedite, error
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, apperr.Errorf(apperr.NotFound, "demo request %q has no expedite", id)
 	}
-	return e, postgres.Err(err)
+	return e, runs.Err(err)
 }

@@ -39,18 +39,18 @@ func TestCancelAndOrderNeverBothApply(t *testing.T) {
 			for i := range 25 {
 				now := time.Now().UTC().Truncate(time.Microsecond)
 				r := demo.Request{ID: uuid.NewString(), Actor: "alice", State: demo.StateAccepted, Topic: "t", CreatedAt: now}
-				created := idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}")}, Effect: keys.CreateDemoRequest(r)}
+				created := idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte("{}")}, Effect: keys.CreateDemoRequest(r)}
 				sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-" + r.ID}
-				if cr, err := keys.CreateResultAndFinishAtomically(ctx, sc, "fp", uuid.NewString(), time.Hour, created); err != nil || !cr.Claimed {
+				if cr, err := keys.CompleteAtomically(ctx, idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", time.Hour, created); err != nil || !cr.Wrote {
 					t.Fatalf("create: %+v, %v", cr, err)
 				}
 				c := r
 				c.State, c.CancelledAt = demo.StateCancelled, &now
-				cancelled := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: keys.CancelDemoRequest(c)}
+				cancelled := idempotency.Answer{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: keys.CancelDemoRequest(c)}
 				cs := idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: "c-" + r.ID}
 				claim := idempotency.Claim{Scope: cs, Token: uuid.NewString()}
 				if path == idempotency.TwoPhase {
-					if cr, err := keys.Claim(ctx, cs, r.ID, claim.Token, time.Minute, time.Hour); err != nil || !cr.Claimed {
+					if cr, err := keys.Claim(ctx, claim, r.ID, time.Minute, time.Hour); err != nil || !cr.Wrote {
 						t.Fatalf("claim of the cancel: %+v, %v", cr, err)
 					}
 				}
@@ -63,7 +63,7 @@ func TestCancelAndOrderNeverBothApply(t *testing.T) {
 					if path == idempotency.TwoPhase {
 						cancelErr = keys.FinishClaimAtomically(ctx, claim, cancelled)
 					} else {
-						_, cancelErr = keys.CreateResultAndFinishAtomically(ctx, cs, r.ID, uuid.NewString(), time.Hour, cancelled)
+						_, cancelErr = keys.CompleteAtomically(ctx, idempotency.Claim{Scope: cs, Token: uuid.NewString()}, r.ID, time.Hour, cancelled)
 					}
 				})
 				wg.Go(func() {

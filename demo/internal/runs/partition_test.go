@@ -30,9 +30,9 @@ type muteAtClaim struct {
 	once  sync.Once
 }
 
-func (s *muteAtClaim) ClaimRun(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration, input json.RawMessage) (idempotency.ClaimResult, error) {
+func (s *muteAtClaim) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error) {
 	s.once.Do(func() { s.proxy.Set(faultproxy.Mute) }) // the first claim's only
-	return s.Store.ClaimRun(ctx, sc, fp, token, lease, ttl, input)
+	return s.Store.ClaimRun(ctx, c, fp, lease, ttl, input)
 }
 
 // TestStepClaimReplyLostInAPartition: the reply to a step-wise operation's
@@ -59,11 +59,10 @@ func TestStepClaimReplyLostInAPartition(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	t.Cleanup(func() { proxy.Set(faultproxy.Cut) })
 	store := &muteAtClaim{Store: runs.New(postgres.New(db)), proxy: proxy}
-	keys, err := idempotency.NewRunner(idempotency.Config{Store: store, TTL: ttl, Lease: lease})
+	r, err := steps.NewRunner(idempotency.Config{TTL: ttl, Lease: lease}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := steps.NewRunner(keys, store)
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "partition.steps", Key: "key-partition"},
 		Fingerprint: "fp", Path: steps.StepWise}
 	op := &steps.Steps{
@@ -71,15 +70,15 @@ func TestStepClaimReplyLostInAPartition(t *testing.T) {
 		Steps: []steps.Step{
 			{Name: "recorded", Local: func(context.Context, *steps.Run, time.Time) (idempotency.Effect, error) { return nil, nil }},
 		},
-		Finish: func(context.Context, *steps.Run, time.Time) (idempotency.Decided, error) {
-			return idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte(`{}`)}}, nil
+		Finish: func(context.Context, *steps.Run, time.Time) (idempotency.Answer, error) {
+			return idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte(`{}`)}}, nil
 		},
 	}
 	// The claim's statement is prepared on the connection first, so that
 	// only its reply is lost, not its preparation.
 	warm := req
 	warm.Scope.Key = "key-warm"
-	if _, err := store.Store.ClaimRun(ctx, warm.Scope, "fp", uuid.NewString(), lease, ttl, json.RawMessage(`{}`)); err != nil {
+	if _, err := store.Store.ClaimRun(ctx, idempotency.Claim{Scope: warm.Scope, Token: uuid.NewString()}, "fp", lease, ttl, json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Do(ctx, req, op, json.RawMessage(`{}`), ""); apperr.Code(err) != apperr.Unavailable {

@@ -33,8 +33,11 @@ import (
 func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
 	testkit.Long(t, "restarts PostgreSQL")
 	ctx := context.Background()
-	pg, db, keys := restartable(t)
-	r := steps.NewRunner(keys, runs.New(postgres.New(db)))
+	pg, db := restartable(t)
+	r, err := steps.NewRunner(idempotency.Config{TTL: ttl, Lease: lease}, runs.New(postgres.New(db)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "restart.steps", Key: "key-restart-steps"},
 		Fingerprint: "fp", Path: steps.StepWise}
 
@@ -69,8 +72,8 @@ func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
 				},
 			}},
 		},
-		Finish: func(_ context.Context, run *steps.Run, _ time.Time) (idempotency.Decided, error) {
-			return idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte(`{"ref":"` + run.Refs["called"] + `"}`)}}, nil
+		Finish: func(_ context.Context, run *steps.Run, _ time.Time) (idempotency.Answer, error) {
+			return idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte(`{"ref":"` + run.Refs["called"] + `"}`)}}, nil
 		},
 	}
 	input := json.RawMessage(`{}`)
@@ -81,10 +84,7 @@ func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	var (
-		res idempotency.Result
-		err error
-	)
+	var res idempotency.Result
 	var conflicts int
 	for {
 		res, err = r.Do(ctx, req, op, input, "")
@@ -149,8 +149,8 @@ func TestSaveRunCommitsAsynchronously(t *testing.T) {
 }
 
 // restartable starts a cluster of the test's own (one it may restart), with
-// the template's schema and the demo's, and a Runner on it.
-func restartable(t *testing.T) (*pgtest.Server, *sqlx.DB, *idempotency.Runner) {
+// the template's schema and the demo's.
+func restartable(t *testing.T) (*pgtest.Server, *sqlx.DB) {
 	t.Helper()
 	pg := pgtest.Own(t, pgtest.Options{})
 	t.Parallel()
@@ -162,11 +162,7 @@ func restartable(t *testing.T) (*pgtest.Server, *sqlx.DB, *idempotency.Runner) {
 	if err := migrations.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := idempotency.NewRunner(idempotency.Config{Store: postgres.New(db), TTL: ttl, Lease: lease})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pg, db, keys
+	return pg, db
 }
 
 // readSQL is the text of the file at path.

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/demo-api/demo-api/internal/apperr"
+
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
@@ -26,13 +28,45 @@ var sqlFiles embed.FS
 
 func statement(name string) string { return postgres.Statement(sqlFiles, name) }
 
-// Store keeps the runs beside the keys of the template's store.
+// Store keeps the runs beside the keys of the template's store, on its
+// database, and on its clock (postgres.Store.Clock). Its own statements
+// run unprepared: there are few of them per run.
 type Store struct {
 	*postgres.Store
 }
 
 // New returns the Store of the runs on keys' database.
 func New(keys *postgres.Store) *Store { return &Store{Store: keys} }
+
+// now is the time argument of a statement: NULL for the database clock,
+// which the statement reads as coalesce($1::timestamptz, now()).
+func (s *Store) now() any {
+	if s.Clock == nil {
+		return nil
+	}
+	return s.Clock()
+}
+
+// queryRow runs query with args, in tx if not nil, and scans its one row
+// into dest.
+func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
+	var on sqlx.QueryerContext = s.DB()
+	if tx != nil {
+		on = tx
+	}
+	return Err(on.QueryRowxContext(ctx, query, args...).Scan(dest...))
+}
+
+// Err is err as the stores report it: a database worth asking again
+// (postgres.Unavailable) is apperr unavailable (503); other errors pass
+// unchanged.
+func Err(err error) error {
+	if err == nil || !postgres.Unavailable(err) {
+		return err
+	}
+	return &apperr.Error{Code: apperr.Unavailable, Message: "the database is unavailable, try again",
+		RetryAfter: time.Second, Err: err}
+}
 
 var (
 	loadRunSQL                   = statement("load_run.sql")
@@ -44,19 +78,15 @@ var (
 	releaseRunSQL                = statement("release_run.sql")
 )
 
-// The claim of a step-wise key writes its run in the same statement, for a
-// free scope and for one it takes over: a claim never exists without its
-// run.
-var (
-	claimRunSQL         = statement("claim_run.sql")
-	claimRunTakeoverSQL = statement("claim_run_takeover.sql")
-)
+// claimRunSQL is the claim of a step-wise key, which writes its run in the
+// same statement: a claim never exists without its run.
+var claimRunSQL = statement("claim_run.sql")
 
-// ClaimRun implements steps.RunStore (claimRunStatements).
-func (s *Store) ClaimRun(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration, input json.RawMessage) (idempotency.ClaimResult, error) {
+// ClaimRun implements steps.RunStore (sql/claim_run.sql).
+func (s *Store) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error) {
 	// jsonb goes as text (see SaveRun).
-	args := []any{s.Now(), sc.Actor, sc.Operation, sc.Key, fp, token, lease.Microseconds(), ttl.Microseconds(), string(input)}
-	return s.WriteKey(ctx, nil, claimRunSQL, claimRunTakeoverSQL, fp, args)
+	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds(), string(input)}
+	return s.WriteKey(ctx, nil, claimRunSQL, args)
 }
 
 // ReleaseRun implements steps.RunStore (sql/release_run.sql): while c
@@ -64,7 +94,7 @@ func (s *Store) ClaimRun(ctx context.Context, sc idempotency.Scope, fp, token st
 // the lease of any other running or compensating run now.
 func (s *Store) ReleaseRun(ctx context.Context, c idempotency.Claim) error {
 	var deleted, freed bool
-	return s.QueryRow(ctx, nil, releaseRunSQL, []any{s.Now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, &deleted, &freed)
+	return s.queryRow(ctx, nil, releaseRunSQL, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, &deleted, &freed)
 }
 
 // Effect is the business write what of a step or of a run's answer: the
@@ -98,6 +128,20 @@ type runRow struct {
 	StartedAt time.Time      `db:"started_at"`
 }
 
+// loadedRow is what load_run.sql returns: the store's time, and the row,
+// its columns NULL when there is none.
+type loadedRow struct {
+	Now       time.Time
+	Input     []byte
+	Point     sql.NullString
+	State     sql.NullString
+	Refs      []byte
+	Refusal   []byte
+	Attempts  sql.NullInt64
+	LastError sql.NullString
+	StartedAt sql.NullTime
+}
+
 // storedRefusal is a refusal's answer as runs.refusal keeps it.
 type storedRefusal struct {
 	Status   int               `json:"status"`
@@ -125,18 +169,17 @@ func (r runRow) run(s idempotency.Scope) (*steps.Run, error) {
 	return run, nil
 }
 
-// LoadRun implements steps.RunStore.
-func (s *Store) LoadRun(ctx context.Context, sc idempotency.Scope) (*steps.Run, error) {
-	var row runRow
-	err := s.QueryRow(ctx, nil, loadRunSQL, []any{sc.Actor, sc.Operation, sc.Key},
-		&row.Input, &row.Point, &row.State, &row.Refs, &row.Refusal, &row.Attempts, &row.LastError, &row.StartedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+// LoadRun implements steps.RunStore (sql/load_run.sql).
+func (s *Store) LoadRun(ctx context.Context, sc idempotency.Scope) (*steps.Run, time.Time, error) {
+	var l loadedRow
+	err := s.queryRow(ctx, nil, loadRunSQL, []any{s.now(), sc.Actor, sc.Operation, sc.Key},
+		&l.Now, &l.Input, &l.Point, &l.State, &l.Refs, &l.Refusal, &l.Attempts, &l.LastError, &l.StartedAt)
+	if err != nil || !l.State.Valid {
+		return nil, l.Now, err
 	}
-	if err != nil {
-		return nil, err
-	}
-	return row.run(sc)
+	run, err := runRow{Input: l.Input, Point: l.Point.String, State: l.State.String, Refs: l.Refs, Refusal: l.Refusal,
+		Attempts: int(l.Attempts.Int64), LastError: l.LastError, StartedAt: l.StartedAt.Time}.run(sc)
+	return run, l.Now, err
 }
 
 // SaveRun implements steps.RunStore (sql/save_run.sql, then the
@@ -160,12 +203,12 @@ func (s *Store) SaveRun(ctx context.Context, c idempotency.Claim, run *steps.Run
 		}
 		refusal = sql.NullString{String: string(b), Valid: true}
 	}
-	args := []any{s.Now(), lease.Microseconds(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token,
+	args := []any{s.now(), lease.Microseconds(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token,
 		string(run.Input), run.Point, string(run.State), string(refs), refusal, run.Attempts,
 		sql.NullString{String: run.LastError, Valid: run.LastError != ""}, run.StartedAt}
 	return s.runTx(ctx, se, func(tx *sqlx.Tx) error {
 		var saved bool
-		if err := s.QueryRow(ctx, tx, saveRunSQL, args, &saved); err != nil {
+		if err := s.queryRow(ctx, tx, saveRunSQL, args, &saved); err != nil {
 			return err
 		}
 		if !saved {
@@ -177,23 +220,25 @@ func (s *Store) SaveRun(ctx context.Context, c idempotency.Claim, run *steps.Run
 
 // FinishRun implements steps.RunStore (sql/finish_run.sql, then the
 // answer's write, in one transaction).
-func (s *Store) FinishRun(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error {
-	se, err := stepEffectOf(d.Effect)
+func (s *Store) FinishRun(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
+	se, err := stepEffectOf(a.Effect)
 	if err != nil {
 		return err
 	}
-	status, body, headers, resultID, err := postgres.Answer(d)
+	// The answer as a key row stores it, as the template's store writes it.
+	headers, err := json.Marshal(a.Response.Header)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode headers: %w", err)
 	}
-	args := []any{s.Now(), status, body, headers, resultID, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}
+	resultID := sql.NullString{String: a.Response.ResultID, Valid: a.Response.ResultID != ""}
+	args := []any{s.now(), a.Response.Status, a.Response.Body, string(headers), resultID, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}
 	return s.runTx(ctx, se, func(tx *sqlx.Tx) error {
-		var claimed, done bool
-		if err := s.QueryRow(ctx, tx, finishRunSQL, args, &claimed, &done); err != nil {
+		var wrote, done bool
+		if err := s.queryRow(ctx, tx, finishRunSQL, args, &wrote, &done); err != nil {
 			return err
 		}
 		switch {
-		case !claimed:
+		case !wrote:
 			return idempotency.ErrLeaseLost
 		case !done:
 			return errors.New("finish run: the key has no run")
@@ -211,7 +256,7 @@ func (s *Store) runTx(ctx context.Context, e *stepEffect, fn func(tx *sqlx.Tx) e
 	}
 	tx, err := s.DB().BeginTxx(ctx, nil)
 	if err != nil {
-		return postgres.Err(err)
+		return Err(err)
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
@@ -219,12 +264,12 @@ func (s *Store) runTx(ctx context.Context, e *stepEffect, fn func(tx *sqlx.Tx) e
 	}
 	res, err := tx.ExecContext(ctx, e.query, e.args...)
 	if err != nil {
-		return fmt.Errorf("%s: %w", e.what, postgres.Err(err))
+		return fmt.Errorf("%s: %w", e.what, Err(err))
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return idempotency.ErrEffectNotApplied
 	}
-	return postgres.Err(tx.Commit())
+	return Err(tx.Commit())
 }
 
 func stepEffectOf(e idempotency.Effect) (*stepEffect, error) {
@@ -249,8 +294,8 @@ func (s *Store) TakeAbandonedRuns(ctx context.Context, operations []string, n in
 		IdemKey    string    `db:"idem_key"`
 		runRow
 	}
-	if err := s.DB().SelectContext(ctx, &rows, takeAbandonedRunsSQL, s.Now(), pq.Array(operations), n, lease.Microseconds()); err != nil {
-		return nil, postgres.Err(err)
+	if err := s.DB().SelectContext(ctx, &rows, takeAbandonedRunsSQL, s.now(), pq.Array(operations), n, lease.Microseconds()); err != nil {
+		return nil, Err(err)
 	}
 	taken := make([]steps.TakenRun, 0, len(rows))
 	for _, r := range rows {
@@ -271,13 +316,13 @@ func (s *Store) ResumeRun(ctx context.Context, sc idempotency.Scope) (bool, erro
 	var got struct {
 		Resumed bool `db:"resumed"`
 	}
-	err := s.DB().GetContext(ctx, &got, resumeRunSQL, s.Now(), sc.Actor, sc.Operation, sc.Key)
-	return got.Resumed, postgres.Err(err)
+	err := s.DB().GetContext(ctx, &got, resumeRunSQL, s.now(), sc.Actor, sc.Operation, sc.Key)
+	return got.Resumed, Err(err)
 }
 
 // RunsNeedingAttention counts the runs that need attention.
 func (s *Store) RunsNeedingAttention(ctx context.Context) (int, error) {
 	var n int
 	err := s.DB().GetContext(ctx, &n, countRunsNeedingAttentionSQL)
-	return n, postgres.Err(err)
+	return n, Err(err)
 }

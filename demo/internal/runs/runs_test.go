@@ -14,10 +14,10 @@ import (
 )
 
 // claimRun claims sc for a step-wise operation with input.
-func claimRun(t *testing.T, s *runs.Store, sc idempotency.Scope, fp, input string) (idempotency.ClaimResult, idempotency.Claim) {
+func claimRun(t *testing.T, s *runs.Store, sc idempotency.Scope, fp, input string) (idempotency.KeyWrite, idempotency.Claim) {
 	t.Helper()
 	c := idempotency.Claim{Scope: sc, Token: uuid.NewString()}
-	cr, err := s.ClaimRun(context.Background(), sc, fp, c.Token, lease, ttl, json.RawMessage(input))
+	cr, err := s.ClaimRun(context.Background(), c, fp, lease, ttl, json.RawMessage(input))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func claimRun(t *testing.T, s *runs.Store, sc idempotency.Scope, fp, input strin
 
 func loadRun(t *testing.T, s *runs.Store, sc idempotency.Scope) *steps.Run {
 	t.Helper()
-	run, err := s.LoadRun(context.Background(), sc)
+	run, _, err := s.LoadRun(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,20 +53,20 @@ func TestRunClaimAndRelease(t *testing.T) {
 
 	t.Run("a claim writes its run; a takeover keeps it, or starts a new one after a done run expired", func(t *testing.T) {
 		s, _, clock := newStore(t)
-		if cr, _ := claimRun(t, s, sc, "fp", `{"n":1}`); !cr.Claimed {
+		if cr, _ := claimRun(t, s, sc, "fp", `{"n":1}`); !cr.Wrote {
 			t.Fatalf("first claim = %+v", cr)
 		}
 		run := loadRun(t, s, sc)
 		if run == nil || run.Point != "" || run.State != steps.RunRunning || string(run.Input) != `{"n": 1}` || run.Attempts != 0 {
 			t.Fatalf("the run the claim wrote: %+v, want one at its start with the input", run)
 		}
-		if cr, _ := claimRun(t, s, sc, "fp", `{"n":1}`); cr.Claimed {
+		if cr, _ := claimRun(t, s, sc, "fp", `{"n":1}`); cr.Wrote {
 			t.Fatal("a second claim took a key in progress")
 		}
 		// Its runner died after its first recovery point.
 		clock.Advance(lease + time.Second)
 		cr, c := claimRun(t, s, sc, "fp", `{"n":1}`)
-		if !cr.Claimed {
+		if !cr.Wrote {
 			t.Fatalf("takeover after the lease = %+v", cr)
 		}
 		run.Point, run.Attempts = "ordered", 1
@@ -75,14 +75,14 @@ func TestRunClaimAndRelease(t *testing.T) {
 		}
 		clock.Advance(lease + time.Second)
 		cr, c = claimRun(t, s, sc, "fp", `{"n":1}`)
-		if got := loadRun(t, s, sc); !cr.Claimed || got.Point != "ordered" || got.Attempts != 1 {
-			t.Fatalf("the run after a takeover: %+v (claimed %v), want it as it stood", got, cr.Claimed)
+		if got := loadRun(t, s, sc); !cr.Wrote || got.Point != "ordered" || got.Attempts != 1 {
+			t.Fatalf("the run after a takeover: %+v (claimed %v), want it as it stood", got, cr.Wrote)
 		}
-		if err := s.FinishRun(ctx, c, idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte(`{}`)}}); err != nil {
+		if err := s.FinishRun(ctx, c, idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(ttl + time.Second)
-		if cr, _ := claimRun(t, s, sc, "fp-2", `{"n":2}`); !cr.Claimed {
+		if cr, _ := claimRun(t, s, sc, "fp-2", `{"n":2}`); !cr.Wrote {
 			t.Fatalf("claim after the TTL = %+v", cr)
 		}
 		if got := loadRun(t, s, sc); got.Point != "" || got.State != steps.RunRunning || string(got.Input) != `{"n": 2}` || got.Attempts != 0 {

@@ -9,15 +9,12 @@ import (
 
 // TestClaimRunRepeatsTheClaim: a step-wise claim is the template's claim
 // word for word, with its run started in the same statement (the CTE
-// started): claim_run.sql and claim_run_takeover.sql, without that CTE and
-// their comments, are claim.sql and claim_takeover.sql.
+// started): claim_run.sql, without that CTE and its comments, is claim.sql.
 func TestClaimRunRepeatsTheClaim(t *testing.T) {
 	started := regexp.MustCompile(`(?s)\), started AS \(\n.*?\n\)\nSELECT `)
-	for run, claim := range map[string]string{"claim_run.sql": "claim.sql", "claim_run_takeover.sql": "claim_takeover.sql"} {
-		got := started.ReplaceAllString(statementOf(t, "sql/"+run), ")\nSELECT ")
-		if want := statementOf(t, "../../../internal/postgres/sql/"+claim); got != want {
-			t.Errorf("%s, without its run, is not %s:\n%s\n---\n%s", run, claim, got, want)
-		}
+	got := started.ReplaceAllString(statementOf(t, "sql/claim_run.sql"), ")\nSELECT ")
+	if want := statementOf(t, "../../../internal/postgres/sql/claim.sql"); got != want {
+		t.Errorf("claim_run.sql, without its run, is not claim.sql:\n%s\n---\n%s", got, want)
 	}
 }
 

@@ -1,8 +1,9 @@
-// Package steps runs an operation of several steps safe to retry: it claims
-// the key as the two-phase path does (idempotency.Runner.Claim), then runs
-// the steps one by one, each ending in a recovery point committed with the
-// key's lease renewed, so that a retry or the Completer continues where a
-// runner stopped.
+// Package steps runs an operation of several steps safe to retry, on the
+// keys' Runner (idempotency.Runner.Do) over a store of its own (keyStore):
+// its claim writes the run with the key, and its work runs the steps one
+// by one, each ending in a recovery point committed with the key's lease
+// renewed, so that a retry or the Completer continues where a runner
+// stopped.
 package steps
 
 import (
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
@@ -35,9 +37,19 @@ const (
 	RunDone         RunState = "done"         // its answer is stored in its key
 	// RunNeedsAttention is a run that could neither finish nor compensate
 	// within its limit. It holds its key (a retry gets 409) until an
-	// operator looks at it and resumes it (idempotency.Store.ResumeRun).
+	// operator looks at it and resumes it (runs.Store.ResumeRun).
 	RunNeedsAttention RunState = "needs_attention"
 )
+
+// NeedsAttentionLease is the lease of the key of a run that needs
+// attention: far beyond any key's TTL, so the keys' Runner answers a retry
+// 409 without Retry-After and does not wait for it, and the key never
+// expires until an operator resumes the run.
+const NeedsAttentionLease = 100 * 365 * 24 * time.Hour
+
+// ErrNeedsAttention is the cause (Err) of the answer of a run that needs
+// attention, where the transport may say how an operator resumes it.
+var ErrNeedsAttention = errors.New("steps: the run needs attention")
 
 // Run is the record of an operation of several steps, beside its key: what
 // it was asked, where it stands, and what the other systems answered.
@@ -114,7 +126,7 @@ type Steps struct {
 	Steps     []Step
 	// Finish decides the answer once every step is done, and the business
 	// write that commits with it and the key's completion.
-	Finish func(ctx context.Context, run *Run, now time.Time) (idempotency.Decided, error)
+	Finish func(ctx context.Context, run *Run, now time.Time) (idempotency.Answer, error)
 	// Refused returns the business write that commits at now with a
 	// refusal's answer once the steps before it are undone (nil for none).
 	Refused func(run *Run, now time.Time) idempotency.Effect
@@ -162,35 +174,71 @@ func (op *Steps) Check() error {
 	return nil
 }
 
-// RunStore keeps the runs, beside the keys of a idempotency.Store. Every write is fenced
-// by the claim: a runner that lost its lease writes nothing (idempotency.ErrLeaseLost).
+// RunStore keeps the runs, beside the keys of an idempotency.Store. Every
+// write is fenced by the claim: a runner that lost its lease writes nothing
+// (idempotency.ErrLeaseLost).
 type RunStore interface {
-	// ClaimRun is idempotency.Claim for an operation of several steps: in the same
-	// statement it writes the key's run at its start (with input) where the
-	// claim took a free scope, starts a new one where it took over a key
-	// whose run was done, and keeps the run as it stands where it took over
-	// an unfinished one. So a claim never exists without the run that any
-	// runner, the Completer included, needs to continue it.
-	ClaimRun(ctx context.Context, s idempotency.Scope, fp, token string, lease, ttl time.Duration, input json.RawMessage) (idempotency.ClaimResult, error)
-	// ReleaseRun lets go of c while c holds its key: it deletes the key of
-	// a run still at its start (it has done nothing), and ends the lease of
-	// any other running or compensating run now, so that the next runner
-	// continues it at once. A run that needs attention is left alone.
+	// ClaimRun is idempotency.Store.Claim for an operation of several
+	// steps: in the same statement it writes the key's run at its start
+	// (with input) where the claim took a free scope, starts a new one where
+	// it took over a key whose run was done, and keeps the run as it stands
+	// where it took over an unfinished one. So a claim never exists without
+	// the run that any runner, the Completer included, needs to continue it.
+	ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error)
+	// ReleaseRun is idempotency.Store.Release for a run: while c holds its
+	// key, it deletes the key of a run still at its start (it has done
+	// nothing), and ends the lease of any other running or compensating run
+	// now, so that the next runner continues it at once. A run that needs
+	// attention is left alone.
 	ReleaseRun(ctx context.Context, c idempotency.Claim) error
-	// LoadRun returns the run of s, nil if there is none.
-	LoadRun(ctx context.Context, s idempotency.Scope) (*Run, error)
+	// FinishRun is idempotency.Store.FinishClaimAtomically for a run: it
+	// completes the key with a's answer, commits a's effect and marks the
+	// run done, in one transaction, only while c holds the key.
+	// Errors: idempotency.ErrLeaseLost, idempotency.ErrEffectNotApplied.
+	FinishRun(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error
+	// Lookup is idempotency.Store.Lookup: the key's record.
+	Lookup(ctx context.Context, s idempotency.Scope) (*idempotency.Record, time.Time, error)
+	// LoadRun returns the run of s, nil if there is none, and the store's
+	// time.
+	LoadRun(ctx context.Context, s idempotency.Scope) (*Run, time.Time, error)
 	// SaveRun writes run (inserting it the first time) and effect, if any,
 	// in one transaction, and sets the key's lease to end after lease,
 	// only while c holds the key. Errors: idempotency.ErrLeaseLost, idempotency.ErrEffectNotApplied.
 	SaveRun(ctx context.Context, c idempotency.Claim, run *Run, effect idempotency.Effect, lease time.Duration) error
-	// FinishRun completes the key with d's answer, commits d's effect and
-	// marks the run done, in one transaction, only while c holds the key.
-	// Errors: idempotency.ErrLeaseLost, idempotency.ErrEffectNotApplied.
-	FinishRun(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error
 	// TakeAbandonedRuns takes over up to n unfinished runs of the named
 	// operations whose lease passed (FOR UPDATE SKIP LOCKED), each with a
 	// new claim token and a lease.
 	TakeAbandonedRuns(ctx context.Context, operations []string, n int, lease time.Duration) ([]TakenRun, error)
+}
+
+// keyStore is the idempotency.Store of the step-wise keys: the keys'
+// Runner claims, finishes and releases a key with its run.
+type keyStore struct{ RunStore }
+
+// inputKey carries a request's input (Runner.Do) to its claim, which
+// writes it with the run.
+type inputKey struct{}
+
+func (k keyStore) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
+	input, _ := ctx.Value(inputKey{}).(json.RawMessage)
+	return k.ClaimRun(ctx, c, fp, lease, ttl, input)
+}
+
+// FinishClaimAtomically finishes the run on a context of its own: the run's
+// last recovery point renewed its lease, and each step had its own budget,
+// so the Runner's budget for one work does not bound it.
+func (k keyStore) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
+	return k.FinishRun(context.WithoutCancel(ctx), c, a)
+}
+
+func (k keyStore) Release(ctx context.Context, c idempotency.Claim) error {
+	return k.ReleaseRun(ctx, c)
+}
+
+// CompleteAtomically is the one-phase path, which a step-wise key never
+// takes (Runner.Do sets its path).
+func (keyStore) CompleteAtomically(context.Context, idempotency.Claim, string, time.Duration, idempotency.Answer) (idempotency.KeyWrite, error) {
+	return idempotency.KeyWrite{}, errors.New("steps: a step-wise key is never completed in one phase")
 }
 
 // TakenRun is a run the Completer took over, with its claim and the
@@ -201,18 +249,31 @@ type TakenRun struct {
 	Now   time.Time
 }
 
-// Runner runs operations of several steps with the keys' Runner, whose
-// claim, waiting, bound on new keys and release they share, and keeps their
-// runs in a RunStore.
+// Runner runs operations of several steps on a keys' Runner of its own,
+// over keyStore, and keeps their runs in a RunStore.
 type Runner struct {
 	keys  *idempotency.Runner
 	store RunStore
+	cfg   idempotency.Config
 }
 
-// NewRunner returns a Runner of the steps of keys' operations, their runs
-// kept in store.
-func NewRunner(keys *idempotency.Runner, store RunStore) *Runner {
-	return &Runner{keys: keys, store: store}
+// NewRunner returns a Runner of operations of several steps, their keys and
+// runs kept in store, on a keys' Runner configured by cfg (without its
+// Store: the keys are store's). Its outcomes are told to cfg.Observe, on the
+// path StepWise.
+func NewRunner(cfg idempotency.Config, store RunStore) (*Runner, error) {
+	if cfg.Store != nil {
+		return nil, errors.New("steps: the keys of a Runner are its RunStore's: leave Config.Store unset")
+	}
+	cfg.Store = keyStore{store}
+	keys, err := idempotency.NewRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Runner{keys: keys, store: store, cfg: cfg}, nil
 }
 
 // reruns bounds how often a turn decides a local step afresh after its
@@ -228,53 +289,39 @@ const (
 	maxParkBackoff = 30 * time.Second
 )
 
-// Do runs op for the request: it claims the key and drives the run, or
-// continues it from its recovery point when the key is taken over. input
-// is the operation's input, stored with the run. stopAfter, a workshop
-// knob, ends the run after the named step as if its runner died there, or
-// at once when the run is already past it (drive).
+// Do runs op for the request on the keys' Runner, path StepWise: the claim
+// writes the run (ClaimRun, with input), or keeps the one it took over, and
+// the work drives the run from its recovery point; the Runner finishes the
+// key with the run's answer (FinishRun), keeps it when the work says the
+// run waits (operation_in_progress), and releases it (ReleaseRun) on any
+// other failure. stopAfter, a workshop knob, ends the run after the named
+// step as if its runner died there, or at once when the run is already past
+// it (drive).
 //
 // Errors: as idempotency.Runner.Do; operation_in_progress while another
-// runner owns the key, after this one lost its lease, or when a step failed
-// transiently (the run waits at its recovery point for the next runner).
+// runner owns the key, after this one lost its lease, when a step failed
+// transiently (the run waits at its recovery point for the next runner),
+// when the run needs attention (ErrNeedsAttention), or when it stopped
+// (ErrStopped).
 func (r *Runner) Do(ctx context.Context, req idempotency.Request, op *Steps, input json.RawMessage, stopAfter string) (idempotency.Result, error) {
 	req.Path = StepWise
-	own, res, err := r.keys.Claim(ctx, req, func(ctx context.Context, c idempotency.Claim, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-		cr, err := r.store.ClaimRun(ctx, req.Scope, req.Fingerprint, c.Token, lease, ttl, input)
+	ctx = context.WithValue(ctx, inputKey{}, input)
+	return r.keys.Do(ctx, req, func(ctx context.Context, c idempotency.Claim, _ time.Time) (idempotency.Answer, error) {
+		// The claim wrote the run, or kept the one it took over (ClaimRun).
+		run, now, err := r.store.LoadRun(ctx, c.Scope)
 		if err != nil {
-			// The claim may have committed with its reply lost: let go of
-			// it by its token, so that the key is not blocked for a lease
-			// (a run that was taken over keeps its key, its lease ended).
-			r.releaseRun(ctx, c)
+			return idempotency.Answer{}, fmt.Errorf("load run: %w", err)
 		}
-		return cr, err
+		if run == nil {
+			run = &Run{Scope: c.Scope, Input: input, State: RunRunning, Refs: map[string]string{}, StartedAt: now}
+		}
+		run.Attempts++
+		a, err := r.drive(ctx, op, c, run, now, stopAfter)
+		if err == nil && run.Attempts > 1 {
+			r.observe(c.Scope, OutcomeResumed)
+		}
+		return a, err
 	})
-	if own == nil {
-		return res, err
-	}
-	defer own.Done()
-	res.Outcome = own.Outcome
-	// The claim wrote the run, or kept the one it took over (ClaimRun).
-	run, err := r.store.LoadRun(ctx, req.Scope)
-	if err != nil {
-		r.releaseRun(ctx, own.Claim)
-		res.Outcome = idempotency.OutcomeFailed
-		r.keys.Observe(req.Scope, StepWise, res.Outcome)
-		return res, fmt.Errorf("load run: %w", err)
-	}
-	if run == nil {
-		run = &Run{Scope: req.Scope, Input: input, State: RunRunning, Refs: map[string]string{}, StartedAt: own.Now}
-	}
-	run.Attempts++
-	resp, err := r.drive(ctx, op, own.Claim, run, own.Now, stopAfter)
-	if err != nil {
-		return res, err
-	}
-	if res.Outcome == idempotency.OutcomeLeaseTakenOver {
-		r.keys.Observe(req.Scope, StepWise, OutcomeResumed)
-	}
-	res.Response = resp
-	return res, nil
 }
 
 // OutcomeResumed counts a run continued from its recovery point by a
@@ -282,17 +329,19 @@ func (r *Runner) Do(ctx context.Context, req idempotency.Request, op *Steps, inp
 const OutcomeResumed idempotency.Outcome = "resumed"
 
 // drive runs what is left of run under claim c, on a context detached from
-// the client's (each step bounded by WorkBudget), and returns the answer it
-// stored; now is the store's time of the claim. A run taken over (Attempts
-// > 1) asks the other system about its next external step before it sends
-// it. stopAfter, a workshop knob, ends the turn after the named step as if
-// the runner died there (ErrStopped), or at once when the run is already
-// past it.
+// the client's (each step bounded by the work budget, half the lease), and
+// returns the answer to finish the key with; now is the store's time of the
+// claim. A run taken over (Attempts > 1) asks the other system about its
+// next external step before it sends it. stopAfter, a workshop knob, ends
+// the turn after the named step as if the runner died there (ErrStopped),
+// or at once when the run is already past it.
 //
 // Errors: operation_in_progress when the lease was lost or a step failed
-// transiently (the run waits at its recovery point), or when the run now
-// needs attention; ErrStopped.
-func (r *Runner) drive(ctx context.Context, op *Steps, c idempotency.Claim, run *Run, now time.Time, stopAfter string) (idempotency.Response, error) {
+// transiently (the run waits at its recovery point), when the run now needs
+// attention, or when it stopped (ErrStopped): the run keeps its key. Any
+// other error (a save the database may or may not have committed) lets the
+// key go (ReleaseRun).
+func (r *Runner) drive(ctx context.Context, op *Steps, c idempotency.Claim, run *Run, now time.Time, stopAfter string) (idempotency.Answer, error) {
 	ctx = context.WithoutCancel(ctx)
 	i := nextStep(op, run.Point)
 	if i > 0 && stopAfter != "" && slices.ContainsFunc(op.Steps[:i], func(s Step) bool { return s.Name == stopAfter }) {
@@ -302,18 +351,18 @@ func (r *Runner) drive(ctx context.Context, op *Steps, c idempotency.Claim, run 
 		// dies where the run stands, and, having run nothing, takes no
 		// turn.
 		run.Attempts--
-		return idempotency.Response{}, r.stop(ctx, c, run, run.Point)
+		return idempotency.Answer{}, r.stop(ctx, c, run, run.Point)
 	}
 	switch {
 	case i < 0:
-		return idempotency.Response{}, r.needsAttention(ctx, c, run, fmt.Sprintf("recovery point %q is not a step of %s", run.Point, op.Operation))
+		return idempotency.Answer{}, r.needsAttention(ctx, c, run, fmt.Sprintf("recovery point %q is not a step of %s", run.Point, op.Operation))
 	case run.Attempts > op.MaxAttempts || now.Sub(run.StartedAt) > op.Limit:
-		return idempotency.Response{}, r.needsAttention(ctx, c, run, fmt.Sprintf("no answer after %d turns (%s)", run.Attempts-1, run.LastError))
+		return idempotency.Answer{}, r.needsAttention(ctx, c, run, fmt.Sprintf("no answer after %d turns (%s)", run.Attempts-1, run.LastError))
 	case run.Attempts > 1:
 		// The turn is counted before any call, so a runner that dies in
 		// every turn still reaches the limit.
-		if err := r.save(ctx, c, run, nil, r.keys.Lease()); err != nil {
-			return idempotency.Response{}, err
+		if err := r.save(ctx, c, run, nil, r.cfg.Lease); err != nil {
+			return idempotency.Answer{}, err
 		}
 	}
 	resumed := run.Attempts > 1
@@ -323,8 +372,8 @@ func (r *Runner) drive(ctx context.Context, op *Steps, c idempotency.Claim, run 
 		var effect idempotency.Effect
 		var err error
 		if step.Local != nil {
-			effect, err = inBudget(ctx, r.keys.WorkBudget(), func(ctx context.Context) (idempotency.Effect, error) {
-				return step.Local(ctx, run, r.keys.Clock())
+			effect, err = inBudget(ctx, r.budget(), func(ctx context.Context) (idempotency.Effect, error) {
+				return step.Local(ctx, run, r.cfg.Clock())
 			})
 		} else {
 			var ref string
@@ -336,16 +385,16 @@ func (r *Runner) drive(ctx context.Context, op *Steps, c idempotency.Claim, run 
 		resumed = false
 		if refusal, ok := errors.AsType[*Refusal](err); ok {
 			run.State, run.Refusal, run.LastError = RunCompensating, &refusal.Response, step.Name+": "+refusal.Reason
-			if err := r.save(ctx, c, run, nil, r.keys.Lease()); err != nil {
-				return idempotency.Response{}, err
+			if err := r.save(ctx, c, run, nil, r.cfg.Lease); err != nil {
+				return idempotency.Answer{}, err
 			}
 			break
 		} else if err != nil {
-			return idempotency.Response{}, r.park(ctx, c, run, step.Name, err)
+			return idempotency.Answer{}, r.park(ctx, c, run, step.Name, err)
 		}
 		prev := run.Point
 		run.Point = step.Name
-		if err := r.save(ctx, c, run, effect, r.keys.Lease()); errors.Is(err, idempotency.ErrEffectNotApplied) {
+		if err := r.save(ctx, c, run, effect, r.cfg.Lease); errors.Is(err, idempotency.ErrEffectNotApplied) {
 			// What the step read changed before it committed (a cancel
 			// won): decide the step afresh now, so that a refusal is
 			// answered at once; past reruns, the next turn does.
@@ -355,30 +404,30 @@ func (r *Runner) drive(ctx context.Context, op *Steps, c idempotency.Claim, run 
 				i--
 				continue
 			}
-			return idempotency.Response{}, r.park(ctx, c, run, step.Name, err)
+			return idempotency.Answer{}, r.park(ctx, c, run, step.Name, err)
 		} else if err != nil {
-			return idempotency.Response{}, err
+			return idempotency.Answer{}, err
 		}
 		if stopAfter == step.Name {
-			return idempotency.Response{}, r.stop(ctx, c, run, step.Name)
+			return idempotency.Answer{}, r.stop(ctx, c, run, step.Name)
 		}
 	}
 	if run.State == RunCompensating {
 		return r.compensate(ctx, op, c, run)
 	}
-	d, err := inBudget(ctx, r.keys.WorkBudget(), func(ctx context.Context) (idempotency.Decided, error) {
-		return op.Finish(ctx, run, r.keys.Clock())
+	a, err := inBudget(ctx, r.budget(), func(ctx context.Context) (idempotency.Answer, error) {
+		return op.Finish(ctx, run, r.cfg.Clock())
 	})
 	if err != nil {
-		return idempotency.Response{}, r.park(ctx, c, run, "finish", err)
+		return idempotency.Answer{}, r.park(ctx, c, run, "finish", err)
 	}
-	return r.finish(ctx, c, run, d)
+	return a, nil
 }
 
 // compensate undoes, latest first, every external step of run that was done
-// and has an Undo, then stores the refusal's answer. An undo that is itself
+// and has an Undo, then returns the refusal's answer. An undo that is itself
 // refused cannot be done by retrying: the run needs attention.
-func (r *Runner) compensate(ctx context.Context, op *Steps, c idempotency.Claim, run *Run) (idempotency.Response, error) {
+func (r *Runner) compensate(ctx context.Context, op *Steps, c idempotency.Claim, run *Run) (idempotency.Answer, error) {
 	for i := len(op.Steps) - 1; i >= 0; i-- {
 		step := op.Steps[i]
 		name := "undo:" + step.Name
@@ -389,27 +438,27 @@ func (r *Runner) compensate(ctx context.Context, op *Steps, c idempotency.Claim,
 		// cannot tell whether an earlier turn sent it.
 		ref, err := r.call(ctx, step.External.Undo, run, true)
 		if refusal, ok := errors.AsType[*Refusal](err); ok {
-			return idempotency.Response{}, r.needsAttention(ctx, c, run, name+": "+refusal.Reason)
+			return idempotency.Answer{}, r.needsAttention(ctx, c, run, name+": "+refusal.Reason)
 		} else if err != nil {
-			return idempotency.Response{}, r.park(ctx, c, run, name, err)
+			return idempotency.Answer{}, r.park(ctx, c, run, name, err)
 		}
 		run.Refs[name] = ref
-		if err := r.save(ctx, c, run, nil, r.keys.Lease()); err != nil {
-			return idempotency.Response{}, err
+		if err := r.save(ctx, c, run, nil, r.cfg.Lease); err != nil {
+			return idempotency.Answer{}, err
 		}
 	}
-	d := idempotency.Decided{Response: *run.Refusal}
+	a := idempotency.Answer{Response: *run.Refusal}
 	if op.Refused != nil {
-		d.Effect = op.Refused(run, r.keys.Clock())
+		a.Effect = op.Refused(run, r.cfg.Clock())
 	}
-	return r.finish(ctx, c, run, d)
+	return a, nil
 }
 
 // call runs one external step or undo: when ask, it first asks the other
 // system what it holds under the step's key, and sends only if nothing.
 func (r *Runner) call(ctx context.Context, ext *External, run *Run, ask bool) (ref string, err error) {
 	key := ext.Key(run)
-	return inBudget(ctx, r.keys.WorkBudget(), func(ctx context.Context) (string, error) {
+	return inBudget(ctx, r.budget(), func(ctx context.Context) (string, error) {
 		if ask {
 			if ref, err := ext.Status(ctx, key); !errors.Is(err, ErrNotSent) {
 				return ref, err
@@ -419,8 +468,11 @@ func (r *Runner) call(ctx context.Context, ext *External, run *Run, ask bool) (r
 	})
 }
 
-// inBudget runs f on a context bounded by budget, so that a step ends well
-// before its lease does.
+// budget is how long one step may run: half the lease, as the keys' Runner
+// gives one work, so that a step ends well before its lease does.
+func (r *Runner) budget() time.Duration { return r.cfg.Lease / 2 }
+
+// inBudget runs f on a context bounded by budget.
 func inBudget[T any](ctx context.Context, budget time.Duration, f func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
@@ -430,62 +482,30 @@ func inBudget[T any](ctx context.Context, budget time.Duration, f func(context.C
 // save writes run and effect with the key's lease renewed to lease, fenced
 // by c. A save that fails otherwise than by a lost lease or a changed row
 // (the database unreachable) may or may not have committed, and the key's
-// last lease runs on: the runner lets go of the key (releaseRun), so that
-// the next runner continues the run as soon as the database answers.
+// last lease runs on: its error lets the key go (ReleaseRun), so that the
+// next runner continues the run as soon as the database answers.
 func (r *Runner) save(ctx context.Context, c idempotency.Claim, run *Run, effect idempotency.Effect, lease time.Duration) error {
 	err := r.store.SaveRun(ctx, c, run, effect, lease)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, idempotency.ErrLeaseLost):
-		r.keys.Observe(c.Scope, StepWise, idempotency.OutcomeLeaseLost)
+		r.observe(c.Scope, idempotency.OutcomeLeaseLost)
 		return idempotency.InProgressError(time.Second)
-	case !errors.Is(err, idempotency.ErrEffectNotApplied):
-		r.releaseRun(ctx, c)
 	}
 	return fmt.Errorf("save run at %s: %w", run.Point, err)
-}
-
-// releaseRun lets go of c (RunStore.ReleaseRun), retried in the background
-// until the store hears it, as the two-phase path releases its claim
-// (letGo): its runner stops, and the key is free, or its run is the next
-// runner's, as soon as the database answers again, not at the end of the
-// longest lease a save of this runner may have set.
-func (r *Runner) releaseRun(ctx context.Context, c idempotency.Claim) {
-	r.keys.LetGo(ctx, c, r.keys.Clock().Add(r.longestRunLease()), r.store.ReleaseRun)
-}
-
-// longestRunLease is the longest lease a runner sets on its key, but for
-// a run that needs attention: the Runner's lease, or a parked run's
-// longest jittered backoff.
-func (r *Runner) longestRunLease() time.Duration {
-	return max(r.keys.Lease(), maxParkBackoff*3/2)
-}
-
-func (r *Runner) finish(ctx context.Context, c idempotency.Claim, run *Run, d idempotency.Decided) (idempotency.Response, error) {
-	err := r.store.FinishRun(ctx, c, d)
-	switch {
-	case errors.Is(err, idempotency.ErrLeaseLost):
-		r.keys.Observe(c.Scope, StepWise, idempotency.OutcomeLeaseLost)
-		return idempotency.Response{}, idempotency.InProgressError(time.Second)
-	case err != nil:
-		return idempotency.Response{}, r.park(ctx, c, run, "finish", err)
-	}
-	run.State = RunDone
-	r.keys.Answered(c.Scope, &d.Response)
-	return d.Response, nil
 }
 
 // park leaves run at its recovery point after a transient failure at step:
 // the key stays in progress, its lease ending after parkBackoff, when the
 // next retry or the Completer continues it. The run is not undone.
 func (r *Runner) park(ctx context.Context, c idempotency.Claim, run *Run, step string, cause error) error {
-	r.keys.Observe(c.Scope, StepWise, OutcomeParked)
+	r.observe(c.Scope, OutcomeParked)
 	run.LastError = step + ": " + cause.Error()
 	backoff := min(parkBackoff<<min(max(run.Attempts-1, 0), 5), maxParkBackoff)
 	backoff = backoff/2 + rand.N(backoff)
 	if err := r.save(ctx, c, run, nil, backoff); err != nil {
-		return errors.Join(cause, err)
+		return errors.Join(err, cause) // the save's error first: it decides what becomes of the key
 	}
 	return idempotency.InProgressError(backoff)
 }
@@ -497,16 +517,17 @@ const OutcomeParked idempotency.Outcome = "parked"
 // OutcomeNeedsAttention counts a run that reached its limit.
 const OutcomeNeedsAttention idempotency.Outcome = "needs_attention"
 
-// needsAttention leaves run at its limit: its key needs attention
-// (idempotency.NeedsAttentionLease), so that a retry gets 409 without Retry-After,
-// until an operator resumes it (ResumeRun).
+// needsAttention leaves run at its limit: its key is held for
+// NeedsAttentionLease, so that a retry gets 409 without Retry-After, until
+// an operator resumes it (runs.Store.ResumeRun).
 func (r *Runner) needsAttention(ctx context.Context, c idempotency.Claim, run *Run, why string) error {
-	r.keys.Observe(c.Scope, StepWise, OutcomeNeedsAttention)
+	r.observe(c.Scope, OutcomeNeedsAttention)
 	run.State, run.LastError = RunNeedsAttention, why
-	if err := r.save(ctx, c, run, nil, idempotency.NeedsAttentionLease); err != nil {
+	if err := r.save(ctx, c, run, nil, NeedsAttentionLease); err != nil {
 		return err
 	}
-	return idempotency.NeedsAttentionError()
+	return &apperr.Error{Code: apperr.OperationInProgress, Err: ErrNeedsAttention,
+		Message: "this run needs attention: no retry moves it until an operator resumes it, and no one can say when that will be; the outcome route shows why"}
 }
 
 // nextStep is the index of the step after recovery point p, -1 for a point
@@ -524,21 +545,23 @@ func nextStep(op *Steps, p string) int {
 }
 
 // stop ends the turn of run after the step named, as if its runner died
-// there: the run waits at its recovery point with its lease ended, so that
-// the next runner takes it over at once. It returns ErrStopped, or why the
-// run could not be saved.
+// there: the run keeps its key at its recovery point with its lease ended,
+// so that the next runner takes it over at once. It returns an
+// operation_in_progress whose cause is ErrStopped, or why the run could not
+// be saved.
 func (r *Runner) stop(ctx context.Context, c idempotency.Claim, run *Run, name string) error {
 	run.LastError = name + ": the runner stopped here (workshop)"
 	if err := r.save(ctx, c, run, nil, 0); err != nil {
 		return err
 	}
-	return ErrStopped
+	return &apperr.Error{Code: apperr.OperationInProgress, Err: ErrStopped, RetryAfter: time.Second,
+		Message: "the run stopped after " + name + " (workshop): the next retry continues it"}
 }
 
-// ErrStopped is Do's error when the workshop knob stopped the run
-// after a step: the request ends as if its runner died (no answer), and
+// ErrStopped is the cause of Do's error when the workshop knob stopped the
+// run after a step: the request ends as if its runner died (no answer), and
 // its lease has passed, so the next retry continues the run.
-var ErrStopped = errors.New("idempotency: the run stopped after a step (workshop)")
+var ErrStopped = errors.New("steps: the run stopped after a step (workshop)")
 
 // CompleteAbandoned takes over up to n runs of ops whose runner died or
 // gave up (their lease passed), and drives each forward from its recovery
@@ -552,20 +575,50 @@ func (r *Runner) CompleteAbandoned(ctx context.Context, ops []*Steps, n int) (in
 		byName[op.Operation] = op
 		names = append(names, op.Operation)
 	}
-	taken, err := r.store.TakeAbandonedRuns(ctx, names, n, r.keys.Lease())
+	taken, err := r.store.TakeAbandonedRuns(ctx, names, n, r.cfg.Lease)
 	if err != nil {
 		return 0, fmt.Errorf("take abandoned runs: %w", err)
 	}
 	var wg sync.WaitGroup
 	for _, t := range taken {
 		wg.Go(func() {
-			r.keys.Observe(t.Claim.Scope, StepWise, idempotency.OutcomeLeaseTakenOver)
+			r.observe(t.Claim.Scope, idempotency.OutcomeLeaseTakenOver)
 			t.Run.Attempts++
-			if _, err := r.drive(ctx, byName[t.Claim.Scope.Operation], t.Claim, t.Run, t.Now, ""); err == nil {
-				r.keys.Observe(t.Claim.Scope, StepWise, OutcomeResumed)
+			if r.complete(ctx, byName[t.Claim.Scope.Operation], t) == nil {
+				r.observe(t.Claim.Scope, OutcomeResumed)
 			}
 		})
 	}
 	wg.Wait()
 	return len(taken), nil
+}
+
+// complete drives the run t took over and finishes its key with the
+// answer, as the keys' Runner does for a request: a run that waits keeps
+// its key, and one that failed otherwise lets it go (ReleaseRun) at once.
+func (r *Runner) complete(ctx context.Context, op *Steps, t TakenRun) error {
+	ctx = context.WithoutCancel(ctx)
+	a, err := r.drive(ctx, op, t.Claim, t.Run, t.Now, "")
+	if err == nil {
+		err = r.store.FinishRun(ctx, t.Claim, a)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, idempotency.ErrLeaseLost):
+		r.observe(t.Claim.Scope, idempotency.OutcomeLeaseLost)
+	case apperr.Code(err) != apperr.OperationInProgress:
+		rctx, cancel := context.WithTimeout(ctx, r.budget())
+		defer cancel()
+		if rerr := r.store.ReleaseRun(rctx, t.Claim); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("release run: %w", rerr))
+		}
+	}
+	return err
+}
+
+func (r *Runner) observe(s idempotency.Scope, o idempotency.Outcome) {
+	if r.cfg.Observe != nil {
+		r.cfg.Observe(s.Operation, StepWise, o)
+	}
 }

@@ -44,10 +44,10 @@ func (s *lostRunClaimReply) cut() bool {
 	return s.partitioned
 }
 
-func (s *lostRunClaimReply) ClaimRun(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration, input json.RawMessage) (idempotency.ClaimResult, error) {
-	cr, err := s.Store.ClaimRun(ctx, sc, fp, token, lease, ttl, input)
+func (s *lostRunClaimReply) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error) {
+	cr, err := s.Store.ClaimRun(ctx, c, fp, lease, ttl, input)
 	if err == nil && s.lost() {
-		return idempotency.ClaimResult{}, errReset
+		return idempotency.KeyWrite{}, errReset
 	}
 	return cr, err
 }
@@ -87,8 +87,8 @@ func oneCallSteps() *steps.Steps {
 				},
 			}},
 		},
-		Finish: func(_ context.Context, run *steps.Run, _ time.Time) (idempotency.Decided, error) {
-			return idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte(`{"ref":"` + run.Refs["called"] + `"}`)}}, nil
+		Finish: func(_ context.Context, run *steps.Run, _ time.Time) (idempotency.Answer, error) {
+			return idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte(`{"ref":"` + run.Refs["called"] + `"}`)}}, nil
 		},
 	}
 }
@@ -114,11 +114,11 @@ func TestLostStepClaimReply(t *testing.T) {
 		store := &lostRunClaimReply{Store: runs.New(postgres.New(db)), lose: true}
 		clock := testkit.NewClock()
 		store.Clock = clock.Now
-		keys, err := idempotency.NewRunner(idempotency.Config{Store: store, TTL: time.Hour, Lease: lease})
+		r, err := steps.NewRunner(idempotency.Config{TTL: time.Hour, Lease: lease}, store)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return store, clock, steps.NewRunner(keys, store), idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "steps.test", Key: "k"},
+		return store, clock, r, idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "steps.test", Key: "k"},
 			Fingerprint: "fp", Path: steps.StepWise}
 	}
 	input := json.RawMessage(`{"n":1}`)

@@ -18,8 +18,8 @@ func TestStepsCheck(t *testing.T) {
 	status := func(context.Context, string) (string, error) { return "", nil }
 	key := func(*steps.Run) string { return "k" }
 	ext := &steps.External{Key: key, Call: call, Status: status}
-	finish := func(context.Context, *steps.Run, time.Time) (idempotency.Decided, error) {
-		return idempotency.Decided{}, nil
+	finish := func(context.Context, *steps.Run, time.Time) (idempotency.Answer, error) {
+		return idempotency.Answer{}, nil
 	}
 	valid := func() steps.Steps {
 		return steps.Steps{Operation: "op", MaxAttempts: 3, Limit: time.Minute, Finish: finish,

@@ -1,7 +1,7 @@
 -- finish_run.sql: complete a run's key with its answer and mark the run
 -- done, only while the caller's claim token holds the key. The caller
 -- commits the answer's business write in the same transaction (package
--- postgres, FinishRun). The key's TTL counts from its answer: the claim
+-- runs, FinishRun). The key's TTL counts from its answer: the claim
 -- set expires_at - created_at to it.
 --
 -- Parameters:
@@ -32,4 +32,4 @@ WITH clock AS (
       AND r.idem_key = finished.idem_key
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM finished) AS claimed, EXISTS (SELECT 1 FROM done) AS done
+SELECT EXISTS (SELECT 1 FROM finished) AS wrote, EXISTS (SELECT 1 FROM done) AS done

@@ -23,7 +23,7 @@
 -- takeover that committed first has changed the token and owner finds
 -- nothing; one that comes after waits for this transaction, and fences
 -- this runner out from then on. The caller commits a local step's business
--- write in the same transaction (package postgres, SaveRun).
+-- write in the same transaction (package runs, SaveRun).
 --
 -- A recovery point must be fenced, not durable, so it commits without
 -- waiting for its WAL flush (synchronous_commit off for this transaction

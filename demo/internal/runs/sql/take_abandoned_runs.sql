@@ -11,7 +11,7 @@
 --   $3 batch       at most this many runs
 --   $4 lease_us    the new lease, in microseconds
 --
--- A retry that takes the same key over (claim_takeover.sql) locks the same
+-- A retry that takes the same key over (claim_run.sql) locks the same
 -- row and rechecks the lease, so of the two one wins, and the other's
 -- token no longer holds the key.
 WITH clock AS (
