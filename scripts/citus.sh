@@ -35,6 +35,7 @@
 # Needs Linux, root (chroot, mounts) and, to build, debootstrap and the
 # Debian mirror. Anything else gets one line saying so and exit status 2.
 set -euo pipefail
+shopt -s inherit_errexit # a failure inside $(...) stops the script too
 
 recipe=1 # bump when the build below changes: the cache key changes with it
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -102,6 +103,7 @@ build() {
   rm -rf "$cache"/.build-* # what an interrupted build left
   local tmp
   tmp="$(mktemp -d "$cache/.build-$k.XXXXXX")"
+  chmod 755 "$tmp" # the root's /, which its postgres user reads
   log "building the root in $tmp (debootstrap trixie, then Citus; about 25 minutes on two cores)"
   local started=$SECONDS
   # debootstrap mounts /proc and /sys in the target itself; in a private
