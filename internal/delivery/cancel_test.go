@@ -17,7 +17,7 @@ import (
 // completed with its answer, the request cancelled and its delivery stopped,
 // in one statement. It returns the statement's result: a replay when the
 // key was used before.
-func (e *env) cancel(t *testing.T, id, key string) idempotency.ClaimResult {
+func (e *env) cancel(t *testing.T, id, key string) idempotency.KeyWrite {
 	t.Helper()
 	ctx := context.Background()
 	r, err := e.store.DemoRequest(ctx, "alice", id)
@@ -26,10 +26,10 @@ func (e *env) cancel(t *testing.T, id, key string) idempotency.ClaimResult {
 	}
 	at := e.clock.Now()
 	r.State, r.CancelledAt = demo.StateCancelled, &at
-	d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte(`{"requestId":"` + id + `","state":"cancelled"}`),
+	d := idempotency.Answer{Response: idempotency.Response{Status: 200, Body: []byte(`{"requestId":"` + id + `","state":"cancelled"}`),
 		ResultID: id}, Effect: e.store.CancelDemoRequest(r)}
 	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}
-	cr, err := e.store.CreateResultAndFinishAtomically(ctx, sc, id, uuid.NewString(), time.Hour, d)
+	cr, err := e.store.CompleteAtomically(ctx, idempotency.Claim{Scope: sc, Token: uuid.NewString()}, id, time.Hour, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestACancelBeforeDeliveryNeverReachesTheDesk(t *testing.T) {
 		t.Fatalf("delivery after the cancel = %+v, want withdrawn, not due, no cancel at the desk", st)
 	}
 	replay := e.cancel(t, ids[0], "c-1")
-	if !first.Claimed || replay.Claimed || replay.Prev == nil || string(replay.Prev.Response.Body) != `{"requestId":"`+ids[0]+`","state":"cancelled"}` ||
+	if !first.Wrote || replay.Wrote || replay.Prev == nil || string(replay.Prev.Response.Body) != `{"requestId":"`+ids[0]+`","state":"cancelled"}` ||
 		replay.Prev.Response.Status != 200 {
 		t.Fatalf("the cancel's replay = %+v, want the stored 200 and its body", replay.Prev)
 	}

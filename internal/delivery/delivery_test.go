@@ -56,10 +56,10 @@ func (e *env) acceptFor(t *testing.T, actor string, n int) []string {
 	for i := range n {
 		r := demo.Request{ID: uuid.NewString(), Actor: actor, State: demo.StateAccepted,
 			Topic: fmt.Sprintf("topic %d", i), CreatedAt: e.clock.Now()}
-		d := idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}"), ResultID: r.ID},
+		d := idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte("{}"), ResultID: r.ID},
 			Effect: e.store.CreateDemoRequest(r)}
 		sc := idempotency.Scope{Actor: actor, Operation: "demo-requests.create", Key: r.ID}
-		if _, err := e.store.CreateResultAndFinishAtomically(context.Background(), sc, "fp", uuid.NewString(), time.Hour, d); err != nil {
+		if _, err := e.store.CompleteAtomically(context.Background(), idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", time.Hour, d); err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = r.ID

@@ -50,7 +50,7 @@ func TestEveryEventOfARequestReachesTheDeskOnce(t *testing.T) {
 	e.cancel(t, id, "c-1")
 	settled("the first cancel", cancelSubmitted(1))
 	e.reopen(t, id)
-	if cr := e.cancel(t, id, "c-2"); !cr.Claimed {
+	if cr := e.cancel(t, id, "c-2"); !cr.Wrote {
 		t.Fatalf("the second cancel, under a new key, = %+v: want it claimed and applied", cr)
 	}
 	settled("the second cancel", cancelSubmitted(2))

@@ -165,8 +165,8 @@ func (e *faultEnv) fetch(path string) (status int, body string, took time.Durati
 func (e *faultEnv) claim(t *testing.T, key string) {
 	t.Helper()
 	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: key}
-	res, err := postgres.New(e.direct).Claim(context.Background(), sc, "fp", uuid.NewString(), time.Hour, apitest.TTL)
-	if err != nil || !res.Claimed {
+	res, err := postgres.New(e.direct).Claim(context.Background(), idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", time.Hour, apitest.TTL)
+	if err != nil || !res.Wrote {
 		t.Fatalf("claim %s: %+v %v", key, res, err)
 	}
 }

@@ -16,10 +16,6 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// keyNeedsAttention is the outcome route's state of a key held for an
-// operator (idempotency.NeedsAttentionLease).
-const keyNeedsAttention = "needs_attention"
-
 // keyOutcome is the body of the outcome route.
 type keyOutcome struct {
 	Key                   string     `json:"key"`
@@ -40,7 +36,7 @@ type keyOutcome struct {
 // of the caller's key, for a client whose retries ran out. It never runs
 // anything. An unknown or expired key is 404. The operation defaults to the
 // first of the table (the create).
-func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ops []Route) http.Handler {
+func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Duration, ops []Route) http.Handler {
 	var names []string
 	outcomes := map[string]func(context.Context, idempotency.Scope) (any, error){}
 	for _, o := range ops {
@@ -86,10 +82,9 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ops []Route) 
 		switch {
 		case rec.State == idempotency.StateCompleted:
 			out.Status, out.ResultID, out.CompletedAt = rec.Response.Status, rec.Response.ResultID, &rec.CompletedAt
-		case rec.LeaseUntil.Sub(now) > idempotency.NeedsAttentionLease/2:
-			// No owner works on it and no lease will pass: only an
-			// operator moves it.
-			out.State = keyNeedsAttention
+		case rec.LeaseUntil.Sub(now) > ttl:
+			// Held longer than any key is kept: no lease to count down
+			// (the Runner answers such a key 409 without Retry-After).
 		default:
 			left := int(math.Ceil(max(rec.LeaseUntil.Sub(now), 0).Seconds()))
 			out.LeaseRemainingSeconds = &left

@@ -131,7 +131,7 @@ func TestMetricsOnePhase(t *testing.T) {
 	e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-p1"}, Body: body1, Header: map[string]string{"X-Client-Attempt": "1"}})
 	e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-p1"}, Body: body1, Header: map[string]string{"X-Client-Attempt": "3"}})
 	lines := []string{
-		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="claimed",path="one_phase"} 1` + "\n",
+		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="completed",path="one_phase"} 1` + "\n",
 		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="replayed",path="one_phase"} 1` + "\n",
 		`demo_api_client_attempt_answered_count{operation="demo-requests.create"} 2` + "\n",
 		`demo_api_client_attempt_answered_sum{operation="demo-requests.create"} 4` + "\n",

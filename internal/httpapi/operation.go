@@ -39,23 +39,9 @@ type Operation[In, Out any] struct {
 	// Effect is the business change that commits with the answer, made by
 	// the store (postgres: Store.CreateDemoRequest).
 	Effect func(Out) idempotency.Effect
-	// Run, instead of Decide, Render and Effect, runs the attempt itself
-	// with the Runner's request: an operation of several steps does.
-	Run func(ctx context.Context, a Attempt[In]) (idempotency.Result, error)
 	// Outcome, if set, is what the outcome route shows beside a key of this
 	// operation ("run").
 	Outcome func(ctx context.Context, s idempotency.Scope) (any, error)
-}
-
-// Attempt is one attempt at an operation that runs itself (Operation.Run).
-type Attempt[In any] struct {
-	Request idempotency.Request
-	In      In
-	// Hold, if set, runs inside the work before it decides: the
-	// decoration's (Deps.Decorate) and the tests' seam (Deps.InWork).
-	Hold func(context.Context) error
-	// HTTP is the client's request, for headers of the operation's own.
-	HTTP *http.Request
 }
 
 // Route is one route of the API behind authentication.
@@ -88,7 +74,9 @@ func (op Operation[In, Out]) check() error {
 		{"a path", op.Path == ""},
 		{"Decode", op.Decode == nil},
 		{"Significant", op.Significant == nil},
-		{"Decide, Render and Effect, or Run", op.Run == nil && (op.Decide == nil || op.Render == nil || op.Effect == nil)},
+		{"Decide", op.Decide == nil},
+		{"Render", op.Render == nil},
+		{"Effect", op.Effect == nil},
 	} {
 		if p.absent {
 			missing = append(missing, p.part)
@@ -114,53 +102,51 @@ const (
 
 func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		it, err := readIntent(s, w, r, op)
+		it, err := ReadIntent(s, w, r, op)
 		if err != nil {
 			WriteError(s.Logger, w, r, err)
 			return
 		}
-		var res idempotency.Result
-		if op.Run != nil {
-			res, err = op.Run(r.Context(), Attempt[In]{Request: it.req, In: it.in, Hold: it.hold, HTTP: r})
-		} else {
-			res, err = s.do(r.Context(), it.req, func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
-				if it.hold != nil {
-					if err := it.hold(ctx); err != nil {
-						return idempotency.Decided{}, err
-					}
+		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
+			if it.Hold != nil {
+				if err := it.Hold(ctx); err != nil {
+					return idempotency.Answer{}, err
 				}
-				out, err := op.Decide(ctx, it.req.Scope.Actor, it.in, now)
-				if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
-					return idempotency.Decided{Response: Render(refusal)}, nil
-				} else if err != nil {
-					return idempotency.Decided{}, err
-				}
-				resp, err := op.Render(out)
-				if err != nil {
-					return idempotency.Decided{}, err
-				}
-				return idempotency.Decided{Response: resp, Effect: op.Effect(out)}, nil
-			})
-		}
-		s.answer(w, r, it.req.Scope, it.attempt, it.drop, res, err)
+			}
+			out, err := op.Decide(ctx, it.Request.Scope.Actor, it.In, now)
+			if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
+				return idempotency.Answer{Response: Render(refusal)}, nil
+			} else if err != nil {
+				return idempotency.Answer{}, err
+			}
+			resp, err := op.Render(out)
+			if err != nil {
+				return idempotency.Answer{}, err
+			}
+			return idempotency.Answer{Response: resp, Effect: op.Effect(out)}, nil
+		})
+		Respond(s, w, r, it, res, err)
 	})
 }
 
-// intent is what the transport reads of an idempotent request before
-// anything runs, including what runs inside the work and becomes of the
-// answer (Deps.Decorate, Deps.InWork).
-type intent[In any] struct {
-	req     idempotency.Request
-	in      In
+// Intent is an attempt at an operation as the transport read it, before
+// anything runs. ReadIntent and Respond are the parts of every idempotent
+// route: an operation that runs its attempts its own way builds its
+// handler from them.
+type Intent[In any] struct {
+	Request idempotency.Request
+	In      In
+	// Hold, if set, runs inside the work before it decides: the
+	// decoration's (Deps.Decorate) and the tests' seam (Deps.InWork).
+	Hold    func(context.Context) error
 	attempt int
-	hold    func(context.Context) error
 	drop    bool
 }
 
-// readIntent reads and checks r as an attempt at op. Its errors are
+// ReadIntent reads and checks r as an attempt at op. Its errors are to be
 // answered, and nothing is stored.
-func readIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, op Operation[In, Out]) (intent[In], error) {
-	var it intent[In]
+func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, op Operation[In, Out]) (Intent[In], error) {
+	var it Intent[In]
 	key, err := idempotency.ParseKey(r.Header.Values("Idempotency-Key"))
 	if err != nil {
 		return it, err
@@ -170,49 +156,43 @@ func readIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	if it.attempt, err = clientAttempt(r); err != nil {
 		return it, err
 	}
-	if it.in, err = op.Decode(w, r); err != nil {
+	if it.In, err = op.Decode(w, r); err != nil {
 		return it, err
 	}
-	fp, err := idempotency.Fingerprint(op.Significant(it.in))
+	fp, err := idempotency.Fingerprint(op.Significant(it.In))
 	if err != nil {
 		return it, err
 	}
-	it.req = idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.Path, Wait: preferWait(r), Retry: it.attempt >= 2}
-	if s.Path != "" && op.Run == nil {
-		it.req.Path = s.Path
+	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.Path, Wait: preferWait(r), Retry: it.attempt >= 2}
+	if s.Path != "" {
+		it.Request.Path = s.Path
 	}
 	var d Decoration
 	if s.Decorate != nil {
-		if d, err = s.Decorate(r, &it.req); err != nil {
+		if d, err = s.Decorate(r, &it.Request); err != nil {
 			return it, err
 		}
 	}
-	it.hold, it.drop = s.hold(r, d), d.DropAnswer
+	it.Hold, it.drop = s.hold(r, d), d.DropAnswer
 	return it, nil
 }
 
-// ErrNoAnswer is an operation's error when its attempt ends without an
-// answer, as if its server died there: the connection is closed.
-var ErrNoAnswer = errors.New("httpapi: the attempt ends without an answer")
-
-// answer writes the Runner's result res, or its error.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, scope idempotency.Scope, attempt int, drop bool, res idempotency.Result, err error) {
+// Respond writes the Runner's result res for it, or its error.
+func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Intent[In], res idempotency.Result, err error) {
+	scope := it.Request.Scope
 	li := info(r)
 	li.outcome, li.path = res.Outcome, res.Path
-	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && attempt > 0 && s.Metrics != nil {
-		s.Metrics.Answered(scope.Operation, attempt)
+	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && it.attempt > 0 && s.Metrics != nil {
+		s.Metrics.Answered(scope.Operation, it.attempt)
 	}
 	switch {
-	case errors.Is(err, ErrNoAnswer):
-		dropConnection(s.Logger, w, r)
-		return
 	case err != nil:
 		if apperr.Code(err) == apperr.OperationInProgress {
 			w.Header().Set("Link", "<"+outcomeURL(scope)+`>; rel="monitor"`)
 		}
 		WriteError(s.Logger, w, r, err)
 		return
-	case drop:
+	case it.drop:
 		dropConnection(s.Logger, w, r)
 		return
 	}

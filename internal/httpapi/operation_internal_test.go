@@ -33,12 +33,6 @@ func TestOperationCheck(t *testing.T) {
 	if err := whole().check(); err != nil {
 		t.Fatalf("a whole operation: %v", err)
 	}
-	runs := whole()
-	runs.Decide, runs.Render, runs.Effect = nil, nil, nil
-	runs.Run = func(context.Context, Attempt[string]) (idempotency.Result, error) { return idempotency.Result{}, nil }
-	if err := runs.check(); err != nil {
-		t.Fatalf("an operation that runs itself: %v", err)
-	}
 	tests := []struct {
 		name  string
 		spoil func(*Operation[string, string])
@@ -48,9 +42,9 @@ func TestOperationCheck(t *testing.T) {
 		{"no path", func(o *Operation[string, string]) { o.Path = "" }, "things.create lacks a path"},
 		{"no decode", func(o *Operation[string, string]) { o.Decode = nil }, "things.create lacks Decode"},
 		{"no significant", func(o *Operation[string, string]) { o.Significant = nil }, "lacks Significant"},
-		{"no decide", func(o *Operation[string, string]) { o.Decide = nil }, "lacks Decide, Render and Effect, or Run"},
-		{"no render", func(o *Operation[string, string]) { o.Render = nil }, "lacks Decide, Render and Effect, or Run"},
-		{"no effect", func(o *Operation[string, string]) { o.Effect = nil }, "lacks Decide, Render and Effect, or Run"},
+		{"no decide", func(o *Operation[string, string]) { o.Decide = nil }, "lacks Decide"},
+		{"no render", func(o *Operation[string, string]) { o.Render = nil }, "lacks Render"},
+		{"no effect", func(o *Operation[string, string]) { o.Effect = nil }, "lacks Effect"},
 		{"no route", func(o *Operation[string, string]) { o.Pattern = "" }, "lacks a method and pattern"},
 		{"no decode, no route", func(o *Operation[string, string]) { o.Decode, o.Method = nil, "" }, "lacks a method and pattern, Decode"},
 	}

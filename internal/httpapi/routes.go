@@ -25,7 +25,7 @@ func (s *Server) routes(ops []Route) http.Handler {
 			r.Method(http.MethodGet, "/v1/demo-requests/{id}/delivery", handleGetDelivery(s.Logger, s.Deliveries))
 			r.Method(http.MethodPost, "/v1/demo-requests/{id}/delivery/reconcile", handleReconcile(s.Logger, s.Deliveries))
 		}
-		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, ops))
+		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, s.TTL, ops))
 	})
 	return r
 }

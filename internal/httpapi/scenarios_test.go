@@ -193,8 +193,8 @@ func testLeaseTakeover(t *testing.T, path idempotency.Path) {
 	}
 	scope := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "key-crashed"}
 	deadClaim := idempotency.Claim{Scope: scope, Token: uuid.NewString()}
-	dead, err := e.Store.Claim(context.Background(), scope, fp, deadClaim.Token, apitest.Lease, apitest.TTL)
-	if err != nil || !dead.Claimed {
+	dead, err := e.Store.Claim(context.Background(), idempotency.Claim{Scope: scope, Token: deadClaim.Token}, fp, apitest.Lease, apitest.TTL)
+	if err != nil || !dead.Wrote {
 		t.Fatalf("claim of the owner that dies: %+v, %v", dead, err)
 	}
 
@@ -212,7 +212,7 @@ func testLeaseTakeover(t *testing.T, path idempotency.Path) {
 	// The dead owner wakes up and tries to finish: fenced out.
 	zombie := demo.Request{ID: "8a0d8f0e-8d8e-4d0f-9f4c-5a3f4f0b2c11", Actor: "alice", State: "accepted", Topic: "zombie", CreatedAt: clk.Now()}
 	err = e.Store.FinishClaimAtomically(context.Background(), deadClaim,
-		idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte("{}")}, Effect: e.Store.CreateDemoRequest(zombie)})
+		idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte("{}")}, Effect: e.Store.CreateDemoRequest(zombie)})
 	if !errors.Is(err, idempotency.ErrLeaseLost) {
 		t.Fatalf("finish of the dead owner: %v, want ErrLeaseLost", err)
 	}

@@ -96,9 +96,6 @@ type Server struct {
 	idem *idempotency.Runner
 }
 
-// Runner is the server's idempotency Runner.
-func (s *Server) Runner() *idempotency.Runner { return s.idem }
-
 // NewServer returns the HTTP handler of the whole API, or an error naming
 // what d lacks.
 func NewServer(d Deps) (http.Handler, error) {

@@ -46,10 +46,8 @@ const (
 	attrCode      = attribute.Key("idempotency.code")
 )
 
-// do is the Runner's Do in a span of its own, "idempotency", when tracing
-// is on: its attributes are the operation, the outcome, the path, whether
-// the answer is a replay, and the code of an error (a 409 in progress, a
-// 422 mismatch). A 5xx sets the span's status to error.
+// do is the Runner's Do, in a span "idempotency" when tracing is on: the
+// operation, outcome, path, replay and error code; a 5xx is an error.
 func (s *Server) do(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
 	if !tracing.On() {
 		return s.idem.Do(ctx, req, work)

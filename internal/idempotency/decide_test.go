@@ -128,13 +128,13 @@ func TestDecideAgreesWithTheStatements(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				var cr idempotency.ClaimResult
+				var cr idempotency.KeyWrite
 				var err error
 				if path == idempotency.TwoPhase {
-					cr, err = s.Claim(ctx, sc, tt.fp, uuid.NewString(), lease, time.Hour)
+					cr, err = s.Claim(ctx, idempotency.Claim{Scope: sc, Token: uuid.NewString()}, tt.fp, lease, time.Hour)
 				} else {
-					cr, err = s.CreateResultAndFinishAtomically(ctx, sc, tt.fp, uuid.NewString(), time.Hour,
-						idempotency.Decided{Response: idempotency.Response{Status: 422, Body: []byte(`{}`)}})
+					cr, err = s.CompleteAtomically(ctx, idempotency.Claim{Scope: sc, Token: uuid.NewString()}, tt.fp, time.Hour,
+						idempotency.Answer{Response: idempotency.Response{Status: 422, Body: []byte(`{}`)}})
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -144,8 +144,8 @@ func TestDecideAgreesWithTheStatements(t *testing.T) {
 					t.Fatalf("Decide on the statement's record = %v, want %v", got.Kind, tt.want.Kind)
 				}
 				writes := tt.want.Kind == idempotency.ClaimNew || tt.want.Kind == idempotency.TakeOverExpired || tt.want.Kind == idempotency.TakeOverLease
-				if cr.Claimed != writes {
-					t.Fatalf("statement claimed = %v, Decide says %v", cr.Claimed, tt.want.Kind)
+				if cr.Wrote != writes {
+					t.Fatalf("statement claimed = %v, Decide says %v", cr.Wrote, tt.want.Kind)
 				}
 				wantState := map[bool]string{true: "in_progress", false: "completed"}[path == idempotency.TwoPhase]
 				if writes && testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1 AND fingerprint = $2 AND state = $3`, sc.Key, tt.fp, wantState) != 1 {

@@ -44,26 +44,26 @@ type Effect interface {
 	Describe() string
 }
 
-// Decided is what a work decided: the answer to send, store and replay, and
-// the change that commits with it (nil for none, such as a refusal).
-type Decided struct {
+// Answer is what a work decided: the response to send, store and replay,
+// and the change that commits with it (nil for none, such as a refusal).
+type Answer struct {
 	Response Response
 	Effect   Effect
 }
 
-// Claim is the proof that a request owns a key. The store completes the key
-// only while Token is still the current claim token.
+// Claim is a request's hold on its key: the store writes the key under
+// Token, and completes a claim in progress only while Token still holds it.
 type Claim struct {
 	Scope Scope
 	Token string
 }
 
-// ClaimResult is what a claiming statement found: either this request now
-// owns the key (Claimed), or Prev is the record that stopped it.
-type ClaimResult struct {
-	Claimed bool
-	Prev    *Record // the row before this statement, nil if there was none
-	Now     time.Time
+// KeyWrite is what a statement that writes a key found: it wrote the key
+// (Wrote), or Prev is the record that stopped it.
+type KeyWrite struct {
+	Wrote bool
+	Prev  *Record // the row before this statement, nil if there was none
+	Now   time.Time
 }
 
 var (
@@ -78,22 +78,21 @@ var (
 )
 
 // Store keeps the records. Its time is the database clock, so that replicas
-// agree on leases and expiry.
+// agree on leases and expiry. Each write takes the key where Decide says a
+// request may (free, expired, or its lease passed), in one statement, and
+// otherwise changes nothing and returns the record that stopped it.
 type Store interface {
-	// Claim writes the scope's record in progress under token where Decide
-	// lets it (free, expired, or its lease passed), committed before it
-	// returns; otherwise it reports the record that stopped it.
-	Claim(ctx context.Context, s Scope, fp, token string, lease, ttl time.Duration) (ClaimResult, error)
-	// CreateResultAndFinishAtomically is the one-phase path: where Claim
-	// would claim, one statement writes the record completed with d's
-	// response and, FROM it, d's effect; otherwise it changes nothing and
-	// reports the record that stopped it. Errors: ErrEffectNotApplied.
-	CreateResultAndFinishAtomically(ctx context.Context, s Scope, fp, token string, ttl time.Duration, d Decided) (ClaimResult, error)
-	// FinishClaimAtomically commits d's effect and completes c's record with
-	// d's response in one transaction, only while c's token holds it.
+	// Claim writes c's key in progress, committed before it returns.
+	Claim(ctx context.Context, c Claim, fp string, lease, ttl time.Duration) (KeyWrite, error)
+	// CompleteAtomically writes c's key completed with a's response and,
+	// FROM it, a's effect, in one statement. Errors: ErrEffectNotApplied.
+	CompleteAtomically(ctx context.Context, c Claim, fp string, ttl time.Duration, a Answer) (KeyWrite, error)
+	// FinishClaimAtomically commits a's effect and completes c's record with
+	// a's response in one transaction, only while c's token holds it.
 	// Errors: ErrLeaseLost, ErrEffectNotApplied (nothing committed).
-	FinishClaimAtomically(ctx context.Context, c Claim, d Decided) error
-	// Release deletes the in-progress record of c so the key can run again.
+	FinishClaimAtomically(ctx context.Context, c Claim, a Answer) error
+	// Release deletes c's record while it is in progress under c's token,
+	// so the key can run again.
 	Release(ctx context.Context, c Claim) error
 	// Lookup returns the record of a scope, nil if none, and the store's time.
 	Lookup(ctx context.Context, s Scope) (*Record, time.Time, error)
@@ -105,8 +104,7 @@ type Path string
 const (
 	// OnePhase is for a work that is a database write decided beforehand:
 	// the work runs first, with no side effect, then one statement writes the
-	// key completed with the answer and the change. With nothing to protect
-	// between a claim and a finish, there is no claim.
+	// key completed with the answer and the change (Store.CompleteAtomically).
 	OnePhase Path = "one_phase"
 	// TwoPhase is for a work outside the database (or held by a workshop
 	// knob): claim the key in its own commit, so a retry sees it in
@@ -119,7 +117,8 @@ const (
 type Outcome string
 
 const (
-	OutcomeClaimed          Outcome = "claimed"
+	OutcomeCompleted        Outcome = "completed" // one phase: the key written with its answer
+	OutcomeClaimed          Outcome = "claimed"   // two phase: the key written in progress
 	OutcomeExpiredTakenOver Outcome = "expired_taken_over"
 	OutcomeLeaseTakenOver   Outcome = "lease_taken_over"
 	OutcomeReplayed         Outcome = "replayed"
@@ -134,10 +133,12 @@ const (
 )
 
 // Work decides an operation for an intent at time now, without writing: the
-// Runner commits what it returns. Any error it returns, *apperr.Error too,
-// is transient (the claim is released); a definite refusal is an answer, a
-// Decided response with no effect.
-type Work func(ctx context.Context, now time.Time) (Decided, error)
+// Runner commits what it returns under claim c. Any error it returns,
+// *apperr.Error too, is transient (the claim is released), except
+// operation_in_progress: a work that answers so still holds its key, as it
+// arranged with the store, and says when to ask again. A definite refusal
+// is an answer: a response with no effect.
+type Work func(ctx context.Context, c Claim, now time.Time) (Answer, error)
 
 // Request is one attempt at an operation.
 type Request struct {
@@ -148,7 +149,7 @@ type Request struct {
 	// for the first attempt's answer (Prefer: wait), capped by MaxWait.
 	Wait time.Duration
 	// Retry says the client sends this intent again (X-Client-Attempt ≥ 2):
-	// its key most likely exists, so the Runner reads it first (readFirst).
+	// its key most likely exists, so the Runner reads it first.
 	Retry bool
 	// TTL is how long this request's stored answer is replayed (0:
 	// Config.TTL); an unfinished claim is held by its lease.
@@ -214,20 +215,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}, newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst, cfg.Clock)}, nil
 }
 
-func (r *Runner) ttl(req Request) time.Duration {
-	if req.TTL > 0 {
-		return req.TTL
-	}
-	return r.cfg.TTL
-}
-
-// WorkBudget is how long a claimed work may run: half the lease, so that it
-// ends well before another request may take the key over.
-func (r *Runner) WorkBudget() time.Duration { return r.cfg.Lease / 2 }
-
 const (
-	// reruns bounds a request's reruns after its snapshot missed a row.
-	reruns = 3
+	// tries bounds the turns of Do's loop: a statement run again after its
+	// snapshot missed a row, a work decided again after its row changed.
+	tries = 3
 	// releaseTimeout bounds one attempt to release a claim.
 	releaseTimeout = 5 * time.Second
 	// releaseWait bounds how long a request waits for its release before it
@@ -238,304 +229,217 @@ const (
 	maxReleaseBackoff = time.Second
 )
 
-// Do runs work at most once for the request's scope and fingerprint, on the
-// request's path. Leases and expiry are decided on the store's clock
-// (ClaimResult.Now), so that replicas agree; the rest on Config.Clock.
+// Do runs work at most once for the request's scope and fingerprint. Each
+// turn of its loop runs one statement (the path's write, or a read of the
+// key) and answers as Decide says on the store's clock, so replicas agree.
 //
-// Errors: operation_in_progress (with RetryAfter) while another attempt
-// owns the key or after this one lost its lease; key_payload_mismatch for a
-// key used with another fingerprint; rate_limited (with RetryAfter) for a
-// new key over its actor's bound; ctx's error when the client left during a
-// wait; any error of the store or the work (the claim, if any, released).
+// Errors: operation_in_progress, key_payload_mismatch, rate_limited; ctx's
+// error when the client left during a wait; the store's or the work's.
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
-	if req.Path == OnePhase {
-		return r.onePhase(ctx, req, work)
-	}
-	own, res, err := r.Claim(ctx, req, func(ctx context.Context, c Claim, lease, ttl time.Duration) (ClaimResult, error) {
-		leaseEnd := r.cfg.Clock().Add(lease) // no later than the store's
-		cr, err := r.cfg.Store.Claim(ctx, req.Scope, req.Fingerprint, c.Token, lease, ttl)
-		if err != nil {
-			// The claim may have committed with its reply lost: release it
-			// by its token, so the key is not blocked for a lease.
-			r.release(ctx, c, leaseEnd)
+	var p *pass // req's admission under the bound on new keys
+	defer func() { p.done() }()
+	read := req.Retry    // a retry's key most likely exists: read it first
+	readKind := Kind(-1) // what the last read found free, if it did
+	waitUntil := r.cfg.Clock().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
+	waited, reruns := false, 0
+	for {
+		if !read && p == nil {
+			var err error
+			if p, read, err = r.admitNewKey(req, readKind); err != nil {
+				return r.result(req, OutcomeRateLimited), err
+			} else if read {
+				continue // a stored key is answered from a read
+			}
 		}
-		return cr, err
-	})
-	if own == nil {
-		return res, err
-	}
-	defer own.Done()
-	return r.run(ctx, own, req, work)
-}
-
-// Owned is a request's hold on its key: the claim its statement wrote.
-type Owned struct {
-	Claim   Claim
-	Now     time.Time // the store's time of the claim
-	Outcome Outcome   // claimed, expired_taken_over or lease_taken_over
-
-	leaseEnd time.Time // the lease's end on the Runner's clock, no later than the store's
-	pass     *pass
-}
-
-// Done ends the request's part in its actor's bound on new keys.
-func (o *Owned) Done() { o.pass.done() }
-
-// Claim runs claim, a statement that writes req's key in progress under c's
-// token where Decide lets it, or reports the record that holds it. It
-// returns the claim req owns or else req's answer (replay, mismatch, in
-// progress, rate_limited) or claim's error. Store.Claim is the two-phase
-// path's claim; an operation of several steps brings its own statement.
-func (r *Runner) Claim(ctx context.Context, req Request, claim func(ctx context.Context, c Claim, lease, ttl time.Duration) (ClaimResult, error)) (*Owned, Result, error) {
-	p, answered, err := r.admit(ctx, req)
-	if answered != nil {
-		return nil, *answered, err
-	}
-	waitUntil := r.waitUntil(req)
-	for tries := 0; ; tries++ {
-		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
-		leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
-		cr, err := claim(ctx, c, r.cfg.Lease, r.ttl(req))
-		if err != nil {
-			p.done()
-			res, err := r.failed(req, fmt.Errorf("claim key: %w", err))
-			return nil, res, err
-		}
-		if cr.Claimed {
-			return &Owned{Claim: c, Now: cr.Now, Outcome: r.claimed(req, p, cr), leaseEnd: leaseEnd, pass: p}, Result{}, nil
-		}
-		if res, err, again := r.held(ctx, req, cr, waitUntil, tries); !again {
-			p.done()
-			return nil, res, err
-		}
-	}
-}
-
-// onePhase decides first, then runs CreateResultAndFinishAtomically: the key,
-// its answer and the change where the scope is free, or the row that holds it.
-func (r *Runner) onePhase(ctx context.Context, req Request, work Work) (Result, error) {
-	p, answered, err := r.admit(ctx, req)
-	if answered != nil {
-		return *answered, err
-	}
-	defer p.done()
-	waitUntil := r.waitUntil(req)
-	// The statement is the finish: a client that hangs up must not cancel
-	// it. Waiting for another attempt stops with the client, though.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
-	defer cancel()
-	for tries := 0; ; tries++ {
-		d, err := work(wctx, r.cfg.Clock())
-		if err != nil {
-			return r.failed(req, err)
-		}
-		cr, err := r.cfg.Store.CreateResultAndFinishAtomically(wctx, req.Scope, req.Fingerprint, uuid.NewString(), r.ttl(req), d)
+		c, w, a, err := Claim{Scope: req.Scope, Token: uuid.NewString()}, KeyWrite{}, Answer{}, error(nil)
 		switch {
-		case errors.Is(err, ErrEffectNotApplied) && tries+1 < reruns:
-			continue // the row the work read changed: read and decide again
-		case err != nil:
-			return r.failed(req, fmt.Errorf("claim key: %w", err))
-		case cr.Claimed:
-			return Result{Path: OnePhase, Outcome: r.claimed(req, p, cr), Response: d.Response}, nil
-		}
-		if res, err, again := r.held(ctx, req, cr, waitUntil, tries); !again {
-			return res, err
-		}
-	}
-}
-
-// admit decides whether req goes on to its path's statement, or returns its
-// answer: a retry reads its key first (readFirst); over the bound on new
-// keys, a stored key is answered from a read (or goes on when its lease
-// passed) and a new one is refused.
-func (r *Runner) admit(ctx context.Context, req Request) (*pass, *Result, error) {
-	read, kind := false, ClaimNew
-	if req.Retry {
-		var answered *Result
-		var err error
-		if kind, answered, err = r.readFirst(ctx, req); answered != nil {
-			return nil, answered, err
-		}
-		read = true
-	}
-	if r.newKeys == nil {
-		return nil, nil, nil
-	}
-	p, wait := r.newKeys.admit(req.Scope)
-	if p != nil {
-		return p, nil, nil
-	}
-	if !read {
-		var answered *Result
-		var err error
-		if kind, answered, err = r.readFirst(ctx, req); answered != nil {
-			return nil, answered, err
-		}
-	}
-	if kind == TakeOverLease {
-		return r.newKeys.follow(req.Scope), nil, nil
-	}
-	r.observe(req.Scope, req.Path, OutcomeRateLimited)
-	return nil, &Result{Path: req.Path, Outcome: OutcomeRateLimited}, rateLimited(wait)
-}
-
-// readFirst answers a request from one read of its key where the key decides
-// it (replay, mismatch, in progress). Otherwise (no key, one to take over, or
-// a failed read, taken as no key) it returns what it found, and the path's
-// statement decides as for any request.
-func (r *Runner) readFirst(ctx context.Context, req Request) (Kind, *Result, error) {
-	rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
-	if err != nil || rec == nil {
-		return ClaimNew, nil, nil
-	}
-	switch kind := Decide(rec, req.Fingerprint, now).Kind; kind {
-	case Replay, Mismatch, InProgress:
-		res, err, again := r.held(ctx, req, ClaimResult{Prev: rec, Now: now}, r.waitUntil(req), 0)
-		if again {
-			return kind, nil, nil
-		}
-		return kind, &res, err
-	default:
-		return kind, nil, nil
-	}
-}
-
-// waitUntil is when a request stops waiting for another attempt's answer.
-func (r *Runner) waitUntil(req Request) time.Time {
-	return r.cfg.Clock().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
-}
-
-// held answers a request whose statement found the scope held by cr.Prev, as
-// Decide says on the store's clock: replay, mismatch, or in progress (409,
-// or the replay after a wait). again says to run the statement again: the
-// owner released the key during the wait, or a row the snapshot could not
-// see took the scope (at most reruns times).
-func (r *Runner) held(ctx context.Context, req Request, cr ClaimResult, waitUntil time.Time, tries int) (res Result, err error, again bool) {
-	res = Result{Path: req.Path}
-	d := Decide(cr.Prev, req.Fingerprint, cr.Now)
-	switch d.Kind {
-	case Replay:
-		res.Outcome, res.Replayed, res.Response = OutcomeReplayed, true, cr.Prev.Response
-	case Mismatch:
-		res.Outcome = OutcomeMismatch
-		err = apperr.Errorf(apperr.KeyPayloadMismatch, "this idempotency key was already used with a different request payload")
-	case InProgress:
-		if d.LeaseLeft > NeedsAttentionLease/2 {
-			// No owner works on a key that needs attention: there is
-			// nothing to wait for and no time to promise.
-			res.Outcome, err = OutcomeInProgress, NeedsAttentionError()
-			break
-		}
-		// Wait no longer than the owner's deadline: past it the owner is
-		// gone, and only its lease keeps the key.
-		until := waitUntil
-		if deadline := r.cfg.Clock().Add(d.WorkLeft); deadline.Before(until) {
-			until = deadline
-		}
-		answer, released := r.await(ctx, req.Scope, req.Fingerprint, until)
-		switch {
-		case answer != nil:
-			res.Outcome, res.Replayed, res.Waited, res.Response = OutcomeReplayed, true, true, *answer
-		case released:
-			return res, nil, true // the owner released the key: run as a first request
-		case ctx.Err() != nil:
-			res.Outcome, err = OutcomeInProgress, fmt.Errorf("wait for the first attempt: the client left: %w", ctx.Err())
+		case read:
+			w.Prev, w.Now, err = r.cfg.Store.Lookup(ctx, req.Scope)
+			if err != nil { // taken as no key: the path's write decides
+				w, err = KeyWrite{}, nil
+			}
+		case req.Path == OnePhase:
+			a, w, err = r.completeAtomically(ctx, req, c, work)
+			if errors.Is(err, ErrEffectNotApplied) && reruns+1 < tries {
+				reruns++
+				continue // the row the work read changed: decide again
+			}
 		default:
-			res.Outcome, err = OutcomeInProgress, InProgressError(d.RetryAfter())
+			w, err = r.claim(ctx, req, c)
 		}
-	default:
-		// Decide says claim or take over, yet the statement did not: a row
-		// its snapshot could not see took the scope. Run it again.
-		r.observe(req.Scope, req.Path, OutcomeRerun)
-		if tries+1 < reruns {
-			return res, nil, true
-		}
-		res.Outcome, err = OutcomeInProgress, InProgressError(time.Second)
-	}
-	r.observe(req.Scope, req.Path, res.Outcome)
-	return res, err, false
-}
-
-// await waits until until for the answer of the attempt that owns s, handed
-// over by an owner in this process or polled from the store (the owner may
-// run on another replica). It returns the answer, or rerun when the key is
-// free again (released, or its lease passed).
-func (r *Runner) await(ctx context.Context, s Scope, fp string, until time.Time) (answer *Response, rerun bool) {
-	e := r.waiters.register(s)
-	for ctx.Err() == nil && r.cfg.Clock().Before(until) {
-		if r.waiters.wait(ctx, e, until) {
-			return e.resp, e.resp == nil
-		}
-		if !r.waiters.takePoll(e) {
-			continue
-		}
-		rec, now, err := r.cfg.Store.Lookup(ctx, s)
 		if err != nil {
-			break
+			return r.result(req, OutcomeFailed), err
 		}
-		switch Decide(rec, fp, now).Kind {
-		case InProgress:
-			continue
+
+		switch d := Decide(w.Prev, req.Fingerprint, w.Now); d.Kind {
 		case Replay:
-			r.waiters.wake(s, &rec.Response)
-			return &rec.Response, false
-		case Mismatch: // another intent took the key after it expired
-			r.waiters.unregister(s, e)
-			return nil, false
-		default: // released, or its lease passed: run again
-			r.waiters.wake(s, nil)
-			return nil, true
+			if waited {
+				r.waiters.wake(req.Scope, &w.Prev.Response) // to the others waiting here
+			}
+			r.observe(req, OutcomeReplayed)
+			return Result{Path: req.Path, Outcome: OutcomeReplayed, Response: w.Prev.Response, Replayed: true, Waited: waited}, nil
+		case Mismatch:
+			return r.result(req, OutcomeMismatch), apperr.Errorf(apperr.KeyPayloadMismatch,
+				"this idempotency key was already used with a different request payload")
+		case InProgress:
+			if d.LeaseLeft > r.cfg.TTL { // held longer than a key is kept: no time to promise
+				return r.result(req, OutcomeInProgress), InProgressError(0)
+			}
+			// Wait no longer than the owner's deadline: past it the owner
+			// is gone, and only its lease keeps the key.
+			until := waitUntil
+			if deadline := r.cfg.Clock().Add(d.WorkLeft); deadline.Before(until) {
+				until = deadline
+			}
+			resp, end := r.waiters.await(ctx, req.Scope, until)
+			switch end {
+			case answered:
+				r.observe(req, OutcomeReplayed)
+				return Result{Path: req.Path, Outcome: OutcomeReplayed, Response: *resp, Replayed: true, Waited: true}, nil
+			case released, poll:
+				read, waited = end == poll, true
+				continue
+			case left:
+				return r.result(req, OutcomeInProgress), fmt.Errorf("wait for the first attempt: the client left: %w", ctx.Err())
+			}
+			return r.result(req, OutcomeInProgress), InProgressError(d.RetryAfter())
+		default: // ClaimNew, TakeOverExpired or TakeOverLease: the key is this request's to write
+			switch {
+			case w.Wrote:
+				o := r.wrote(req, d.Kind, p)
+				if req.Path == OnePhase {
+					return Result{Path: req.Path, Outcome: o, Response: a.Response}, nil
+				}
+				return r.run(ctx, req, c, o, work)
+			case read:
+				if waited {
+					r.waiters.wake(req.Scope, nil) // the key is free again: the others run too
+				}
+				read, readKind = false, d.Kind
+			case reruns+1 < tries:
+				// The statement did not write where Decide says it could:
+				// a row its snapshot could not see took the scope.
+				reruns++
+				r.observe(req, OutcomeRerun)
+			default:
+				return r.result(req, OutcomeInProgress), InProgressError(time.Second)
+			}
 		}
 	}
-	r.waiters.unregister(s, e)
-	return nil, false
 }
 
-// run executes work for the claim own, and finishes it. The work gets a
-// context detached from the client's, bounded by WorkBudget: a client that
-// hangs up must not cancel the finish, and the work must end well before
-// another request may take the key over.
-func (r *Runner) run(ctx context.Context, own *Owned, req Request, work Work) (Result, error) {
-	res := Result{Path: req.Path, Outcome: own.Outcome}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.WorkBudget())
+// admitNewKey admits req to its path's statement under the bound on new
+// keys (nil without one). Over the bound, a key not yet read is read first
+// (a stored key is answered from the read), a lease to take over is the
+// same intent's key, and a new key is refused.
+func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, err error) {
+	if r.newKeys == nil {
+		return nil, false, nil
+	}
+	p, retryAfter := r.newKeys.admit(req.Scope)
+	switch {
+	case p != nil:
+		return p, false, nil
+	case readKind == TakeOverLease:
+		return r.newKeys.follow(req.Scope), false, nil
+	case readKind < 0:
+		return nil, true, nil
+	}
+	return nil, false, rateLimited(retryAfter)
+}
+
+// completeAtomically is the one-phase path's statement: the work decides
+// first, then one statement writes the key completed with its answer and
+// the change. A client that hangs up must not cancel it: it is the finish.
+func (r *Runner) completeAtomically(ctx context.Context, req Request, c Claim, work Work) (Answer, KeyWrite, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
 	defer cancel()
-	d, err := work(wctx, r.cfg.Clock())
+	a, err := work(ctx, c, r.cfg.Clock())
+	if err != nil {
+		return a, KeyWrite{}, err
+	}
+	w, err := r.cfg.Store.CompleteAtomically(ctx, c, req.Fingerprint, r.ttl(req), a)
+	if err != nil && !errors.Is(err, ErrEffectNotApplied) {
+		err = fmt.Errorf("complete key: %w", err)
+	}
+	return a, w, err
+}
+
+// claim is the two-phase path's statement: the key written in progress,
+// committed on its own so that a retry sees it.
+func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, error) {
+	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
+	w, err := r.cfg.Store.Claim(ctx, c, req.Fingerprint, r.cfg.Lease, r.ttl(req))
+	if err != nil {
+		// The claim may have committed with its reply lost: release it by
+		// its token, so that the key is not blocked for a lease.
+		r.release(ctx, c, leaseEnd)
+		return w, fmt.Errorf("claim key: %w", err)
+	}
+	return w, nil
+}
+
+// run is the two-phase path after its claim: the work, then the finish
+// fenced by c's token, or the claim released on a failure. The work gets a
+// context detached from the client's, bounded by the work budget: a client
+// that hangs up must not cancel the finish, and the work must end well
+// before another request may take the key over.
+func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work Work) (Result, error) {
+	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
+	defer cancel()
+	a, err := work(wctx, c, r.cfg.Clock())
 	if err == nil {
-		err = r.cfg.Store.FinishClaimAtomically(wctx, own.Claim, d)
+		err = r.cfg.Store.FinishClaimAtomically(wctx, c, a)
 	}
 	switch {
 	case err == nil:
-		r.Answered(own.Claim.Scope, &d.Response)
-		res.Response = d.Response
-		return res, nil
+		r.waiters.wake(c.Scope, &a.Response)
+		return Result{Path: req.Path, Outcome: o, Response: a.Response}, nil
 	case errors.Is(err, ErrLeaseLost):
-		res.Outcome = OutcomeLeaseLost
-		r.Observe(own.Claim.Scope, req.Path, res.Outcome)
-		return res, InProgressError(time.Second)
+		return r.result(req, OutcomeLeaseLost), InProgressError(time.Second)
+	case apperr.Code(err) == apperr.OperationInProgress:
+		return r.result(req, OutcomeInProgress), err // the work keeps its key
 	}
-	res.Outcome = OutcomeReleased
-	r.Observe(own.Claim.Scope, req.Path, res.Outcome)
-	defer r.Answered(own.Claim.Scope, nil) // once released, a waiter may claim
-	if rerr := r.release(ctx, own.Claim, own.leaseEnd); rerr != nil {
+	res := r.result(req, OutcomeReleased)
+	defer r.waiters.wake(c.Scope, nil) // once released, a waiter may claim
+	if rerr := r.release(ctx, c, leaseEnd); rerr != nil {
 		return res, errors.Join(err, fmt.Errorf("release claim (retried in the background): %w", rerr))
 	}
 	return res, err
 }
 
-// release deletes claim c (Store.Release), retried as LetGo says.
+// release deletes claim c (Store.Release) on a context of its own, since
+// the client may be gone. While the store cannot hear it, it retries in the
+// background with jittered backoff until it succeeds or the lease ends at
+// leaseEnd: so the key is free as soon as the database answers, and the
+// owner's Retry-After holds. It returns the first attempt's error, waiting
+// for it at most releaseWait.
 func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
-	return r.LetGo(ctx, c, leaseEnd, r.cfg.Store.Release)
-}
-
-// LetGo runs free (a release of claim c, fenced by its token) on a context
-// of its own, since the client may be gone. While the store cannot hear it
-// it retries in the background, with jittered backoff, until it succeeds or
-// the lease ends at leaseEnd: so the key is free as soon as the database
-// answers, and the owner's Retry-After holds. It returns the first
-// attempt's error, waiting for it at most releaseWait.
-func (r *Runner) LetGo(ctx context.Context, c Claim, leaseEnd time.Time, free func(context.Context, Claim) error) error {
 	first := make(chan error, 1)
-	go r.letGoUntil(context.WithoutCancel(ctx), c, leaseEnd, free, first)
+	go func() {
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), leaseEnd)
+		defer cancel()
+		for attempt, wait := 1, releaseBackoff; ; attempt, wait = attempt+1, min(2*wait, maxReleaseBackoff) {
+			actx, cancelAttempt := context.WithTimeout(ctx, releaseTimeout)
+			err := r.cfg.Store.Release(actx, c)
+			cancelAttempt()
+			if attempt == 1 {
+				first <- err
+			}
+			if err == nil {
+				if attempt > 1 {
+					r.waiters.wake(c.Scope, nil) // a waiter here may claim now
+				}
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait/2 + rand.N(wait/2)):
+			}
+		}
+	}()
 	select {
 	case err := <-first:
 		return err
@@ -544,98 +448,51 @@ func (r *Runner) LetGo(ctx context.Context, c Claim, leaseEnd time.Time, free fu
 	}
 }
 
-// letGoUntil tries free until it succeeds or leaseEnd, and sends the error
-// of its first attempt to first.
-func (r *Runner) letGoUntil(ctx context.Context, c Claim, leaseEnd time.Time, free func(context.Context, Claim) error, first chan<- error) {
-	ctx, cancel := context.WithDeadline(ctx, leaseEnd)
-	defer cancel()
-	for attempt, wait := 1, releaseBackoff; ; attempt, wait = attempt+1, min(2*wait, maxReleaseBackoff) {
-		actx, cancelAttempt := context.WithTimeout(ctx, releaseTimeout)
-		err := free(actx, c)
-		cancelAttempt()
-		if attempt == 1 {
-			first <- err
-		}
-		if err == nil {
-			if attempt > 1 {
-				r.Answered(c.Scope, nil) // a waiter here may claim now
-			}
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait/2 + rand.N(wait/2)):
-		}
+// wrote reports the outcome of req's statement that wrote its key where
+// Decide said kind, and spends p's token on a new key (a lease taken over
+// is the same key).
+func (r *Runner) wrote(req Request, kind Kind, p *pass) Outcome {
+	o := map[Kind]Outcome{ClaimNew: OutcomeClaimed, TakeOverExpired: OutcomeExpiredTakenOver, TakeOverLease: OutcomeLeaseTakenOver}[kind]
+	if o == OutcomeClaimed && req.Path == OnePhase {
+		o = OutcomeCompleted
 	}
-}
-
-// Answered hands the answer of the attempt that owned s to this process's
-// waiters (nil: the owner let go, so they run their statement again).
-func (r *Runner) Answered(s Scope, resp *Response) { r.waiters.wake(s, resp) }
-
-// Observe reports outcome o of an attempt at s on path p (Config.Observe).
-func (r *Runner) Observe(s Scope, p Path, o Outcome) { r.observe(s, p, o) }
-
-// Clock is the Runner's clock (Config.Clock).
-func (r *Runner) Clock() time.Time { return r.cfg.Clock() }
-
-// Lease is how long a claim is owned before it may be taken over.
-func (r *Runner) Lease() time.Duration { return r.cfg.Lease }
-
-func (r *Runner) failed(req Request, err error) (Result, error) {
-	res := Result{Path: req.Path, Outcome: OutcomeFailed}
-	r.observe(req.Scope, req.Path, res.Outcome)
-	return res, err
-}
-
-func (r *Runner) observe(s Scope, p Path, o Outcome) {
-	if r.cfg.Observe != nil {
-		r.cfg.Observe(s.Operation, p, o)
-	}
-}
-
-// claimed reports the outcome of a statement of req that wrote its key, as
-// found in cr, and takes the token of p when the key is new: one where none
-// was, or where one had expired. A lease taken over is the same key.
-func (r *Runner) claimed(req Request, p *pass, cr ClaimResult) Outcome {
-	o := OutcomeClaimed
-	switch Decide(cr.Prev, req.Fingerprint, cr.Now).Kind {
-	case TakeOverExpired:
-		o = OutcomeExpiredTakenOver
-	case TakeOverLease:
-		o = OutcomeLeaseTakenOver
-	}
-	r.observe(req.Scope, req.Path, o)
-	if o != OutcomeLeaseTakenOver {
+	if kind != TakeOverLease {
 		p.claimed()
 	}
+	r.observe(req, o)
 	return o
 }
 
-// NeedsAttentionLease is the lease of a key that needs attention: no owner
-// works on it and it never expires until an operator lets it go; a request
-// that finds it gets 409 without Retry-After. An operation of several steps
-// holds its key so when its run cannot go on by itself.
-const NeedsAttentionLease = 100 * 365 * 24 * time.Hour
-
-// ErrNeedsAttention is the cause (Err) of the answer for a key that needs
-// attention, where the transport may say how an operator lets it go.
-var ErrNeedsAttention = errors.New("idempotency: the key needs attention")
-
-// NeedsAttentionError is the answer to a request whose key needs
-// attention: 409 operation_in_progress without Retry-After.
-func NeedsAttentionError() error {
-	return &apperr.Error{Code: apperr.OperationInProgress, Err: ErrNeedsAttention,
-		Message: "this idempotency key needs attention: no retry moves it until an operator lets it go, and no one can say when that will be; the outcome route shows why"}
+// result is req's result with outcome o, which it reports.
+func (r *Runner) result(req Request, o Outcome) Result {
+	r.observe(req, o)
+	return Result{Path: req.Path, Outcome: o}
 }
 
-// InProgressError is the answer for a key another attempt owns: 409
-// operation_in_progress, retry after retryAfter (at least a second).
-func InProgressError(retryAfter time.Duration) error {
-	return &apperr.Error{
-		Code:       apperr.OperationInProgress,
-		Message:    "a request with this idempotency key is still being processed",
-		RetryAfter: max(retryAfter, time.Second),
+func (r *Runner) observe(req Request, o Outcome) {
+	if r.cfg.Observe != nil {
+		r.cfg.Observe(req.Scope.Operation, req.Path, o)
 	}
+}
+
+func (r *Runner) ttl(req Request) time.Duration {
+	if req.TTL > 0 {
+		return req.TTL
+	}
+	return r.cfg.TTL
+}
+
+// workBudget is how long a work may run: half the lease, so that it ends
+// well before another request may take the key over.
+func (r *Runner) workBudget() time.Duration { return r.cfg.Lease / 2 }
+
+// InProgressError is the answer for a key another attempt owns: 409
+// operation_in_progress, retry after retryAfter (at least a second); 0: no
+// one can say when.
+func InProgressError(retryAfter time.Duration) error {
+	if retryAfter == 0 {
+		return &apperr.Error{Code: apperr.OperationInProgress, Message: "a request with this idempotency key is held, and no one can say until when"}
+	}
+	return &apperr.Error{Code: apperr.OperationInProgress, Message: "a request with this idempotency key is still being processed",
+		RetryAfter: max(retryAfter, time.Second)}
 }

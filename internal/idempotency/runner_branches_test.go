@@ -52,9 +52,9 @@ func newBranchEnv(t *testing.T, db *sqlx.DB) *branchEnv {
 
 // create is a work that files a demo request: a 201 and its business row.
 func (e *branchEnv) create(topic string) idempotency.Work {
-	return func(_ context.Context, now time.Time) (idempotency.Decided, error) {
+	return func(_ context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
 		dr := demo.Request{ID: uuid.NewString(), Actor: e.scope.Actor, State: demo.StateAccepted, Topic: topic, CreatedAt: now.UTC().Truncate(time.Microsecond)}
-		return idempotency.Decided{Response: idempotency.Response{Status: 201, Body: []byte(`{"requestId":"` + dr.ID + `"}`), ResultID: dr.ID},
+		return idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte(`{"requestId":"` + dr.ID + `"}`), ResultID: dr.ID},
 			Effect: e.store.CreateDemoRequest(dr)}, nil
 	}
 }
@@ -67,7 +67,7 @@ func (e *branchEnv) do(p idempotency.Path, fp string, wait time.Duration, work i
 func (e *branchEnv) claim(fp string) idempotency.Claim {
 	e.t.Helper()
 	c := idempotency.Claim{Scope: e.scope, Token: uuid.NewString()}
-	if cr, err := e.store.Claim(context.Background(), e.scope, fp, c.Token, branchLease, branchTTL); err != nil || !cr.Claimed {
+	if cr, err := e.store.Claim(context.Background(), idempotency.Claim{Scope: e.scope, Token: c.Token}, fp, branchLease, branchTTL); err != nil || !cr.Wrote {
 		e.t.Fatalf("claim: %+v, %v", cr, err)
 	}
 	return c
@@ -76,6 +76,12 @@ func (e *branchEnv) claim(fp string) idempotency.Claim {
 func (e *branchEnv) rows() int {
 	return testkit.Count(e.t, e.db, `SELECT count(*) FROM demo_requests WHERE actor_id = $1`, e.scope.Actor)
 }
+
+// firstWrite is the outcome of a request that writes a free key, by path;
+// wrote stands for it in a table of both paths.
+var firstWrite = map[idempotency.Path]idempotency.Outcome{idempotency.OnePhase: idempotency.OutcomeCompleted, idempotency.TwoPhase: idempotency.OutcomeClaimed}
+
+const wrote idempotency.Outcome = "(the path's first write)"
 
 // TestRunnerBranches runs every branch of the Runner on both paths, as a
 // first attempt and as a retry (which reads the key first), against a real
@@ -95,9 +101,9 @@ func TestRunnerBranches(t *testing.T) {
 		waited   bool
 		rows     int
 	}{
-		{name: "a first request claims and creates",
+		{name: "a first request writes its key and creates",
 			setup: func(*branchEnv, idempotency.Path) {}, fp: "fp",
-			outcome: idempotency.OutcomeClaimed, rows: 1},
+			outcome: wrote, rows: 1},
 		{name: "a retry replays",
 			setup: func(e *branchEnv, p idempotency.Path) { e.do(p, "fp", 0, e.create("t")) }, fp: "fp",
 			outcome: idempotency.OutcomeReplayed, replayed: true, rows: 1},
@@ -115,7 +121,7 @@ func TestRunnerBranches(t *testing.T) {
 				c := e.claim("fp")
 				go func() {
 					time.Sleep(200 * time.Millisecond)
-					d, _ := e.create("t")(context.Background(), e.clock.Now())
+					d, _ := e.create("t")(context.Background(), c, e.clock.Now())
 					e.store.FinishClaimAtomically(context.Background(), c, d)
 				}()
 			}, fp: "fp", wait: 5 * time.Second,
@@ -146,6 +152,9 @@ func TestRunnerBranches(t *testing.T) {
 					if tc.code == "" && err != nil || tc.code != "" && apperr.Code(err) != tc.code {
 						t.Fatalf("Do: %v, want code %q", err, tc.code)
 					}
+					if tc.outcome == wrote {
+						tc.outcome = firstWrite[p]
+					}
 					if res.Outcome != tc.outcome || res.Replayed != tc.replayed || res.Waited != tc.waited || res.Path != p {
 						t.Fatalf("Do = %+v, want outcome %s, replayed %v, waited %v on %s", res, tc.outcome, tc.replayed, tc.waited, p)
 					}
@@ -165,8 +174,8 @@ func TestRunnerBranches(t *testing.T) {
 // the two-phase claim is released, so the retry runs as a first request; a
 // two-phase owner that lost its lease to another attempt creates nothing.
 func TestRunnerFailures(t *testing.T) {
-	failing := func(context.Context, time.Time) (idempotency.Decided, error) {
-		return idempotency.Decided{}, errors.New("the work failed")
+	failing := func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+		return idempotency.Answer{}, errors.New("the work failed")
 	}
 	want := map[idempotency.Path]idempotency.Outcome{idempotency.OnePhase: idempotency.OutcomeFailed, idempotency.TwoPhase: idempotency.OutcomeReleased}
 	for _, p := range paths {
@@ -180,7 +189,7 @@ func TestRunnerFailures(t *testing.T) {
 			if n := testkit.Count(t, e.db, `SELECT count(*) FROM idempotency_keys`); n != 0 {
 				t.Fatalf("%d key rows after a failed work, want 0", n)
 			}
-			if res, err := e.do(p, "fp", 0, e.create("t")); err != nil || res.Outcome != idempotency.OutcomeClaimed {
+			if res, err := e.do(p, "fp", 0, e.create("t")); err != nil || res.Outcome != firstWrite[p] {
 				t.Fatalf("the retry: %+v, %v; want a first request", res, err)
 			}
 		})
@@ -188,12 +197,12 @@ func TestRunnerFailures(t *testing.T) {
 	t.Run("two_phase/an owner that lost its lease creates nothing", func(t *testing.T) {
 		t.Parallel()
 		e := newBranchEnv(t, pgtest.NewDB(t))
-		slow := func(ctx context.Context, now time.Time) (idempotency.Decided, error) {
+		slow := func(ctx context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
 			// While this owner works, its lease passes and another attempt
 			// takes the key over.
 			e.clock.Advance(branchLease + time.Second)
 			e.claim("fp")
-			return e.create("t")(ctx, now)
+			return e.create("t")(ctx, idempotency.Claim{}, now)
 		}
 		res, err := e.do(idempotency.TwoPhase, "fp", 0, slow)
 		if apperr.Code(err) != apperr.OperationInProgress || res.Outcome != idempotency.OutcomeLeaseLost {
@@ -216,9 +225,9 @@ func (s *countingStore) Lookup(ctx context.Context, sc idempotency.Scope) (*idem
 	return s.Store.Lookup(ctx, sc)
 }
 
-func (s *countingStore) CreateResultAndFinishAtomically(ctx context.Context, sc idempotency.Scope, fp, token string, ttl time.Duration, d idempotency.Decided) (idempotency.ClaimResult, error) {
+func (s *countingStore) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
 	s.writes++
-	return s.Store.CreateResultAndFinishAtomically(ctx, sc, fp, token, ttl, d)
+	return s.Store.CompleteAtomically(ctx, c, fp, ttl, a)
 }
 
 // TestRetryReadsFirst: a retry's replay is one read and no write
@@ -249,9 +258,9 @@ func TestRetryReadsFirst(t *testing.T) {
 		outcome        idempotency.Outcome
 		lookups, write int
 	}{
-		{"a first attempt writes at once", "k1", false, idempotency.OutcomeClaimed, 0, 1},
+		{"a first attempt writes at once", "k1", false, idempotency.OutcomeCompleted, 0, 1},
 		{"its retry reads, and writes nothing", "k1", true, idempotency.OutcomeReplayed, 1, 0},
-		{"a retry of a key never seen reads, then writes", "k2", true, idempotency.OutcomeClaimed, 1, 1},
+		{"a retry of a key never seen reads, then writes", "k2", true, idempotency.OutcomeCompleted, 1, 1},
 		{"a first attempt of a used key runs the statement, which replays", "k2", false, idempotency.OutcomeReplayed, 0, 1},
 	}
 	for _, s := range steps {

@@ -20,11 +20,11 @@ type lostClaimReply struct {
 	lose bool
 }
 
-func (s *lostClaimReply) Claim(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	cr, err := s.Store.Claim(ctx, sc, fp, token, lease, ttl)
+func (s *lostClaimReply) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
+	cr, err := s.Store.Claim(ctx, c, fp, lease, ttl)
 	if s.lose && err == nil {
 		s.lose = false
-		return idempotency.ClaimResult{}, &apperr.Error{Code: apperr.Unavailable, Message: "connection reset", Err: errors.New("read: connection reset by peer")}
+		return idempotency.KeyWrite{}, &apperr.Error{Code: apperr.Unavailable, Message: "connection reset", Err: errors.New("read: connection reset by peer")}
 	}
 	return cr, err
 }
@@ -41,8 +41,8 @@ func TestLostClaimReplyDoesNotBlockTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "op", Key: "k"}, Fingerprint: "fp", Path: idempotency.TwoPhase}
-	work := func(context.Context, time.Time) (idempotency.Decided, error) {
-		return idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte(`{}`)}}, nil
+	work := func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+		return idempotency.Answer{Response: idempotency.Response{Status: 200, Body: []byte(`{}`)}}, nil
 	}
 	if _, err := r.Do(context.Background(), req, work); apperr.Code(err) != apperr.Unavailable {
 		t.Fatalf("the request whose claim reply was lost: %v, want unavailable", err)

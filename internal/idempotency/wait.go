@@ -56,6 +56,40 @@ func (w *waiters) unregister(s Scope, e *waitEntry) {
 	}
 }
 
+// waitEnd says how a wait ended.
+type waitEnd int
+
+const (
+	timedOut waitEnd = iota // its time passed
+	answered                // the owner in this process handed its answer over
+	released                // the owner in this process let go: run the statement again
+	poll                    // this waiter's turn to read the key (the owner may run elsewhere)
+	left                    // the client left
+)
+
+// await waits on s until until for the answer of the attempt that owns it.
+func (w *waiters) await(ctx context.Context, s Scope, until time.Time) (*Response, waitEnd) {
+	e := w.register(s)
+	for {
+		switch {
+		case ctx.Err() != nil:
+			w.unregister(s, e)
+			return nil, left
+		case !w.clock().Before(until):
+			w.unregister(s, e)
+			return nil, timedOut
+		case w.wait(ctx, e, until):
+			if e.resp == nil {
+				return nil, released
+			}
+			return e.resp, answered
+		case w.takePoll(e):
+			w.unregister(s, e)
+			return nil, poll
+		}
+	}
+}
+
 // wait blocks until the owner wakes e, the next poll is due (around
 // pollInterval, drawn afresh so that waiters do not ask at one instant),
 // until passes or ctx ends. It returns whether e was woken.

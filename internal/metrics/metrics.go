@@ -17,11 +17,10 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// ClaimCounter reports the in-progress claims: their number, how many of
-// them need attention (idempotency.NeedsAttentionLease), the claim time of
-// the oldest, and the store's time.
+// ClaimCounter reports the in-progress claims: their number, the claim time
+// of the oldest, and the store's time.
 type ClaimCounter interface {
-	InProgress(ctx context.Context) (n, needsAttention int, oldest, now time.Time, err error)
+	InProgress(ctx context.Context) (n int, oldest, now time.Time, err error)
 }
 
 // Metrics holds the collectors of one server.
@@ -41,7 +40,7 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 		reg: prometheus.NewRegistry(),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "demo_api_idempotency_outcomes_total",
-			Help: "What requests did with their idempotency key, by path (one_phase, two_phase, step_wise): claimed, expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun, rate_limited (a new key over the actor's bound: nothing stored); for runs of several steps also resumed, parked, needs_attention.",
+			Help: "What requests did with their idempotency key, by path: completed (one phase), claimed (two phase), expired_taken_over, lease_taken_over, replayed, in_progress, mismatch, released, lease_lost, failed, rerun, rate_limited (a new key over the actor's bound: nothing stored).",
 		}, []string{"operation", "path", "outcome"}),
 		answered: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "demo_api_client_attempt_answered",
@@ -104,8 +103,6 @@ func (m *Metrics) Handler() http.Handler {
 var (
 	inProgressDesc = prometheus.NewDesc("demo_api_idempotency_in_progress_claims",
 		"Claims in progress, including those whose owner died and whose lease passed.", nil, nil)
-	needsAttentionDesc = prometheus.NewDesc("demo_api_keys_needing_attention",
-		"Keys that need attention: held, with no owner working on them, until an operator lets them go (in the full demo, runs of several steps past their limit: demo-api resume-run).", nil, nil)
 	oldestDesc = prometheus.NewDesc("demo_api_idempotency_oldest_in_progress_seconds",
 		"Age of the oldest claim in progress (0 when there is none).", nil, nil)
 )
@@ -113,13 +110,13 @@ var (
 // claimGauges reads the in-progress claims from the database at scrape time.
 func claimGauges(claims ClaimCounter, logger *slog.Logger) prometheus.Collector {
 	return newDBCollector("idempotency_claims", logger, func(ctx context.Context) ([]float64, error) {
-		n, needsAttention, oldest, now, err := claims.InProgress(ctx)
+		n, oldest, now, err := claims.InProgress(ctx)
 		oldestAge := 0.0
 		if n > 0 {
 			oldestAge = max(now.Sub(oldest).Seconds(), 0)
 		}
-		return []float64{float64(n), oldestAge, float64(needsAttention)}, err
-	}, inProgressDesc, oldestDesc, needsAttentionDesc)
+		return []float64{float64(n), oldestAge}, err
+	}, inProgressDesc, oldestDesc)
 }
 
 // dbCollector serves gauges read from the database at scrape time. The

@@ -16,10 +16,10 @@ import (
 )
 
 // cancelled is the cancel of r as the work decides it, with its answer.
-func cancelled(s *postgres.Store, r demo.Request) idempotency.Decided {
+func cancelled(s *postgres.Store, r demo.Request) idempotency.Answer {
 	at := time.Now().UTC().Truncate(time.Microsecond)
 	r.State, r.CancelledAt = demo.StateCancelled, &at
-	return idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte(`{"state":"cancelled"}`), ResultID: r.ID},
+	return idempotency.Answer{Response: idempotency.Response{Status: 200, Body: []byte(`{"state":"cancelled"}`), ResultID: r.ID},
 		Effect: s.CancelDemoRequest(r)}
 }
 
@@ -38,7 +38,7 @@ func TestTheCancelStopsTheDelivery(t *testing.T) {
 	}
 	cancelTwoPhase := func(t *testing.T, s *postgres.Store, r demo.Request) {
 		cr, c := claim(t, s, cancelScope("c-1"), r.ID)
-		if !cr.Claimed {
+		if !cr.Wrote {
 			t.Fatalf("claim of the cancel = %+v", cr)
 		}
 		if err := s.FinishClaimAtomically(ctx, c, cancelled(s, r)); err != nil {
@@ -107,7 +107,7 @@ func TestACancelWaitsForTheDispatchersTake(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.CreateResultAndFinishAtomically(ctx, cancelScope("c-1"), r.ID, uuid.NewString(), ttl, cancelled(s, r))
+		_, err := s.CompleteAtomically(ctx, idempotency.Claim{Scope: cancelScope("c-1"), Token: uuid.NewString()}, r.ID, ttl, cancelled(s, r))
 		done <- err
 	}()
 	waiting := testkit.Eventually(5*time.Second, func() bool {

@@ -15,11 +15,11 @@ import (
 // exactly with the key's answer.
 var (
 	createStatements = keyStatements{
-		onePhase: writeStatements{free: statement("create_demo_request.sql"), takeOver: statement("create_demo_request_takeover.sql")},
+		onePhase: statement("create_demo_request.sql"),
 		finish:   statement("finish_claim_create_demo_request.sql"),
 	}
 	cancelStatements = keyStatements{
-		onePhase: writeStatements{free: statement("cancel_demo_request.sql"), takeOver: statement("cancel_demo_request_takeover.sql")},
+		onePhase: statement("cancel_demo_request.sql"),
 		finish:   statement("finish_claim_cancel_demo_request.sql"),
 	}
 )

@@ -7,7 +7,7 @@ var SQLFiles = sqlFiles
 // The columns the store scans by position, in its order: of the statements
 // that write a key row, of the finishes, and of lookup_key.sql.
 var (
-	ClaimColumns  = claimColumns
+	WriteColumns  = writeColumns
 	FinishColumns = finishColumns
 	LookupColumns = lookupColumns
 )

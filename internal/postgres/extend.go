@@ -26,18 +26,16 @@ func (s *Store) QueryRow(ctx context.Context, tx *sqlx.Tx, query string, args []
 	return s.queryRow(ctx, tx, query, args, dest...)
 }
 
-// WriteKey runs free, a statement that writes the key of fingerprint fp
-// where its scope is free, and takeOver where Decide says the row found
-// may be taken over, as Claim does; both take args and return the key
-// row's columns as claim.sql does.
-func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, free, takeOver, fp string, args []any) (idempotency.ClaimResult, error) {
-	cr, _, err := s.write(ctx, tx, writeStatements{free: free, takeOver: takeOver}, fp, args)
-	return cr, err
+// WriteKey runs query, a statement that writes a key row as claim.sql
+// does, with args, and returns what it found.
+func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, error) {
+	w, _, err := s.write(ctx, tx, query, args)
+	return w, err
 }
 
 // Answer is the response of d as a key row stores it: status, body,
 // headers (JSON) and result id.
-func Answer(d idempotency.Decided) (status int, body []byte, headers string, resultID sql.NullString, err error) {
+func Answer(d idempotency.Answer) (status int, body []byte, headers string, resultID sql.NullString, err error) {
 	a, err := answerOf(d)
 	return a.status, a.body, a.headers, a.resultID, err
 }

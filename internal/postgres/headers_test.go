@@ -25,9 +25,9 @@ func TestStoredHeadersRoundTrip(t *testing.T) {
 		nil,
 	} {
 		sc := idempotency.Scope{Actor: "headers", Operation: "op", Key: fmt.Sprint("k", i)}
-		d := idempotency.Decided{Response: idempotency.Response{Status: 422, Header: h, Body: []byte("{}")}}
-		cr, err := s.CreateResultAndFinishAtomically(ctx, sc, "fp", uuid.NewString(), ttl, d)
-		if err != nil || !cr.Claimed {
+		d := idempotency.Answer{Response: idempotency.Response{Status: 422, Header: h, Body: []byte("{}")}}
+		cr, err := s.CompleteAtomically(ctx, idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", ttl, d)
+		if err != nil || !cr.Wrote {
 			t.Fatalf("store %v: %v, %+v", h, err, cr)
 		}
 		rec, _, err := s.Lookup(ctx, sc)

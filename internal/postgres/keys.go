@@ -17,31 +17,22 @@ import (
 // claim's lease ends at lease_until. Every statement is a file of sql/ that
 // lists its parameters at its top, in the order the Go code passes them;
 // its time is $1, coalesce($1::timestamptz, now()): the database clock
-// unless a test sets Store.Clock.
-//
-// A statement that writes a key row has two forms: one for a free scope,
-// run first, and one able to take a row over, run only when the first found
-// one to take over (sql/claim.sql says why).
+// unless a test sets Store.Clock. A statement that writes a key row takes
+// the row over where idempotency.Decide would (sql/create_demo_request.sql).
 
-// writeStatements are the two forms of a statement that writes a key row.
-type writeStatements struct{ free, takeOver string }
-
-var claimStatements = writeStatements{free: statement("claim.sql"), takeOver: statement("claim_takeover.sql")}
+var claimSQL = statement("claim.sql")
 
 // keyStatements are the statements of one kind of effect, one per path:
-// the one-phase create in its two forms, and the two-phase finish, fenced
-// by the claim token. Each writes the business change FROM the key row it
-// writes (the CTE finished), so the change commits exactly with its key.
+// the one-phase write, and the two-phase finish, fenced by the claim token.
+// Each writes the business change FROM the key row it writes (the CTE
+// finished), so the change commits exactly with its key.
 type keyStatements struct {
-	onePhase writeStatements
+	onePhase string
 	finish   string
 }
 
 // answerOnly completes a key with no business change (a refusal).
-var answerOnly = keyStatements{
-	onePhase: writeStatements{free: statement("answer_only.sql"), takeOver: statement("answer_only_takeover.sql")},
-	finish:   statement("finish_claim_answer_only.sql"),
-}
+var answerOnly = keyStatements{onePhase: statement("answer_only.sql"), finish: statement("finish_claim_answer_only.sql")}
 
 // effect is the postgres store's idempotency.Effect: its statements, their
 // business arguments (after the key's, in the files' order), and whether
@@ -57,7 +48,7 @@ type effect struct {
 func (e *effect) Describe() string { return e.what }
 
 // effectOf returns d's effect, nil for none (an answer only).
-func effectOf(d idempotency.Decided) (*effect, error) {
+func effectOf(d idempotency.Answer) (*effect, error) {
 	if d.Effect == nil {
 		return nil, nil
 	}
@@ -76,7 +67,7 @@ func statementsOf(e *effect) (*keyStatements, []any) {
 	return e.stmts, e.args
 }
 
-// answer is the stored answer of a Decided, as the statements take it.
+// answer is the stored answer of an Answer, as the statements take it.
 type answer struct {
 	status   int
 	body     []byte
@@ -84,7 +75,7 @@ type answer struct {
 	resultID sql.NullString
 }
 
-func answerOf(d idempotency.Decided) (answer, error) {
+func answerOf(d idempotency.Answer) (answer, error) {
 	headers, err := json.Marshal(d.Response.Header)
 	if err != nil {
 		return answer{}, fmt.Errorf("encode headers: %w", err)
@@ -147,119 +138,100 @@ func (r recordRow) record() (*idempotency.Record, error) {
 	return rec, nil
 }
 
-// claimRow is what a statement that writes a key row returns: claimColumns,
+// writeRow is what a statement that writes a key row returns: writeColumns,
 // in their order.
-type claimRow struct {
-	Now     time.Time
-	Claimed bool
-	Effect  int
+type writeRow struct {
+	Now    time.Time
+	Wrote  bool
+	Effect int
 	recordRow
 }
 
-// claimColumns are the columns of a claimRow, in the order of dest.
-var claimColumns = append([]string{"now", "claimed", "effect"}, recordColumns...)
+// writeColumns are the columns of a writeRow, in the order of dest.
+var writeColumns = append([]string{"now", "wrote", "effect"}, recordColumns...)
 
-// The columns of the finish statements (claimed, and how many rows the
+// The columns of the finish statements (wrote, and how many rows the
 // effect changed) and of lookup_key.sql (the store's time and the row).
 var (
-	finishColumns = []string{"claimed", "effect"}
+	finishColumns = []string{"wrote", "effect"}
 	lookupColumns = append([]string{"now"}, recordColumns...)
 )
 
-func (r *claimRow) dest() []any { return r.recordRow.dest(&r.Now, &r.Claimed, &r.Effect) }
+func (r *writeRow) dest() []any { return r.recordRow.dest(&r.Now, &r.Wrote, &r.Effect) }
 
-// write runs w's statement for a free scope and, only when the row it found
-// is one to take over (idempotency.Decide, which agrees with the takeover
-// files), the statement that takes it over. It returns what the last one
-// found and how many rows its effect changed.
-func (s *Store) write(ctx context.Context, tx *sqlx.Tx, w writeStatements, fp string, args []any) (idempotency.ClaimResult, int, error) {
-	var row claimRow
-	if err := s.queryRow(ctx, tx, w.free, args, row.dest()...); err != nil {
-		return idempotency.ClaimResult{}, 0, err
+// write runs query, a statement that writes a key row, with args, in tx
+// if not nil, and returns what it found and how many rows its effect
+// changed.
+func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, int, error) {
+	var row writeRow
+	if err := s.queryRow(ctx, tx, query, args, row.dest()...); err != nil {
+		return idempotency.KeyWrite{}, 0, err
 	}
-	cr, err := row.result()
-	if err != nil || cr.Claimed || cr.Prev == nil {
-		return cr, row.Effect, err
-	}
-	if k := idempotency.Decide(cr.Prev, fp, cr.Now).Kind; k != idempotency.TakeOverExpired && k != idempotency.TakeOverLease {
-		return cr, row.Effect, nil
-	}
-	row = claimRow{}
-	if err := s.queryRow(ctx, tx, w.takeOver, args, row.dest()...); err != nil {
-		return idempotency.ClaimResult{}, 0, err
-	}
-	cr, err = row.result()
-	return cr, row.Effect, err
-}
-
-func (r claimRow) result() (idempotency.ClaimResult, error) {
-	prev, err := r.record()
-	return idempotency.ClaimResult{Claimed: r.Claimed, Prev: prev, Now: r.Now}, err
+	prev, err := row.record()
+	return idempotency.KeyWrite{Wrote: row.Wrote, Prev: prev, Now: row.Now}, row.Effect, err
 }
 
 // Claim implements idempotency.Store (sql/claim.sql).
-func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, fp, token string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	args := []any{s.now(), sc.Actor, sc.Operation, sc.Key, fp, token, lease.Microseconds(), ttl.Microseconds()}
-	cr, _, err := s.write(ctx, nil, claimStatements, fp, args)
-	return cr, err
+func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
+	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()}
+	w, _, err := s.write(ctx, nil, claimSQL, args)
+	return w, err
 }
 
-// CreateResultAndFinishAtomically implements idempotency.Store: one
-// statement writes the key completed with d's answer and, FROM it, d's
-// change (for a create, sql/create_demo_request.sql).
-func (s *Store) CreateResultAndFinishAtomically(ctx context.Context, sc idempotency.Scope, fp, token string, ttl time.Duration, d idempotency.Decided) (idempotency.ClaimResult, error) {
-	e, err := effectOf(d)
+// CompleteAtomically implements idempotency.Store: one statement writes
+// the key completed with a's answer and, FROM it, a's change (for a
+// create, sql/create_demo_request.sql).
+func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
+	e, err := effectOf(a)
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return idempotency.KeyWrite{}, err
 	}
-	a, err := answerOf(d)
+	ans, err := answerOf(a)
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return idempotency.KeyWrite{}, err
 	}
 	stmts, effectArgs := statementsOf(e)
-	args := make([]any, 0, 11+len(effectArgs))
-	args = append(append(args, s.now(), sc.Actor, sc.Operation, sc.Key, fp, token,
-		a.status, a.body, a.headers, a.resultID, ttl.Microseconds()), effectArgs...)
-	var cr idempotency.ClaimResult
+	args := append([]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token,
+		ans.status, ans.body, ans.headers, ans.resultID, ttl.Microseconds()}, effectArgs...)
+	var w idempotency.KeyWrite
 	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var changed int
-		if cr, changed, err = s.write(ctx, tx, stmts.onePhase, fp, args); err != nil {
+		if w, changed, err = s.write(ctx, tx, stmts.onePhase, args); err != nil {
 			return err
 		}
-		return checkEffect(e, cr.Claimed, changed)
+		return checkEffect(e, w.Wrote, changed)
 	})
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return idempotency.KeyWrite{}, err
 	}
-	return cr, nil
+	return w, nil
 }
 
 // FinishClaimAtomically implements idempotency.Store: one statement, fenced
 // by the claim token, completes the key and makes d's change (for a create,
 // sql/finish_claim_create_demo_request.sql).
-func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, d idempotency.Decided) error {
-	e, err := effectOf(d)
+func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
+	e, err := effectOf(a)
 	if err != nil {
 		return err
 	}
-	a, err := answerOf(d)
+	ans, err := answerOf(a)
 	if err != nil {
 		return err
 	}
 	stmts, effectArgs := statementsOf(e)
-	args := make([]any, 0, 9+len(effectArgs))
-	args = append(append(args, s.now(), a.status, a.body, a.headers, a.resultID,
-		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token), effectArgs...)
+	args := append([]any{s.now(), ans.status, ans.body, ans.headers, ans.resultID,
+		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, effectArgs...)
 	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
-		var claimed bool // finishColumns
+		var wrote bool // finishColumns
 		var changed int
-		if err := s.queryRow(ctx, tx, stmts.finish, args, &claimed, &changed); err != nil {
+		if err := s.queryRow(ctx, tx, stmts.finish, args, &wrote, &changed); err != nil {
 			return err
 		}
-		if !claimed {
+		if !wrote {
 			return idempotency.ErrLeaseLost
 		}
-		return checkEffect(e, claimed, changed)
+		return checkEffect(e, wrote, changed)
 	})
 }
 
@@ -315,19 +287,16 @@ func (s *Store) PurgeExpired(ctx context.Context, batch int) (int64, error) {
 	return res.RowsAffected()
 }
 
-// InProgress returns how many claims are in progress, how many of them need
-// attention (idempotency.NeedsAttentionLease), the claim time of the oldest
-// and the store's time.
-func (s *Store) InProgress(ctx context.Context) (n, needsAttention int, oldest, now time.Time, err error) {
+// InProgress returns how many claims are in progress, the claim time of
+// the oldest and the store's time.
+func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, err error) {
 	var row struct {
-		N              int          `db:"n"`
-		NeedsAttention int          `db:"needs_attention"`
-		Oldest         sql.NullTime `db:"oldest"`
-		Now            time.Time    `db:"now"`
+		N      int          `db:"n"`
+		Oldest sql.NullTime `db:"oldest"`
+		Now    time.Time    `db:"now"`
 	}
-	err = s.db.GetContext(ctx, &row, countInProgressClaimsSQL, s.now(), (idempotency.NeedsAttentionLease / 2).Microseconds())
-	if err != nil {
-		return 0, 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
+	if err = s.db.GetContext(ctx, &row, countInProgressClaimsSQL, s.now()); err != nil {
+		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
 	}
-	return row.N, row.NeedsAttention, row.Oldest.Time, row.Now, nil
+	return row.N, row.Oldest.Time, row.Now, nil
 }

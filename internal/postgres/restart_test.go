@@ -27,17 +27,17 @@ func TestReleaseRetriedAcrossARestart(t *testing.T) {
 		Fingerprint: "fp", Path: idempotency.TwoPhase}
 
 	restarted := make(chan error, 1)
-	_, err := r.Do(ctx, req, func(wctx context.Context, _ time.Time) (idempotency.Decided, error) {
+	_, err := r.Do(ctx, req, func(wctx context.Context, _ idempotency.Claim, _ time.Time) (idempotency.Answer, error) {
 		// The claim commits without waiting for its WAL (a crash may lose
 		// it, which frees the key): write it out, as time would.
 		if _, err := db.ExecContext(wctx, "CHECKPOINT"); err != nil {
-			return idempotency.Decided{}, err
+			return idempotency.Answer{}, err
 		}
 		go func() { restarted <- pg.Restart(ctx, "immediate") }()
 		if !pgtest.WaitDown(pg.URL("postgres"), 10*time.Second) {
-			return idempotency.Decided{}, errors.New("the database never went down")
+			return idempotency.Answer{}, errors.New("the database never went down")
 		}
-		return idempotency.Decided{}, errors.New("the work failed while the database restarts")
+		return idempotency.Answer{}, errors.New("the work failed while the database restarts")
 	})
 	if err == nil {
 		t.Fatal("the work's failure was answered as a success")
@@ -48,8 +48,8 @@ func TestReleaseRetriedAcrossARestart(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 
-	res, err := r.Do(ctx, req, func(_ context.Context, now time.Time) (idempotency.Decided, error) {
-		return idempotency.Decided{Response: idempotency.Response{Status: 422, Body: []byte(`{}`)}}, nil
+	res, err := r.Do(ctx, req, func(_ context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
+		return idempotency.Answer{Response: idempotency.Response{Status: 422, Body: []byte(`{}`)}}, nil
 	})
 	if err != nil || res.Outcome != idempotency.OutcomeClaimed {
 		t.Fatalf("the retry 2 s after the restart: outcome %q, error %v; want a fresh claim", res.Outcome, err)

@@ -127,10 +127,9 @@ func splitHeader(text string) (header, body string) {
 
 // TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether runs each one-phase
 // file on its own, with the parameters its comment lists: where it may
-// write (a free scope; for a takeover form, an expired row) it writes the
-// key row completed and, from it, the business rows; where the scope is
-// taken (a live claim; for a free-scope form, an expired row too) it writes
-// neither.
+// write (a free scope, an expired row) it writes the key row completed and,
+// from it, the business rows; where the scope is taken (a live claim) it
+// writes neither.
 func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	const (
 		actor = "alice"
@@ -173,15 +172,11 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	answerOnly := business{args: func(string) []any { return nil }}
 	cases := []struct {
 		file     string
-		takeOver bool
 		business business
 	}{
-		{"create_demo_request.sql", false, create},
-		{"create_demo_request_takeover.sql", true, create},
-		{"cancel_demo_request.sql", false, cancel},
-		{"cancel_demo_request_takeover.sql", true, cancel},
-		{"answer_only.sql", false, answerOnly},
-		{"answer_only_takeover.sql", true, answerOnly},
+		{"create_demo_request.sql", create},
+		{"cancel_demo_request.sql", cancel},
+		{"answer_only.sql", answerOnly},
 	}
 	// The rows a scope may hold before: an expired answer, a live claim.
 	const (
@@ -196,15 +191,9 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	)
 	db := openDB(t) // each case has a scope of its own: its name
 	for _, c := range cases {
-		scopes := map[string]string{"taken by a live claim": live}
-		if c.takeOver {
-			scopes["holding an expired row"] = expired
-		} else {
-			scopes["free"] = ""
-			scopes["holding an expired row: not this form's to take"] = expired
-		}
+		scopes := map[string]string{"free": "", "taken by a live claim": live, "holding an expired row": expired}
 		for scope, before := range scopes {
-			writes := before == "" || (c.takeOver && before == expired)
+			writes := before != live
 			t.Run(c.file+"/"+scope, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
@@ -230,8 +219,8 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 				keyRows := count(t, db, `SELECT count(*) FROM idempotency_keys WHERE claim_token = $1 AND state = 'completed'
 					AND fingerprint = 'fp' AND status_code = 201 AND result_id IS NOT DISTINCT FROM $2`, token, resultID)
 				if !writes {
-					if got["claimed"] != false || got["state"] == nil || keyRows != 0 {
-						t.Fatalf("claimed %v, previous row's state %s, %d key rows written; want false, the row there, 0", got["claimed"], got["state"], keyRows)
+					if got["wrote"] != false || got["state"] == nil || keyRows != 0 {
+						t.Fatalf("wrote %v, previous row's state %s, %d key rows written; want false, the row there, 0", got["wrote"], got["state"], keyRows)
 					}
 					if b.alone != "" {
 						if n := count(t, db, b.alone, id); n != 0 {
@@ -241,8 +230,8 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 					return
 				}
 				wantEffect := int64(min(b.written, 1)) // the rows of its last CTE, effect
-				if got["claimed"] != true || got["effect"] != wantEffect || keyRows != 1 {
-					t.Fatalf("claimed %v, effect %v, %d key rows; want true, %d, 1", got["claimed"], got["effect"], keyRows, wantEffect)
+				if got["wrote"] != true || got["effect"] != wantEffect || keyRows != 1 {
+					t.Fatalf("wrote %v, effect %v, %d key rows; want true, %d, 1", got["wrote"], got["effect"], keyRows, wantEffect)
 				}
 				if b.alone != "" {
 					if n, m := count(t, db, b.alone, id), count(t, db, b.together, id); n != b.written || m != 1 {
@@ -254,7 +243,7 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	}
 }
 
-// TestClaimCommitsAsynchronously runs the claim files in a transaction and
+// TestClaimCommitsAsynchronously runs claim.sql in a transaction and
 // reads synchronous_commit after them: off, for a claim that writes and for
 // one that finds its scope taken, so neither commit waits for a WAL flush.
 // The set_config that does it is the final SELECT's filter in claim.sql, a
@@ -263,7 +252,7 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openDB(t)
-	for _, name := range []string{"claim.sql", "claim_takeover.sql"} {
+	for _, name := range []string{"claim.sql"} {
 		for _, scope := range []string{"free", "taken"} {
 			t.Run(name+"/"+scope, func(t *testing.T) {
 				tx, err := db.BeginTxx(ctx, nil)
@@ -278,7 +267,7 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 				}
 				key := "k-" + uuid.NewString()
 				args := []any{nil, "alice", "demo-requests.create", key, "fp", uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds()}
-				run := func() (claimed bool) {
+				run := func() (wrote bool) {
 					args[5] = uuid.NewString()
 					rows, err := tx.QueryxContext(ctx, readSQL(t, name), args...)
 					if err != nil {
@@ -292,7 +281,7 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 						if err := rows.MapScan(row); err != nil {
 							t.Fatal(err)
 						}
-						claimed, _ = row["claimed"].(bool)
+						wrote, _ = row["wrote"].(bool)
 					}
 					if err := rows.Err(); err != nil {
 						t.Fatal(err)
@@ -300,13 +289,13 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 					if n != 1 {
 						t.Fatalf("%s returned %d rows, want 1", name, n)
 					}
-					return claimed
+					return wrote
 				}
 				if scope == "taken" && !run() {
 					t.Fatal("the first claim did not claim")
 				}
 				if got := run(); got != (scope == "free") {
-					t.Fatalf("claimed = %v on a %s scope", got, scope)
+					t.Fatalf("wrote = %v on a %s scope", got, scope)
 				}
 				var sc string
 				if err := tx.GetContext(ctx, &sc, "SHOW synchronous_commit"); err != nil {
@@ -344,14 +333,10 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 		args []any
 		want []string
 	}{
-		{"claim.sql", claim, postgres.ClaimColumns},
-		{"claim_takeover.sql", claim, postgres.ClaimColumns},
-		{"create_demo_request.sql", answer(create...), postgres.ClaimColumns},
-		{"create_demo_request_takeover.sql", answer(create...), postgres.ClaimColumns},
-		{"cancel_demo_request.sql", answer(cancel...), postgres.ClaimColumns},
-		{"cancel_demo_request_takeover.sql", answer(cancel...), postgres.ClaimColumns},
-		{"answer_only.sql", answer(), postgres.ClaimColumns},
-		{"answer_only_takeover.sql", answer(), postgres.ClaimColumns},
+		{"claim.sql", claim, postgres.WriteColumns},
+		{"create_demo_request.sql", answer(create...), postgres.WriteColumns},
+		{"cancel_demo_request.sql", answer(cancel...), postgres.WriteColumns},
+		{"answer_only.sql", answer(), postgres.WriteColumns},
 		{"finish_claim_create_demo_request.sql", finish(create...), postgres.FinishColumns},
 		{"finish_claim_cancel_demo_request.sql", finish(cancel...), postgres.FinishColumns},
 		{"finish_claim_answer_only.sql", finish(), postgres.FinishColumns},
@@ -380,62 +365,8 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 	}
 }
 
-// TestFirstAttemptReadsItsScopeOnce runs each free-scope form on a free
-// scope, in a transaction, and counts the index scans of the key table
-// it made: one, the INSERT's own check of the unique scope. A first attempt
-// is what most requests are, and the row a statement returns as prev is
-// read only when its INSERT skipped, so it pays no second read of a row
-// that is not there.
-func TestFirstAttemptReadsItsScopeOnce(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := openDB(t)
-	now := time.Now().UTC()
-	answer := func(resultID any) []any {
-		return []any{uuid.NewString(), 201, []byte(`{}`), `{}`, resultID, time.Hour.Microseconds()}
-	}
-	for _, c := range []struct {
-		file string
-		args func(id string) []any // $6 on, as the file lists them
-	}{
-		{"claim.sql", func(string) []any {
-			return []any{uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds()}
-		}},
-		{"create_demo_request.sql", func(id string) []any {
-			return append(answer(id), id, "accepted", "t", "n", now)
-		}},
-		{"cancel_demo_request.sql", func(id string) []any { return append(answer(id), "cancelled", now, id) }},
-		{"answer_only.sql", func(string) []any { return answer(nil) }},
-	} {
-		t.Run(c.file, func(t *testing.T) {
-			tx, err := db.BeginTxx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
-			// The count is this backend's since its last report, so take
-			// the difference.
-			scans := func() (n int) {
-				if err := tx.GetContext(ctx, &n, `SELECT coalesce((SELECT idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'idempotency_keys'), 0)`); err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
-			before := scans()
-			args := append([]any{nil, "alice", "demo-requests.create", "k-" + uuid.NewString(), "fp"}, c.args(uuid.NewString())...)
-			got := map[string]any{}
-			if err := tx.QueryRowxContext(ctx, readSQL(t, c.file), args...).MapScan(got); err != nil {
-				t.Fatal(err)
-			}
-			if n := scans() - before; got["claimed"] != true || n != 1 {
-				t.Fatalf("claimed %v after %d index scans of the key table; want true after 1 (the INSERT's unique check)", got["claimed"], n)
-			}
-		})
-	}
-}
-
-// TestStatementsShareTheKeyRowsPart: the statements of one kind (one phase
-// for a free scope, its takeover form, the two-phase finish) write the key
+// TestStatementsShareTheKeyRowsPart: the statements of one kind (one phase,
+// or the two-phase finish) write the key
 // row the same way, whatever their business write: without their comments
 // and their effect (the CTEs from "effect AS (" to the final SELECT), each
 // is the answer_only statement of its kind, whose effect writes nothing.
@@ -450,7 +381,6 @@ func TestStatementsShareTheKeyRowsPart(t *testing.T) {
 	}
 	for _, kind := range [][2]string{
 		{"answer_only.sql", "cancel_demo_request.sql"},
-		{"answer_only_takeover.sql", "cancel_demo_request_takeover.sql"},
 		{"finish_claim_answer_only.sql", "finish_claim_cancel_demo_request.sql"},
 	} {
 		if want, got := keyPart(kind[0]), keyPart(kind[1]); got != want {

@@ -43,8 +43,8 @@ func BenchmarkStoreCreate(b *testing.B) {
 		defer reportCPU(b)()
 		defer reportWAL(b, db)()
 		for b.Loop() {
-			cr, err := s.CreateResultAndFinishAtomically(ctx, scope(), "fp", uuid.NewString(), ttl, created(s, newRequest("bench", "t")))
-			if err != nil || !cr.Claimed {
+			cr, err := s.CompleteAtomically(ctx, idempotency.Claim{Scope: scope(), Token: uuid.NewString()}, "fp", ttl, created(s, newRequest("bench", "t")))
+			if err != nil || !cr.Wrote {
 				b.Fatalf("create: %+v, %v", cr, err)
 			}
 		}
@@ -54,8 +54,8 @@ func BenchmarkStoreCreate(b *testing.B) {
 		defer reportWAL(b, db)()
 		for b.Loop() {
 			c := idempotency.Claim{Scope: scope(), Token: uuid.NewString()}
-			cr, err := s.Claim(ctx, c.Scope, "fp", c.Token, lease, ttl)
-			if err != nil || !cr.Claimed {
+			cr, err := s.Claim(ctx, idempotency.Claim{Scope: c.Scope, Token: c.Token}, "fp", lease, ttl)
+			if err != nil || !cr.Wrote {
 				b.Fatalf("claim: %+v, %v", cr, err)
 			}
 			if err := s.FinishClaimAtomically(ctx, c, created(s, newRequest("bench", "t"))); err != nil {

@@ -52,10 +52,10 @@ func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
 	return testkit.Count(t, db, query, args...)
 }
 
-func claim(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string) (idempotency.ClaimResult, idempotency.Claim) {
+func claim(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string) (idempotency.KeyWrite, idempotency.Claim) {
 	t.Helper()
 	c := idempotency.Claim{Scope: sc, Token: uuid.NewString()}
-	cr, err := s.Claim(context.Background(), sc, fp, c.Token, lease, ttl)
+	cr, err := s.Claim(context.Background(), idempotency.Claim{Scope: sc, Token: c.Token}, fp, lease, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,13 +67,13 @@ func newRequest(actor, topic string) demo.Request {
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 }
 
-func created(s *postgres.Store, r demo.Request) idempotency.Decided {
+func created(s *postgres.Store, r demo.Request) idempotency.Answer {
 	resp := idempotency.Response{Status: 201, Header: map[string]string{"Location": "/v1/demo-requests/" + r.ID}, Body: []byte(`{"requestId":"` + r.ID + `"}`), ResultID: r.ID}
-	return idempotency.Decided{Response: resp, Effect: s.CreateDemoRequest(r)}
+	return idempotency.Answer{Response: resp, Effect: s.CreateDemoRequest(r)}
 }
 
-func refused() idempotency.Decided {
-	return idempotency.Decided{Response: idempotency.Response{Status: 422, Body: []byte("{}")}}
+func refused() idempotency.Answer {
+	return idempotency.Answer{Response: idempotency.Response{Status: 422, Body: []byte("{}")}}
 }
 
 func create(ctx context.Context, s *postgres.Store, c idempotency.Claim, topic string) (demo.Request, error) {
@@ -88,11 +88,11 @@ func TestStoreScenarios(t *testing.T) {
 	t.Run("claim, then replay what the finish stored", func(t *testing.T) {
 		s, db, _ := newStore(t)
 		cr, c := claim(t, s, sc, "fp")
-		if !cr.Claimed || cr.Prev != nil {
+		if !cr.Wrote || cr.Prev != nil {
 			t.Fatalf("first claim = %+v, want claimed with no previous row", cr)
 		}
 		again, _ := claim(t, s, sc, "fp")
-		if again.Claimed || idempotency.Decide(again.Prev, "fp", again.Now).Kind != idempotency.InProgress {
+		if again.Wrote || idempotency.Decide(again.Prev, "fp", again.Now).Kind != idempotency.InProgress {
 			t.Fatalf("second claim while in progress = %+v, want busy", again)
 		}
 		r, err := create(ctx, s, c, "t")
@@ -100,7 +100,7 @@ func TestStoreScenarios(t *testing.T) {
 			t.Fatal(err)
 		}
 		replay, _ := claim(t, s, sc, "fp")
-		if replay.Claimed || idempotency.Decide(replay.Prev, "fp", replay.Now).Kind != idempotency.Replay {
+		if replay.Wrote || idempotency.Decide(replay.Prev, "fp", replay.Now).Kind != idempotency.Replay {
 			t.Fatalf("claim after finish = %+v, want replay", replay)
 		}
 		if got := replay.Prev.Response; got.Status != 201 || got.ResultID != r.ID || string(got.Body) != `{"requestId":"`+r.ID+`"}` ||
@@ -115,7 +115,7 @@ func TestStoreScenarios(t *testing.T) {
 	t.Run("other actors and operations have their own keys", func(t *testing.T) {
 		s, _, _ := newStore(t)
 		for _, other := range []idempotency.Scope{sc, {Actor: "bob", Operation: sc.Operation, Key: sc.Key}, {Actor: sc.Actor, Operation: "other.op", Key: sc.Key}} {
-			if cr, _ := claim(t, s, other, "fp"); !cr.Claimed {
+			if cr, _ := claim(t, s, other, "fp"); !cr.Wrote {
 				t.Fatalf("claim of %+v not claimed", other)
 			}
 		}
@@ -126,7 +126,7 @@ func TestStoreScenarios(t *testing.T) {
 		_, first := claim(t, s, sc, "fp")
 		clk.Advance(lease + time.Second) // the first owner stalls past its lease
 		second, secondClaim := claim(t, s, sc, "fp")
-		if !second.Claimed || idempotency.Decide(second.Prev, "fp", second.Now).Kind != idempotency.TakeOverLease {
+		if !second.Wrote || idempotency.Decide(second.Prev, "fp", second.Now).Kind != idempotency.TakeOverLease {
 			t.Fatalf("claim after the lease = %+v, want a lease takeover", second)
 		}
 		if _, err := create(ctx, s, first, "stale"); !errors.Is(err, idempotency.ErrLeaseLost) {
@@ -152,7 +152,7 @@ func TestStoreScenarios(t *testing.T) {
 		claim(t, s, sc, "fp")
 		clk.Advance(lease)
 		other, _ := claim(t, s, sc, "other")
-		if other.Claimed || idempotency.Decide(other.Prev, "other", other.Now).Kind != idempotency.Mismatch {
+		if other.Wrote || idempotency.Decide(other.Prev, "other", other.Now).Kind != idempotency.Mismatch {
 			t.Fatalf("claim with another fingerprint after the lease = %+v, want mismatch", other)
 		}
 	})
@@ -164,12 +164,12 @@ func TestStoreScenarios(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(ttl - time.Second)
-		if again, _ := claim(t, s, sc, "new-payload"); again.Claimed {
+		if again, _ := claim(t, s, sc, "new-payload"); again.Wrote {
 			t.Fatal("claimed a record one second before it expires")
 		}
 		clk.Advance(time.Second)
 		fresh, freshClaim := claim(t, s, sc, "new-payload")
-		if !fresh.Claimed || idempotency.Decide(fresh.Prev, "new-payload", fresh.Now).Kind != idempotency.TakeOverExpired {
+		if !fresh.Wrote || idempotency.Decide(fresh.Prev, "new-payload", fresh.Now).Kind != idempotency.TakeOverExpired {
 			t.Fatalf("claim after the TTL = %+v, want an expired takeover", fresh)
 		}
 		if _, err := create(ctx, s, freshClaim, "new"); err != nil {
@@ -186,7 +186,7 @@ func TestStoreScenarios(t *testing.T) {
 		if err := s.Release(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		if again, _ := claim(t, s, sc, "fp"); !again.Claimed || again.Prev != nil {
+		if again, _ := claim(t, s, sc, "fp"); !again.Wrote || again.Prev != nil {
 			t.Fatalf("claim after release = %+v, want a fresh claim", again)
 		}
 		// A release with a token that is no longer current changes nothing.
@@ -237,12 +237,12 @@ func TestStoreScenarios(t *testing.T) {
 		const n = 50
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		results := make([]idempotency.ClaimResult, n)
+		results := make([]idempotency.KeyWrite, n)
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = s.Claim(ctx, sc, "fp", uuid.NewString(), lease, ttl)
+				results[i], errs[i] = s.Claim(ctx, idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", lease, ttl)
 			})
 		}
 		close(start)
@@ -252,7 +252,7 @@ func TestStoreScenarios(t *testing.T) {
 			if errs[i] != nil {
 				t.Fatal(errs[i])
 			}
-			if cr.Claimed {
+			if cr.Wrote {
 				won++
 			}
 		}
@@ -262,9 +262,9 @@ func TestStoreScenarios(t *testing.T) {
 	})
 }
 
-func onePhase(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string, d idempotency.Decided) idempotency.ClaimResult {
+func onePhase(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string, d idempotency.Answer) idempotency.KeyWrite {
 	t.Helper()
-	cr, err := s.CreateResultAndFinishAtomically(context.Background(), sc, fp, uuid.NewString(), ttl, d)
+	cr, err := s.CompleteAtomically(context.Background(), idempotency.Claim{Scope: sc, Token: uuid.NewString()}, fp, ttl, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,17 +292,17 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 	t.Run("one statement writes the key completed and the business row", func(t *testing.T) {
 		s, db, _ := newStore(t)
 		r := newRequest("alice", "t")
-		if cr := onePhase(t, s, sc, "fp", created(s, r)); !cr.Claimed || cr.Prev != nil {
+		if cr := onePhase(t, s, sc, "fp", created(s, r)); !cr.Wrote || cr.Prev != nil {
 			t.Fatalf("first one-phase create = %+v, want written", cr)
 		}
 		if n := count(t, db, `SELECT count(*) FROM demo_requests WHERE id = $1`, r.ID); n != 1 {
 			t.Fatalf("%d business rows, want 1", n)
 		}
 		again := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t")))
-		if again.Claimed || idempotency.Decide(again.Prev, "fp", again.Now).Kind != idempotency.Replay || again.Prev.Response.ResultID != r.ID {
+		if again.Wrote || idempotency.Decide(again.Prev, "fp", again.Now).Kind != idempotency.Replay || again.Prev.Response.ResultID != r.ID {
 			t.Fatalf("second one-phase create = %+v, want the first one's replay", again)
 		}
-		if other := onePhase(t, s, sc, "other", created(s, newRequest("alice", "t"))); other.Claimed ||
+		if other := onePhase(t, s, sc, "other", created(s, newRequest("alice", "t"))); other.Wrote ||
 			idempotency.Decide(other.Prev, "other", other.Now).Kind != idempotency.Mismatch {
 			t.Fatalf("one-phase create with another fingerprint = %+v, want mismatch", other)
 		}
@@ -315,11 +315,11 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 		s, db, clk := newStore(t)
 		_, owner := claim(t, s, sc, "fp")
 		busy := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t")))
-		if busy.Claimed || idempotency.Decide(busy.Prev, "fp", busy.Now).Kind != idempotency.InProgress {
+		if busy.Wrote || idempotency.Decide(busy.Prev, "fp", busy.Now).Kind != idempotency.InProgress {
 			t.Fatalf("one-phase create on a live claim = %+v, want busy", busy)
 		}
 		clk.Advance(lease)
-		if cr := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t"))); !cr.Claimed {
+		if cr := onePhase(t, s, sc, "fp", created(s, newRequest("alice", "t"))); !cr.Wrote {
 			t.Fatalf("one-phase create after the owner's lease = %+v, want a takeover", cr)
 		}
 		if _, err := create(ctx, s, owner, "late"); !errors.Is(err, idempotency.ErrLeaseLost) {
@@ -339,12 +339,12 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 		const n = 50
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		results := make([]idempotency.ClaimResult, n)
+		results := make([]idempotency.KeyWrite, n)
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = s.CreateResultAndFinishAtomically(ctx, sc, "fp", uuid.NewString(), ttl, created(s, newRequest("alice", "t")))
+				results[i], errs[i] = s.CompleteAtomically(ctx, idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", ttl, created(s, newRequest("alice", "t")))
 			})
 		}
 		close(start)
@@ -354,7 +354,7 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 			if errs[i] != nil {
 				t.Fatal(errs[i])
 			}
-			if cr.Claimed {
+			if cr.Wrote {
 				won++
 			}
 		}
@@ -367,14 +367,14 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 		s, db, _ := newStore(t)
 		r := newRequest("alice", "t")
 		onePhase(t, s, sc, "fp", created(s, r))
-		cancel := func(key string) (idempotency.ClaimResult, error) {
+		cancel := func(key string) (idempotency.KeyWrite, error) {
 			c := r
 			at := time.Now().UTC().Truncate(time.Microsecond)
 			c.State, c.CancelledAt = demo.StateCancelled, &at
-			d := idempotency.Decided{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: s.CancelDemoRequest(c)}
-			return s.CreateResultAndFinishAtomically(ctx, idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}, r.ID, uuid.NewString(), ttl, d)
+			d := idempotency.Answer{Response: idempotency.Response{Status: 200, Body: []byte("{}")}, Effect: s.CancelDemoRequest(c)}
+			return s.CompleteAtomically(ctx, idempotency.Claim{Scope: idempotency.Scope{Actor: "alice", Operation: "demo-requests.cancel", Key: key}, Token: uuid.NewString()}, r.ID, ttl, d)
 		}
-		if cr, err := cancel("c-1"); err != nil || !cr.Claimed {
+		if cr, err := cancel("c-1"); err != nil || !cr.Wrote {
 			t.Fatalf("first cancel = %+v, %v", cr, err)
 		}
 		// A second key decided on the old read (still accepted).
@@ -388,42 +388,6 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 			t.Fatalf("%d cancelled rows, want 1", n)
 		}
 	})
-}
-
-// TestFreeScopeStatementLeavesStaleRows checks the split of the claim: the
-// statement run first, for a free scope, returns a row it may take over and
-// changes nothing; Store.Claim then takes it over with claim_takeover.sql.
-func TestFreeScopeStatementLeavesStaleRows(t *testing.T) {
-	s, db, clk := newStore(t)
-	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
-	_, first := claim(t, s, sc, "fp")
-	clk.Advance(lease + time.Second) // the first owner died
-
-	rows, err := db.Queryx(readSQL(t, "claim.sql"), clk.Now(), sc.Actor, sc.Operation, sc.Key, "fp",
-		uuid.NewString(), lease.Microseconds(), ttl.Microseconds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var claimed, found bool
-	for rows.Next() {
-		row := map[string]any{}
-		if err := rows.MapScan(row); err != nil {
-			t.Fatal(err)
-		}
-		claimed, found = row["claimed"].(bool), row["fingerprint"] != nil
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if claimed || !found {
-		t.Fatalf("free-scope statement on a claim past its lease: claimed %v, row returned %v; want false, true", claimed, found)
-	}
-	if n := count(t, db, `SELECT count(*) FROM idempotency_keys WHERE claim_token = $1`, first.Token); n != 1 {
-		t.Fatal("the free-scope statement changed the row")
-	}
-	if cr, _ := claim(t, s, sc, "fp"); !cr.Claimed || idempotency.Decide(cr.Prev, "fp", cr.Now).Kind != idempotency.TakeOverLease {
-		t.Fatalf("Store.Claim = %+v, want a lease takeover", cr)
-	}
 }
 
 // TestMigrationsDownAndUp takes every migration down and up again: each
@@ -454,7 +418,7 @@ func TestMigrationsDownAndUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cr := onePhase(t, s, idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-2"}, "fp",
-		created(s, newRequest("alice", "t"))); !cr.Claimed {
+		created(s, newRequest("alice", "t"))); !cr.Wrote {
 		t.Fatal("no create after the migrations went up again")
 	}
 }

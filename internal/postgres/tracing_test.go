@@ -23,7 +23,7 @@ func TestStatementNames(t *testing.T) {
 		}
 		texts[path.Base(f)] = string(b)
 	}
-	if len(texts) < 20 {
+	if len(texts) < 15 {
 		t.Fatalf("only %d statements found", len(texts))
 	}
 	for name, text := range texts {

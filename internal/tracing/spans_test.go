@@ -239,9 +239,12 @@ func TestSpansOfTheBranches(t *testing.T) {
 	exp := recorder(t)
 	// The statements each path runs for a first request (claim) and for a
 	// request that finds the key taken (replay, mismatch).
-	want := map[idempotency.Path]struct{ first, taken []string }{
-		idempotency.OnePhase: {[]string{"create_demo_request.sql"}, []string{"create_demo_request.sql"}},
-		idempotency.TwoPhase: {[]string{"claim.sql", "finish_claim_create_demo_request.sql"}, []string{"claim.sql"}},
+	want := map[idempotency.Path]struct {
+		outcome      idempotency.Outcome
+		first, taken []string
+	}{
+		idempotency.OnePhase: {idempotency.OutcomeCompleted, []string{"create_demo_request.sql"}, []string{"create_demo_request.sql"}},
+		idempotency.TwoPhase: {idempotency.OutcomeClaimed, []string{"claim.sql", "finish_claim_create_demo_request.sql"}, []string{"claim.sql"}},
 	}
 	n := 0
 	for _, p := range []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase} {
@@ -255,7 +258,7 @@ func TestSpansOfTheBranches(t *testing.T) {
 				code       string
 				statements []string
 			}{
-				{"claim", `{"topic":"t","note":"first"}`, 201, idempotency.OutcomeClaimed, false, "", want[p].first},
+				{"first", `{"topic":"t","note":"first"}`, 201, want[p].outcome, false, "", want[p].first},
 				{"replay", `{"topic":"t","note":"first"}`, 201, idempotency.OutcomeReplayed, true, "", want[p].taken},
 				{"mismatch", `{"topic":"t","note":"other"}`, 422, idempotency.OutcomeMismatch, false, "key_payload_mismatch", want[p].taken},
 			} {

@@ -1,6 +1,6 @@
--- cancel_demo_request.sql: the one-phase cancel, for a free scope: the key
--- completed with its answer and, FROM it, the request cancelled and its
--- delivery stopped.
+-- cancel_demo_request.sql: the one-phase cancel: the key completed with its
+-- answer and, FROM it, the request cancelled and its delivery stopped
+-- (create_demo_request.sql explains the key row's part).
 -- Its key-row part is that of every statement of its kind
 -- (TestStatementsShareTheKeyRowsPart); effect is the business write.
 -- $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
@@ -9,6 +9,11 @@
 -- the request as the cancel decided it: $12 state, $13 cancelled_at, $14 id
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
+), prev AS (
+    SELECT fingerprint, state, lease_until, status_code, response_body,
+           response_headers, result_id, created_at, completed_at, expires_at
+    FROM idempotency_keys
+    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
 ), finished AS (
     INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
         fingerprint, state, claim_token, lease_until, status_code, response_body,
@@ -17,7 +22,16 @@ WITH clock AS (
         $5, 'completed', $6::uuid, NULL, $7::integer, $8::bytea,
         $9::jsonb, $10, clock.now, clock.now, clock.now + $11::bigint * interval '1 microsecond'
     FROM clock
-    ON CONFLICT (actor_id, operation, idem_key) DO NOTHING
+    ON CONFLICT (actor_id, operation, idem_key) DO UPDATE SET
+        (fingerprint, state, claim_token, lease_until, status_code, response_body,
+         response_headers, result_id, created_at, completed_at, expires_at)
+      = (excluded.fingerprint, excluded.state, excluded.claim_token, excluded.lease_until,
+         excluded.status_code, excluded.response_body, excluded.response_headers,
+         excluded.result_id, excluded.created_at, excluded.completed_at, excluded.expires_at)
+    -- where idempotency.Decide takes the row over: its answer expired, or
+    -- its owner's lease passed and the same intent asks again
+    WHERE (k.state = 'completed' AND k.expires_at <= excluded.created_at)
+       OR (k.state = 'in_progress' AND k.lease_until <= excluded.created_at AND k.fingerprint = excluded.fingerprint)
     RETURNING k.result_id
 ), -- the effect, FROM finished:
 effect AS (
@@ -57,11 +71,5 @@ effect AS (
     WHERE s.state NOT IN ('failed', 'withdrawn') AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
     RETURNING request_id
 )
-SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS claimed, (SELECT count(*) FROM effect) AS effect, prev.*
-FROM clock LEFT JOIN (
-    SELECT fingerprint, state, lease_until, status_code, response_body,
-           response_headers, result_id, created_at, completed_at, expires_at
-    FROM idempotency_keys
-    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
-      AND NOT EXISTS (SELECT 1 FROM finished)
-) AS prev ON true
+SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS wrote, (SELECT count(*) FROM effect) AS effect, prev.*
+FROM clock LEFT JOIN prev ON true

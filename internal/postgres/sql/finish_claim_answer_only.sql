@@ -19,4 +19,4 @@ WITH clock AS (
 effect AS (
     SELECT FROM finished WHERE false
 )
-SELECT EXISTS (SELECT 1 FROM finished) AS claimed, EXISTS (SELECT 1 FROM effect)::integer AS effect
+SELECT EXISTS (SELECT 1 FROM finished) AS wrote, EXISTS (SELECT 1 FROM effect)::integer AS effect

@@ -54,4 +54,4 @@ effect AS (
     WHERE s.state NOT IN ('failed', 'withdrawn') AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
     RETURNING request_id
 )
-SELECT EXISTS (SELECT 1 FROM finished) AS claimed, EXISTS (SELECT 1 FROM effect)::integer AS effect
+SELECT EXISTS (SELECT 1 FROM finished) AS wrote, EXISTS (SELECT 1 FROM effect)::integer AS effect
