@@ -29,8 +29,8 @@
 #                   coordinator's URL. Linux and root only; the first run
 #                   builds its root (about 25 minutes), later ones take seconds.
 #                   make citus-stop stops it.
-#   make test-citus the contract's tests against that cluster (started for
-#                   them, stopped after), the tables distributed by actor
+#   make test-citus the tests that hold on that cluster today (started for
+#                   them, stopped after; docs/running.md, Sharding on Citus)
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
 #   make rename MODULE=path  give this module (a copy of the template, without
 #                   demo/) its own path (scripts/rename-module.sh)
