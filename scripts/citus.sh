@@ -258,13 +258,15 @@ citus_tests='^(TestCitusExplain|TestCitusStormOnOneKey)$'
 # test: start the cluster (if it is not running), run the Citus tests on
 # it, and stop what this started, whatever the tests did. A skipped test
 # is a failure here: every one of them must run on Citus.
+# started and out are global: the EXIT trap reads them after the function.
+started=()
+out=""
 test_citus() {
-  local url started=() node out rc=0
+  local url node rc=0
   for node in "${nodes[@]}"; do pid_of "$node" >/dev/null || started+=("$node"); done
-  trap 'for n in "${started[@]}"; do stop_node "$n" || true; done' EXIT
-  url="$(start)"
   out="$(mktemp)"
   trap 'rm -f "$out"; for n in "${started[@]}"; do stop_node "$n" || true; done' EXIT
+  url="$(start)"
   (cd "$repo" && TEST_DATABASE_URL="$url" CITUS_PORT="$base_port" ${GO:-go} test -tags citus -count=1 -v \
     -run "$citus_tests" ./internal/postgres ./internal/service 2>&1) |
     grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$' |
