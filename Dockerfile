@@ -8,12 +8,18 @@
 #
 # The health check is the binary's own (demo-api healthcheck: GET /healthz on
 # LISTEN_ADDR), as the image has no shell or curl.
+#
+# On SIGTERM serve stops accepting and lets in-flight requests finish for
+# SHUTDOWN_TIMEOUT (25s): give the container longer than that to stop
+# (docker stop -t 35, docker run --stop-timeout 35; compose sets
+# stop_grace_period), not docker's default 10s (docs/running.md).
 
 FROM scratch AS base
 ENV LISTEN_ADDR=:8080 LOG_FORMAT=json
 EXPOSE 8080
 USER 65532:65532
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 CMD ["/demo-api", "healthcheck"]
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["/demo-api"]
 CMD ["serve"]
 

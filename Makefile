@@ -14,7 +14,8 @@
 #   make db-reset   stop it and delete its data: the next make run starts fresh
 #   make test       scripts/setup.sh (installs what the tests need where it is
 #                   missing), no tracked file over 1 MiB, gofmt, go vet and
-#                   every test with the race detector
+#                   every test with the race detector, here and in
+#                   conformance/ (idemcheck, a module of its own)
 #   make test-short the fast tier (go test -short): every branch of the
 #                   contract against a real PostgreSQL, without the fault,
 #                   restart and long end-to-end tests
@@ -32,8 +33,12 @@
 #   make test-citus the tests that hold on that cluster today (started for
 #                   them, stopped after; docs/running.md, Sharding on Citus)
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
+#   make lint       golangci-lint (.golangci.yml), built from the Go module
+#                   proxy at GOLANGCI_LINT_VERSION into bin/tools; not part
+#                   of make test (CI runs it beside)
 #   make rename MODULE=path  give this module (a copy of the template, without
-#                   demo/) its own path (scripts/rename-module.sh)
+#                   demo/) its own path, and the names an operator sees its
+#                   last element (scripts/rename)
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
@@ -43,7 +48,7 @@ export DEV_DB_PORT
 DEV_TOKEN_ALICE ?= dev-alice
 DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test test-short citus citus-stop test-citus image image-check cross fuzz rename build vet fmt db-stop db-reset clean
+.PHONY: run test test-short citus citus-stop test-citus image image-check cross fuzz lint rename build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -73,8 +78,10 @@ test:
 	  | awk '$$2 != "total" && $$1 > 1048576 { print "tracked file over 1 MiB (build output?): " $$2; bad = 1 } END { exit bad }'
 	gofmt -l . | awk '{ print "not gofmt-ed: " $$0; bad = 1 } END { exit bad }'
 	$(GO) vet ./...
+	cd conformance && $(GO) vet ./...
 	set -o pipefail; $(GO) test -race -count=1 -v ./... 2>&1 \
 	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
+	cd conformance && $(GO) test -race -count=1 ./...
 
 # The fast tier: every branch of the contract against a real PostgreSQL,
 # without the fault, restart and long end-to-end tests (each of those skips
@@ -83,6 +90,7 @@ test:
 # per package.
 test-short:
 	$(GO) run ./internal/tools/pgtest/withpg $(GO) test -short -count=1 ./...
+	cd conformance && $(GO) test -short -count=1 ./...
 
 # Citus: the cluster, and the tests against it (scripts/citus.sh says how).
 citus:
@@ -124,12 +132,15 @@ cross:
 	GOOS=darwin $(GO) vet ./...
 	GOOS=windows $(GO) vet ./...
 	GOOS=windows $(GO) build ./...
+	cd conformance && GOOS=darwin $(GO) vet ./... && GOOS=windows $(GO) vet ./... && GOOS=windows $(GO) build ./...
 
 # make rename MODULE=example.com/acme/orders: this module under a new path
-# (go.mod and every import), for a copy of the template.
+# (go.mod and every import), and the names an operator sees (the command,
+# binary, image, compose service, metrics, tracing, README title) under its
+# last element, orders; NAME=… names the service otherwise.
 rename:
-	@if [[ -z "$(MODULE)" ]]; then echo "usage: make rename MODULE=<module path>" >&2; exit 2; fi
-	scripts/rename-module.sh "$(MODULE)"
+	@if [[ -z "$(MODULE)" ]]; then echo "usage: make rename MODULE=<module path> [NAME=<service name>]" >&2; exit 2; fi
+	$(GO) run ./scripts/rename "$(MODULE)" $(NAME)
 
 FUZZTIME ?= 30s
 # Every fuzz target, found where it is written, so a new one cannot be left out.
@@ -140,8 +151,15 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$(dirname $$file)"; \
 	done
 
+# golangci-lint at a pinned version, installed once into bin/tools.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+lint:
+	GOFLAGS= GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	bin/tools/golangci-lint run ./...
+
 vet:
 	$(GO) vet ./...
+	cd conformance && $(GO) vet ./...
 
 fmt:
 	gofmt -w .

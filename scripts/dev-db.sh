@@ -3,8 +3,11 @@
 #
 #   scripts/dev-db.sh             print the URL of database "demo" (the only
 #                                 line on stdout), creating what is missing
-#   scripts/dev-db.sh url NAME    the same for database NAME on the same
-#                                 server, e.g. `scripts/dev-db.sh url reviewdesk`
+#   scripts/dev-db.sh url NAME... the same for each database NAME on the
+#                                 same server, a line each, e.g.
+#                                 `scripts/dev-db.sh url demo_full reviewdesk`
+#                                 (the full demo's make run: its own
+#                                 databases, apart from the root's "demo")
 #   scripts/dev-db.sh stop        stop the local cluster (make db-stop)
 #   scripts/dev-db.sh reset       stop it and delete its data, or the Docker
 #                                 service and its volume (make db-reset); the
@@ -211,7 +214,11 @@ start_local() {
       die "PostgreSQL did not start (server log: $pglog)"
     fi
   fi
+}
 
+# local_db prints the URL of database $db on the local cluster, creating it
+# if it is missing.
+local_db() {
   local psql=psql
   if [[ -x "$bin/psql" ]]; then
     psql="$bin/psql"
@@ -230,6 +237,11 @@ start_docker() {
   export DEV_DB_PORT="$docker_port" # docker-compose.yml publishes this port
   log "Docker engine found: docker compose up -d --wait postgres (port $docker_port)"
   (cd "$root" && tool "docker compose up" docker compose up -d --wait postgres)
+}
+
+# docker_db prints the URL of database $db on the Docker service, creating
+# it if it is missing.
+docker_db() {
   local q=(docker compose exec -T postgres psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1)
   if [[ "$(cd "$root" && "${q[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")" != 1 ]]; then
     log "creating database $db"
@@ -253,13 +265,16 @@ swap_database() {
   echo "${BASH_REMATCH[1]}/$2${BASH_REMATCH[3]}"
 }
 
-db=demo
+dbs=(demo)
 case "${1:-}" in
   "") ;;
   url)
-    [[ $# -eq 2 ]] || die "usage: $0 url NAME"
-    db=$2
-    [[ "$db" =~ ^[a-z_][a-z0-9_]*$ ]] || die "a database name is lower-case letters, digits and _, not '$db'"
+    [[ $# -ge 2 ]] || die "usage: $0 url NAME..."
+    shift
+    dbs=("$@")
+    for db in "${dbs[@]}"; do
+      [[ "$db" =~ ^[a-z_][a-z0-9_]*$ ]] || die "a database name is lower-case letters, digits and _, not '$db'"
+    done
     ;;
   stop)
     stop_local
@@ -277,27 +292,32 @@ case "${1:-}" in
     exit 0
     ;;
   *)
-    die "usage: $0 [url NAME | stop | reset]"
+    die "usage: $0 [url NAME... | stop | reset]"
     ;;
 esac
 
 if [[ -n "${DATABASE_URL:-}" ]]; then
   if [[ "${1:-}" == url ]]; then
-    log "DATABASE_URL is set: database $db on its server (create it there if it does not exist)"
-    swap_database "$DATABASE_URL" "$db"
+    for db in "${dbs[@]}"; do
+      log "DATABASE_URL is set: database $db on its server (create it there if it does not exist)"
+      swap_database "$DATABASE_URL" "$db"
+    done
   else
     echo "$DATABASE_URL"
   fi
   exit 0
 fi
 
+# One check of Docker for all the names, so that what it finds is said once.
 if docker_ok; then
   start_docker
+  for db in "${dbs[@]}"; do docker_db; done
   exit 0
 fi
 
 if bin="$(bindir)"; then
   start_local
+  for db in "${dbs[@]}"; do local_db; done
   exit 0
 fi
 [[ -f "$pgdata/PG_VERSION" ]] && exit 1 # bindir said why

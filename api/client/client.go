@@ -22,7 +22,11 @@
 //   - when the budget runs out with no definite answer, an
 //     *OutcomeUnknownError that carries the key and the operation;
 //     Resolve then asks the server what became of the key, and
-//     never sends the request again.
+//     never sends the request again;
+//   - when every attempt was answered 429 (a new key over the bound on new
+//     keys, refused before anything ran), a *RateLimitedError instead: the
+//     outcome is known, nothing was stored, and the intent may be sent
+//     again, with its key, after the server's Retry-After.
 //
 // What is retried, with the same key and body: transport errors and
 // timeouts, 409 operation_in_progress, 429, 500, 502, 503 and 504. Never
@@ -214,6 +218,22 @@ func (e *OutcomeUnknownError) Error() string {
 	return fmt.Sprintf("client: outcome unknown for %s key %s after %d attempts (last: %s): resolve the key", e.Operation, e.Key, e.Attempts, e.Last)
 }
 
+// RateLimitedError is returned when the budget ran out and every attempt
+// was answered 429: the server refused each before it ran anything, so
+// nothing was stored under the key. Send the intent again (the same key is
+// safe) after RetryAfter, the server's Retry-After on the last answer.
+type RateLimitedError struct {
+	Operation  string
+	Key        string
+	Attempts   int
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("client: rate limited: %s key %s refused with 429 on all %d attempts, nothing stored: send again after %s",
+		e.Operation, e.Key, e.Attempts, e.RetryAfter)
+}
+
 // ErrContractBroken is wrapped by the error of an answer that breaks the
 // server's contract, such as a 201 whose body has no requestId. It is not
 // retried: the server would send it again.
@@ -281,7 +301,7 @@ func nextWait(backoff, retryAfter, left, attemptTimeout time.Duration) (time.Dur
 // request, or an expedite's order.
 //
 // Errors: *ProblemError (definite refusal), *OutcomeUnknownError (budget
-// spent), ErrContractBroken (a 2xx without a requestId), ctx's error, or
+// spent), *RateLimitedError (budget spent on 429s only), ErrContractBroken (a 2xx without a requestId), ctx's error, or
 // one that names what an incomplete intent lacks.
 func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 	if it.Operation == "" || it.Method == "" || it.Path == "" || it.Key == "" {
@@ -300,10 +320,17 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 	}
 	bo.Reset()
 	last := ""
+	limited := rateLimitRun{}
+	spent := func(attempts int) error {
+		if limited.all && attempts > 0 {
+			return &RateLimitedError{Operation: it.Operation, Key: it.Key, Attempts: attempts, RetryAfter: limited.retryAfter}
+		}
+		return &OutcomeUnknownError{Operation: it.Operation, Key: it.Key, Attempts: attempts, Last: last}
+	}
 	for n := 1; ; n++ {
 		left := time.Until(deadline)
 		if left < minAttempt {
-			return Result{}, &OutcomeUnknownError{Operation: it.Operation, Key: it.Key, Attempts: n - 1, Last: last}
+			return Result{}, spent(n - 1)
 		}
 		a := c.attempt(ctx, it, n, min(left, c.cfg.AttemptTimeout))
 		a.Elapsed = time.Since(start)
@@ -329,11 +356,12 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 			return Result{}, err
 		}
 		last = a.seen()
+		limited.add(n, a)
 		wait, again := nextWait(bo.NextBackOff(), a.retryAfter, time.Until(deadline), c.cfg.AttemptTimeout)
 		if !again {
 			a.Decision = "give up: budget spent"
 			c.report(a.Attempt)
-			return Result{}, &OutcomeUnknownError{Operation: it.Operation, Key: it.Key, Attempts: n, Last: last}
+			return Result{}, spent(n)
 		}
 		a.Decision, a.Wait = "retry in "+wait.Round(time.Millisecond).String(), wait
 		c.report(a.Attempt)
@@ -345,6 +373,18 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 			return Result{}, ctx.Err()
 		}
 	}
+}
+
+// rateLimitRun follows whether every attempt so far was answered 429, and
+// the last one's Retry-After.
+type rateLimitRun struct {
+	all        bool
+	retryAfter time.Duration
+}
+
+func (r *rateLimitRun) add(n int, a attemptResult) {
+	r.all = (n == 1 || r.all) && a.Err == nil && a.Status == http.StatusTooManyRequests
+	r.retryAfter = max(a.retryAfter, time.Second)
 }
 
 // attemptResult is one attempt and what it decided.

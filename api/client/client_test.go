@@ -437,3 +437,38 @@ func TestResolveNamesTheOperation(t *testing.T) {
 		t.Fatalf("asked %q, want %q", asked, want)
 	}
 }
+
+// TestRateLimitedRun: a budget spent on 429s alone is known to have stored
+// nothing, and says when to send again; a run with any other answer, or
+// none, among them stays unknown.
+func TestRateLimitedRun(t *testing.T) {
+	t.Parallel()
+	limited := status(429, "rate_limited", 2)
+	cases := []struct {
+		name    string
+		answers []func(w http.ResponseWriter, r *http.Request)
+		limited bool
+	}{
+		{"429 on every attempt", []func(w http.ResponseWriter, r *http.Request){limited}, true},
+		{"a 503, then 429s", []func(w http.ResponseWriter, r *http.Request){status(503, "unavailable", 0), limited}, false},
+		{"no answer, then 429s", []func(w http.ResponseWriter, r *http.Request){hang, limited}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := &script{answers: c.answers}
+			srv := httptest.NewServer(s)
+			defer srv.Close()
+			it, _ := client.NewIntent(client.CreateInput{Topic: "t"})
+			_, err := newClient(t, srv.URL, 1500*time.Millisecond).Send(context.Background(), it)
+			rl, isLimited := errors.AsType[*client.RateLimitedError](err)
+			_, isUnknown := errors.AsType[*client.OutcomeUnknownError](err)
+			switch {
+			case c.limited && (!isLimited || rl.Key != it.Key || rl.Attempts < 1 || rl.RetryAfter != 2*time.Second):
+				t.Fatalf("got %v, want rate limited for key %s after Retry-After 2s", err, it.Key)
+			case !c.limited && !isUnknown:
+				t.Fatalf("got %v, want outcome unknown", err)
+			}
+		})
+	}
+}

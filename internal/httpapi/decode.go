@@ -35,16 +35,9 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return apperr.Errorf(apperr.UnsupportedMediaType, "send the body in UTF-8 (charset=%q is not)", cs)
 	}
-	if r.ContentLength > MaxBodyBytes {
-		// Declared over the limit: answered before the body is read, not
-		// after the read timeout of a body that may never come.
-		return apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", MaxBodyBytes)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-		return apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", MaxBodyBytes)
-	} else if err != nil {
-		return apperr.Errorf(apperr.MalformedJSON, "the body could not be read")
+	body, err := ReadBody(w, r, MaxBodyBytes)
+	if err != nil {
+		return err
 	}
 	if !utf8.Valid(body) {
 		// encoding/json would replace the bad bytes with U+FFFD, and two
@@ -61,6 +54,30 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
+}
+
+// ReadBody reads the body of r, at most limit bytes: the one way every
+// route reads a body, so that a body too large, or one that breaks off or
+// never arrives (the server's read timeout), gets the same answer on every
+// route.
+//
+// Errors: body_too_large, malformed_json (the body could not be read).
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		// Declared over the limit: answered before the body is read, not
+		// after the read timeout of a body that may never come. On a
+		// connection it keeps, Go's server would first read (and wait for)
+		// an unread body of up to 256 KiB: this one is closed instead.
+		w.Header().Set("Connection", "close")
+		return nil, apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+		return nil, apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
+	} else if err != nil {
+		return nil, apperr.Errorf(apperr.MalformedJSON, "the body could not be read")
+	}
+	return body, nil
 }
 
 // checkMembers checks the members of the JSON object in body against fields.

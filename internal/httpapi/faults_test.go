@@ -53,10 +53,13 @@ func newFaultEnv(t *testing.T, params ...string) *faultEnv {
 // newFaultEnvOn builds one whose operations all take path.
 func newFaultEnvOn(t *testing.T, path idempotency.Path, params ...string) *faultEnv {
 	t.Helper()
-	return newFaultEnvWired(t, path, func(t *testing.T, dbHost string) (string, *faultproxy.Proxy) {
-		proxy := startProxy(t, dbHost)
-		return proxy.Addr(), proxy
-	}, params...)
+	return newFaultEnvWired(t, path, proxied, nil, params...)
+}
+
+// proxied wires the server to its database through a fault proxy.
+func proxied(t *testing.T, dbHost string) (string, *faultproxy.Proxy) {
+	proxy := startProxy(t, dbHost)
+	return proxy.Addr(), proxy
 }
 
 // Where the fault proxy sits when the server reaches its database through
@@ -79,7 +82,7 @@ func newPooledFaultEnv(t *testing.T, path idempotency.Path, where string) *fault
 		}
 		proxy := startProxy(t, dbHost)
 		return pgtest.NewPgBouncer(t, proxy.Addr()).Addr, proxy
-	})
+	}, nil)
 }
 
 func startProxy(t *testing.T, target string) *faultproxy.Proxy {
@@ -94,8 +97,9 @@ func startProxy(t *testing.T, target string) *faultproxy.Proxy {
 
 // newFaultEnvWired builds one whose server reaches the host:port that wire
 // returns for the database's host:port, with the fault proxy wire started
-// on the way.
-func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.T, dbHost string) (string, *faultproxy.Proxy), params ...string) *faultEnv {
+// on the way; adjust, if not nil, changes the server's Deps.
+func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.T, dbHost string) (string, *faultproxy.Proxy),
+	adjust func(*httpapi.Deps), params ...string) *faultEnv {
 	t.Helper()
 	dbURL := pgtest.NewURL(t)
 	u, err := url.Parse(dbURL)
@@ -124,9 +128,13 @@ func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := metrics.New(store, logger)
 	m.Outbox(store, logger) // as serve registers it: another collector that reads the database
-	h, err := httpapi.NewServer(httpapi.Deps{Logger: logger, Metrics: m,
+	deps := httpapi.Deps{Logger: logger, Metrics: m,
 		Keys: store, Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens,
-		Ready: store.Ping, TTL: apitest.TTL, Lease: apitest.Lease, Path: path})
+		Ready: store.Ping, TTL: apitest.TTL, Lease: apitest.Lease, Path: path}
+	if adjust != nil {
+		adjust(&deps)
+	}
+	h, err := httpapi.NewServer(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,6 +375,76 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 				return status == http.StatusCreated
 			}) {
 				t.Fatal("no create once the partition healed")
+			}
+		})
+	}
+}
+
+// TestPartitionAtTenTimesThePool: with the link holding every byte and ten
+// times the pool's connections in flight, every create is answered within
+// 3 s, none waits for a connection until its work's deadline: 503 with
+// Retry-After; and a new key over its actor's bound, whose key is read
+// first, 429 with Retry-After.
+func TestPartitionAtTenTimesThePool(t *testing.T) {
+	testkit.Long(t, "fault injection (a partition under load)")
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		bound func(*httpapi.Deps)
+		want  int // the answer to all but the first
+	}{
+		{"admitted", nil, http.StatusServiceUnavailable},
+		{"new keys over the bound", func(d *httpapi.Deps) { d.NewKeysPerSecond, d.NewKeysBurst = 0.001, 1 }, http.StatusTooManyRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newFaultEnvWired(t, idempotency.OnePhase, proxied, tt.bound)
+			pool := e.DB.Stats().MaxOpenConnections
+			testkit.WarmPool(t, e.DB, pool)
+			e.proxy.Set(faultproxy.Blackhole)
+			n := 10 * pool
+			client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+			defer client.CloseIdleConnections()
+			type answer struct {
+				status     int
+				retryAfter string
+				took       time.Duration
+				err        error
+			}
+			answers := make([]answer, n)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range n {
+				wg.Go(func() {
+					req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
+					req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Idempotency-Key", "key-flood-"+strconv.Itoa(i))
+					<-start
+					t0 := time.Now()
+					resp, err := client.Do(req)
+					a := answer{took: time.Since(t0), err: err}
+					if err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						a.status, a.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+					}
+					answers[i] = a
+				})
+			}
+			close(start)
+			wg.Wait()
+			var slowest time.Duration
+			counts := map[int]int{}
+			for i, a := range answers {
+				slowest = max(slowest, a.took)
+				counts[a.status]++
+				if a.err != nil || (a.status != tt.want && a.status != http.StatusServiceUnavailable) || a.retryAfter == "" || a.took > 3*time.Second {
+					t.Errorf("create %d of %d in flight: %d (Retry-After %q) after %v %v", i, n, a.status, a.retryAfter, a.took.Round(time.Millisecond), a.err)
+				}
+			}
+			t.Logf("%d creates in flight (the pool: %d): %v; the slowest after %v", n, pool, counts, slowest.Round(time.Millisecond))
+			if counts[tt.want] < n-1 {
+				t.Errorf("%d of %d answered %d", counts[tt.want], n, tt.want)
 			}
 		})
 	}

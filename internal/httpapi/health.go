@@ -19,9 +19,15 @@ func handleHealthz() http.Handler {
 	})
 }
 
+// writesHeld is what a replication reading (postgres.Replication) may say
+// of writes: why every one is answered 503 now, "" when they go through.
+type writesHeld interface{ WritesHeld() string }
+
 // handleReadyz answers 200 while the database answers, 503 otherwise, and
 // within readyTimeout either way. Its detail says how commits replicate,
-// when replication is set.
+// when replication is set, and when writes cannot be acknowledged
+// (writes: unavailable): ready still, for reads, replays and the outcome
+// route, which every replica could answer no better.
 func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replication func() any) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
@@ -34,6 +40,9 @@ func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replic
 		if replication != nil {
 			if r := replication(); r != nil {
 				body["replication"] = r
+				if w, ok := r.(writesHeld); ok && w.WritesHeld() != "" {
+					body["writes"], body["detail"] = "unavailable", w.WritesHeld()
+				}
 			}
 		}
 		WriteJSON(w, http.StatusOK, body)

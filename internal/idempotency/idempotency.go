@@ -241,21 +241,22 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 	read := req.Retry    // a retry's key most likely exists: read it first
 	readKind := Kind(-1) // what the last read found free, if it did
 	waitUntil := r.cfg.Clock().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
-	waited, reruns := false, 0
+	waited, reruns, readWithin := false, 0, time.Duration(0)
 	for {
 		if !read && p == nil {
 			var err error
 			if p, read, err = r.admitNewKey(req, readKind); err != nil {
 				return r.result(req, OutcomeRateLimited), err
 			} else if read {
+				readWithin = refusedReadWait
 				continue // a stored key is answered from a read
 			}
 		}
 		c, w, a, err := Claim{Scope: req.Scope, Token: uuid.NewString()}, KeyWrite{}, Answer{}, error(nil)
 		switch {
 		case read:
-			w.Prev, w.Now, err = r.cfg.Store.Lookup(ctx, req.Scope)
-			if err != nil { // taken as no key: the path's write decides
+			w.Prev, w.Now, err = r.lookup(ctx, req.Scope, readWithin)
+			if err != nil { // taken as no key: the path's write decides, or the bound refuses
 				w, err = KeyWrite{}, nil
 			}
 		case req.Path == OnePhase:
@@ -346,6 +347,21 @@ func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, er
 		return nil, true, nil
 	}
 	return nil, false, rateLimited(retryAfter)
+}
+
+// refusedReadWait bounds the read of a new key over its actor's bound: it
+// only tells a stored key from a new one, and must not wait behind the pool
+// (a flood of refused keys would hold it). Unread, the key is refused as new.
+const refusedReadWait = 100 * time.Millisecond
+
+// lookup is Store.Lookup, bounded by within when it is not 0.
+func (r *Runner) lookup(ctx context.Context, s Scope, within time.Duration) (*Record, time.Time, error) {
+	if within > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, within)
+		defer cancel()
+	}
+	return r.cfg.Store.Lookup(ctx, s)
 }
 
 // completeAtomically is the one-phase path's statement: the work decides

@@ -31,6 +31,7 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	swept    prometheus.Counter
 	waits    prometheus.Gauge
+	waitsOn  sync.Once // registers waits at its first reading
 }
 
 // New registers the metrics, the Go runtime's and the process's, and reads
@@ -83,8 +84,11 @@ func (m *Metrics) Request(route, status string, d time.Duration) {
 	m.latency.WithLabelValues(route, status).Observe(d.Seconds())
 }
 
-// CommitWaits sets whether a commit waits for a synchronous standby.
+// CommitWaits sets whether a commit waits for a synchronous standby. The
+// gauge is exported from its first reading on: before it, no value rather
+// than a made-up 0.
 func (m *Metrics) CommitWaits(waits bool) {
+	m.waitsOn.Do(func() { m.reg.MustRegister(m.waits) })
 	v := 0.0
 	if waits {
 		v = 1

@@ -44,6 +44,17 @@ func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
 			Help: "Calls to the review desk, by kind: submit or status (of a submission), cancel or cancel_status (of a cancel).",
 		}, []string{"call"}),
 	}
+	// Every label value is exported from the start, at 0: a rate over a
+	// series that appears only at its first event misses that event.
+	for vec, values := range map[*prometheus.CounterVec][]string{
+		o.delivered: {"submitted", "failed", "unknown", "pending"},
+		o.lookups:   {"accepted", "not_found", "unclear"},
+		o.calls:     {"submit", "status", "cancel", "cancel_status"},
+	} {
+		for _, v := range values {
+			vec.WithLabelValues(v)
+		}
+	}
 	m.reg.MustRegister(o.delivered, o.attempts, o.lookups, o.calls,
 		backlogGauges(backlog, logger))
 	return o

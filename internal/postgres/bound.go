@@ -49,6 +49,7 @@ type boundConnector struct {
 	pq     driver.Connector
 	bound  time.Duration
 	pooled bool
+	seats  *seats // of the pool's connections
 }
 
 // pqConn is what a lib/pq connection implements and the pool uses.

@@ -14,7 +14,7 @@ import (
 // running, and the key row's write and answer.
 
 // DB is the store's pool.
-func (s *Store) DB() *sqlx.DB { return s.db }
+func (s *Store) DB() *sqlx.DB { return s.db.DB }
 
 // Now is the time argument of a statement: nil for the database's clock,
 // which the statement reads as coalesce($n::timestamptz, now()).

@@ -251,7 +251,6 @@ func checkEffect(e *effect, wrote bool, n int) error {
 var (
 	releaseClaimSQL          = statement("release_claim.sql")
 	lookupKeySQL             = statement("lookup_key.sql")
-	purgeExpiredKeysSQL      = statement("purge_expired_keys.sql")
 	countInProgressClaimsSQL = statement("count_in_progress_claims.sql")
 )
 
@@ -274,17 +273,6 @@ func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.
 	}
 	rec, err := row.record()
 	return rec, now, err
-}
-
-// PurgeExpired deletes up to batch expired records: completed ones past their
-// TTL, and abandoned claims past both their TTL and their lease. A claim
-// whose lease is alive is never deleted. It returns how many it deleted.
-func (s *Store) PurgeExpired(ctx context.Context, batch int) (int64, error) {
-	res, err := s.db.ExecContext(ctx, purgeExpiredKeysSQL, s.now(), batch)
-	if err != nil {
-		return 0, fmt.Errorf("purge expired keys: %w", dbErr(err))
-	}
-	return res.RowsAffected()
 }
 
 // InProgress returns how many claims are in progress, the claim time of

@@ -111,9 +111,10 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	pqc.Dialer(dialer)
-	db := sqlx.NewDb(sql.OpenDB(&boundConnector{pq: pqc, bound: opts.StatementTimeout, pooled: pooled}), "postgres")
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	db := sqlx.NewDb(sql.OpenDB(&boundConnector{pq: pqc, bound: opts.StatementTimeout, pooled: pooled,
+		seats: newSeats(maxConns)}), "postgres")
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
@@ -330,7 +331,7 @@ func Statement(fsys fs.FS, name string) string {
 
 // Store implements the idempotency store and the business store.
 type Store struct {
-	db *sqlx.DB
+	db pool
 	// Clock, if set, replaces the database clock (tests move time with it).
 	Clock func() time.Time
 	// Unprepared runs every statement unprepared, for a pooler in
@@ -363,9 +364,16 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 // queryRow runs the prepared query with args ($1, $2, …), in tx if not nil,
 // and scans its one row into dest, one destination per column in the
 // query's order.
-func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
+func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) (err error) {
+	if tx == nil {
+		var leave func(error)
+		if leave, err = s.db.seats.take(ctx); err != nil {
+			return dbErr(err)
+		}
+		defer func() { leave(err) }()
+	}
 	if s.Unprepared {
-		var on sqlx.QueryerContext = s.db
+		var on sqlx.QueryerContext = s.db.DB
 		if tx != nil {
 			on = tx
 		}
@@ -384,10 +392,15 @@ func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []
 // inTx runs fn in a transaction when e is conditional, so that fn's error
 // rolls its statement back; otherwise fn's one statement commits on its own
 // (fn gets a nil tx).
-func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
+func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) (err error) {
 	if e == nil || !e.conditional {
 		return fn(nil)
 	}
+	leave, err := s.db.seats.take(ctx)
+	if err != nil {
+		return dbErr(err)
+	}
+	defer func() { leave(err) }()
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return dbErr(err)
@@ -400,7 +413,7 @@ func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error)
 }
 
 // New returns a Store on db; it prepares nothing when db is Pooled.
-func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db)} }
+func New(db *sqlx.DB) *Store { return &Store{db: poolOf(db), Unprepared: Pooled(db)} }
 
 // now is the time argument of every statement: NULL means the database
 // clock, through coalesce($n::timestamptz, now()).
@@ -420,11 +433,20 @@ func (s *Store) now() any {
 func (s *Store) Ping(ctx context.Context) error {
 	var err error
 	for range s.db.Stats().OpenConnections + 1 {
-		if err = s.db.PingContext(ctx); !errors.Is(err, driver.ErrBadConn) || ctx.Err() != nil {
+		if err = s.ping(ctx); !errors.Is(err, driver.ErrBadConn) || ctx.Err() != nil {
 			break
 		}
 	}
 	return err
+}
+
+func (s *Store) ping(ctx context.Context) (err error) {
+	leave, err := s.db.seats.take(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { leave(err) }()
+	return s.db.PingContext(ctx)
 }
 
 // Unavailable reports whether err is worth trying again as is: the
@@ -436,7 +458,7 @@ func Unavailable(err error) bool {
 	_, netErr := errors.AsType[net.Error](err)
 	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, ErrNotReplicated) {
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrPoolBusy) {
 		return true
 	}
 	pqErr, ok := errors.AsType[*pq.Error](err)

@@ -30,6 +30,16 @@ func (r Replication) Describe() string {
 	return "synchronous: a commit waits for a synchronous standby"
 }
 
+// WritesHeld says why every write is answered 503 now: its commit waits for
+// a synchronous standby and none is attached, so it waits out its bound
+// unconfirmed (ErrNotReplicated). "" otherwise.
+func (r Replication) WritesHeld() string {
+	if r.CommitWaits && r.Attached == 0 {
+		return "commits wait for a synchronous standby and none is attached: every write is answered 503 until one is"
+	}
+	return ""
+}
+
 var commitReplicationSQL = statement("commit_replication.sql")
 
 // Replication reads how the server replicates this pool's commits

@@ -216,17 +216,17 @@ func TestStoreScenarios(t *testing.T) {
 		live.Key = "live"
 		claim(t, s, live, "fp") // claimed now: TTL and lease alive
 
-		if n, err := s.PurgeExpired(ctx, 2); err != nil || n != 2 {
+		if n, _, err := s.PurgeExpired(ctx, 2, postgres.SweepMark{}); err != nil || n != 2 {
 			t.Fatalf("PurgeExpired(2) = %d, %v; want 2", n, err)
 		}
-		if n, err := s.PurgeExpired(ctx, 100); err != nil || n != 4 {
+		if n, _, err := s.PurgeExpired(ctx, 100, postgres.SweepMark{}); err != nil || n != 4 {
 			t.Fatalf("PurgeExpired(100) = %d, %v; want the other 3 completed and the abandoned claim", n, err)
 		}
 		if n := count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = 'live'`); n != 1 {
 			t.Fatal("the sweeper deleted a live claim")
 		}
 		clk.Advance(ttl) // now past the live claim's TTL, but it was never finished: its lease passed too
-		if n, err := s.PurgeExpired(ctx, 100); err != nil || n != 1 {
+		if n, _, err := s.PurgeExpired(ctx, 100, postgres.SweepMark{}); err != nil || n != 1 {
 			t.Fatalf("PurgeExpired after the live claim's TTL and lease = %d, %v; want 1", n, err)
 		}
 	})

@@ -21,45 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
-
-// Submission is what the demo hands the desk.
-type Submission struct {
-	RequestID string `json:"requestId"`
-	Topic     string `json:"topic"`
-	Note      string `json:"note"`
-}
-
-// Slot is a reservation of an express slot for an account.
-type Slot struct {
-	RequestID string `json:"requestId"`
-	Account   string `json:"account"`
-}
-
-// Charge is a debit of Amount (1 to 1000) of the account's credit, for the
-// slot reserved under SlotKey for the same account.
-type Charge struct {
-	RequestID string `json:"requestId"`
-	Account   string `json:"account"`
-	Amount    int    `json:"amount"`
-	SlotKey   string `json:"slotKey"`
-}
-
-// Receipt is the desk's record of an accepted call under its key: a
-// submission, a cancel, a slot, a release, a charge or a refund.
-type Receipt struct {
-	Key        string    `json:"key"`
-	Reference  string    `json:"reference"`
-	AcceptedAt time.Time `json:"acceptedAt"`
-	// State is what became of it, as the lookups answer it (a submission:
-	// accepted or cancelled; a slot: held, charged or released; a charge:
-	// charged or refunded; a cancel, a release or a refund: accepted). The
-	// desk's answer to a slot, release, charge or refund carries it too:
-	// the current one, for a repeat. Empty in the answer to Submit and
-	// Cancel.
-	State string `json:"state,omitempty"`
-}
 
 // ErrNotFound is the answer of a lookup (Status, CancelStatus, SlotStatus,
 // ReleaseStatus, ChargeStatus, RefundStatus) when the desk never accepted
@@ -112,9 +74,6 @@ func New(baseURL string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
 }
 
-// AccountHeader names, on a call, the account it is made for.
-const AccountHeader = "Desk-Account"
-
 // accountKey carries the account a call is made for.
 type accountKey struct{}
 
@@ -141,7 +100,7 @@ func setAccount(ctx context.Context, req *http.Request) {
 // again).
 func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt, error) {
 	body, _ := json.Marshal(s)
-	return c.send(ctx, "submit", "/v1/submissions", key, body)
+	return c.send(ctx, "submit", submitPath, key, body)
 }
 
 // Cancel asks the desk to cancel the submission under submissionKey, with
@@ -152,7 +111,7 @@ func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt,
 // Errors: *RefusedError (definite), *UnclearError (ask CancelStatus before
 // sending again).
 func (c *Client) Cancel(ctx context.Context, key, submissionKey string) (Receipt, error) {
-	return c.send(ctx, "cancel", "/v1/submissions/"+url.PathEscape(submissionKey)+"/cancel", key, []byte("{}"))
+	return c.send(ctx, "cancel", fmt.Sprintf(cancelPath, url.PathEscape(submissionKey)), key, []byte("{}"))
 }
 
 // ReserveSlot reserves an express slot for s.Account under key, the
@@ -166,7 +125,7 @@ func (c *Client) Cancel(ctx context.Context, key, submissionKey string) (Receipt
 // *UnclearError (ask SlotStatus before sending again).
 func (c *Client) ReserveSlot(ctx context.Context, key string, s Slot) (Receipt, error) {
 	body, _ := json.Marshal(s)
-	return c.send(ctx, "reserve_slot", "/v1/slots", key, body)
+	return c.send(ctx, "reserve_slot", reserveSlotPath, key, body)
 }
 
 // SlotStatus asks what became of the slot under key (ReserveSlot's key):
@@ -175,7 +134,7 @@ func (c *Client) ReserveSlot(ctx context.Context, key string, s Slot) (Receipt, 
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) SlotStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "slot_status", "/v1/slots/", key)
+	return c.lookup(ctx, "slot_status", slotStatusPath, key)
 }
 
 // ReleaseSlot asks the desk to release the slot under slotKey, with key,
@@ -189,7 +148,7 @@ func (c *Client) SlotStatus(ctx context.Context, key string) (Receipt, error) {
 // key_payload_mismatch: the key released another slot; release_refused),
 // *UnclearError (ask ReleaseStatus before sending again).
 func (c *Client) ReleaseSlot(ctx context.Context, key, slotKey string) (Receipt, error) {
-	return c.send(ctx, "release_slot", "/v1/slots/"+url.PathEscape(slotKey)+"/release", key, []byte("{}"))
+	return c.send(ctx, "release_slot", fmt.Sprintf(releaseSlotPath, url.PathEscape(slotKey)), key, []byte("{}"))
 }
 
 // ReleaseStatus asks what became of the release under key (ReleaseSlot's
@@ -198,7 +157,7 @@ func (c *Client) ReleaseSlot(ctx context.Context, key, slotKey string) (Receipt,
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) ReleaseStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "release_status", "/v1/releases/", key)
+	return c.lookup(ctx, "release_status", releaseStatusPath, key)
 }
 
 // Charge debits ch.Amount of ch.Account's credit for the slot under
@@ -214,7 +173,7 @@ func (c *Client) ReleaseStatus(ctx context.Context, key string) (Receipt, error)
 // sending again).
 func (c *Client) Charge(ctx context.Context, key string, ch Charge) (Receipt, error) {
 	body, _ := json.Marshal(ch)
-	return c.send(ctx, "charge", "/v1/charges", key, body)
+	return c.send(ctx, "charge", chargePath, key, body)
 }
 
 // ChargeStatus asks what became of the charge under key (Charge's key):
@@ -223,7 +182,7 @@ func (c *Client) Charge(ctx context.Context, key string, ch Charge) (Receipt, er
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) ChargeStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "charge_status", "/v1/charges/", key)
+	return c.lookup(ctx, "charge_status", chargeStatusPath, key)
 }
 
 // Refund asks the desk to give back the amount of the charge under
@@ -237,7 +196,7 @@ func (c *Client) ChargeStatus(ctx context.Context, key string) (Receipt, error) 
 // charge; key_payload_mismatch: the key refunded another charge;
 // refund_refused), *UnclearError (ask RefundStatus before sending again).
 func (c *Client) Refund(ctx context.Context, key, chargeKey string) (Receipt, error) {
-	return c.send(ctx, "refund", "/v1/charges/"+url.PathEscape(chargeKey)+"/refund", key, []byte("{}"))
+	return c.send(ctx, "refund", fmt.Sprintf(refundPath, url.PathEscape(chargeKey)), key, []byte("{}"))
 }
 
 // RefundStatus asks what became of the refund under key (Refund's key).
@@ -245,26 +204,7 @@ func (c *Client) Refund(ctx context.Context, key, chargeKey string) (Receipt, er
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) RefundStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "refund_status", "/v1/refunds/", key)
-}
-
-// Stats are the desk's counts, for tests and chaos checks.
-type Stats struct {
-	Submissions int        `json:"submissions"`
-	Cancels     int        `json:"cancels"`
-	Slots       SlotCounts `json:"slots"`
-	Releases    int        `json:"releases"`
-	Charges     int        `json:"charges"`
-	Refunds     int        `json:"refunds"`
-	// Credit is each account's credit, of the accounts charged so far.
-	Credit map[string]int `json:"credit"`
-}
-
-// SlotCounts are the desk's slots by state.
-type SlotCounts struct {
-	Held     int `json:"held"`
-	Charged  int `json:"charged"`
-	Released int `json:"released"`
+	return c.lookup(ctx, "refund_status", refundStatusPath, key)
 }
 
 // Stats reads the desk's counts, in one snapshot of its database. The
@@ -272,7 +212,7 @@ type SlotCounts struct {
 //
 // Errors: why the desk did not answer them.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/stats", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+statsPath, nil)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -301,7 +241,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 		return Receipt{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set(idempotencyKeyHeader, key)
 	setAccount(ctx, req)
 	req.GetBody = nil
 	status, answer, err := c.call(req, op, key)
@@ -312,7 +252,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 	case status == http.StatusOK || status == http.StatusCreated:
 		return decodeReceipt(answer)
 	case refused(status):
-		var p struct{ Code, Detail string }
+		var p problem
 		json.Unmarshal(answer, &p)
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
@@ -324,7 +264,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "status", "/v1/submissions/", key)
+	return c.lookup(ctx, "status", submissionStatusPath, key)
 }
 
 // CancelStatus asks what became of the cancel under key (Cancel's key).
@@ -332,7 +272,7 @@ func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
 // Errors: ErrNotFound (the desk never accepted it: sending is safe),
 // *UnclearError.
 func (c *Client) CancelStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "cancel_status", "/v1/cancels/", key)
+	return c.lookup(ctx, "cancel_status", cancelStatusPath, key)
 }
 
 // lookup asks, as op, for what the desk holds under key at prefix+key.
@@ -366,7 +306,7 @@ var ErrFaultsDisabled = errors.New("reviewdesk: the desk refuses its fault knobs
 // such as a delay that is not a duration: sending them again cannot
 // succeed), or why the desk did not take them.
 func (c *Client) SetFaults(ctx context.Context, faults []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/v1/faults", bytes.NewReader(faults))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+faultsPath, bytes.NewReader(faults))
 	if err != nil {
 		return err
 	}
@@ -378,7 +318,7 @@ func (c *Client) SetFaults(ctx context.Context, faults []byte) error {
 	case status == http.StatusForbidden:
 		return ErrFaultsDisabled
 	case refused(status):
-		var p struct{ Code, Detail string }
+		var p problem
 		json.Unmarshal(answer, &p)
 		return &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	case status != http.StatusOK:

@@ -14,19 +14,23 @@ import (
 
 // purger deletes expired idempotency records in batches.
 type purger interface {
-	PurgeExpired(ctx context.Context, batch int) (int64, error)
+	PurgeExpired(ctx context.Context, batch int, mark postgres.SweepMark) (int64, *postgres.SweepMark, error)
 }
 
-// purgeAll deletes expired records batch by batch until none is left, so no
-// statement holds many locks or runs long.
+// purgeAll deletes expired records batch by batch, so no statement holds
+// many locks or runs long, until a batch finds fewer than batch: each batch
+// goes on after the last record the one before picked, deleted or not (a
+// trigger may keep a record: it is not picked again in this sweep).
 func purgeAll(ctx context.Context, p purger, batch int) (int64, error) {
 	var total int64
+	var mark postgres.SweepMark // the start
 	for {
-		n, err := p.PurgeExpired(ctx, batch)
+		n, next, err := p.PurgeExpired(ctx, batch, mark)
 		total += n
-		if err != nil || n < int64(batch) {
+		if err != nil || next == nil {
 			return total, err
 		}
+		mark = *next
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +240,39 @@ func TestClientAgainstTheServer(t *testing.T) {
 			t.Fatalf("resolve of the held cancel: %v\n%s", err, out)
 		}
 	})
+}
+
+// TestSendRateLimited: demo-api send against a server whose bound on new
+// keys its actor has met gets 429 on every attempt; it says so, that
+// nothing was stored and when to send again, and exits 4, not "outcome
+// unknown". Nothing is stored under the key.
+func TestSendRateLimited(t *testing.T) {
+	testkit.Long(t, "demo-api send against a real server over its bound")
+	t.Parallel()
+	ctx := context.Background()
+	// One new key, then one every 20 s.
+	base, db := proctest.ServeInProcess(t, run, "NEW_KEYS_PER_SECOND=0.05", "NEW_KEYS_BURST=1")
+	if resp, body, err := testkit.PostCreate(ctx, base, proctest.Token, "spends-the-burst", `{"topic":"client"}`); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the first new key: %v %s", err, body)
+	}
+	var out strings.Builder
+	err := run(ctx, []string{"send", "--base", base, "--token", proctest.Token, "--key", "send-limited", "--budget", "2s", "--attempt-timeout", "1s"},
+		func(string) string { return "" }, &out, io.Discard)
+	if e, ok := errors.AsType[*ExitError](err); !ok || e.Code != ExitRateLimited {
+		t.Fatalf("send over the bound: %v, want exit %d\n%s", err, ExitRateLimited, out.String())
+	}
+	if !regexp.MustCompile(`Send again after (1[0-9]|20) s`).MatchString(out.String()) {
+		t.Fatalf("send over the bound does not say when to send again (the server's Retry-After, 20 s or less):\n%s", out.String())
+	}
+	for _, want := range []string{"rate limited", "nothing stored", "--key send-limited"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("send over the bound printed no %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "outcome unknown") {
+		t.Fatalf("send over the bound calls it outcome unknown:\n%s", out.String())
+	}
+	if n := testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = 'send-limited'`); n != 0 {
+		t.Fatalf("%d keys stored under send-limited, want none", n)
+	}
 }

@@ -141,7 +141,6 @@ func TestHelp(t *testing.T) {
 		{[]string{"hash-token", "-h"}, "usage: demo-api hash-token TOKEN"},
 		{[]string{"dispatch", "-h"}, "-provider-url"},
 		{[]string{"send", "-h"}, "-resolve"},
-		{[]string{"conformance", "-h"}, "-other-actor-header"},
 		{[]string{"healthcheck", "-h"}, "usage: demo-api healthcheck"},
 		{[]string{"-h"}, "commands:"},
 	} {

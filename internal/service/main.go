@@ -9,7 +9,6 @@
 //	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
 //	demo-api dispatch         hand accepted requests to the review desk
 //	demo-api send             create a demo request through the retrying client
-//	demo-api conformance      check any Idempotency-Key API from the outside
 //	demo-api healthcheck      exit 0 when the serve on LISTEN_ADDR answers /healthz
 //
 // Configuration comes from environment variables; each has a flag of the
@@ -140,7 +139,6 @@ commands:
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
   dispatch            hand accepted requests to the review desk (serve does it too)
   send                create a demo request through the retrying Go client (api/client)
-  conformance         check an Idempotency-Key API (this one or any other) from the outside, each branch
   healthcheck         exit 0 when the serve on LISTEN_ADDR answers /healthz (the image's HEALTHCHECK)
 %s
 run "demo-api <command> -h" for the flags and environment variables.`
@@ -202,8 +200,6 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return purgeCmd(ctx, cfg, stdout)
 	case "send":
 		return sendCmd(ctx, args, stdout, stderr)
-	case "conformance":
-		return conformanceCmd(ctx, args, stdout)
 	case "healthcheck":
 		return healthcheckCmd(ctx, args, getenv, stdout, stderr)
 	case "hash-token":

@@ -15,8 +15,9 @@ import (
 
 // Exit codes of the commands.
 const (
-	ExitRefused = 1 // a definite refusal (or a usage error)
-	ExitUnknown = 3 // the budget ran out: outcome unknown, resolve the key
+	ExitRefused     = 1 // a definite refusal (or a usage error)
+	ExitUnknown     = 3 // the budget ran out: outcome unknown, resolve the key
+	ExitRateLimited = 4 // every attempt was answered 429: nothing stored, send again after Retry-After
 )
 
 // ExitError carries the exit code a command wants (Exit).
@@ -47,7 +48,9 @@ Creates a demo request (or, with --cancel ID, cancels one) through the Go
 client (api/client): one key for the intent, retries with that key within
 the budget, one line per attempt.
 Exit status: 0 done (created, cancelled, or replayed), 1 refused, 3 outcome
-unknown (resolve the key with --resolve KEY --operation NAME).
+unknown (resolve the key with --resolve KEY --operation NAME), 4 rate
+limited: every attempt was answered 429, nothing was stored, send again
+(--key KEY) after the seconds it prints.
 `
 
 // sendCmd is demo-api send.
@@ -110,6 +113,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	res, err := c.Send(ctx, it)
 	var refused *client.ProblemError
 	var unknown *client.OutcomeUnknownError
+	var limited *client.RateLimitedError
 	switch {
 	case errors.As(err, &refused):
 		fmt.Fprintf(stdout, "refused: %d %s: %s\n", refused.Status, refused.Code, refused.Detail)
@@ -117,6 +121,10 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case errors.As(err, &unknown):
 		fmt.Fprintf(stdout, "outcome unknown: the budget ran out. Ask, do not send again: demo-api send --resolve %s --operation %s\n", unknown.Key, unknown.Operation)
 		return &ExitError{ExitUnknown, err}
+	case errors.As(err, &limited):
+		fmt.Fprintf(stdout, "rate limited: refused with 429 on all %d attempts (too many new keys from this actor), nothing stored. "+
+			"Send again after %d s, with the same key: demo-api send --key %s …\n", limited.Attempts, int((limited.RetryAfter+time.Second-1)/time.Second), limited.Key)
+		return &ExitError{ExitRateLimited, err}
 	case err != nil:
 		return err
 	}

@@ -16,7 +16,7 @@ const flushTimeout = 5 * time.Second
 // tracing), and returns what stops it: it exports the spans still
 // buffered, within flushTimeout, and says so in the log if it cannot.
 func startTracing(ctx context.Context, cfg Config, logger *slog.Logger) (stop func(), err error) {
-	shutdown, err := tracing.Setup(ctx, cfg.tracing)
+	shutdown, err := tracing.Setup(ctx, cfg.tracing, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package tracing_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,7 +49,7 @@ func TestSetupRefuses(t *testing.T) {
 		{Endpoint: "127.0.0.1:4318/v1/traces", Protocol: "http/protobuf"},
 		{Endpoint: "ftp://127.0.0.1/v1/traces", Protocol: "http/protobuf"},
 	} {
-		if _, err := tracing.Setup(context.Background(), c); err == nil {
+		if _, err := tracing.Setup(context.Background(), c, slog.New(slog.DiscardHandler)); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
 		if tracing.On() {
@@ -73,7 +75,7 @@ func TestSetupExportsOverOTLPHTTP(t *testing.T) {
 	defer collector.Close()
 
 	shutdown, err := tracing.Setup(context.Background(),
-		tracing.FromEnv(env{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_SERVICE_NAME": "svc-under-test"}.get))
+		tracing.FromEnv(env{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_SERVICE_NAME": "svc-under-test"}.get), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +104,55 @@ func TestSetupExportsOverOTLPHTTP(t *testing.T) {
 			t.Errorf("the export holds no %q", want)
 		}
 	}
+}
+
+// TestExportErrorsGoThroughTheLogger: a collector that refuses a batch is
+// reported in the service's own log, a JSON line like the others, not as
+// the plain text OpenTelemetry prints by default.
+func TestExportErrorsGoThroughTheLogger(t *testing.T) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		http.Error(w, "refused by the collector under test", http.StatusBadRequest) // not retried
+	}))
+	defer collector.Close()
+	var log syncBuffer
+	shutdown, err := tracing.Setup(context.Background(), tracing.FromEnv(env{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL}.get),
+		slog.New(slog.NewJSONHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tracing.Start(context.Background(), "span-refused")
+	span.End()
+	shutdown(context.Background()) // exports the batch, which the collector refuses
+
+	var found bool
+	for line := range strings.SplitSeq(strings.TrimSpace(log.String()), "\n") {
+		var rec struct{ Level, Msg, Err string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line that is not JSON: %q", line)
+		}
+		found = found || (rec.Level == "WARN" && strings.Contains(rec.Msg, "tracing") && strings.Contains(rec.Err, "400"))
+	}
+	if !found {
+		t.Fatalf("the refused export is not in the service's log:\n%s", log.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 type env map[string]string

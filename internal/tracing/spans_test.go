@@ -412,7 +412,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // OpenTelemetry's global one and a caller's traceparent, and the log lines
 // carry no trace id.
 func TestOffMakesNoSpans(t *testing.T) {
-	shutdown, err := tracing.Setup(context.Background(), tracing.FromEnv(func(string) string { return "" }))
+	shutdown, err := tracing.Setup(context.Background(), tracing.FromEnv(func(string) string { return "" }), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync/atomic"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -130,8 +132,10 @@ func FromEnv(getenv func(string) string) Config {
 // endpoint. The returned shutdown exports the spans still buffered and
 // stops; call it when the process stops serving. The exporter's other
 // standard variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION,
-// _CERTIFICATE) are read by it from the process's environment.
-func Setup(ctx context.Context, c Config) (shutdown func(context.Context) error, err error) {
+// _CERTIFICATE) are read by it from the process's environment. What the
+// exporter has to say (a collector that does not answer, a batch refused)
+// is logged through logger, as the service's own lines are.
+func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(context.Context) error, err error) {
 	if c.Endpoint == "" {
 		Use(nil)
 		return func(context.Context) error { return nil }, nil
@@ -150,6 +154,10 @@ func Setup(ctx context.Context, c Config) (shutdown func(context.Context) error,
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
+	// OpenTelemetry's own default prints plain text on stderr, inside the
+	// service's JSON log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { logger.Warn("tracing: export", "err", err) }))
+	otel.SetLogger(logr.FromSlogHandler(logger.Handler()))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	// Libraries that trace through the global provider join the same traces.
 	otel.SetTracerProvider(tp)

@@ -626,3 +626,38 @@ func TestBrowserRetriesARateLimit(t *testing.T) {
 		t.Fatalf("the page shows request %q, the database holds %q (%v)", p.detail("requestId"), id, err)
 	}
 }
+
+// TestBrowserWorkshopChecksTheName: in a workshop room the workshop page
+// checks the name before it sends anything: an uppercase name shows the
+// server's rule of names and runs no step (no request reaches the server,
+// so no row of 401s); a name lab machines share is warned of; a good name
+// clears both and the steps run.
+func TestBrowserWorkshopChecksTheName(t *testing.T) {
+	testkit.Long(t, "drives a browser")
+	t.Parallel()
+	p := openPage(t, "/workshop", "WORKSHOP_ROOM=true")
+	p.do(chromedp.WaitVisible(chromedp.CSS("#step-expiry")), chromedp.SendKeys(chromedp.CSS("#token"), "Ana"))
+	p.do(chromedp.Click(chromedp.CSS("#run-all")))
+	p.wait(`document.querySelector('#name-problem').checkVisibility()`, 5*time.Second)
+	if shown := p.eval(`document.querySelector('#name-problem').textContent`); !strings.Contains(shown, auth.RoomNameRule) {
+		t.Fatalf("for the name Ana the page shows %q, want the server's rule %q", shown, auth.RoomNameRule)
+	}
+	time.Sleep(500 * time.Millisecond) // what a run would have sent by now
+	p.rec.Mu.Lock()
+	sent := len(p.rec.Keys)
+	p.rec.Mu.Unlock()
+	if verdicts := p.eval(`[...document.querySelectorAll('.step .verdict')].map(v => v.textContent).join('')`); sent != 0 || verdicts != "" {
+		t.Fatalf("with a bad name the page sent %d requests and shows verdicts %q; want none", sent, verdicts)
+	}
+
+	p.do(set("#token", ""), chromedp.SendKeys(chromedp.CSS("#token"), "student"))
+	p.wait(`/share/.test(document.querySelector('#name-problem').textContent)`, 5*time.Second)
+
+	p.do(set("#token", ""), chromedp.SendKeys(chromedp.CSS("#token"), "ana-7"))
+	p.wait(`!document.querySelector('#name-problem').checkVisibility()`, 5*time.Second)
+	p.do(chromedp.Click(chromedp.CSS("#step-replay button")))
+	p.wait(`/PASS|FAIL|SKIP/.test(document.querySelector('#step-replay .verdict').textContent)`, time.Minute)
+	if v := p.eval(`document.querySelector('#step-replay .verdict').textContent`); !strings.HasPrefix(v, "PASS") {
+		t.Fatalf("the replay step with the name ana-7: %s", v)
+	}
+}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +47,48 @@ func TestDeskFaultsRefusalPassedOn(t *testing.T) {
 		if resp, b := put(ok); resp.StatusCode != http.StatusOK {
 			t.Fatalf("faults %s: %d %s, want 200", ok, resp.StatusCode, b)
 		}
+	}
+}
+
+// TestDeskFaultsSlowBodyAnsweredAsTheAPI: a body that never arrives (past
+// HTTP_READ_TIMEOUT, here 1 s) gets from PUT /workshop/desk-faults the
+// answer the API gives it on a create: a problem for the client's mistake,
+// never a 500.
+func TestDeskFaultsSlowBodyAnsweredAsTheAPI(t *testing.T) {
+	testkit.Long(t, "a slow body, end to end")
+	t.Parallel()
+	x := newExpediteRig(t)
+	p := proctest.Start(t, x.url, append(x.env(time.Second), "HTTP_READ_TIMEOUT=1s")...)
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// answer sends the head of a request whose body never comes after
+	// its first byte, and reads the answer.
+	answer := func(method, path string) (int, string) {
+		t.Helper()
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+			"Idempotency-Key: slow-body\r\nContent-Length: 100\r\n\r\n{", method, path, u.Host, proctest.Token)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s %s: no answer to a body that never comes: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var prob struct{ Code string }
+		json.NewDecoder(resp.Body).Decode(&prob)
+		return resp.StatusCode, prob.Code
+	}
+	apiStatus, apiCode := answer(http.MethodPost, "/v1/demo-requests")
+	if apiStatus >= 500 || apiCode == "" {
+		t.Fatalf("the API answers a slow body %d %q, want a problem for the client", apiStatus, apiCode)
+	}
+	if status, code := answer(http.MethodPut, "/workshop/desk-faults"); status != apiStatus || code != apiCode {
+		t.Fatalf("PUT /workshop/desk-faults answers a slow body %d %q, want the API's %d %s", status, code, apiStatus, apiCode)
 	}
 }

@@ -89,7 +89,7 @@ func serveDemo(s *service.Serving) {
 		page := pageAddr(addr)
 		fmt.Fprintf(s.Stdout, "demo-api in a browser: http://%s/ (create) and http://%s/workshop\n", page, page)
 		if s.Config.Room {
-			printJoin(s.Stdout, addr, s.Config.ProviderURL)
+			printJoin(s.Stdout, addr, s.Config.ProviderURL, localInterfaces())
 		}
 	}
 }

@@ -27,15 +27,12 @@ func pageAddr(a *net.TCPAddr) string {
 // and ME). The review desk is at providerURL; when that is this machine's
 // loopback and the API listens beyond it, participants reach the desk at
 // the API's address and the desk's port, where make run's room opens it.
-func printJoin(w io.Writer, a *net.TCPAddr, providerURL string) {
-	hosts := []string{a.IP.String()}
+func printJoin(w io.Writer, a *net.TCPAddr, providerURL string, ifs []roomInterface) {
+	hosts, left := []string{a.IP.String()}, []string(nil)
 	if a.IP.IsUnspecified() {
-		hosts = nil
-		addrs, _ := net.InterfaceAddrs()
-		for _, ad := range addrs {
-			if ipn, ok := ad.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
-				hosts = append(hosts, ipn.IP.String())
-			}
+		hosts, left = roomHosts(ifs)
+		if len(hosts) == 0 {
+			hosts, left = append(hosts, left...), nil // none plainly reachable: show what there is
 		}
 		if len(hosts) == 0 {
 			hosts = []string{"localhost"}
@@ -44,7 +41,11 @@ func printJoin(w io.Writer, a *net.TCPAddr, providerURL string) {
 	desk, _ := url.Parse(providerURL)
 	deskLocal := desk != nil && desk.Host != "" && (desk.Hostname() == "localhost" || net.ParseIP(desk.Hostname()).IsLoopback())
 	fmt.Fprintf(w, "demo-api room: open the page, or paste the line under it in a terminal and end it with a name of your own "+
-		"(lowercase letters, digits, '.', '_' or '-': not $(whoami), which lab machines share):\n")
+		"(lowercase letters, digits, '.', '_' or '-': not $(whoami), nor root, student or ubuntu, which lab machines share: "+
+		"two people of one name share its keys):\n")
+	if len(hosts) > 1 {
+		fmt.Fprintf(w, "demo-api room: give the room the address its machines reach this one by (%d below, one per network)\n", len(hosts))
+	}
 	for _, h := range hosts {
 		api := "http://" + net.JoinHostPort(h, strconv.Itoa(a.Port))
 		line := "API=" + api
@@ -61,5 +62,9 @@ func printJoin(w io.Writer, a *net.TCPAddr, providerURL string) {
 		fmt.Fprintf(w, "demo-api room: DESK is the review desk on port %s of the same address: it must listen there too "+
 			"(make run's room opens it; else PROVIDER_LISTEN_ADDR=0.0.0.0:%s demo-api provider)\n", desk.Port(), desk.Port())
 	}
+	if len(left) > 0 {
+		fmt.Fprintf(w, "demo-api room: left out, as no room reaches them: %s (container, VM or VPN interfaces)\n", strings.Join(left, ", "))
+	}
 	fmt.Fprintf(w, "demo-api room: each participant's token is %s<name>: Authorization: Bearer dev-$ME\n", auth.RoomTokenPrefix)
+	fmt.Fprintf(w, "demo-api room: the blocks' demo-api send lines need ./bin/demo-api: in the demo/ folder of a clone, make build (or go build -o bin/demo-api ./cmd/demo-api), which needs Go 1.26\n")
 }

@@ -30,7 +30,7 @@ demo-api, prints each HTTP exchange, and says after each step whether the
 answer is what the contract says; it exits 1 if any step differs. It is the
 teaching walk of this service: its steps need demo-api's problem codes and
 workshop knobs. To check another API, or a new operation, from outside, use
-demo-api conformance.
+idemcheck (the module conformance/ at the root).
 
 Steps that need the server's workshop knobs (WORKSHOP=true): in-progress,
 lost-response, transient, expiry. The expiry step gives its key a TTL of 5 s

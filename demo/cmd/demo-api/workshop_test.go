@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -69,7 +70,7 @@ func TestJoinLine(t *testing.T) {
 		{lan, "", "\nAPI=http://192.0.2.7:8080 ME=\n", false},
 	} {
 		var out strings.Builder
-		printJoin(&out, tt.addr, tt.provider)
+		printJoin(&out, tt.addr, tt.provider, nil)
 		if !strings.Contains(out.String(), tt.want) || !strings.Contains(out.String(), "join at http://"+tt.addr.String()+"/workshop") {
 			t.Errorf("printJoin(%s, %q) printed\n%s\nwant the line %q", tt.addr, tt.provider, out.String(), tt.want)
 		}
@@ -78,6 +79,34 @@ func TestJoinLine(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "not $(whoami)") {
 			t.Errorf("printJoin(%s, %q) does not ask for a name of one's own:\n%s", tt.addr, tt.provider, out.String())
+		}
+	}
+}
+
+// TestJoinLineGivesReachableHosts: a room's banner on every interface
+// gives the addresses other machines reach (not a container bridge, a VPN,
+// loopback or a link-local address), says which it left out, warns of the
+// names lab machines share and says how to get ./bin/demo-api.
+func TestJoinLineGivesReachableHosts(t *testing.T) {
+	t.Parallel()
+	ip := net.ParseIP
+	ifs := []roomInterface{
+		{Name: "lo", Up: true, Loopback: true, IPs: []net.IP{ip("127.0.0.1")}},
+		{Name: "eth0", Up: true, IPs: []net.IP{ip("192.0.2.7"), ip("169.254.3.4"), ip("2001:db8::7")}},
+		{Name: "docker0", Up: true, IPs: []net.IP{ip("172.17.0.1")}},
+		{Name: "utun3", Up: true, IPs: []net.IP{ip("10.8.0.2")}},
+		{Name: "wlan0", IPs: []net.IP{ip("198.51.100.9")}}, // down
+	}
+	var out strings.Builder
+	printJoin(&out, &net.TCPAddr{IP: net.IPv4zero, Port: 8080}, "", ifs)
+	joins := regexp.MustCompile(`join at (\S+)/workshop`).FindAllStringSubmatch(out.String(), -1)
+	if len(joins) != 1 || joins[0][1] != "http://192.0.2.7:8080" {
+		t.Fatalf("the banner offers %v, want only http://192.0.2.7:8080:\n%s", joins, out.String())
+	}
+	for _, want := range []string{"left out, as no room reaches them: 172.17.0.1 (docker0), 10.8.0.2 (utun3)",
+		"nor root, student or ubuntu", "make build", "needs Go"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the banner does not say %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -607,13 +607,15 @@ func (s *scaleRun) sweepLevel(ctx context.Context, admin *sqlx.DB, url string, d
 		return err
 	}
 	if err := measure(&sw.sweepTook, &sw.sweepCPU, &sw.sweepWAL, func() error {
+		var mark postgres.SweepMark
 		for {
-			d, err := store.PurgeExpired(ctx, sw.batch)
+			d, next, err := store.PurgeExpired(ctx, sw.batch, mark)
 			sw.rows += d
 			sw.statements++
-			if err != nil || d < int64(sw.batch) {
+			if err != nil || next == nil {
 				return err
 			}
+			mark = *next
 		}
 	}); err != nil {
 		// The run goes on: a sweeper that fails at this size is what the
@@ -679,7 +681,7 @@ func explainPurge(ctx context.Context, db *sqlx.DB, root string, clock time.Time
 		return "(" + err.Error() + ")"
 	}
 	var lines []string
-	if err := db.SelectContext(ctx, &lines, "EXPLAIN "+string(q), clock, batch); err != nil {
+	if err := db.SelectContext(ctx, &lines, "EXPLAIN "+string(q), clock, nil, "", "", "", batch); err != nil { // a sweep's first batch
 		return "(EXPLAIN: " + err.Error() + ")"
 	}
 	return strings.Join(lines, "\n")

@@ -52,8 +52,9 @@ type env struct {
 	deskDB   *sqlx.DB
 	desk     *proc
 	replicas [2]*replica
-	fo       *failoverState // during a failover scenario (failover.go)
-	flood    *floodFigures  // during the flood scenario (flood.go)
+	fo       *failoverState                   // during a failover scenario (failover.go)
+	flood    *floodFigures                    // during the flood scenario (flood.go)
+	burst    *[2][burstPerReplica]burstAnswer // the partition scenario's (frictions.go)
 	// transport is the clients': enough idle connections for every
 	// worker, on both replicas.
 	transport *http.Transport

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -31,11 +30,9 @@ const maxDeskFaults = 4 << 10
 // these faults, such as a delay that is not a duration), unavailable.
 func DeskFaults(logger *slog.Logger, set func(context.Context, json.RawMessage) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeskFaults))
+		b, err := httpapi.ReadBody(w, r, maxDeskFaults)
 		var obj map[string]json.RawMessage
 		switch {
-		case errors.As(err, new(*http.MaxBytesError)):
-			err = apperr.Errorf(apperr.BodyTooLarge, "the faults must be at most %d bytes", maxDeskFaults)
 		case err == nil && (json.Unmarshal(b, &obj) != nil || obj == nil):
 			err = apperr.Errorf(apperr.MalformedJSON, "send the desk's faults as a JSON object, such as {\"down\":true}, or {} to clear them")
 		case err == nil:

@@ -19,6 +19,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/demo-api/demo-api/internal/auth"
 )
 
 //go:embed static
@@ -39,6 +41,11 @@ type Config struct {
 	// so the expedite, for the resume step.
 	Expedite bool
 }
+
+// SharedNames are names that lab machines share (whoami on many of them):
+// the pages warn a participant who picks one, since two people of one name
+// share its keys.
+var SharedNames = []string{"root", "student", "ubuntu", "admin", "user", "guest", "pi", "vagrant", "ec2-user", "lab", "test"}
 
 // pageHeaders are sent with every page and asset: only this origin's
 // scripts, styles and connections; no inline script or style; never framed;
@@ -70,6 +77,8 @@ func Handler(cfg Config) http.Handler {
 		"leaseSeconds": int(cfg.Lease.Seconds()),
 		"deskFaults":   cfg.DeskFaults,
 		"expedite":     cfg.Expedite,
+		"nameRule":     auth.RoomNameRule,
+		"sharedNames":  SharedNames,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k, v := range pageHeaders {

@@ -24,7 +24,9 @@ import (
 // tests of the outbox and of the dispatcher need neither the stand-in desk
 // (package provider, the full demo's) nor a second database.
 //
-// It keeps the desk's contract and wire format, which a contract test
+// It keeps the desk's contract and wire format (its words are the desk's,
+// listed in reviewdesk/wire.go: a rename of the example leaves them as they
+// are), which a contract test
 // compares with the stand-in desk's: a submission's body is decoded into the
 // desk client's own type (reviewdesk.Submission), and one with an unknown
 // field, without requestId or topic, not JSON or over 16 KiB is refused (400

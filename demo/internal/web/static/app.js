@@ -10,7 +10,7 @@
 // it, and says so. An intent is its user's: Sign out ends it, after
 // offering to check its status, so the next user of the tab never sees or
 // sends it.
-import { askForName, bodyOf, call, getJSON, newIntent, renew, resolve, roomToken, send, sleep, token } from './client.js';
+import { askForName, bodyOf, call, getJSON, nameProblem, newIntent, renew, resolve, roomToken, send, sleep, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
 const store = {
@@ -365,7 +365,17 @@ async function start() {
     const config = JSON.parse(got.body);
     $('switches').hidden = !config.workshop;
     room = Boolean(config.room);
-    if (room) askForName($('token'), $('token-label'), $('token-hint'));
+    if (room) {
+      askForName($('token'), $('token-label'), $('token-hint'));
+      // The form refuses a name the server would refuse, in the server's
+      // words, and warns of a name lab machines share.
+      const hint = $('token-hint').textContent;
+      $('token').addEventListener('input', () => {
+        const problem = nameProblem($('token').value.trim(), config);
+        $('token').setCustomValidity(problem && problem.refused ? problem.text : '');
+        $('token-hint').textContent = problem && !problem.refused ? problem.text : hint;
+      });
+    }
   } catch {
     // Without the config the switches stay hidden.
   }

@@ -45,8 +45,25 @@ export function askForName(input, label, hint) {
   label.textContent = 'Your name';
   input.type = 'text';
   input.placeholder = 'a short lowercase name';
-  input.pattern = '[a-z0-9][a-z0-9._\\-]{0,31}';
+  input.pattern = namePattern;
   if (hint) hint.textContent = 'A workshop room: sign in with a short lowercase name of your own; your token is dev-<name>, and your keys and desk faults are yours alone.';
+}
+
+const namePattern = '[a-z0-9][a-z0-9._\\-]{0,31}';
+
+// nameProblem says what is wrong with a participant's name before anything
+// is sent: {refused: true, text} with the server's rule of names
+// (config.nameRule) for a name the server refuses, {refused: false, text}
+// for a name lab machines share (config.sharedNames), whose keys anyone
+// else of that name shares, or null for a name of one's own.
+export function nameProblem(name, config) {
+  if (!new RegExp(`^(?:${namePattern})$`).test(name)) {
+    return { refused: true, text: `${name ? `"${name}" is not a name here` : 'Enter your name'}: ${config.nameRule}` };
+  }
+  if ((config.sharedNames || []).includes(name)) {
+    return { refused: false, text: `"${name}" is a name lab machines share: anyone else who picks it shares your keys and desk faults. Pick a name of your own.` };
+  }
+  return null;
 }
 
 // roomToken is the token of the participant name.

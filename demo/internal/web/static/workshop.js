@@ -2,7 +2,7 @@
 // what each must show, come from steps.json, the list demo-api workshop
 // walks too; each step here makes its exchanges from this browser and
 // checks the answers the way the terminal's does.
-import { askForName, call, newKey, roomName, roomToken, sleep, token } from './client.js';
+import { askForName, call, nameProblem, newKey, roomName, roomToken, sleep, token } from './client.js';
 
 const $ = (id) => document.getElementById(id);
 const body = JSON.stringify({ topic: 'workshop', note: 'shown step by step' });
@@ -357,6 +357,18 @@ function unmet(needs) {
   }
 }
 
+// nameOK shows what is wrong with the name in a workshop room, and
+// reports whether the steps may run with it: a name the server refuses
+// would only collect a 401 a step.
+function nameOK(focus = false) {
+  const problem = config && config.room ? nameProblem($('token').value.trim(), config) : null;
+  $('name-problem').textContent = problem ? problem.text : '';
+  $('name-problem').dataset.refused = problem && problem.refused ? 'true' : '';
+  $('name-problem').hidden = !problem;
+  if (focus && problem && problem.refused) $('token').focus();
+  return !(problem && problem.refused);
+}
+
 async function start() {
   // In a workshop room the page asks for a name: its token is dev-<name>.
   const tokenInput = $('token');
@@ -364,6 +376,7 @@ async function start() {
   tokenInput.addEventListener('input', () => {
     const v = tokenInput.value.trim();
     token.set(config.room && v ? roomToken(v) : v);
+    nameOK();
   });
   $('token-form').addEventListener('submit', (event) => event.preventDefault());
 
@@ -387,11 +400,12 @@ async function start() {
     const needs = unmet(step.needs);
     section.querySelector('.needs').textContent = needs;
     section.querySelector('.needs').hidden = needs === '';
-    section.querySelector('button').addEventListener('click', () => runStep(section, step));
+    section.querySelector('button').addEventListener('click', () => nameOK(true) && runStep(section, step));
     $('steps').append(section);
     return [section, step];
   });
   $('run-all').addEventListener('click', async () => {
+    if (!nameOK(true)) return;
     $('run-all').disabled = true;
     $('summary').textContent = 'running…';
     const verdicts = [];

@@ -1,0 +1,55 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
+
+var purgeExpiredKeysSQL = statement("purge_expired_keys.sql")
+
+// SweepMark is where a sweep has got to: the last key its last batch
+// picked, in the order the sweeper reads expired keys (expiry, then scope).
+// The zero value is the start of a sweep.
+type SweepMark struct {
+	expiresAt time.Time
+	scope     idempotency.Scope
+}
+
+// PurgeExpired deletes up to batch expired records after mark: completed
+// ones past their TTL, and abandoned claims past both their TTL and their
+// lease. A claim whose lease is alive is never deleted. It returns how many
+// it deleted, and the mark of the next batch: nil when this one found fewer
+// than batch expired records, and the sweep is done. A record the delete
+// left (a trigger kept it) is passed over by the batches after it.
+func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (deleted int64, next *SweepMark, err error) {
+	var after any // NULL: from the start
+	if !mark.expiresAt.IsZero() {
+		after = mark.expiresAt
+	}
+	var row struct {
+		Deleted    int64     `db:"deleted"`
+		Candidates int       `db:"candidates"`
+		ExpiresAt  time.Time `db:"expires_at"`
+		Actor      string    `db:"actor_id"`
+		Operation  string    `db:"operation"`
+		Key        string    `db:"idem_key"`
+	}
+	err = s.db.GetContext(ctx, &row, purgeExpiredKeysSQL, s.now(),
+		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch)
+	if errors.Is(err, sql.ErrNoRows) { // nothing expired
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("purge expired keys: %w", dbErr(err))
+	}
+	if row.Candidates < batch {
+		return row.Deleted, nil, nil
+	}
+	return row.Deleted, &SweepMark{expiresAt: row.ExpiresAt,
+		scope: idempotency.Scope{Actor: row.Actor, Operation: row.Operation, Key: row.Key}}, nil
+}

@@ -1,0 +1,133 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/tools/proctest"
+	"github.com/demo-api/demo-api/internal/tools/testkit"
+)
+
+// TestIdemcheckStrict runs idemcheck, the conformance suite of the nested
+// module conformance/ (built from this tree, as go install would), against
+// demo-api on a real PostgreSQL under --profile strict, with the workshop
+// knobs off and on, on the create and on the cancel (a state change, set up
+// by a create). Its --count-cmd counts the business rows. Every run exits
+// 0, and each check gets the verdict the contract's branch must get: PASS,
+// or SKIP where the run gives the suite no way in (no fault knob, no second
+// body for a cancel).
+func TestIdemcheckStrict(t *testing.T) {
+	testkit.Long(t, "builds the conformance module and runs its storms, hang-ups and expiry against the server")
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the --count-cmd of this test runs curl: install it (scripts/setup.sh does)")
+	}
+	bin := filepath.Join(t.TempDir(), "idemcheck")
+	if out, err := exec.Command("go", "build", "-C", "../../conformance", "-o", bin, "./cmd/idemcheck").CombinedOutput(); err != nil {
+		t.Fatalf("go build -C conformance: %v\n%s", err, out)
+	}
+	const otherToken = "tok-e2e-other-7a1f"
+	for _, knobs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("workshop=%v", knobs), func(t *testing.T) {
+			base, db := proctest.ServeInProcess(t, run, fmt.Sprintf("WORKSHOP=%v", knobs),
+				"IDEMPOTENCY_TTL=3s", "IDEMPOTENCY_LEASE=3s",
+				"API_TOKENS=alice:"+auth.Hash(proctest.Token)+",bob:"+auth.Hash(otherToken))
+			counter := countServer(t, db)
+			common := []string{"--base", base, "--profile", "strict", "--json",
+				"--header", "Authorization: Bearer " + proctest.Token,
+				"--other-actor-header", "Authorization: Bearer " + otherToken,
+				"--ttl", "3s", "--storm", "16", "--repeat", "3"}
+			skipped := map[string]bool{}
+			if knobs {
+				// Every request takes the two-phase path and holds its claim
+				// 200 ms: storms meet 409s, and hang-ups land inside the work.
+				common = append(common, "--header", "Workshop-Delay: 200ms", "--fail-header", "Workshop-Fail: after-claim")
+			} else {
+				skipped["failure-not-stored"] = true
+			}
+			t.Run("create", func(t *testing.T) {
+				runIdemcheck(t, bin, skipped, append(common, "--route", "POST /v1/demo-requests",
+					"--body", `{"topic":"billing","note":"{{nonce}}"}`,
+					"--other-body", `{"topic":"shipping","note":"{{nonce}}"}`,
+					"--refused-body", `{"topic":"blocked","note":"{{nonce}}"}`,
+					"--count-cmd", "curl -sf '"+counter+"/created?note={{nonce}}'")...)
+			})
+			t.Run("cancel", func(t *testing.T) {
+				cancelSkipped := map[string]bool{"mismatch": true} // a cancel has no body to differ
+				for k := range skipped {
+					cancelSkipped[k] = true
+				}
+				runIdemcheck(t, bin, cancelSkipped, append(common, "--route", "POST /v1/demo-requests/{requestId}/cancel",
+					"--setup", `POST /v1/demo-requests {"topic":"billing","note":"{{nonce}}"}`,
+					"--count-cmd", "curl -sf '"+counter+"/cancelled?id={requestId}'")...)
+			})
+		})
+	}
+}
+
+// runIdemcheck runs the command and checks its exit code and each verdict.
+func runIdemcheck(t *testing.T, bin string, skipped map[string]bool, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(testkit.Context(t), bin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("idemcheck: %v\n%s%s", err, out, stderr.String())
+	}
+	var rep struct {
+		Profile string `json:"profile"`
+		Checks  []struct {
+			Check, Verdict, Why string
+		} `json:"checks"`
+		Exit int `json:"exit"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("the report does not parse: %v\n%s", err, out)
+	}
+	if rep.Profile != "strict" || rep.Exit != 0 || len(rep.Checks) != 12 {
+		t.Errorf("profile %q, exit %d, %d checks; want strict, 0 and 12", rep.Profile, rep.Exit, len(rep.Checks))
+	}
+	for _, c := range rep.Checks {
+		want := "PASS"
+		if skipped[c.Check] {
+			want = "SKIP"
+		}
+		if c.Verdict != want {
+			t.Errorf("%s: %s (%s), want %s", c.Check, c.Verdict, c.Why, want)
+		}
+		t.Logf("%-8s %-18s %s", c.Verdict, c.Check, c.Why)
+	}
+}
+
+// countServer answers what a --count-cmd asks: the demo requests made with
+// a note, and whether one request was cancelled (0 or 1: a cancel is one
+// transition).
+func countServer(t *testing.T, db *sqlx.DB) string {
+	count := func(w http.ResponseWriter, query string, arg string) {
+		var n int
+		if err := db.Get(&n, query, arg); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, n)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /created", func(w http.ResponseWriter, r *http.Request) {
+		count(w, `SELECT count(*) FROM demo_requests WHERE note = $1`, r.URL.Query().Get("note"))
+	})
+	mux.HandleFunc("GET /cancelled", func(w http.ResponseWriter, r *http.Request) {
+		count(w, `SELECT count(*) FROM demo_requests WHERE id::text = $1 AND state = 'cancelled'`, r.URL.Query().Get("id"))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
