@@ -24,6 +24,14 @@
 #                   real PostgreSQL with a real Docker engine
 #   make cross      the builds of other systems: go vet for macOS, go vet
 #                   and go build for Windows (.ci/run runs it beside make test)
+#   make citus      a local Citus cluster (scripts/citus.sh): a coordinator and
+#                   two workers of PostgreSQL 17 with Citus 14, on 127.0.0.1:9700
+#                   (CITUS_PORT) and the two ports after; prints the
+#                   coordinator's URL. Linux and root only; the first run
+#                   builds its root (about 25 minutes), later ones take seconds.
+#                   make citus-stop stops it.
+#   make test-citus the tests that hold on that cluster today (started for
+#                   them, stopped after; docs/running.md, Sharding on Citus)
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
 #   make lint       golangci-lint (.golangci.yml), built from the Go module
 #                   proxy at GOLANGCI_LINT_VERSION into bin/tools; not part
@@ -40,7 +48,7 @@ export DEV_DB_PORT
 export DEV_TOKEN_ALICE ?= dev-alice
 export DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test test-short image image-check cross fuzz lint rename build vet fmt db-stop db-reset clean
+.PHONY: run test test-short citus citus-stop test-citus image image-check cross fuzz lint rename build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -76,6 +84,14 @@ test:
 test-short:
 	$(GO) run ./internal/tools/pgtest/withpg $(GO) test -short -count=1 ./...
 	cd conformance && $(GO) test -short -count=1 ./...
+
+# Citus: the cluster, and the tests against it (scripts/citus.sh says how).
+citus:
+	@scripts/citus.sh start
+citus-stop:
+	@scripts/citus.sh stop
+test-citus:
+	scripts/citus.sh test
 
 # The container image (Dockerfile), tagged $(IMAGE): the binary built here,
 # static and for the engine's Linux, packed on scratch with this machine's CA

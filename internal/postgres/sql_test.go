@@ -160,8 +160,8 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		// An accepted request whose delivery was never tried: the cancel
 		// withdraws it.
 		setup: `WITH r AS (INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
-		        VALUES ($1, 'alice', 'accepted', 't', 'n', now()) RETURNING id)
-		        INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at) SELECT id, now(), now(), now() FROM r`,
+		        VALUES ($1, 'alice', 'accepted', 't', 'n', now()) RETURNING id, actor_id)
+		        INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at) SELECT id, actor_id, now(), now(), now() FROM r`,
 		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled') +
 		               (SELECT count(*) FROM outbox WHERE request_id = $1 AND state = 'withdrawn')`,
 		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.id::text = k.result_id

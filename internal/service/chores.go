@@ -94,6 +94,12 @@ func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Wri
 		if err == nil && ext.Migrations != nil {
 			err = postgres.MigrateFS(db, ext.Migrations.FS, ".", ext.Migrations.Table, 0)
 		}
+		if err == nil {
+			var d postgres.Distribution
+			if d, err = postgres.Distribute(ctx, db); err == nil && d.Citus != "" {
+				fmt.Fprintf(stdout, "migrate up: %s\n", d)
+			}
+		}
 	}
 	if err != nil {
 		if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {

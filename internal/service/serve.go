@@ -155,6 +155,12 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTi
 		if m := migrate.Migrations; err == nil && m != nil {
 			err = postgres.MigrateFS(db, m.FS, ".", m.Table, 0)
 		}
+		if err == nil {
+			var d postgres.Distribution
+			if d, err = postgres.Distribute(ctx, db); err == nil && d.Citus != "" {
+				logger.Info("migrate: " + d.String())
+			}
+		}
 		if err != nil {
 			db.Close()
 			return nil, nil, migrateHint(err)

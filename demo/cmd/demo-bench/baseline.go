@@ -52,10 +52,10 @@ VALUES ($1::uuid, $2, $3, $4, $5, $6)`
 	baselineEffectSQL = `WITH request AS (
     INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
     VALUES ($1::uuid, $2, $3, $4, $5, $6)
-    RETURNING id, created_at
+    RETURNING id, actor_id, created_at
 )
-INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at)
-SELECT id, created_at, created_at, created_at FROM request`
+INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at)
+SELECT id, actor_id, created_at, created_at, created_at FROM request`
 )
 
 // serveBaseline runs the baseline server until ctx ends. It reads

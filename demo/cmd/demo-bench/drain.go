@@ -69,8 +69,8 @@ SELECT gen_random_uuid(), 'bench', 'accepted', 'bench-drain ' || i, '', now() FR
 		return err
 	}
 	if _, err := db.ExecContext(ctx, `
-INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at)
-SELECT id, now() + interval '1 hour', now(), now() FROM demo_requests`); err != nil {
+INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at)
+SELECT id, actor_id, now() + interval '1 hour', now(), now() FROM demo_requests`); err != nil {
 		return err
 	}
 	if expediteRounds > 0 {

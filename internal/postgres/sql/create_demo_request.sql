@@ -46,10 +46,10 @@ WITH clock AS (
     INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
     SELECT $12::uuid, $2, $13, $14, $15, $16::timestamptz
     FROM finished
-    RETURNING id, created_at
+    RETURNING id, actor_id, created_at
 ), effect AS (
-    INSERT INTO outbox (request_id, next_attempt_at, created_at, updated_at)
-    SELECT id, created_at, created_at, created_at
+    INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at)
+    SELECT id, actor_id, created_at, created_at, created_at
     FROM request
     RETURNING request_id
 )

@@ -10,7 +10,10 @@ WITH clock AS (
     UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
         status_code = $2::integer, response_body = $3::bytea,
         response_headers = $4::jsonb, result_id = $5,
-        completed_at = clock.now, expires_at = clock.now + (expires_at - created_at)
+        completed_at = clock.now,
+        -- the TTL added in UTC: timestamp + interval is immutable, where
+        -- timestamptz + interval is not, which Citus refuses beside columns
+        expires_at = ((clock.now AT TIME ZONE 'UTC') + (expires_at - created_at)) AT TIME ZONE 'UTC'
     FROM clock
     WHERE actor_id = $6 AND operation = $7 AND idem_key = $8
       AND claim_token = $9::uuid AND state = 'in_progress'

@@ -11,7 +11,10 @@ WITH clock AS (
     UPDATE idempotency_keys SET state = 'completed', lease_until = NULL,
         status_code = $2::integer, response_body = $3::bytea,
         response_headers = $4::jsonb, result_id = $5,
-        completed_at = clock.now, expires_at = clock.now + (expires_at - created_at)
+        completed_at = clock.now,
+        -- the TTL added in UTC: timestamp + interval is immutable, where
+        -- timestamptz + interval is not, which Citus refuses beside columns
+        expires_at = ((clock.now AT TIME ZONE 'UTC') + (expires_at - created_at)) AT TIME ZONE 'UTC'
     FROM clock
     WHERE actor_id = $6 AND operation = $7 AND idem_key = $8
       AND claim_token = $9::uuid AND state = 'in_progress'
@@ -35,7 +38,7 @@ effect AS (
         last_error = CASE WHEN o.attempts = 0 THEN NULL ELSE o.last_error END,
         updated_at = clock.now
     FROM effect, clock
-    WHERE o.request_id = effect.id AND o.kind = 'submit' AND o.state = 'pending'
+    WHERE o.request_id = effect.id AND o.actor_id = $6 AND o.kind = 'submit' AND o.state = 'pending'
       AND (o.attempts = 0 OR o.lease_token IS NULL)
     RETURNING o.state
 ), desk_cancel AS (
@@ -46,11 +49,11 @@ effect AS (
     -- other on its row (effect); one whose statement began before the other
     -- committed, applied after a reopen, takes the same seq and fails on the
     -- primary key: its key is released, and its retry counts again.
-    INSERT INTO outbox (request_id, kind, seq, next_attempt_at, created_at, updated_at)
-    SELECT s.request_id, 'cancel',
-        1 + coalesce((SELECT max(c.seq) FROM outbox c WHERE c.request_id = s.request_id AND c.kind = 'cancel'), 0),
+    INSERT INTO outbox (request_id, actor_id, kind, seq, next_attempt_at, created_at, updated_at)
+    SELECT s.request_id, s.actor_id, 'cancel',
+        1 + coalesce((SELECT max(c.seq) FROM outbox c WHERE c.request_id = s.request_id AND c.actor_id = $6 AND c.kind = 'cancel'), 0),
         clock.now, clock.now, clock.now
-    FROM effect JOIN outbox s ON s.request_id = effect.id AND s.kind = 'submit', clock
+    FROM effect JOIN outbox s ON s.request_id = effect.id AND s.actor_id = $6 AND s.kind = 'submit', clock
     WHERE s.state NOT IN ('failed', 'withdrawn') AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')
     RETURNING request_id
 )

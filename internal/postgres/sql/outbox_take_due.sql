@@ -12,7 +12,7 @@ WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), due AS (
     SELECT o.request_id, o.kind, o.seq
-    FROM clock, outbox o JOIN demo_requests r ON r.id = o.request_id
+    FROM clock, outbox o JOIN demo_requests r ON r.id = o.request_id AND r.actor_id = o.actor_id
     WHERE o.next_attempt_at <= clock.now -- pending, by the table's CHECK
       AND r.actor_id <> ALL ($2::text[])
     ORDER BY o.next_attempt_at
@@ -24,7 +24,7 @@ WITH clock AS (
         updated_at = clock.now
     FROM due, clock
     WHERE o.request_id = due.request_id AND o.kind = due.kind AND o.seq = due.seq
-    RETURNING o.request_id, o.kind, o.seq, o.attempts
+    RETURNING o.request_id, o.actor_id, o.kind, o.seq, o.attempts
 )
 SELECT taken.request_id, r.actor_id, taken.kind, taken.seq, taken.attempts, r.topic, r.note, r.state = 'cancelled' AS cancelled
-FROM taken JOIN demo_requests r ON r.id = taken.request_id
+FROM taken JOIN demo_requests r ON r.id = taken.request_id AND r.actor_id = taken.actor_id

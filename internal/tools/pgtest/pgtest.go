@@ -60,6 +60,10 @@ type Server struct {
 	// Source says where the server comes from: "TEST_DATABASE_URL",
 	// "local binaries (/usr/lib/postgresql/15/bin)" or "dockertest (postgres:15)".
 	Source string
+	// Citus is the version of the citus extension when the server is a
+	// Citus coordinator (TEST_DATABASE_URL only): each test then gets a
+	// schema of the one database, not a database (citus.go).
+	Citus string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -111,6 +115,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s := &Server{Config: conf, Source: envURL}
 		if err := ping(ctx, s.Config.URL(), 10*time.Second); err != nil {
 			return nil, fmt.Errorf("pgtest: %s=%s: %w", envURL, redact(raw), err)
+		}
+		if s.Citus, err = citusVersion(ctx, s.Config.URL()); err != nil {
+			return nil, fmt.Errorf("pgtest: %s=%s: %w", envURL, redact(raw), err)
+		}
+		if s.Citus != "" {
+			s.Source += " (Citus " + s.Citus + ", a coordinator: a schema per test, its tables distributed by actor)"
 		}
 		return s, nil
 	}

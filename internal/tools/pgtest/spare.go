@@ -31,6 +31,9 @@ var spares struct {
 // else a new clone of the template. When t ends it becomes a spare.
 func fresh(t testing.TB) pgtestdb.Config {
 	t.Helper()
+	if server != nil && server.Citus != "" {
+		return freshCitus(t)
+	}
 	spares.Lock()
 	if n := len(spares.list); n > 0 {
 		conf := spares.list[n-1]
