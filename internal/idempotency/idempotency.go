@@ -251,7 +251,10 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 				continue // a stored key is answered from a read
 			}
 		}
-		c, w, a, err := Claim{Scope: req.Scope, Token: uuid.NewString()}, KeyWrite{}, Answer{}, error(nil)
+		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
+		var w KeyWrite
+		var a Answer
+		var err error
 		switch {
 		case read:
 			w.Prev, w.Now, err = r.cfg.Store.Lookup(ctx, req.Scope)
@@ -452,8 +455,13 @@ func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error
 // Decide said kind, and spends p's token on a new key (a lease taken over
 // is the same key).
 func (r *Runner) wrote(req Request, kind Kind, p *pass) Outcome {
-	o := map[Kind]Outcome{ClaimNew: OutcomeClaimed, TakeOverExpired: OutcomeExpiredTakenOver, TakeOverLease: OutcomeLeaseTakenOver}[kind]
-	if o == OutcomeClaimed && req.Path == OnePhase {
+	o := OutcomeClaimed
+	switch {
+	case kind == TakeOverExpired:
+		o = OutcomeExpiredTakenOver
+	case kind == TakeOverLease:
+		o = OutcomeLeaseTakenOver
+	case req.Path == OnePhase:
 		o = OutcomeCompleted
 	}
 	if kind != TakeOverLease {
