@@ -285,7 +285,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			return r.result(req, OutcomeMismatch), apperr.Errorf(apperr.KeyPayloadMismatch,
 				"this idempotency key was already used with a different request payload")
 		case InProgress:
-			if d.LeaseLeft > r.cfg.TTL { // held longer than a key is kept: no time to promise
+			if w.Prev.LeaseUntil.Sub(w.Prev.CreatedAt) > r.cfg.TTL { // held longer than a key is kept: no time to promise
 				return r.result(req, OutcomeInProgress), InProgressError(0)
 			}
 			// Wait no longer than the owner's deadline: past it the owner

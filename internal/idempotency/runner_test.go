@@ -69,3 +69,34 @@ func TestNewRunnerRefusesIncompleteConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestInProgressAlwaysSaysWhen: a statement's now is taken when it starts,
+// so a request that waited on the row of a concurrent claim sees that claim's
+// lease end a little more than a lease away. With a lease as long as the TTL
+// that is still an ordinary claim, and its 409 says when to ask again.
+func TestInProgressAlwaysSaysWhen(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	clock := testkit.NewClock()
+	owner, late := postgres.New(db), postgres.New(db)
+	owner.Clock = clock.Now
+	late.Clock = func() time.Time { return clock.Now().Add(-50 * time.Millisecond) }
+	const lease = 30 * time.Second
+	r, err := idempotency.NewRunner(idempotency.Config{Store: late, TTL: lease, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := idempotency.Scope{Actor: t.Name(), Operation: "op", Key: "k"}
+	if w, err := owner.Claim(context.Background(), idempotency.Claim{Scope: sc, Token: "00000000-0000-4000-8000-000000000001"}, "fp", lease, lease); err != nil || !w.Wrote {
+		t.Fatalf("claim: %+v, %v", w, err)
+	}
+	_, err = r.Do(context.Background(), idempotency.Request{Scope: sc, Fingerprint: "fp", Path: idempotency.TwoPhase},
+		func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+			t.Fatal("the work ran while another request held the key")
+			return idempotency.Answer{}, nil
+		})
+	var ae *apperr.Error
+	if !errors.As(err, &ae) || ae.Code != apperr.OperationInProgress || ae.RetryAfter < time.Second {
+		t.Fatalf("Do: %v, want operation_in_progress with a Retry-After", err)
+	}
+}
