@@ -127,7 +127,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 	case status == http.StatusOK || status == http.StatusCreated:
 		return decodeReceipt(answer)
 	case refused(status):
-		var p struct{ Code, Detail string }
+		var p problem
 		_ = json.Unmarshal(answer, &p) // a body that is no problem leaves them empty
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
