@@ -1,33 +1,49 @@
 // Package delivery hands every accepted demo request to the review desk, an
-// external service, and records what became of each hand-over.
+// external service, and keeps a record of what became of each hand-over.
 //
 // A local table cannot make a call to another system happen exactly once: a
 // dispatcher can send, be accepted, and die before it records that. So the
 // create writes an outbox row in the same statement as the request and its
-// key, and the dispatcher makes the call safe to repeat:
+// key (nothing calls the desk inside a request), and the dispatcher makes the
+// call safe to repeat instead:
 //
 //   - it takes due rows with FOR UPDATE SKIP LOCKED and a lease, so several
-//     dispatchers share one backlog and never send one row at once;
-//   - it sends under the desk's own Idempotency-Key, derived from the
-//     request (EventKey), the same on every attempt;
-//   - an attempt after the first asks the desk for the key's status first,
-//     and sends only if the desk never accepted it;
-//   - it retries with bounded, jittered backoff; after MaxAttempts the
-//     delivery is unknown (or failed, on a definite refusal) until
-//     reconcile asks the desk, never resending blindly;
-//   - its marks are fenced by the lease token: a dispatcher whose row
-//     another took changes nothing.
+//     dispatchers share one backlog and never send one row at the same moment;
+//   - it sends under the desk's own Idempotency-Key, derived from the request
+//     (demo-request:<id>), the same on every attempt: the desk accepts a key
+//     once;
+//   - an attempt after the first — after a timeout, a crash, an unclear
+//     answer — asks the desk for the key's status FIRST, and sends only if
+//     the desk never accepted it;
+//   - it retries with bounded, jittered exponential backoff; after
+//     MaxAttempts the delivery is unknown (or failed, on a definite refusal)
+//     and waits for a person: the status route shows it, and reconcile asks
+//     the desk and records its answer, never resending blindly;
+//   - its marks are fenced by the lease token: a dispatcher whose lease
+//     passed, and whose row another took, changes nothing.
 //
-// A cancelled request must not reach the desk, or must be cancelled there:
-// no attempt that takes a delivery after its request's cancel committed
-// sends it. The cancel's statement withdraws a delivery never tried, and
-// makes a tried one due at once; the dispatcher then asks the desk whether
-// an earlier attempt got there (submitted) or not (withdrawn), and sends
-// nothing. For a delivery not withdrawn the cancel queues a cancel row, a
-// second outbox row handed over by the same rules under its own key: an
-// attempt taken before the cancel committed settles first, and the cancel
-// at the desk follows. Each outbox row is one event of its request; a
-// request cancelled twice (in a service with a reopen) has two cancel rows.
+// A cancelled request must not reach the desk, or must be cancelled there.
+// The rule between the cancel and the dispatcher: no attempt that takes a
+// delivery after its request's cancel committed sends it; what the desk
+// accepted (or an attempt taken before the cancel is sending) is cancelled
+// there.
+//
+//   - The cancel's own statement withdraws a delivery never tried (the desk
+//     is never called), and makes a tried one that waits for its next
+//     attempt due at once.
+//   - The dispatcher never submits a cancelled request: for a delivery
+//     tried before, it asks the desk whether an earlier attempt got there
+//     (submitted) or not (withdrawn), and sends nothing either way.
+//   - For any delivery not withdrawn, the cancel queues a second outbox
+//     row, a cancel, which the dispatcher hands the desk by the same rules
+//     under the key demo-request:<id>:cancel (CancelKey). A dispatcher that
+//     took the submission before the cancel committed may be sending it
+//     right now: its attempt settles it, and the cancel at the desk follows.
+//
+// Each outbox row is one event of its request, and a request may have any
+// number of one kind: reopened and cancelled again (in a service that has a
+// reopen), it has a second cancel, a row of its own under a key of its own
+// (EventKey), handed to the desk once like the first.
 package delivery
 
 import (
@@ -70,8 +86,10 @@ func ProviderKey(requestID string) string { return "demo-request:" + requestID }
 func CancelKey(requestID string) string { return ProviderKey(requestID) + ":cancel" }
 
 // EventKey is the desk's Idempotency-Key of request id's seq-th event of
-// kind: ProviderKey or CancelKey for the first, with ":<seq>" after it for
-// a later one (demo-request:<id>:cancel:2).
+// kind (seq 1 for the first): ProviderKey or CancelKey for the first, and
+// that key with ":<seq>" after it for a later one, such as
+// demo-request:<id>:cancel:2. The same on every attempt, by every
+// dispatcher.
 func EventKey(requestID, kind string, seq int) string {
 	key := ProviderKey(requestID)
 	if kind != KindSubmit {
@@ -93,12 +111,16 @@ type Status struct {
 	ProviderKey       string     `json:"providerKey" db:"-"` // ProviderKey(RequestID)
 	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
 	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
-	Cancel            *Cancel    `json:"cancel,omitempty" db:"-"`  // the last of Cancels
-	Cancels           []Cancel   `json:"cancels,omitempty" db:"-"` // every cancel queued, oldest first
+	// Cancel is the last cancel at the desk, when the request's cancel
+	// queued one (its delivery was not Withdrawn).
+	Cancel *Cancel `json:"cancel,omitempty" db:"-"`
+	// Cancels are every cancel the request's cancels queued, oldest first:
+	// a request reopened and cancelled again has several. The last is Cancel.
+	Cancels []Cancel `json:"cancels,omitempty" db:"-"`
 }
 
-// Cancel is the hand-over of a request's cancel to the desk, in the states
-// of a delivery.
+// Cancel is the hand-over of a request's cancel to the desk: pending,
+// submitted (the desk holds it), unknown or failed, as a delivery.
 type Cancel struct {
 	State             string     `json:"state"`
 	Attempts          int        `json:"attempts"`
@@ -114,25 +136,29 @@ type Cancel struct {
 // this is (1 for the first).
 type Due struct {
 	RequestID string `db:"request_id"`
-	Actor     string `db:"actor_id"` // the desk's calls are made for this account
-	Kind      string `db:"kind"`     // KindSubmit or KindCancel
-	Seq       int    `db:"seq"`      // which of its request's events of its kind, 1 for the first
-	Attempt   int    `db:"attempts"`
-	Topic     string `db:"topic"`
-	Note      string `db:"note"`
-	Cancelled bool   `db:"cancelled"` // a submission of a cancelled request is never sent
+	// Actor owns the request: the desk's calls are made for this account.
+	Actor   string `db:"actor_id"`
+	Kind    string `db:"kind"` // KindSubmit or KindCancel
+	Seq     int    `db:"seq"`  // which of its request's events of its kind, 1 for the first
+	Attempt int    `db:"attempts"`
+	Topic   string `db:"topic"`
+	Note    string `db:"note"`
+	// Cancelled is true when the request was cancelled: a submission of it
+	// is never sent.
+	Cancelled bool `db:"cancelled"`
 }
 
 // Mark is what one attempt decided for its row: the new state, and for a
 // pending row the wait before the next attempt.
 type Mark struct {
-	RequestID, Kind string
-	Seq             int
-	Token           string // the lease token the row was taken under
-	State           string
-	Reference       string // Submitted
-	Error           string // the last error, if any
-	Retry           time.Duration
+	RequestID string
+	Kind      string
+	Seq       int
+	Token     string // the lease token the row was taken under
+	State     string
+	Reference string // Submitted
+	Error     string // the last error, if any
+	Retry     time.Duration
 }
 
 // Store keeps the outbox.
@@ -148,15 +174,22 @@ type Store interface {
 	// Delivery returns the delivery of actor's request id. Errors: not_found.
 	Delivery(ctx context.Context, actor, id string) (Status, error)
 	// Reconciled records the desk's answer about request id's seq-th row
-	// of kind: accepted with reference, or (reference "") never accepted.
+	// of kind (KindSubmit or KindCancel): accepted with reference, or
+	// (reference "") never accepted.
 	Reconciled(ctx context.Context, id, kind string, seq int, reference string) error
 }
 
 // Metrics is what a dispatcher reports to.
 type Metrics interface {
-	Delivered(state string, attempts int) // a mark, by its state
-	LookedUp(answer string)               // a lookup before a resend: accepted, not_found or unclear
-	Called(op string)                     // a call to the desk: submit, status, cancel or cancel_status
+	// Delivered counts a mark by its state, and for a final one observes
+	// the attempts it took.
+	Delivered(state string, attempts int)
+	// LookedUp counts a status lookup before a resend, by the desk's answer:
+	// accepted, not_found or unclear.
+	LookedUp(answer string)
+	// Called counts a call to the desk: submit, status, cancel or
+	// cancel_status.
+	Called(op string)
 }
 
 // Dispatcher hands due outbox rows to the desk. Each row it takes is handed
@@ -165,11 +198,13 @@ type Metrics interface {
 // meanwhile: a slow call holds its own row and its place in flight, never
 // another row's, and the next take does not wait for it.
 type Dispatcher struct {
-	Store   Store
-	Desk    *reviewdesk.Client
-	Logger  *slog.Logger
-	Metrics Metrics // optional
-	Batch   int     // how many rows one take asks for at most (default 32)
+	Store  Store
+	Desk   *reviewdesk.Client
+	Logger *slog.Logger
+	// Metrics, if set, counts deliveries, lookups and calls.
+	Metrics Metrics
+	// Batch is how many rows one take asks for at most (default 32).
+	Batch int
 	// InFlight bounds the rows taken and not yet recorded (default 256): a
 	// take asks for no more rows than there are free places.
 	InFlight int
@@ -180,18 +215,21 @@ type Dispatcher struct {
 	// CallTimeout bounds one call to the desk (default 5 s); a row's lease
 	// is three of them: a lookup and a send, with a margin.
 	CallTimeout time.Duration
-	MaxAttempts int // when an unclear delivery becomes unknown (default 8)
+	// MaxAttempts is when an unclear delivery becomes unknown (default 8).
+	MaxAttempts int
 	// FirstRetry is the backoff after a first failed attempt (default 1 s);
 	// it doubles with each attempt, jittered by ±50 %, up to MaxRetry
 	// (default 1 min).
 	FirstRetry, MaxRetry time.Duration
-	Idle                 time.Duration // the pause when nothing is due (default 200 ms, jittered)
+	// Idle is the pause when nothing is due (default 200 ms, jittered).
+	Idle time.Duration
 
-	once     sync.Once
-	mu       sync.Mutex
-	inFlight int            // rows taken and not yet recorded
-	byActor  map[string]int // of those, by actor
-	freed    chan struct{}  // a place was freed
+	once sync.Once
+	mu   sync.Mutex
+	// inFlight counts the rows taken and not yet recorded, all and by actor.
+	inFlight int
+	byActor  map[string]int
+	freed    chan struct{} // a place was freed
 }
 
 // decision is a taken row and its attempt's mark, to be recorded.
@@ -271,7 +309,8 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	<-recorded
 }
 
-// waitFreed waits until ctx ends, a place is freed, or after passes (0: no bound).
+// waitFreed waits until ctx ends, a place is freed, or after passes (0:
+// no bound).
 func (d *Dispatcher) waitFreed(ctx context.Context, after time.Duration) {
 	var timeout <-chan time.Time
 	if after > 0 {
@@ -443,8 +482,8 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 	return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Submitted, Reference: receipt.Reference}
 }
 
-// deskCall is what an attempt sends for one row, and how it asks what
-// became of an earlier send.
+// deskCall is what an attempt sends for one row, and how it asks the desk
+// what became of an earlier send.
 type deskCall struct {
 	kind             string // KindSubmit or KindCancel
 	seq              int
@@ -486,7 +525,8 @@ func (d *Dispatcher) retry(row Due, err error) Mark {
 	return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Pending, Error: err.Error(), Retry: d.backoff(row.Attempt)}
 }
 
-// backoff is the wait after attempt n (1 for the first).
+// backoff is the wait after attempt n (1 for the first): FirstRetry doubled
+// n-1 times, capped at MaxRetry, jittered.
 func (d *Dispatcher) backoff(n int) time.Duration {
 	b := &backoff.ExponentialBackOff{InitialInterval: d.FirstRetry, RandomizationFactor: 0.5,
 		Multiplier: 2, MaxInterval: d.MaxRetry}
