@@ -155,19 +155,13 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTi
 		return nil, nil, err
 	}
 	if migrate != nil {
-		err := postgres.Migrate(db, 0)
-		if m := migrate.Migrations; err == nil && m != nil {
-			err = postgres.MigrateFS(db, m.FS, ".", m.Table, 0)
-		}
-		if err == nil {
-			var d postgres.Distribution
-			if d, err = postgres.Distribute(ctx, db); err == nil && d.Citus != "" {
-				logger.Info("migrate: " + d.String())
-			}
-		}
+		d, err := migrateUp(ctx, db, migrate.Migrations)
 		if err != nil {
 			db.Close()
 			return nil, nil, migrateHint(err)
+		}
+		if d.Citus != "" {
+			logger.Info("migrate: " + d.String())
 		}
 	}
 	return postgres.New(db), db, nil
