@@ -25,13 +25,12 @@ type ClaimCounter interface {
 
 // Metrics holds the collectors of one server.
 type Metrics struct {
-	reg      *prometheus.Registry
-	outcomes *prometheus.CounterVec
-	answered *prometheus.HistogramVec
-	latency  *prometheus.HistogramVec
-	swept    prometheus.Counter
-	waits    prometheus.Gauge
-	waitsOn  sync.Once // registers waits at its first reading
+	reg               *prometheus.Registry
+	outcomes          *prometheus.CounterVec
+	answered, latency *prometheus.HistogramVec
+	swept             prometheus.Counter
+	waits             prometheus.Gauge
+	waitsOn           sync.Once // registers waits at its first reading
 }
 
 // New registers the metrics, the Go runtime's and the process's, and reads
