@@ -1,41 +1,34 @@
 // Package client is a Go client of demo-api that retries its idempotent
 // requests safely: the create, the cancel, and any other operation that
-// takes an Idempotency-Key (an Intent of its own, sent with Send).
-//
-// A server's Idempotency-Key contract is only as safe as the client that
-// uses it. This client keeps the client's half of it:
+// takes an Idempotency-Key (an Intent of its own, sent with Send). It keeps
+// the client's half of the contract:
 //
 //   - one key per intent: an Intent is one request the caller means to
-//     happen once (its method, path and body bytes), and its key (a UUID) is
-//     made once, before the first attempt; every attempt of the intent sends
-//     that key and the same bytes. A changed payload is a new intent with a
-//     new key. NewIntent and NewCancelIntent make those of demo-api;
+//     happen once (its method, path and body bytes), and its key (a UUID)
+//     is made once, before the first attempt; every attempt sends that key
+//     and the same bytes. A changed payload is a new intent with a new key;
 //   - one total time budget per intent (5 s by default), not a count of
 //     attempts, with a timeout per attempt inside it;
 //   - bounded, jittered exponential backoff between attempts, never
 //     shortened to fit the budget: no attempt starts with less than 250 ms
-//     of it left; a server's Retry-After is honoured only as far as the
-//     budget allows;
-//   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a retry
-//     that finds the first attempt still running waits for its answer;
+//     of it left; a server's Retry-After is honoured as far as the budget
+//     allows;
+//   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a
+//     retry that finds the first attempt still running waits for its answer;
 //   - when the budget runs out with no definite answer, an
-//     *OutcomeUnknownError that carries the key and the operation;
-//     Resolve then asks the server what became of the key, and
-//     never sends the request again;
-//   - when every attempt was answered 429 (a new key over the bound on new
-//     keys, refused before anything ran), a *RateLimitedError instead: the
-//     outcome is known, nothing was stored, and the intent may be sent
-//     again, with its key, after the server's Retry-After.
+//     *OutcomeUnknownError with the key and the operation: Resolve then
+//     asks the server what became of the key, and never sends again;
+//   - when every attempt was answered 429 (a new key over the bound, refused
+//     before anything ran), a *RateLimitedError instead: nothing was stored,
+//     and the intent may be sent again, with its key, after Retry-After.
 //
 // What is retried, with the same key and body: transport errors and
 // timeouts, 409 operation_in_progress, 429, 500, 502, 503 and 504. Never
 // retried: 400, 401, 404, 413, 415, 422 and any other 4xx — the answer is
-// definite, and sending it again would get the same answer.
-//
-// 500 is retried on purpose. demo-api answers 500 only when the work failed
-// after the claim in a way it did not foresee; it releases the claim before
-// it answers (and stores nothing), so the same key runs again as a first
-// request, and the key is what keeps a retry from creating twice.
+// definite. 500 is retried on purpose: demo-api answers 500 only when the
+// work failed after the claim in a way it did not foresee, and it releases
+// the claim (storing nothing) before it answers, so the same key runs again
+// as a first request.
 package client
 
 import (

@@ -1,18 +1,8 @@
-// Package service is the program of demo-api: its commands, serve with its
-// chores, and their configuration. cmd/demo-api runs it as it is; a
-// service built on this one (the full demo, demo/) runs it with an
-// Extension of its own.
-//
-//	demo-api serve            run the HTTP API (migrates first) and the sweeper
-//	demo-api migrate up|down  apply or roll back the schema
-//	demo-api purge-expired    delete expired idempotency records once
-//	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
-//	demo-api dispatch         hand accepted requests to the review desk
-//	demo-api send             create a demo request through the retrying client
-//	demo-api healthcheck      exit 0 when the serve on LISTEN_ADDR answers /healthz
-//
-// Configuration comes from environment variables; each has a flag of the
-// same meaning (see config.go).
+// Package service is the program of demo-api: its commands (usage lists
+// them), serve with its chores, and their configuration, from environment
+// variables that each have a flag of the same meaning (config.go).
+// cmd/demo-api runs it as it is; a service built on this one (the full
+// demo, demo/) runs it with an Extension of its own.
 package service
 
 import (

@@ -1,15 +1,12 @@
 // Package tracing decides whether the service makes spans, and exports
 // them. It is off unless the standard OTEL_EXPORTER_OTLP_ENDPOINT (or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: then every span is sent over
-// OTLP/HTTP with protobuf (the only protocol it speaks) in batches, and
-// Shutdown flushes them. Off, nothing is made: the callers ask On and skip
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: then spans are sent in batches
+// over OTLP/HTTP with protobuf. Off, nothing is made: callers ask On and skip
 // their spans, and Start hands out a span that records nothing.
 //
-// The spans: the HTTP request (package httpapi, named after its route), the
-// idempotency decision inside it, each SQL statement run inside a recording
-// span (package postgres, named after its file), and the dispatcher's
-// delivery with its calls to the review desk (packages delivery and
-// reviewdesk).
+// The spans: the HTTP request (named after its route), the idempotency
+// decision inside it, each SQL statement inside a recording span (named
+// after its file), and the dispatcher's delivery with its calls to the desk.
 package tracing
 
 import (
