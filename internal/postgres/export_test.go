@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/demo-api/demo-api/internal/idempotency"
+
 // SQLFiles is the embedded folder of statements (sql/*.sql), for the tests
 // that prepare and run the files themselves.
 var SQLFiles = sqlFiles
@@ -14,3 +16,10 @@ var (
 
 // DBErr is dbErr, for the tests of what the store answers.
 var DBErr = dbErr
+
+// StatementsEffect is an effect of statements a test brings (the one-phase
+// write and the two-phase finish, with their business arguments), as a
+// typed constructor in demo.go makes one of the store's own.
+func StatementsEffect(what, onePhase, finish string, conditional bool, args ...any) idempotency.Effect {
+	return &effect{what: what, stmts: &keyStatements{onePhase: onePhase, finish: finish}, args: args, conditional: conditional}
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -254,6 +256,29 @@ func checkEffect(e *effect, wrote bool, n int) error {
 		return idempotency.ErrEffectNotApplied
 	}
 	return fmt.Errorf("finish: the business write %q changed nothing", e.what)
+}
+
+// inTx runs fn in a transaction when e is conditional, so that fn's error
+// rolls its statement back; otherwise fn's one statement commits on its own
+// (fn gets a nil tx). A conditional effect that breaks a unique key met a
+// transition that committed while it waited for its row (its event took the
+// same position): it was decided on an old read, ErrEffectNotApplied.
+func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
+	if e == nil || !e.conditional {
+		return fn(nil)
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return dbErr(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		if pe, ok := errors.AsType[*pq.Error](err); ok && pe.Code == "23505" { // unique_violation
+			return idempotency.ErrEffectNotApplied
+		}
+		return err
+	}
+	return dbErr(tx.Commit())
 }
 
 var (

@@ -381,24 +381,6 @@ func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []
 	return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
 }
 
-// inTx runs fn in a transaction when e is conditional, so that fn's error
-// rolls its statement back; otherwise fn's one statement commits on its own
-// (fn gets a nil tx).
-func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
-	if e == nil || !e.conditional {
-		return fn(nil)
-	}
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return dbErr(err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return dbErr(tx.Commit())
-}
-
 // New returns a Store on db; it prepares nothing when db is Pooled.
 func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db)} }
 
