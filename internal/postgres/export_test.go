@@ -14,3 +14,7 @@ var (
 
 // DBErr is dbErr, for the tests of what the store answers.
 var DBErr = dbErr
+
+// CitusCall is the text the store runs on Citus for the key write
+// sql/name: the call of its function.
+func CitusCall(name string) string { return keyWriteOf(name).citus }
