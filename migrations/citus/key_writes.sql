@@ -11,10 +11,14 @@
 -- The statements' own comments say what the parts do and why; a function
 -- does the same in the same order: prev read first, then the key row
 -- written where idempotency.Decide takes it, then the business write,
--- only where the key was written.
+-- only where the key was written. A change to a statement changes its
+-- function too: make test-citus runs the store's scenarios against them.
+-- Each function resolves the tables in the search_path of the migrate that
+-- made it (SET search_path FROM CURRENT).
 
--- write_key: prev, the scope's row before the write, and the row ($5...) written
--- where the key is free or may be taken over (the statements' finished).
+-- write_key: prev, the scope's row before the write; then the row given
+-- written where the key is free or may be taken over (the statements'
+-- claimed or finished), and whether it was.
 CREATE OR REPLACE FUNCTION write_key(actor text, op text, scope_key text, fp text, token uuid,
     st key_state, lease timestamptz, status integer, body bytea, headers jsonb, result text,
     created timestamptz, completed timestamptz, expires timestamptz,
@@ -40,8 +44,8 @@ BEGIN
 END
 $$;
 
--- finish_key: the claim of $4 token completed with its answer, while it holds
--- the key in progress (the finish statements' finished).
+-- finish_key: the claim of token completed with its answer, while it holds
+-- the key in progress (the finish statements' finished), and whether it was.
 CREATE OR REPLACE FUNCTION finish_key(t timestamptz, actor text, op text, scope_key text, token uuid,
     status integer, body bytea, headers jsonb, result text)
 RETURNS boolean
@@ -121,9 +125,6 @@ BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     w := write_key($2, $3, $4, $5, $6, 'in_progress', t + $7 * interval '1 microsecond', NULL, NULL, NULL, NULL,
         t, NULL, t + $8 * interval '1 microsecond');
-    IF w.wrote THEN
-        n := 0;
-    END IF;
     RETURN QUERY SELECT t, w.wrote, n, (w.prev).fingerprint, (w.prev).state, (w.prev).lease_until, (w.prev).status_code,
         (w.prev).response_body, (w.prev).response_headers, (w.prev).result_id, (w.prev).created_at,
         (w.prev).completed_at, (w.prev).expires_at;
@@ -143,9 +144,6 @@ DECLARE
 BEGIN
     w := write_key($2, $3, $4, $5, $6, 'completed', NULL, $7, $8, $9, $10,
         t, t, t + $11 * interval '1 microsecond');
-    IF w.wrote THEN
-        n := 0;
-    END IF;
     RETURN QUERY SELECT t, w.wrote, n, (w.prev).fingerprint, (w.prev).state, (w.prev).lease_until, (w.prev).status_code,
         (w.prev).response_body, (w.prev).response_headers, (w.prev).result_id, (w.prev).created_at,
         (w.prev).completed_at, (w.prev).expires_at;
