@@ -9,7 +9,7 @@
 -- the request as the cancel decided it: $12 state, $13 cancelled_at, $14 id
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
-), prev AS (
+), prev AS MATERIALIZED (
     SELECT fingerprint, state, lease_until, status_code, response_body,
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys
