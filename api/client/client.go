@@ -1,45 +1,39 @@
 // Package client is a Go client of demo-api that retries its idempotent
 // requests safely: the create, the cancel, and any other operation that
-// takes an Idempotency-Key (an Intent of its own, sent with Send).
-//
-// A server's Idempotency-Key contract is only as safe as the client that
-// uses it. This client keeps the client's half of it:
+// takes an Idempotency-Key (an Intent of its own, sent with Send). It keeps
+// the client's half of the contract:
 //
 //   - one key per intent: an Intent is one request the caller means to
-//     happen once (its method, path and body bytes), and its key (a UUID) is
-//     made once, before the first attempt; every attempt of the intent sends
-//     that key and the same bytes. A changed payload is a new intent with a
-//     new key. NewIntent and NewCancelIntent make those of demo-api;
+//     happen once (its method, path and body bytes), and its key (a UUID)
+//     is made once, before the first attempt; every attempt sends that key
+//     and the same bytes. A changed payload is a new intent with a new key;
 //   - one total time budget per intent (5 s by default), not a count of
 //     attempts, with a timeout per attempt inside it;
 //   - bounded, jittered exponential backoff between attempts, never
 //     shortened to fit the budget: no attempt starts with less than 250 ms
-//     of it left; a server's Retry-After is honoured only as far as the
-//     budget allows;
-//   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a retry
-//     that finds the first attempt still running waits for its answer;
+//     of it left; a server's Retry-After is honoured as far as the budget
+//     allows;
+//   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a
+//     retry that finds the first attempt still running waits for its answer;
 //   - when the budget runs out with no definite answer, an
-//     *OutcomeUnknownError that carries the key and the operation;
-//     Resolve then asks the server what became of the key, and
-//     never sends the request again;
-//   - when every attempt was answered 429 (a new key over the bound on new
-//     keys, refused before anything ran), a *RateLimitedError instead: the
-//     outcome is known, nothing was stored, and the intent may be sent
-//     again, with its key, after the server's Retry-After.
+//     *OutcomeUnknownError with the key and the operation: Resolve then
+//     asks the server what became of the key, and never sends again;
+//   - when every attempt was answered 429 (a new key over the bound, refused
+//     before anything ran), a *RateLimitedError instead: nothing was stored,
+//     and the intent may be sent again, with its key, after Retry-After.
 //
 // What is retried, with the same key and body: transport errors and
 // timeouts, 409 operation_in_progress, 429, 500, 502, 503 and 504. Never
 // retried: 400, 401, 404, 413, 415, 422 and any other 4xx — the answer is
-// definite, and sending it again would get the same answer.
-//
-// 500 is retried on purpose. demo-api answers 500 only when the work failed
-// after the claim in a way it did not foresee; it releases the claim before
-// it answers (and stores nothing), so the same key runs again as a first
-// request, and the key is what keeps a retry from creating twice.
+// definite. 500 is retried on purpose: demo-api answers 500 only when the
+// work failed after the claim in a way it did not foresee, and it releases
+// the claim (storing nothing) before it answers, so the same key runs again
+// as a first request.
 package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,18 +58,12 @@ const (
 
 // Config configures a Client. BaseURL and Token are required.
 type Config struct {
-	BaseURL string // e.g. http://localhost:8080
-	Token   string // the bearer token
-	// HTTPClient sends the requests (default: a client of its own; its
-	// Timeout is not used, the attempt timeout is).
-	HTTPClient *http.Client
-	// Budget is the total time one intent may take (default 5 s).
-	Budget time.Duration
-	// AttemptTimeout bounds one attempt (default 2 s, and never past the
-	// budget).
-	AttemptTimeout time.Duration
-	// OnAttempt, if set, is told about every attempt once it is decided.
-	OnAttempt func(Attempt)
+	BaseURL        string        // e.g. http://localhost:8080
+	Token          string        // the bearer token
+	HTTPClient     *http.Client  // default: a client of its own; its Timeout is not used
+	Budget         time.Duration // the total time one intent may take (default 5 s)
+	AttemptTimeout time.Duration // bounds one attempt (default 2 s, never past the budget)
+	OnAttempt      func(Attempt) // if set, told about every attempt once it is decided
 }
 
 // Client sends idempotent requests to one server.
@@ -96,11 +84,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.AttemptTimeout = 2 * time.Second
 	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	return &Client{cfg: cfg, hc: hc}, nil
+	return &Client{cfg: cfg, hc: cmp.Or(cfg.HTTPClient, &http.Client{})}, nil
 }
 
 // CreateInput is the body of a create.
@@ -127,9 +111,8 @@ type Intent struct {
 	Method    string // http.MethodPost
 	Path      string // e.g. /v1/demo-requests
 	Key       string
-	Body      []byte // the exact bytes every attempt sends; none for a cancel
-	// Header holds extra headers every attempt sends (say a workshop knob).
-	Header http.Header
+	Body      []byte      // the exact bytes every attempt sends; none for a cancel
+	Header    http.Header // extra headers every attempt sends (say a workshop knob)
 }
 
 // NewIntent makes the intent of a create of in, with a new key.
@@ -274,8 +257,9 @@ func nextWait(backoff, retryAfter, left, attemptTimeout time.Duration) (time.Dur
 // requestId.
 //
 // Errors: *ProblemError (definite refusal), *OutcomeUnknownError (budget
-// spent), *RateLimitedError (budget spent on 429s only), ErrContractBroken (a 2xx without a requestId), ctx's error, or
-// one that names what an incomplete intent lacks.
+// spent), *RateLimitedError (budget spent on 429s only), ErrContractBroken
+// (a 2xx without a requestId), ctx's error, or one that names what an
+// incomplete intent lacks.
 func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 	if it.Operation == "" || it.Method == "" || it.Path == "" || it.Key == "" {
 		return Result{}, errors.New("client: an intent needs its Operation, Method, Path and Key")
@@ -285,12 +269,8 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	bo := &backoff.ExponentialBackOff{
-		InitialInterval:     100 * time.Millisecond,
-		RandomizationFactor: 0.5,
-		Multiplier:          2,
-		MaxInterval:         time.Second,
-	}
+	bo := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.5,
+		Multiplier: 2, MaxInterval: time.Second}
 	bo.Reset()
 	last := ""
 	limited := rateLimitRun{}
@@ -476,21 +456,18 @@ func (c *Client) report(a Attempt) {
 
 // Outcome is what the server knows of a key.
 type Outcome struct {
-	Key   string
-	State string // "completed", "in_progress", or "unknown" (never seen, or expired)
-	// When completed: the stored status and the id of what it created.
-	Status   int
-	ResultID string
-	// When in progress: seconds left on the owner's lease.
-	LeaseRemainingSeconds int
+	Key                   string `json:"-"`
+	State                 string `json:"state"`                 // "completed", "in_progress", or "unknown" (never seen, or expired)
+	Status                int    `json:"status"`                // when completed: the stored status
+	ResultID              string `json:"resultId"`              // and the id of what it created
+	LeaseRemainingSeconds int    `json:"leaseRemainingSeconds"` // when in progress: left on the owner's lease
 }
 
-// Resolve asks the server what became of key of operation (say
-// OperationCancel, or OutcomeUnknownError.Operation), for an intent whose outcome is unknown. It never sends
-// the request: when the answer is "unknown", the request did not run under
-// this key (or its record expired), and the caller decides whether to make
-// a new intent. It ends by ctx's deadline, or after the attempt timeout
-// when ctx has none.
+// Resolve asks the server what became of key of operation, for an intent
+// whose outcome is unknown. It never sends the request: when the answer is
+// "unknown", the request did not run under this key (or its record
+// expired), and the caller decides whether to make a new intent. It ends by
+// ctx's deadline, or after the attempt timeout when ctx has none.
 //
 // Errors: ErrContractBroken (a 200 without a known state), ctx's error, a
 // transport error, or one that names an unexpected status.
@@ -517,19 +494,14 @@ func (c *Client) Resolve(ctx context.Context, operation, key string) (Outcome, e
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		var o struct {
-			State                 string `json:"state"`
-			Status                int    `json:"status"`
-			ResultID              string `json:"resultId"`
-			LeaseRemainingSeconds int    `json:"leaseRemainingSeconds"`
-		}
+		o := Outcome{Key: key}
 		if err := json.Unmarshal(body, &o); err != nil {
 			return Outcome{}, fmt.Errorf("client: decode the outcome: %w", err)
 		}
 		if o.State != "completed" && o.State != "in_progress" {
 			return Outcome{}, fmt.Errorf("%w: an outcome of state %q: %.200s", ErrContractBroken, o.State, body)
 		}
-		return Outcome{Key: key, State: o.State, Status: o.Status, ResultID: o.ResultID, LeaseRemainingSeconds: o.LeaseRemainingSeconds}, nil
+		return o, nil
 	case http.StatusNotFound:
 		return Outcome{Key: key, State: "unknown"}, nil
 	}

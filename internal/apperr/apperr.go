@@ -6,6 +6,7 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -94,24 +95,14 @@ func ProblemOf(code string) (Problem, bool) {
 }
 
 // Codes returns every machine code, sorted.
-func Codes() []string {
-	codes := make([]string, 0, len(problems))
-	for c := range problems {
-		codes = append(codes, c)
-	}
-	slices.Sort(codes)
-	return codes
-}
+func Codes() []string { return slices.Sorted(maps.Keys(problems)) }
 
 // Error is an error a client can act on.
 type Error struct {
-	Code    string
-	Message string
-	// RetryAfter, when positive, tells the client how long to wait before
-	// trying again (operation_in_progress, unavailable).
-	RetryAfter time.Duration
-	// Err is the cause, logged but never shown to a client.
-	Err error
+	Code       string
+	Message    string
+	RetryAfter time.Duration // when positive, how long the client should wait before trying again
+	Err        error         // the cause, logged but never shown to a client
 }
 
 func (e *Error) Error() string {

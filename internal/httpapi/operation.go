@@ -19,35 +19,27 @@ import (
 // into a route that handles the key, replay, conflict and waiting once for
 // every operation.
 type Operation[In, Out any] struct {
-	// Method and Pattern are its route, e.g. POST /v1/demo-requests.
-	Method, Pattern string
-	// Name scopes the keys, e.g. "demo-requests.create".
-	Name string
+	Method, Pattern string // its route, e.g. POST /v1/demo-requests
+	Name            string // scopes the keys, e.g. "demo-requests.create"
 	// Path is idempotency.OnePhase for a database write decided beforehand,
 	// TwoPhase for a work outside the database (a Decorator may change it).
 	Path idempotency.Path
 	// Decode reads and validates the request before anything is claimed:
 	// its errors are answered and nothing is stored.
-	Decode func(w http.ResponseWriter, r *http.Request) (In, error)
-	// Significant returns the fields that make two requests the same intent.
-	Significant func(In) map[string]any
+	Decode      func(w http.ResponseWriter, r *http.Request) (In, error)
+	Significant func(In) map[string]any // the fields that make two requests the same intent
 	// Decide decides at now, without writing. An *apperr.Error of a 4xx is a
 	// refusal, stored and replayed like a success; any other error is transient.
 	Decide func(ctx context.Context, actor string, in In, now time.Time) (Out, error)
-	// Render turns what was decided into the answer to store and send.
-	Render func(Out) (idempotency.Response, error)
-	// Effect is the business change that commits with the answer, made by
-	// the store (postgres: Store.CreateDemoRequest).
-	Effect func(Out) idempotency.Effect
+	Render func(Out) (idempotency.Response, error) // the answer to store and send
+	Effect func(Out) idempotency.Effect            // the business change that commits with the answer
 }
 
 // Route is one route of the API behind authentication.
 type Route struct {
 	Method, Pattern string
 	Handler         http.Handler
-	// Operation is the idempotent operation it serves, "" for none: the
-	// outcome route knows each by its name.
-	Operation string
+	Operation       string // the idempotent operation it serves, by name; "" for none
 	// Outcome, if set, is what the outcome route shows beside a key of the
 	// operation ("run"): what it keeps beside its key.
 	Outcome func(ctx context.Context, s idempotency.Scope) (any, error)
@@ -90,13 +82,12 @@ func (op Operation[In, Out]) check() error {
 	return nil
 }
 
-// Request headers of the client side of the contract.
+// HeaderClientAttempt is the client's attempt number for one intent (1,
+// 2, …, up to maxClientAttempt): logged, and counted when the intent gets
+// its answer.
 const (
-	// HeaderClientAttempt is the client's attempt number for one intent
-	// (1, 2, …): logged, and counted when the intent gets its answer.
 	HeaderClientAttempt = "X-Client-Attempt"
-	// maxClientAttempt bounds a sane attempt number.
-	maxClientAttempt = 1000
+	maxClientAttempt    = 1000
 )
 
 func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
@@ -135,9 +126,7 @@ func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 type Intent[In any] struct {
 	Request idempotency.Request
 	In      In
-	// Hold, if set, runs inside the work before it decides: the
-	// decoration's (Deps.Decorate) and the tests' seam (Deps.InWork).
-	Hold    func(context.Context) error
+	Hold    func(context.Context) error // runs inside the work before it decides (Deps.Decorate, Deps.InWork)
 	attempt int
 	drop    bool
 }

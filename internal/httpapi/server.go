@@ -17,56 +17,39 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// Deps is what the server needs.
+// Deps is what the server needs. Logger, Keys, Demo, Writes, Ready and a
+// token (Tokens, or Authenticate) are required.
 type Deps struct {
 	Logger *slog.Logger
 	Keys   idempotency.Store
 	Demo   *demo.Service
-	// Writes makes the business changes that commit with a key.
-	Writes Writes
+	Writes Writes // the business changes that commit with a key
 	Tokens auth.Tokens
-	// Authenticate, if set, names the actor of a bearer token that Tokens
-	// do not hold: a service's own check of its tokens; its error is added
-	// to the 401's detail.
+	// Authenticate names the actor of a bearer token that Tokens do not
+	// hold: a service's own check; its error is added to the 401's detail.
 	Authenticate func(token string) (actor string, err error)
-	// Deliveries, if set, serves the delivery routes of a demo request.
-	Deliveries Deliveries
-	// Routes, if set, returns more routes behind authentication, made with
-	// the server (Idempotent): a service's own operations.
-	Routes func(s *Server) ([]Route, error)
-	// Public are more routes that need no token (pages).
-	Public []Route
-	// Ready reports whether the database answers (/readyz).
-	Ready func(context.Context) error
-	// Replication, if set, is shown on /readyz: how the database
-	// replicates commits, as last read (nil before the first reading).
-	// It is read in the background, so /readyz costs no more than Ready.
+	Deliveries   Deliveries                       // serves the delivery routes of a demo request
+	Routes       func(s *Server) ([]Route, error) // a service's own operations, behind authentication
+	Public       []Route                          // more routes that need no token (pages)
+	Ready        func(context.Context) error      // whether the database answers (/readyz)
+	// Replication is shown on /readyz: how the database replicates
+	// commits, as last read in the background (nil before the first).
 	Replication func() any
 	TTL         time.Duration // replay window of a completed key
 	Lease       time.Duration // ownership of a claim
-	// MaxWait caps Prefer: wait (default 10 s).
-	MaxWait time.Duration
-	// NewKeysPerSecond and NewKeysBurst bound the new keys of each actor,
-	// in this process (idempotency.Config); zero: no bound. Over the bound
-	// a request is answered 429 rate_limited and nothing is stored.
+	MaxWait     time.Duration // caps Prefer: wait (default 10 s)
+	// NewKeysPerSecond and NewKeysBurst bound the new keys of each actor
+	// in this process (idempotency.Config); zero: no bound.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
-	// Decorate, if set, changes each attempt at an idempotent operation
-	// before it runs (package workshop's knobs).
-	Decorate Decorator
-	// Workshop says the workshop's knobs are on (Decorate).
-	Workshop bool
-	// Metrics, if set, records outcomes and latencies; it also serves /metrics.
-	Metrics Metrics
-	// Path, if set, makes every operation take this path; tests run every
-	// branch on both.
-	Path idempotency.Path
-	// Clock is the clock works decide with and waits are measured by
-	// (default time.Now); leases and expiry use the store's.
-	Clock func() time.Time
-	// InWork, if set, runs inside every work before it decides (before
-	// Decorate's Hold), with the work's context and the client's request:
-	// tests hold or fail a request there.
+	Decorate         Decorator        // changes each attempt before it runs (package workshop's knobs)
+	Workshop         bool             // the workshop's knobs are on
+	Metrics          Metrics          // records outcomes and latencies, and serves /metrics
+	Path             idempotency.Path // makes every operation take this path; tests run every branch on both
+	Clock            func() time.Time // works decide with it and waits are measured by it (default time.Now)
+	// InWork runs inside every work before it decides (before Decorate's
+	// Hold), with the work's context and the client's request: tests hold
+	// or fail a request there.
 	InWork func(ctx context.Context, r *http.Request) error
 }
 
@@ -81,9 +64,7 @@ type Writes interface {
 type Metrics interface {
 	Outcome(operation string, p idempotency.Path, o idempotency.Outcome)
 	Request(route, status string, d time.Duration)
-	// Answered counts an intent that got its definite answer at the
-	// client's attempt n (X-Client-Attempt).
-	Answered(operation string, n int)
+	Answered(operation string, n int) // an intent's definite answer at the client's attempt n
 	Handler() http.Handler
 }
 

@@ -145,15 +145,9 @@ type Request struct {
 	Scope       Scope
 	Fingerprint string
 	Path        Path
-	// Wait is how long a request that finds its key in progress may wait
-	// for the first attempt's answer (Prefer: wait), capped by MaxWait.
-	Wait time.Duration
-	// Retry says the client sends this intent again (X-Client-Attempt ≥ 2):
-	// its key most likely exists, so the Runner reads it first.
-	Retry bool
-	// TTL is how long this request's stored answer is replayed (0:
-	// Config.TTL); an unfinished claim is held by its lease.
-	TTL time.Duration
+	Wait        time.Duration // how long to wait for a first attempt in progress (Prefer: wait), capped by MaxWait
+	Retry       bool          // X-Client-Attempt ≥ 2: the key most likely exists, so the Runner reads it first
+	TTL         time.Duration // how long this request's answer is replayed (0: Config.TTL); a claim is held by its lease
 }
 
 // Result is the answer to a request.
@@ -167,16 +161,14 @@ type Result struct {
 
 // Config configures a Runner. Store, TTL and Lease are required.
 type Config struct {
-	Store Store
-	TTL   time.Duration // how long a completed record is replayed
-	Lease time.Duration // how long a claim is owned before another may take it over
-	// MaxWait caps Request.Wait (default 10 s).
-	MaxWait time.Duration
+	Store   Store
+	TTL     time.Duration // how long a completed record is replayed
+	Lease   time.Duration // how long a claim is owned before another may take it over
+	MaxWait time.Duration // caps Request.Wait (default 10 s)
 	// Clock (default time.Now) is the time a work decides with and times
 	// waits; leases and expiry are decided on the store's clock.
-	Clock func() time.Time
-	// Observe, if set, is told every outcome as it happens (for metrics).
-	Observe func(operation string, p Path, o Outcome)
+	Clock   func() time.Time
+	Observe func(operation string, p Path, o Outcome) // if set, told every outcome (for metrics)
 	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys with a
 	// token bucket in this process (zero: no bound). A request that would
 	// store a new key over it is refused (rate_limited); one whose key is
@@ -218,14 +210,12 @@ func NewRunner(cfg Config) (*Runner, error) {
 const (
 	// tries bounds the turns of Do's loop: a statement run again after its
 	// snapshot missed a row, a work decided again after its row changed.
-	tries = 3
-	// releaseTimeout bounds one attempt to release a claim.
-	releaseTimeout = 5 * time.Second
+	tries          = 3
+	releaseTimeout = 5 * time.Second // bounds one attempt to release a claim
 	// releaseWait bounds how long a request waits for its release before it
 	// answers: plenty for a database that answers; the release goes on.
-	releaseWait = time.Second
-	// releaseBackoff and maxReleaseBackoff space a failed release's retries.
-	releaseBackoff    = 100 * time.Millisecond
+	releaseWait       = time.Second
+	releaseBackoff    = 100 * time.Millisecond // spaces a failed release's retries
 	maxReleaseBackoff = time.Second
 )
 

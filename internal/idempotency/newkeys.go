@@ -71,11 +71,7 @@ func (k *newKeys) admit(s Scope) (*pass, time.Duration) {
 	defer k.mu.Unlock()
 	now := k.clock()
 	k.dropIdle(now)
-	a := k.actors[s.Actor]
-	if a == nil {
-		a = &actorKeys{bucket: rate.NewLimiter(k.limit, k.burst), scopes: map[Scope]int{}}
-		k.actors[s.Actor] = a
-	}
+	a := k.actor(s.Actor)
 	if a.scopes[s] > 0 {
 		a.scopes[s]++
 		return &pass{k: k, a: a, scope: s}, 0
@@ -89,16 +85,22 @@ func (k *newKeys) admit(s Scope) (*pass, time.Duration) {
 	return &pass{k: k, a: a, scope: s, leader: true}, 0
 }
 
+// actor is actor's bucket, new if need be. k.mu is held.
+func (k *newKeys) actor(actor string) *actorKeys {
+	a := k.actors[actor]
+	if a == nil {
+		a = &actorKeys{bucket: rate.NewLimiter(k.limit, k.burst), scopes: map[Scope]int{}}
+		k.actors[actor] = a
+	}
+	return a
+}
+
 // follow admits a request of scope s without a token: the store holds its
 // key, so its statement writes no new one.
 func (k *newKeys) follow(s Scope) *pass {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	a := k.actors[s.Actor]
-	if a == nil {
-		a = &actorKeys{bucket: rate.NewLimiter(k.limit, k.burst), scopes: map[Scope]int{}}
-		k.actors[s.Actor] = a
-	}
+	a := k.actor(s.Actor)
 	a.scopes[s]++
 	return &pass{k: k, a: a, scope: s}
 }

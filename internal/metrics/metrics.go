@@ -25,17 +25,16 @@ type ClaimCounter interface {
 
 // Metrics holds the collectors of one server.
 type Metrics struct {
-	reg      *prometheus.Registry
-	outcomes *prometheus.CounterVec
-	answered *prometheus.HistogramVec
-	latency  *prometheus.HistogramVec
-	swept    prometheus.Counter
-	waits    prometheus.Gauge
-	waitsOn  sync.Once // registers waits at its first reading
+	reg               *prometheus.Registry
+	outcomes          *prometheus.CounterVec
+	answered, latency *prometheus.HistogramVec
+	swept             prometheus.Counter
+	waits             prometheus.Gauge
+	waitsOn           sync.Once // registers waits at its first reading
 }
 
-// New registers the metrics, the Go runtime's and the process's, and reads
-// in-progress claims from claims at each scrape.
+// New registers the metrics, the Go runtime's and the process's; claims is
+// read at each scrape.
 func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -167,8 +166,7 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // readDescs describes the health of a collector that reads the database
-// through a lastGood: the scrapes it could not read at, and the age of the
-// values it serves. Each such collector has its own label value.
+// through a lastGood, under its own label value.
 func readDescs(collector string) (errs, age *prometheus.Desc) {
 	labels := prometheus.Labels{"collector": collector}
 	return prometheus.NewDesc("demo_api_metrics_collect_errors_total",
@@ -181,13 +179,11 @@ func readDescs(collector string) (errs, age *prometheus.Desc) {
 const readTimeout = time.Second
 
 // lastGood reads values from the database for the scrapes, without letting
-// the database fail or stall them. A scrape waits for a read at most
-// readTimeout; when the read fails or is late, the scrape gets the last good
-// value. At most one read runs at a time: in a partition lib/pq does not
-// return at its context's deadline but waits for a reply (until TCP gives
-// up), so a scrape that finds a read past its deadline neither waits for it
-// nor starts another, and the next read starts once it returns. Its zero
-// value is ready to use.
+// the database fail or stall them: a scrape waits for a read at most
+// readTimeout, and otherwise gets the last good value. At most one read runs
+// at a time: in a partition lib/pq waits for a reply past its context's
+// deadline (until TCP gives up), so a scrape neither waits for a late read
+// nor starts another. Its zero value is ready to use.
 type lastGood struct {
 	mu       sync.Mutex
 	value    []float64

@@ -18,14 +18,11 @@ import (
 // loops make no traces of their own. done ends the span with the
 // statement's error; for a query, when its rows are there to be read.
 func traceStatement(ctx context.Context, query string) (context.Context, func(error)) {
-	if !tracing.On() {
+	if !tracing.On() || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, untraced
 	}
-	ctx, span := tracing.Within(ctx, statementName(query), trace.WithSpanKind(trace.SpanKindClient),
+	ctx, span := tracing.Start(ctx, statementName(query), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("db.system.name", "postgresql")))
-	if !span.IsRecording() {
-		return ctx, untraced
-	}
 	return ctx, func(err error) {
 		if err != nil {
 			span.RecordError(err)

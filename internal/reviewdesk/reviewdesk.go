@@ -21,9 +21,8 @@ import (
 // desk never accepted the key.
 var ErrNotFound = errors.New("reviewdesk: the provider holds nothing under this key")
 
-// RefusedError is the answer of a keyed call (Submit, Cancel) to a
-// definite refusal (a 4xx other than
-// 408, 409, 425 and 429): sending the same again cannot succeed.
+// RefusedError is a keyed call's (Submit, Cancel) definite refusal, a 4xx
+// other than 408, 409, 425 and 429: sending the same again cannot succeed.
 type RefusedError struct {
 	Status       int
 	Code, Detail string
@@ -36,9 +35,7 @@ func (e *RefusedError) Error() string {
 // UnclearError is any other failure: a timeout, a broken connection, a 5xx,
 // a 429. The call may or may not have been accepted.
 type UnclearError struct {
-	// Op is the call: "submit", "status", "cancel", "cancel_status", or
-	// "decode" (an answer that is not a receipt).
-	Op  string
+	Op  string // submit, status, cancel, cancel_status, or decode (an answer that is not a receipt)
 	Err error
 }
 
@@ -68,10 +65,9 @@ func New(baseURL string, hc *http.Client) *Client {
 // accountKey carries the account a call is made for.
 type accountKey struct{}
 
-// WithAccount returns ctx for calls made for account: each call of the
-// client under it names the account to the desk (the Desk-Account header),
-// which aims that account's faults at it. The account is the actor whose
-// request the call carries.
+// WithAccount returns ctx for calls made for account, the actor whose
+// request they carry: each names it to the desk (AccountHeader), which aims
+// that account's faults at it.
 func WithAccount(ctx context.Context, account string) context.Context {
 	return context.WithValue(ctx, accountKey{}, account)
 }
@@ -127,7 +123,7 @@ func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (R
 	case status == http.StatusOK || status == http.StatusCreated:
 		return decodeReceipt(answer)
 	case refused(status):
-		var p struct{ Code, Detail string }
+		var p problem
 		_ = json.Unmarshal(answer, &p) // a body that is no problem leaves them empty
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
@@ -169,8 +165,7 @@ func (c *Client) lookup(ctx context.Context, op, prefix, key string) (Receipt, e
 	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}
 }
 
-// refused reports whether status is a definite refusal: a 4xx other than
-// 408, 409, 425 and 429, which may pass.
+// refused reports whether status is a definite refusal (RefusedError).
 func refused(status int) bool {
 	return status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 && status != 429
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
@@ -90,15 +92,9 @@ func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Wri
 	case direction == "down":
 		err = postgres.Migrate(db, -1)
 	default:
-		err = postgres.Migrate(db, 0)
-		if err == nil && ext.Migrations != nil {
-			err = postgres.MigrateFS(db, ext.Migrations.FS, ".", ext.Migrations.Table, 0)
-		}
-		if err == nil {
-			var d postgres.Distribution
-			if d, err = postgres.Distribute(ctx, db); err == nil && d.Citus != "" {
-				fmt.Fprintf(stdout, "migrate up: %s\n", d)
-			}
+		var d postgres.Distribution
+		if d, err = migrateUp(ctx, db, ext.Migrations); err == nil && d.Citus != "" {
+			fmt.Fprintf(stdout, "migrate up: %s\n", d)
 		}
 	}
 	if err != nil {
@@ -109,6 +105,19 @@ func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Wri
 	}
 	fmt.Fprintf(stdout, "migrate %s: done\n", direction)
 	return nil
+}
+
+// migrateUp brings the schema up to date, the template's and then m's,
+// and distributes it when the database is Citus.
+func migrateUp(ctx context.Context, db *sqlx.DB, m *Migrations) (postgres.Distribution, error) {
+	err := postgres.Migrate(db, 0)
+	if err == nil && m != nil {
+		err = postgres.MigrateFS(db, m.FS, ".", m.Table, 0)
+	}
+	if err != nil {
+		return postgres.Distribution{}, err
+	}
+	return postgres.Distribute(ctx, db)
 }
 
 // replicationEvery is how often serve reads how its commits replicate:

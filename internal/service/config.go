@@ -30,30 +30,24 @@ type Config struct {
 	sweepBatch    int
 	tokens        string
 	Workshop      bool
-	// authenticate is the Extension's check of the tokens API_TOKENS does
-	// not hold (Extension.Authenticate); nil: none.
-	authenticate    func(token string) (string, error)
-	refusedTopics   string
-	logFormat       string
-	shutdownTimeout time.Duration
-	readTimeout     time.Duration // of an HTTP request, headers and body
-	path            string        // "" (each operation's own), one_phase or two_phase
-	unprepared      bool
-	// The bound on new keys per actor, in this process.
-	newKeysPerSecond float64
+	// Extension.Authenticate's check of the tokens API_TOKENS does not hold.
+	authenticate     func(token string) (string, error)
+	refusedTopics    string
+	logFormat        string
+	shutdownTimeout  time.Duration
+	readTimeout      time.Duration // of an HTTP request, headers and body
+	path             string        // "" (each operation's own), one_phase or two_phase
+	unprepared       bool
+	newKeysPerSecond float64 // the bound on new keys per actor, in this process
 	newKeysBurst     int
-
-	// The dispatcher (package delivery).
 	ProviderURL      string
 	dispatch         bool // serve runs the dispatcher too
 	dispatchAttempts int
 	dispatchRetry    time.Duration
 	dispatchTimeout  time.Duration
-	metricsAddr      string // dispatch serves /metrics here; empty: not at all
-	pprofAddr        string // serve's profiler (net/http/pprof), loopback only; empty: none
-	// tracing is what the standard OTEL_* variables say (package tracing):
-	// no flags, as every OpenTelemetry SDK reads them.
-	tracing tracing.Config
+	metricsAddr      string         // dispatch serves /metrics here; empty: not at all
+	pprofAddr        string         // serve's profiler (net/http/pprof), loopback only; empty: none
+	tracing          tracing.Config // the standard OTEL_* variables: no flags, as every OpenTelemetry SDK reads them
 }
 
 // commandUsage is the first line of each command's -h.
@@ -154,9 +148,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		fs.SetOutput(io.Discard)
 	}
 	set := &Settings{fs: fs, getenv: getenv}
-	env, dur, boolean, positive, rate := set.env, set.Duration, set.Bool, set.Positive, set.Rate
-	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL ($DATABASE_URL)")
-	fs.StringVar(&c.listenAddr, "listen", env("LISTEN_ADDR", ":8080"), "listen address ($LISTEN_ADDR)")
+	str, dur, boolean, positive, rate := set.String, set.Duration, set.Bool, set.Positive, set.Rate
+	str(&c.databaseURL, "DATABASE_URL", "database-url", "", "PostgreSQL URL")
+	str(&c.listenAddr, "LISTEN_ADDR", "listen", ":8080", "listen address")
 	dur(&c.TTL, "IDEMPOTENCY_TTL", "ttl", "24h", "how long a completed key is replayed")
 	dur(&c.Lease, "IDEMPOTENCY_LEASE", "lease", "30s", "how long a claim is owned before a retry may take it over")
 	dur(&c.sweepInterval, "SWEEP_INTERVAL", "sweep-interval", "1m", "how often the sweeper deletes expired keys")
@@ -165,13 +159,13 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	positive(&c.sweepBatch, "SWEEP_BATCH", "sweep-batch", 500, "rows the sweeper deletes per statement")
 	rate(&c.newKeysPerSecond, "NEW_KEYS_PER_SECOND", "new-keys-per-second", 10, "new idempotency keys each actor may store per second, in this process; over it: 429 rate_limited")
 	positive(&c.newKeysBurst, "NEW_KEYS_BURST", "new-keys-burst", 50, "new idempotency keys each actor may store at once before NEW_KEYS_PER_SECOND applies")
-	fs.StringVar(&c.tokens, "tokens", env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
+	fs.StringVar(&c.tokens, "tokens", set.env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
 	boolean(&c.Workshop, "WORKSHOP", "workshop", false, "accept the Workshop-* headers")
-	fs.StringVar(&c.refusedTopics, "refused-topics", env("REFUSED_TOPICS", "blocked"), "comma-separated topics the review desk refuses ($REFUSED_TOPICS)")
-	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "json"), "json or text ($LOG_FORMAT)")
-	fs.StringVar(&c.path, "path", env("IDEMPOTENCY_PATH", ""), "make every operation take this path: one_phase or two_phase; empty: each its own ($IDEMPOTENCY_PATH)")
+	str(&c.refusedTopics, "REFUSED_TOPICS", "refused-topics", "blocked", "comma-separated topics the review desk refuses")
+	str(&c.logFormat, "LOG_FORMAT", "log-format", "json", "json or text")
+	str(&c.path, "IDEMPOTENCY_PATH", "path", "", "make every operation take this path: one_phase or two_phase; empty: each its own")
 	boolean(&c.unprepared, "DATABASE_UNPREPARED", "unprepared", false, "DATABASE_URL reaches a pooler in transaction mode not recognised by itself (PgBouncer is): prepare nothing, migrate nothing through it")
-	fs.StringVar(&c.ProviderURL, "provider-url", env("PROVIDER_URL", ""), "the review desk's URL, e.g. http://127.0.0.1:8090; empty: serve dispatches nothing ($PROVIDER_URL)")
+	str(&c.ProviderURL, "PROVIDER_URL", "provider-url", "", "the review desk's URL, e.g. http://127.0.0.1:8090; empty: serve dispatches nothing")
 	boolean(&c.dispatch, "DISPATCH", "dispatch", true, "serve runs the dispatcher when PROVIDER_URL is set")
 	positive(&c.dispatchAttempts, "DISPATCH_MAX_ATTEMPTS", "dispatch-max-attempts", 8, "attempts before an unclear delivery is unknown")
 	dur(&c.dispatchRetry, "DISPATCH_FIRST_RETRY", "dispatch-first-retry", "1s", "the wait after a first failed delivery; it doubles, jittered, up to 1m")
@@ -180,21 +174,21 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		ext.Settings(set)
 	}
 	if cmd == "serve" {
-		fs.StringVar(&c.pprofAddr, "pprof-listen", env("PPROF_ADDR", ""), "serve net/http/pprof on this address of this machine only, e.g. 127.0.0.1:6060; empty: no profiler ($PPROF_ADDR)")
+		str(&c.pprofAddr, "PPROF_ADDR", "pprof-listen", "", "serve net/http/pprof on this address of this machine only, e.g. 127.0.0.1:6060; empty: no profiler")
 	}
 	if cmd == "dispatch" {
-		fs.StringVar(&c.metricsAddr, "metrics-listen", env("METRICS_ADDR", ""), "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics ($METRICS_ADDR)")
+		str(&c.metricsAddr, "METRICS_ADDR", "metrics-listen", "", "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics")
 	}
 	// -h must not print a password or the token hashes found in the environment.
 	fs.Lookup("database-url").DefValue = ""
 	fs.Lookup("tokens").DefValue = ""
 
 	if err := fs.Parse(args); err != nil {
+		w := stderr
 		if errors.Is(err, flag.ErrHelp) {
-			io.Copy(stdout, &usage)
-			return c, err
+			w = stdout
 		}
-		io.Copy(stderr, &usage)
+		io.Copy(w, &usage)
 		return c, err
 	}
 	if fs.NArg() > 0 {

@@ -39,11 +39,11 @@ func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Ex
 		return err
 	}
 	defer stopTracing()
-	store, closeDB, err := openStore(ctx, cfg, logger, postgres.LongStatements, ext)
+	store, db, err := openStore(ctx, cfg, logger, postgres.LongStatements, ext)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer db.Close()
 	m := metrics.New(store, logger)
 	if cfg.metricsAddr != "" {
 		ln, err := Listen(cfg.metricsAddr, "METRICS_ADDR")

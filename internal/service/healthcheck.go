@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -23,11 +24,7 @@ const healthcheckTimeout = 3 * time.Second
 func healthcheckCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo-api healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	def := getenv("LISTEN_ADDR")
-	if def == "" {
-		def = ":8080"
-	}
-	addr := fs.String("listen", def, "the address serve listens on ($LISTEN_ADDR); an unspecified host is asked on loopback")
+	addr := fs.String("listen", cmp.Or(getenv("LISTEN_ADDR"), ":8080"), "the address serve listens on ($LISTEN_ADDR); an unspecified host is asked on loopback")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: demo-api healthcheck [flags]\n\nGETs /healthz from the serve listening on -listen; exits 0 on a 200, 1 otherwise.\n\nFlags:")
 		fs.PrintDefaults()

@@ -1,18 +1,8 @@
-// Package service is the program of demo-api: its commands, serve with its
-// chores, and their configuration. cmd/demo-api runs it as it is; a
-// service built on this one (the full demo, demo/) runs it with an
-// Extension of its own.
-//
-//	demo-api serve            run the HTTP API (migrates first) and the sweeper
-//	demo-api migrate up|down  apply or roll back the schema
-//	demo-api purge-expired    delete expired idempotency records once
-//	demo-api hash-token TOKEN print the SHA-256 that API_TOKENS holds for TOKEN
-//	demo-api dispatch         hand accepted requests to the review desk
-//	demo-api send             create a demo request through the retrying client
-//	demo-api healthcheck      exit 0 when the serve on LISTEN_ADDR answers /healthz
-//
-// Configuration comes from environment variables; each has a flag of the
-// same meaning (see config.go).
+// Package service is the program of demo-api: its commands (usage lists
+// them), serve with its chores, and their configuration, from environment
+// variables that each have a flag of the same meaning (config.go).
+// cmd/demo-api runs it as it is; a service built on this one (the full
+// demo, demo/) runs it with an Extension of its own.
 package service
 
 import (
@@ -40,16 +30,13 @@ import (
 // to serve: the full demo (demo/) adds the review desk's stand-in, the
 // expedite with its completer, the pages and the workshop.
 type Extension struct {
-	// Commands are more commands.
 	Commands []Command
-	// Settings, if set, declares more settings of serve and dispatch.
-	Settings func(s *Settings)
-	// Serve, if set, adds to serve and to dispatch once their database is
-	// open and its schema current.
+	Settings func(s *Settings) // more settings of serve and dispatch
+	// Serve adds to serve and to dispatch once their database is open and
+	// its schema current.
 	Serve func(ctx context.Context, s *Serving) error
-	// Migrations, if set, are a schema of the service's own, built on the
-	// template's: migrate up applies them after the template's, and migrate
-	// down takes the last of them down.
+	// Migrations are a schema of the service's own: migrate up applies them
+	// after the template's, and migrate down takes the last of them down.
 	Migrations *Migrations
 	// Authenticate, if set, returns serve's check of a bearer token that
 	// API_TOKENS (tokens, maybe none) do not hold (httpapi.Deps.Authenticate),
@@ -72,23 +59,19 @@ type Command struct {
 	Run   func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
 }
 
-// Serving is what serve and dispatch have made, for an Extension to add
-// to.
+// Serving is what serve and dispatch have made, for an Extension to add to.
 type Serving struct {
 	Config  Config
 	Logger  *slog.Logger
 	Store   *postgres.Store // the requests' pool
 	Chores  *postgres.Store // the pool of the chores' batches (the long statement bound)
 	Metrics *metrics.Metrics
-	Desk    *reviewdesk.Client // nil without PROVIDER_URL
-	Stdout  io.Writer          // where the command prints its lines
-	// Deps, in serve only (nil in dispatch), are the API's: set Routes,
-	// Public and the rest there.
-	Deps *httpapi.Deps
-	// Chore runs f beside serve or dispatch until they stop.
-	Chore func(f func(ctx context.Context))
-	// Listening, if an Extension sets it, is called once serve listens
-	// at addr, after its line "demo-api listening on …".
+	Desk    *reviewdesk.Client                // nil without PROVIDER_URL
+	Stdout  io.Writer                         // where the command prints its lines
+	Deps    *httpapi.Deps                     // the API's, in serve only (nil in dispatch): set Routes, Public and the rest there
+	Chore   func(f func(ctx context.Context)) // runs f beside serve or dispatch until they stop
+	// Listening, if set, is called once serve listens at addr, after its
+	// line "demo-api listening on …".
 	Listening func(addr *net.TCPAddr)
 }
 
@@ -173,34 +156,26 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		}
 	}
 	switch cmd {
-	case "serve":
-		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
-		if err != nil {
-			return err
-		}
-		return serve(ctx, cfg, stdout, stderr, ext)
-	case "migrate":
+	case "serve", "migrate", "dispatch", "purge-expired":
 		direction := ""
-		if len(args) > 0 && (args[0] == "up" || args[0] == "down") {
-			direction, args = args[0], args[1:]
-		} else if !wantsHelp(args) {
-			return errors.New(commandUsage[cmd])
+		if cmd == "migrate" {
+			if len(args) > 0 && (args[0] == "up" || args[0] == "down") {
+				direction, args = args[0], args[1:]
+			} else if !wantsHelp(args) {
+				return errors.New(commandUsage[cmd])
+			}
 		}
 		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
 		if err != nil {
 			return err
 		}
-		return migrateCmd(ctx, cfg, direction, stdout, ext)
-	case "dispatch":
-		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
-		if err != nil {
-			return err
-		}
-		return dispatch(ctx, cfg, stdout, stderr, ext)
-	case "purge-expired":
-		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
-		if err != nil {
-			return err
+		switch cmd {
+		case "serve":
+			return serve(ctx, cfg, stdout, stderr, ext)
+		case "migrate":
+			return migrateCmd(ctx, cfg, direction, stdout, ext)
+		case "dispatch":
+			return dispatch(ctx, cfg, stdout, stderr, ext)
 		}
 		return purgeCmd(ctx, cfg, stdout)
 	case "send":

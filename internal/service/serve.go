@@ -39,18 +39,18 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		}
 		defer pprofLn.Close()
 	}
-	store, closeDB, err := openStore(ctx, cfg, logger, postgres.KeyStatements, ext)
+	store, db, err := openStore(ctx, cfg, logger, postgres.KeyStatements, ext)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer db.Close()
 	// The sweeper's and the dispatcher's batches run on a pool of their
 	// own, with the long bound.
-	chores, closeChores, err := openStore(ctx, cfg, logger, postgres.LongStatements, nil)
+	chores, choresDB, err := openStore(ctx, cfg, logger, postgres.LongStatements, nil)
 	if err != nil {
 		return err
 	}
-	defer closeChores()
+	defer choresDB.Close()
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig; maybe none, with an Extension's Authenticate
 	m := metrics.New(store, logger)
 	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
@@ -118,7 +118,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 	if pprofLn != nil {
 		// After the line above, which tools read first (cmd/demo-bench).
 		fmt.Fprintf(stdout, "demo-api pprof on http://%s/debug/pprof/\n", pprofLn.Addr())
-		wg.Go(func() { serving.ServePprof(sweepCtx, logger, pprofLn) })
+		wg.Go(func() {
+			if err := serving.ServePprof(sweepCtx, logger, pprofLn); err != nil {
+				logger.Warn("pprof server stopped", "err", err)
+			}
+		})
 	}
 	if more.Listening != nil {
 		more.Listening(ln.Addr().(*net.TCPAddr))
@@ -134,9 +138,9 @@ const startWait = 30 * time.Second
 
 // openStore opens cfg's database with statements bounded by
 // statementTimeout, trying again each second for startWait while it is
-// unavailable, and returns its store and how to close it; with migrate, it
+// unavailable, and returns its store and its pool, to close; with migrate, it
 // brings the schema up to date first, the template's and then ext's own.
-func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, func() error, error) {
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, *sqlx.DB, error) {
 	db, err := cfg.openDB(ctx, statementTimeout)
 	for deadline := time.Now().Add(startWait); err != nil && postgres.Unavailable(err) && time.Now().Before(deadline); {
 		logger.Warn("the database does not answer yet; trying again", "err", err)
@@ -151,22 +155,16 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTi
 		return nil, nil, err
 	}
 	if migrate != nil {
-		err := postgres.Migrate(db, 0)
-		if m := migrate.Migrations; err == nil && m != nil {
-			err = postgres.MigrateFS(db, m.FS, ".", m.Table, 0)
-		}
-		if err == nil {
-			var d postgres.Distribution
-			if d, err = postgres.Distribute(ctx, db); err == nil && d.Citus != "" {
-				logger.Info("migrate: " + d.String())
-			}
-		}
+		d, err := migrateUp(ctx, db, migrate.Migrations)
 		if err != nil {
 			db.Close()
 			return nil, nil, migrateHint(err)
 		}
+		if d.Citus != "" {
+			logger.Info("migrate: " + d.String())
+		}
 	}
-	return postgres.New(db), db.Close, nil
+	return postgres.New(db), db, nil
 }
 
 // openDB opens cfg's database with statements bounded by statementTimeout,

@@ -172,7 +172,7 @@ func one(t *testing.T, spans tracetest.SpanStubs, name string) tracetest.SpanStu
 func attrs(s tracetest.SpanStub) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

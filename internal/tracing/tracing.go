@@ -1,15 +1,12 @@
 // Package tracing decides whether the service makes spans, and exports
 // them. It is off unless the standard OTEL_EXPORTER_OTLP_ENDPOINT (or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: then every span is sent over
-// OTLP/HTTP with protobuf (the only protocol it speaks) in batches, and
-// Shutdown flushes them. Off, nothing is made: the callers ask On and skip
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: then spans are sent in batches
+// over OTLP/HTTP with protobuf. Off, nothing is made: callers ask On and skip
 // their spans, and Start hands out a span that records nothing.
 //
-// The spans: the HTTP request (package httpapi, named after its route), the
-// idempotency decision inside it, each SQL statement run inside a recording
-// span (package postgres, named after its file), and the dispatcher's
-// delivery with its calls to the review desk (packages delivery and
-// reviewdesk).
+// The spans: the HTTP request (named after its route), the idempotency
+// decision inside it, each SQL statement inside a recording span (named
+// after its file), and the dispatcher's delivery with its calls to the desk.
 package tracing
 
 import (
@@ -77,15 +74,6 @@ func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 	return t.tracer.Start(ctx, name, opts...)
 }
 
-// Within is Start for a span that only means something inside another (a
-// statement): it makes one only when ctx's span is recording.
-func Within(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !On() || !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, noop.Span{}
-	}
-	return Start(ctx, name, opts...)
-}
-
 // TraceID is the trace id of ctx's span when it is recording, else "".
 func TraceID(ctx context.Context) string {
 	if !On() {
@@ -97,22 +85,16 @@ func TraceID(ctx context.Context) string {
 	return ""
 }
 
-// Config is what Setup reads of the environment.
+// Config is what Setup reads of the environment (FromEnv).
 type Config struct {
-	// Endpoint is the URL spans are posted to: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-	// as it is, else OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended.
-	// Empty: tracing is off.
-	Endpoint string
-	// Protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
-	// OTEL_EXPORTER_OTLP_PROTOCOL (default http/protobuf, the only one
-	// supported).
-	Protocol string
-	// ServiceName is OTEL_SERVICE_NAME (default demo-api).
+	Endpoint    string // the URL spans are posted to; empty: tracing is off
+	Protocol    string // only http/protobuf is supported
 	ServiceName string
 }
 
-// FromEnv reads the standard OpenTelemetry variables through getenv.
-// OTEL_SDK_DISABLED=true turns tracing off whatever the endpoint.
+// FromEnv reads the standard OpenTelemetry variables through getenv: the
+// traces' endpoint, else the base endpoint with /v1/traces; none when
+// OTEL_SDK_DISABLED=true.
 func FromEnv(getenv func(string) string) Config {
 	c := Config{
 		Endpoint:    getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
@@ -130,11 +112,8 @@ func FromEnv(getenv func(string) string) Config {
 
 // Setup turns tracing on as c says, or leaves it off when c has no
 // endpoint. The returned shutdown exports the spans still buffered and
-// stops; call it when the process stops serving. The exporter's other
-// standard variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION,
-// _CERTIFICATE) are read by it from the process's environment. What the
-// exporter has to say (a collector that does not answer, a batch refused)
-// is logged through logger, as the service's own lines are.
+// stops. The exporter reads its other standard variables (headers,
+// timeout, …) from the process's environment, and logs through logger.
 func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(context.Context) error, err error) {
 	if c.Endpoint == "" {
 		Use(nil)

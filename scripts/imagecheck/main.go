@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,8 +154,10 @@ func check(image string) error {
 	if err != nil {
 		return err
 	}
-	var n int64
-	fmt.Sscan(size, &n)
+	n, err := strconv.ParseInt(size, 10, 64)
+	if err != nil {
+		return fmt.Errorf("image size %q: %w", size, err)
+	}
 	fmt.Printf("image-check: %s passes; its size: %.1f MB (%d bytes)\n", image, float64(n)/1e6, n)
 	return nil
 }
