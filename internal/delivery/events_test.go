@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/delivery"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // reopen makes alice's cancelled request id accepted again, as a service
@@ -35,7 +35,7 @@ func TestEveryEventOfARequestReachesTheDeskOnce(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 	settled := func(what string, done func(delivery.Status) bool) {
 		t.Helper()
-		if !testkit.Eventually(10*time.Second, func() bool { return done(e.status(t, id)) }) {
+		if !testenv.Eventually(10*time.Second, func() bool { return done(e.status(t, id)) }) {
 			st := e.status(t, id)
 			t.Fatalf("%s: delivery = %+v (cancel %+v)", what, st, st.Cancel)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -38,18 +38,18 @@ func openDB(t *testing.T) *sqlx.DB {
 	return db
 }
 
-func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *testkit.Clock) {
+func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *testenv.Clock) {
 	t.Parallel()
 	db := openDB(t)
 	s := postgres.New(db)
-	c := testkit.NewClock()
+	c := testenv.NewClock()
 	s.Clock = c.Now
 	return s, db, c
 }
 
 func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
 	t.Helper()
-	return testkit.Count(t, db, query, args...)
+	return testenv.Count(t, db, query, args...)
 }
 
 func claim(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string) (idempotency.KeyWrite, idempotency.Claim) {
@@ -233,7 +233,7 @@ func TestStoreScenarios(t *testing.T) {
 
 	t.Run("fifty concurrent claims of one key: exactly one wins", func(t *testing.T) {
 		s, db, _ := newStore(t)
-		testkit.WarmPool(t, db, db.Stats().MaxOpenConnections)
+		testenv.WarmPool(t, db, db.Stats().MaxOpenConnections)
 		const n = 50
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -282,7 +282,7 @@ func TestOnePhase(t *testing.T) {
 // testOnePhase runs the one-phase scenarios on stores set up by setup.
 func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 	ctx := context.Background()
-	newStore := func(t *testing.T) (*postgres.Store, *sqlx.DB, *testkit.Clock) {
+	newStore := func(t *testing.T) (*postgres.Store, *sqlx.DB, *testenv.Clock) {
 		s, db, clk := newStore(t)
 		setup(s)
 		return s, db, clk
@@ -335,7 +335,7 @@ func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 
 	t.Run("fifty concurrent one-phase creates of one key make one row", func(t *testing.T) {
 		s, db, _ := newStore(t)
-		testkit.WarmPool(t, db, db.Stats().MaxOpenConnections)
+		testenv.WarmPool(t, db, db.Stats().MaxOpenConnections)
 		const n = 50
 		var wg sync.WaitGroup
 		start := make(chan struct{})

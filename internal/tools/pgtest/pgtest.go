@@ -38,7 +38,6 @@ import (
 	"github.com/peterldowns/pgtestdb/migrators/golangmigrator"
 
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -435,13 +434,13 @@ func WaitDown(url string, timeout time.Duration) bool {
 
 // Proxied returns dbURL through a fault proxy of its own (the link up),
 // closed when t ends, and the proxy.
-func Proxied(t testing.TB, dbURL string) (string, *faultproxy.Proxy) {
+func Proxied(t testing.TB, dbURL string) (string, *Proxy) {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := faultproxy.Start(u.Host)
+	proxy, err := StartProxy(u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // its own, reached over loopback, every exchange checked against the
 // OpenAPI contract, and its log against secrets. The template's tests use
 // it, and so does a service built on the template for its own operations.
-package apitest
+package testenv
 
 import (
 	"bytes"
@@ -29,7 +29,6 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
 	"github.com/demo-api/demo-api/internal/workshop"
 )
 
@@ -51,7 +50,7 @@ type Env struct {
 	Store  *postgres.Store
 	Srv    *httptest.Server
 	Client *http.Client
-	Logs   *testkit.Buffer
+	Logs   *Buffer
 	// dispatcher serves the delivery routes; it calls a desk only when
 	// WithDesk gave it one, and only when a test runs it.
 	Dispatcher *delivery.Dispatcher
@@ -69,7 +68,7 @@ type Env struct {
 type Option func(*httpapi.Deps, *postgres.Store)
 
 // WithClock makes the store read c instead of the database clock.
-func WithClock(c *testkit.Clock) Option {
+func WithClock(c *Clock) Option {
 	return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now }
 }
 
@@ -114,7 +113,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &Env{T: t, DB: db, Logs: &testkit.Buffer{}}
+	e := &Env{T: t, DB: db, Logs: &Buffer{}}
 	e.Store = postgres.New(e.DB)
 	tokens, err := auth.Parse("alice:" + auth.Hash(TokenAlice) + ",bob:" + auth.Hash(TokenBob))
 	if err != nil {
@@ -275,7 +274,7 @@ func (e *Env) Create(key, body string) Reply {
 // Count is the number the query counts.
 func (e *Env) Count(query string, args ...any) int {
 	e.T.Helper()
-	return testkit.Count(e.T, e.DB, query, args...)
+	return Count(e.T, e.DB, query, args...)
 }
 
 // CheckWorks fails the test if a claimed work ran other than n times. Only
@@ -382,6 +381,3 @@ func CloseOnce(ch chan struct{}) {
 		close(ch)
 	}
 }
-
-// Eventually reports whether cond becomes true within two seconds.
-func Eventually(cond func() bool) bool { return testkit.Eventually(2*time.Second, cond) }

@@ -1,7 +1,7 @@
 // Package proctest runs the program in tests as a real process (its binary,
 // built once per test binary) or in the test's own process, and records
 // what a client sent.
-package proctest
+package testenv
 
 import (
 	"bufio"
@@ -29,7 +29,6 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
 // Binary is the program built by Main.
@@ -77,9 +76,6 @@ func Run(m *testing.M, pkg string, run func(*testing.M) int) int {
 	return code
 }
 
-// Token is alice's bearer token at every server the package starts.
-const Token = "tok-e2e-5d2c"
-
 // Proc is a running demo-api process: serve, or dispatch.
 type Proc struct {
 	Cmd     *exec.Cmd
@@ -107,7 +103,7 @@ func StartDispatch(t *testing.T, databaseURL string, env ...string) *Proc {
 	t.Helper()
 	p, stdout := Launch(t, "dispatch", databaseURL, env...)
 	go io.Copy(io.Discard, stdout)
-	if !testkit.Eventually(10*time.Second, func() bool { return strings.Contains(p.Log(), `"msg":"dispatching"`) }) {
+	if !Eventually(10*time.Second, func() bool { return strings.Contains(p.Log(), `"msg":"dispatching"`) }) {
 		t.Fatalf("demo-api dispatch did not start:\n%s", p.Log())
 	}
 	return p
@@ -122,7 +118,7 @@ func Launch(t *testing.T, command, databaseURL string, env ...string) (*Proc, io
 		"PATH=" + os.Getenv("PATH"),
 		"DATABASE_URL=" + databaseURL,
 		"LISTEN_ADDR=127.0.0.1:0",
-		"API_TOKENS=alice:" + auth.Hash(Token),
+		"API_TOKENS=alice:" + auth.Hash(TokenAlice),
 		"WORKSHOP=true",
 	}, env...)
 	stdout, err := cmd.StdoutPipe()
@@ -162,14 +158,14 @@ func (p *Proc) Kill(t *testing.T) {
 
 // Post sends a create as alice.
 func (p *Proc) Post(key string, header ...string) (*http.Response, string, error) {
-	resp, body, err := testkit.PostCreate(context.Background(), p.URL, Token, key, `{"topic":"topic-e2e","note":"note-e2e"}`, header...)
+	resp, body, err := PostCreate(context.Background(), p.URL, TokenAlice, key, `{"topic":"topic-e2e","note":"note-e2e"}`, header...)
 	return resp, string(body), err
 }
 
 // Do sends method path as alice with key (none if empty) and extra headers
 // given as name, value pairs, and reads the answer.
 func (p *Proc) Do(method, path, key string, header ...string) (*http.Response, []byte, error) {
-	return testkit.Send(context.Background(), method, p.URL+path, Token, key, "", header...)
+	return Send(context.Background(), method, p.URL+path, TokenAlice, key, "", header...)
 }
 
 // WaitInProgress polls the outcome route until key is claimed.
@@ -178,7 +174,7 @@ func (p *Proc) WaitInProgress(t *testing.T, key string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		r, _ := http.NewRequest(http.MethodGet, p.URL+"/v1/idempotency-keys/"+key, nil)
-		r.Header.Set("Authorization", "Bearer "+Token)
+		r.Header.Set("Authorization", "Bearer "+TokenAlice)
 		if resp, err := http.DefaultClient.Do(r); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -199,7 +195,7 @@ func CountRows(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	return testkit.Count(t, db, `SELECT count(*) FROM demo_requests`)
+	return Count(t, db, `SELECT count(*) FROM demo_requests`)
 }
 
 // ShutdownBound is how long serve may take to end once cancelled: its
@@ -217,7 +213,7 @@ func ServeInProcess(t *testing.T, run Program, env ...string) (string, *sqlx.DB)
 	t.Helper()
 	dbURL := pgtest.NewURL(t)
 	vars := map[string]string{"DATABASE_URL": dbURL, "LISTEN_ADDR": "127.0.0.1:0", "WORKSHOP": "true",
-		"API_TOKENS": "alice:" + auth.Hash(Token), "LOG_FORMAT": "json"}
+		"API_TOKENS": "alice:" + auth.Hash(TokenAlice), "LOG_FORMAT": "json"}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
@@ -320,13 +316,13 @@ func (rec *Recorder) CheckAttempts(t *testing.T, key string) {
 
 // Rows counts the demo requests of db.
 func Rows(t *testing.T, db *sqlx.DB) int {
-	return testkit.Count(t, db, `SELECT count(*) FROM demo_requests`)
+	return Count(t, db, `SELECT count(*) FROM demo_requests`)
 }
 
 // CheckNoSecrets fails the test when logs hold the token, or a key, topic or
 // note the tests send.
 func CheckNoSecrets(t *testing.T, logs string) {
-	secrets := []string{Token, "key-crash", "key-term", "topic-e2e", "note-e2e"}
+	secrets := []string{TokenAlice, "key-crash", "key-term", "topic-e2e", "note-e2e"}
 	for _, s := range secrets {
 		if strings.Contains(logs, s) {
 			t.Errorf("the server logged %q", s)

@@ -1,7 +1,7 @@
 // Package testkit holds the small pieces the test suites share: a clock a
 // test moves, a row count, waiting for a condition, and posting a create.
 // Only tests import it.
-package testkit
+package testenv
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package faultproxy
+package pgtest
 
 import (
 	"encoding/binary"

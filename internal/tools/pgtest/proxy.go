@@ -3,7 +3,7 @@
 // the link on demand (cut it, hold its bytes as a partition does, or drop
 // its replies), and to count the network round trips of what runs through
 // it.
-package faultproxy
+package pgtest
 
 import (
 	"net"
@@ -16,23 +16,23 @@ import (
 type Link int
 
 const (
-	// Up forwards every byte both ways.
-	Up Link = iota
-	// Cut closes every connection, and each new one as soon as it is
+	// LinkUp forwards every byte both ways.
+	LinkUp Link = iota
+	// LinkCut closes every connection, and each new one as soon as it is
 	// accepted: the client reads EOF or a reset at once.
-	Cut
-	// Blackhole accepts connections and keeps them open, but holds every
+	LinkCut
+	// LinkBlackhole accepts connections and keeps them open, but holds every
 	// byte either way until the link changes: a partition, where each wait
 	// lasts until someone's timeout. Held bytes go on if the link comes back
 	// up, as TCP would retransmit them.
-	Blackhole
-	// Mute forwards what the client sends and drops what the server
+	LinkBlackhole
+	// LinkMute forwards what the client sends and drops what the server
 	// answers: the statements run, their answers never arrive.
-	Mute
-	// Hangup forwards what the client sends and closes the connection as
+	LinkMute
+	// LinkHangup forwards what the client sends and closes the connection as
 	// the server's answer begins: the request ran, the client reads EOF (a
 	// lost response).
-	Hangup
+	LinkHangup
 )
 
 // Proxy forwards connections from its address to a target.
@@ -49,9 +49,9 @@ type Proxy struct {
 	conns   map[net.Conn]struct{}
 }
 
-// Start listens on a free loopback port and forwards to target (host:port)
+// StartProxy listens on a free loopback port and forwards to target (host:port)
 // with the link up.
-func Start(target string) (*Proxy, error) {
+func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (p *Proxy) Set(l Link) {
 	p.link = l
 	close(p.changed)
 	p.changed = make(chan struct{})
-	if l == Cut {
+	if l == LinkCut {
 		for c := range p.conns {
 			c.Close()
 		}
@@ -92,7 +92,7 @@ func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
-	p.Set(Cut)
+	p.Set(LinkCut)
 	p.wg.Wait()
 }
 
@@ -143,9 +143,9 @@ func (p *Proxy) pipe(dst, src net.Conn, scan func([]byte)) {
 			switch {
 			case scan != nil:
 				scan(buf[:n])
-			case link == Mute:
+			case link == LinkMute:
 				continue
-			case link == Hangup:
+			case link == LinkHangup:
 				return
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
@@ -166,9 +166,9 @@ func (p *Proxy) pass() (Link, bool) {
 		link, changed := p.link, p.changed
 		p.mu.Unlock()
 		switch link {
-		case Up, Mute, Hangup:
+		case LinkUp, LinkMute, LinkHangup:
 			return link, true
-		case Cut:
+		case LinkCut:
 			return link, false
 		}
 		<-changed
@@ -179,7 +179,7 @@ func (p *Proxy) pass() (Link, bool) {
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.link == Cut || p.closed {
+	if p.link == LinkCut || p.closed {
 		c.Close()
 		return false
 	}
