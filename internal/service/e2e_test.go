@@ -48,7 +48,7 @@ func TestCrashMidRequest(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("the client got an answer from a killed server")
 	}
-	if n := testenv.CountRows(t, url); n != 0 {
+	if n := rows(t, url); n != 0 {
 		t.Fatalf("%d business rows after the crash, want 0", n)
 	}
 
@@ -74,7 +74,7 @@ func TestCrashMidRequest(t *testing.T) {
 	if !testenv.Eventually(2*time.Second, func() bool { return strings.Contains(p2.Log(), `"outcome":"lease_taken_over"`) }) {
 		t.Fatal("the restarted server did not log a lease takeover")
 	}
-	if n := testenv.CountRows(t, url); n != 1 {
+	if n := rows(t, url); n != 1 {
 		t.Fatalf("%d business rows, want 1", n)
 	}
 }
@@ -114,7 +114,7 @@ func TestGracefulShutdown(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("demo-api did not exit after SIGTERM")
 	}
-	if n := testenv.CountRows(t, url); n != 1 {
+	if n := rows(t, url); n != 1 {
 		t.Fatalf("%d business rows, want 1", n)
 	}
 	// At start it said whether a commit waits for a synchronous standby:
@@ -180,4 +180,15 @@ SELECT 'alice', 'demo-requests.create', 'live', 'fp', 'in_progress', gen_random_
 			t.Fatalf("demo-api %v succeeded", args) // serve: no API_TOKENS
 		}
 	}
+}
+
+// rows counts the demo requests of the database at url.
+func rows(t *testing.T, url string) int {
+	t.Helper()
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	return testenv.Rows(t, db)
 }

@@ -18,93 +18,61 @@ import (
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
-// DeskDouble is a stand-in for the external system the outbox delivers to:
-// the submissions and cancels of the review desk's HTTP API, held in
-// memory, with the desk's fault knobs. It records every call, so that the
-// tests of the outbox and of the dispatcher need neither the stand-in desk
-// (package provider, the full demo's) nor a second database.
+// DeskDouble stands in for the review desk the outbox delivers to: its
+// submissions and cancels held in memory, its fault knobs, and a record of
+// every call, so that the outbox's tests need neither the demo's stand-in
+// desk nor a second database.
 //
-// It keeps the desk's contract and wire format (its words are the desk's,
-// listed in reviewdesk/wire.go: a rename of the example leaves them as they
-// are), which a contract test
-// compares with the stand-in desk's: a submission's body is decoded into the
-// desk client's own type (reviewdesk.Submission), and one with an unknown
-// field, without requestId or topic, not JSON or over 16 KiB is refused (400
-// invalid_body, 413 body_too_large), as is a call without one
-// Idempotency-Key of 1 to 255 characters (400 idempotency_key_invalid); a
-// key is accepted once (201, then 200 with its first receipt), and with
-// another payload is 422 key_payload_mismatch; a lookup answers 200 or 404;
-// a cancel may come before its submission; a refusal is a problem+json
-// with its code. One rule differs: the stand-in desk takes one cancel per
-// submission (another key is 422 already_cancelled: it has no reopen), the
-// double one per key, so that a service with a reopen can cancel one
-// request twice.
+// It keeps the desk's contract and wire format (reviewdesk/wire.go), which
+// the stand-in desk's contract test compares call by call: a body decoded
+// into reviewdesk.Submission, refused with an unknown field, without
+// requestId or topic, not JSON (400 invalid_body) or over 16 KiB (413
+// body_too_large); one Idempotency-Key of 1 to 255 characters (else 400
+// idempotency_key_invalid), accepted once (201, then 200 with its first
+// receipt; another payload is 422 key_payload_mismatch); a lookup answers
+// 200 or 404; a cancel may come before its submission. One rule differs:
+// it takes one cancel per key, not per submission, so that a service with
+// a reopen can cancel a request twice.
 type DeskDouble struct {
 	URL    string
 	Client *reviewdesk.Client
-	srv    *httptest.Server
 
-	mu          sync.Mutex
-	faults      DeskFaults
-	submissions map[string]deskSubmission // by the submission's key
-	cancels     map[string]deskCancel     // by the cancel's key
-	calls       map[string]int            // "POST /v1/submissions", "GET /v1/submissions/{key}", …
-	invalid     int                       // calls refused for their key or body
+	mu      sync.Mutex
+	faults  DeskFaults
+	held    map[string]map[string]deskEntry // by resource ("submissions", "cancels"), then key
+	calls   map[string]int                  // by route: "POST /v1/submissions", "GET /v1/submissions/{key}", …
+	invalid int                             // calls refused for their key or body
 }
 
-type deskSubmission struct {
+// deskEntry is a submission (body) or a cancel (of the submission under of).
+type deskEntry struct {
 	receipt reviewdesk.Receipt
 	body    reviewdesk.Submission
+	of      string
 }
 
-type deskCancel struct {
-	receipt       reviewdesk.Receipt
-	submissionKey string
-}
-
-// deskMaxBody bounds a request body, as the stand-in desk does.
-const deskMaxBody = 16 << 10
-
-// DeskFaults are the desk's fault knobs, as its PUT /v1/faults takes them
-// (package provider's Faults), on submissions and cancels.
+// DeskFaults are the desk's fault knobs (PUT /v1/faults of the stand-in).
 type DeskFaults struct {
-	// FailNext answers the next N calls 503, doing nothing.
-	FailNext int
-	// HoldAnswer accepts every new call, then holds its answer this long.
-	HoldAnswer string
-	// DropResponses accepts the next N new calls, then closes the
-	// connection without an answer.
-	DropResponses int
-	// Refuse answers every new call 422, accepting nothing; a key the desk
-	// holds is answered as usual.
-	Refuse bool
-	// Down closes the connection of every call at once, doing nothing.
-	Down bool
-	// Only names the resources the knobs apply to, "submissions" or
-	// "cancels"; empty means both.
-	Only []string
-	// Account aims the knobs at the calls made for this account only (the
-	// Desk-Account header); empty means every call.
-	Account string
-}
-
-func (f DeskFaults) appliesTo(resource, account string) bool {
-	return (len(f.Only) == 0 || slices.Contains(f.Only, resource)) && (f.Account == "" || f.Account == account)
+	FailNext      int      // answer the next N calls 503, doing nothing
+	HoldAnswer    string   // accept every new call, then hold its answer this long
+	DropResponses int      // accept the next N new calls, then close the connection unanswered
+	Refuse        bool     // answer every new call 422; a key held is answered as usual
+	Down          bool     // close every call's connection at once
+	Only          []string // the resources the knobs apply to, "submissions" or "cancels"; empty: both
+	Account       string   // the account (Desk-Account header) they apply to; empty: all
 }
 
 // StartDeskDouble serves a desk double over loopback until t ends.
 func StartDeskDouble(t testing.TB) *DeskDouble {
 	t.Helper()
-	d := &DeskDouble{submissions: map[string]deskSubmission{}, cancels: map[string]deskCancel{}, calls: map[string]int{}}
-	d.srv = ServeUntilTheEnd(t, http.HandlerFunc(d.serve))
-	d.URL = d.srv.URL
+	d := &DeskDouble{held: map[string]map[string]deskEntry{"submissions": {}, "cancels": {}}, calls: map[string]int{}}
+	d.URL = ServeUntilTheEnd(t, http.HandlerFunc(d.serve)).URL
 	d.Client = reviewdesk.New(d.URL, nil)
 	return d
 }
 
-// ServeUntilTheEnd serves h on a test server whose calls the test's end
-// ends: an answer still held (a delay, a held answer) whose sender died
-// may never notice, and Close would wait for it.
+// ServeUntilTheEnd serves h on a test server whose calls end with the
+// test: an answer still held, its sender gone, would keep Close waiting.
 func ServeUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,147 +85,118 @@ func ServeUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
 // Faults replaces the double's fault knobs with f.
 func (d *DeskDouble) Faults(t testing.TB, f DeskFaults) {
 	t.Helper()
-	if f.HoldAnswer != "" {
-		if _, err := time.ParseDuration(f.HoldAnswer); err != nil {
-			t.Fatalf("HoldAnswer: %v", err)
-		}
+	if _, err := time.ParseDuration(f.HoldAnswer); f.HoldAnswer != "" && err != nil {
+		t.Fatalf("HoldAnswer: %v", err)
 	}
+	d.locked(func() { d.faults = f })
+}
+
+func (d *DeskDouble) locked(f func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.faults = f
+	f()
 }
 
 // Submissions counts the submissions the double accepted.
-func (d *DeskDouble) Submissions(t testing.TB) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.submissions)
+func (d *DeskDouble) Submissions(t testing.TB) (n int) {
+	d.locked(func() { n = len(d.held["submissions"]) })
+	return n
 }
 
 // AllCancels counts the cancels the double accepted.
-func (d *DeskDouble) AllCancels(t testing.TB) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.cancels)
+func (d *DeskDouble) AllCancels(t testing.TB) (n int) {
+	d.locked(func() { n = len(d.held["cancels"]) })
+	return n
 }
 
-// Submission returns the receipt of the submission under key, and whether
-// the double accepted one.
+// Submission is the receipt of the submission under key, if accepted.
 func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.submissions[key]
-	return s.receipt, ok
+	var e deskEntry
+	var ok bool
+	d.locked(func() { e, ok = d.held["submissions"][key] })
+	return e.receipt, ok
 }
 
-// Submitted returns the body of the submission the double accepted under
-// key, as it decoded it, and whether it accepted one.
+// Submitted is the body of the submission under key, as decoded, if
+// accepted.
 func (d *DeskDouble) Submitted(key string) (reviewdesk.Submission, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.submissions[key]
-	return s.body, ok
+	var e deskEntry
+	var ok bool
+	d.locked(func() { e, ok = d.held["submissions"][key] })
+	return e.body, ok
 }
 
-// Invalid counts the calls the double refused for their Idempotency-Key or
-// their body (400, 413).
-func (d *DeskDouble) Invalid() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.invalid
+// Invalid counts the calls refused for their key or body (400, 413).
+func (d *DeskDouble) Invalid() (n int) {
+	d.locked(func() { n = d.invalid })
+	return n
 }
 
-// Cancels counts the cancels the double accepted under key for the
-// submission under submissionKey.
-func (d *DeskDouble) Cancels(key, submissionKey string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c, ok := d.cancels[key]; ok && c.submissionKey == submissionKey {
-		return 1
-	}
-	return 0
+// Cancels counts the cancels accepted under key of the submission under
+// submissionKey: 0 or 1.
+func (d *DeskDouble) Cancels(key, submissionKey string) (n int) {
+	d.locked(func() {
+		if c, ok := d.held["cancels"][key]; ok && c.of == submissionKey {
+			n = 1
+		}
+	})
+	return n
 }
 
-// Calls is how many calls of route (such as "POST /v1/submissions" or
-// "GET /v1/submissions/{key}") the double served.
-func (d *DeskDouble) Calls(route string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.calls[route]
+// Calls counts the calls of route ("POST /v1/submissions",
+// "GET /v1/submissions/{key}").
+func (d *DeskDouble) Calls(route string) (n int) {
+	d.locked(func() { n = d.calls[route] })
+	return n
 }
 
 func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
-	path := strings.TrimPrefix(r.URL.Path, "/v1/")
-	parts := strings.Split(path, "/")
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
 	resource := parts[0]
 	if resource == "submissions" && len(parts) == 3 && parts[2] == "cancel" {
 		resource = "cancels"
 	}
-	d.mu.Lock()
-	d.calls[r.Method+" "+DeskRoute(r.URL.Path)]++
-	f := d.faults
-	on := f.appliesTo(resource, r.Header.Get(reviewdesk.AccountHeader))
-	fail := on && f.FailNext > 0
-	if fail {
-		d.faults.FailNext--
-	}
-	d.mu.Unlock()
+	var on, fail, down bool
+	d.locked(func() {
+		d.calls[r.Method+" "+DeskRoute(r.URL.Path)]++
+		f := d.faults
+		on = (len(f.Only) == 0 || slices.Contains(f.Only, resource)) && (f.Account == "" || f.Account == r.Header.Get(reviewdesk.AccountHeader))
+		if fail, down = on && f.FailNext > 0, on && f.Down; fail {
+			d.faults.FailNext--
+		}
+	})
+	key := r.Header.Get("Idempotency-Key")
 	switch {
-	case on && f.Down:
+	case down:
 		dropConnection(w)
-		return
 	case fail:
 		w.Header().Set("Retry-After", "1")
 		writeDeskProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk failed this call (failNext)")
-		return
-	}
-	switch {
-	case r.Method == http.MethodPost && len(parts) == 1 && parts[0] == "submissions":
-		key, ok := d.idempotencyKey(w, r)
-		if !ok {
-			return
-		}
-		body, ok := d.submission(w, r)
-		if !ok {
-			return
-		}
-		d.accept(w, r, resource, on, key, "", body)
-	case r.Method == http.MethodPost && resource == "cancels":
-		if key, ok := d.idempotencyKey(w, r); ok { // the desk reads no body of a cancel
-			d.accept(w, r, resource, on, key, parts[1], reviewdesk.Submission{})
-		}
 	case r.Method == http.MethodGet && len(parts) == 2 && (parts[0] == "submissions" || parts[0] == "cancels"):
 		d.lookup(w, parts[0], parts[1])
-	default:
+	case r.Method != http.MethodPost || !(resource == "submissions" && len(parts) == 1 || resource == "cancels" && len(parts) > 1):
 		writeDeskProblem(w, http.StatusNotFound, "not_found", "no such route")
-	}
-}
-
-// idempotencyKey returns the call's Idempotency-Key, or refuses the call as
-// the desk does and reports false.
-func (d *DeskDouble) idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > 255 || len(r.Header.Values("Idempotency-Key")) > 1 {
+	case key == "" || len(key) > 255 || len(r.Header.Values("Idempotency-Key")) > 1:
 		d.refuseInvalid(w, http.StatusBadRequest, "idempotency_key_invalid", "send one Idempotency-Key of 1 to 255 characters")
-		return "", false
+	case resource == "cancels": // the desk reads no body of a cancel
+		d.accept(w, r, resource, on, key, deskEntry{of: parts[1]})
+	default:
+		if body, ok := d.submission(w, r); ok {
+			d.accept(w, r, resource, on, key, deskEntry{body: body})
+		}
 	}
-	return key, true
 }
 
-// submission decodes a submission's body into the desk client's type, or
-// refuses the call as the desk does and reports false: a body over the
-// limit (as sent or as declared), not JSON, with a field the type lacks,
-// or without requestId or topic.
+// submission decodes a submission's body, or refuses the call as the desk
+// does: over the limit, not JSON, a field the type lacks, or without
+// requestId or topic.
 func (d *DeskDouble) submission(w http.ResponseWriter, r *http.Request) (reviewdesk.Submission, bool) {
+	const limit = 16 << 10
 	var s reviewdesk.Submission
-	if r.ContentLength > deskMaxBody {
-		d.refuseInvalid(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body must be at most 16384 bytes")
-		return s, false
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, deskMaxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&s)
-	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge || r.ContentLength > limit {
 		d.refuseInvalid(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body must be at most 16384 bytes")
 		return s, false
 	}
@@ -269,32 +208,24 @@ func (d *DeskDouble) submission(w http.ResponseWriter, r *http.Request) (reviewd
 }
 
 func (d *DeskDouble) refuseInvalid(w http.ResponseWriter, status int, code, detail string) {
-	d.mu.Lock()
-	d.invalid++
-	d.mu.Unlock()
+	d.locked(func() { d.invalid++ })
 	writeDeskProblem(w, status, code, detail)
 }
 
-// accept takes a new submission of body (submissionKey empty) or a cancel
-// of the submission under submissionKey, under key, applying the knobs that
-// act on a new call.
-func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource string, on bool, key, submissionKey string, body reviewdesk.Submission) {
+// accept takes a new submission or cancel, in, under key, applying the
+// knobs that act on a new call, or answers again one it holds.
+func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource string, on bool, key string, in deskEntry) {
+	one := strings.TrimSuffix(resource, "s")
 	d.mu.Lock()
-	s, known := d.submissions[key]
-	rc, mismatch := s.receipt, known && s.body != body
-	if submissionKey != "" {
-		var c deskCancel
-		c, known = d.cancels[key]
-		rc, mismatch = c.receipt, known && c.submissionKey != submissionKey
-	}
+	e, known := d.held[resource][key]
 	if !known && on && d.faults.Refuse {
 		d.mu.Unlock()
-		writeDeskProblem(w, http.StatusUnprocessableEntity, strings.TrimSuffix(resource, "s")+"_refused", "the review desk refuses new "+resource+" now")
+		writeDeskProblem(w, http.StatusUnprocessableEntity, one+"_refused", "the review desk refuses new "+resource+" now")
 		return
 	}
-	if mismatch {
+	if known && (e.body != in.body || e.of != in.of) {
 		d.mu.Unlock()
-		writeDeskProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another "+strings.TrimSuffix(resource, "s"))
+		writeDeskProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another "+one)
 		return
 	}
 	drop := !known && on && d.faults.DropResponses > 0
@@ -303,19 +234,16 @@ func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource str
 	}
 	hold, _ := time.ParseDuration(d.faults.HoldAnswer)
 	if !known {
-		rc = reviewdesk.Receipt{Key: key, Reference: uuid.NewString(), AcceptedAt: time.Now().UTC()}
-		if submissionKey == "" {
-			d.submissions[key] = deskSubmission{receipt: rc, body: body}
-		} else {
-			d.cancels[key] = deskCancel{receipt: rc, submissionKey: submissionKey}
-		}
+		e = in
+		e.receipt = reviewdesk.Receipt{Key: key, Reference: uuid.NewString(), AcceptedAt: time.Now().UTC()}
+		d.held[resource][key] = e
 	}
 	d.mu.Unlock()
-	switch {
-	case drop:
+	if drop {
 		dropConnection(w)
 		return
-	case !known && on && hold > 0:
+	}
+	if !known && on && hold > 0 {
 		select {
 		case <-r.Context().Done():
 			return
@@ -327,52 +255,47 @@ func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource str
 		status = http.StatusOK
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	if submissionKey != "" {
-		writeDeskJSON(w, status, cancelAnswer(rc, submissionKey))
+	if resource == "cancels" {
+		writeDeskJSON(w, status, cancelAnswer(e))
 		return
 	}
-	writeDeskJSON(w, status, rc)
+	writeDeskJSON(w, status, e.receipt)
 }
 
-// deskLookup is the desk's answer to a lookup of a submission or a cancel.
+// deskLookup is the desk's answer to a lookup.
 type deskLookup struct {
 	reviewdesk.Receipt
 	SubmissionKey   string `json:"submissionKey,omitempty"`   // of a cancel
 	CancelReference string `json:"cancelReference,omitempty"` // of a cancelled submission
 }
 
-// cancelAnswer is the cancel rc of the submission under submissionKey, as
-// the desk answers its POST and its lookup alike.
-func cancelAnswer(rc reviewdesk.Receipt, submissionKey string) deskLookup {
-	rc.State = "accepted"
-	return deskLookup{Receipt: rc, SubmissionKey: submissionKey}
+// cancelAnswer is a cancel as the desk answers its POST and its lookup.
+func cancelAnswer(c deskEntry) deskLookup {
+	c.receipt.State = "accepted"
+	return deskLookup{Receipt: c.receipt, SubmissionKey: c.of}
 }
 
-// lookup answers GET /v1/submissions/{key} and GET /v1/cancels/{key}.
+// lookup answers GET /v1/submissions/{key} and GET /v1/cancels/{key}: a
+// submission is cancelled by its last cancel.
 func (d *DeskDouble) lookup(w http.ResponseWriter, resource, key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var answer deskLookup
-	var ok bool
-	if resource == "submissions" {
-		var s deskSubmission
-		s, ok = d.submissions[key]
-		answer.Receipt = s.receipt
-		answer.State = "accepted"
-		var last time.Time // the last cancel's reference, of several
-		for _, c := range d.cancels {
-			if c.submissionKey == key && !c.receipt.AcceptedAt.Before(last) {
-				answer.State, answer.CancelReference, last = "cancelled", c.receipt.Reference, c.receipt.AcceptedAt
-			}
-		}
-	} else {
-		var c deskCancel
-		c, ok = d.cancels[key]
-		answer = cancelAnswer(c.receipt, c.submissionKey)
-	}
+	e, ok := d.held[resource][key]
 	if !ok {
 		writeDeskJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
 		return
+	}
+	if resource == "cancels" {
+		writeDeskJSON(w, http.StatusOK, cancelAnswer(e))
+		return
+	}
+	answer := deskLookup{Receipt: e.receipt}
+	answer.State = "accepted"
+	var last time.Time
+	for _, c := range d.held["cancels"] {
+		if c.of == key && !c.receipt.AcceptedAt.Before(last) {
+			answer.State, answer.CancelReference, last = "cancelled", c.receipt.Reference, c.receipt.AcceptedAt
+		}
 	}
 	writeDeskJSON(w, http.StatusOK, answer)
 }
@@ -392,8 +315,7 @@ func writeDeskJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// writeDeskProblem answers a refusal as the desk does: a problem+json with
-// its code.
+// writeDeskProblem answers a refusal as the desk does.
 func writeDeskProblem(w http.ResponseWriter, status int, code, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)

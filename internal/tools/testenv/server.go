@@ -1,7 +1,3 @@
-// Package apitest runs the API in tests: a server on a fresh database of
-// its own, reached over loopback, every exchange checked against the
-// OpenAPI contract, and its log against secrets. The template's tests use
-// it, and so does a service built on the template for its own operations.
 package testenv
 
 import (
@@ -39,11 +35,8 @@ const (
 	TTL        = 24 * time.Hour   // and TTL
 )
 
-// exchangeChecker checks one request and its response as the suite
-// exchanged them with the server.
-type exchangeChecker func(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte)
-
-// Env is one server on its own fresh database, reached over loopback.
+// Env is one server on its own fresh database, reached over loopback, every
+// exchange checked against the contract and its log for secrets.
 type Env struct {
 	T      *testing.T // the test the Env is for
 	DB     *sqlx.DB
@@ -51,14 +44,12 @@ type Env struct {
 	Srv    *httptest.Server
 	Client *http.Client
 	Logs   *Buffer
-	// dispatcher serves the delivery routes; it calls a desk only when
-	// WithDesk gave it one, and only when a test runs it.
+	// Dispatcher serves the delivery routes; it calls a desk (WithDesk)
+	// only when a test runs it.
 	Dispatcher *delivery.Dispatcher
-
-	Path idempotency.Path
-	// works counts the works that ran: past the claim on the two-phase
-	// path; on the one-phase path a work decides on every attempt, and only
-	// the rows tell how often its change happened.
+	Path       idempotency.Path
+	// Works counts the works that ran past the claim (on the one-phase
+	// path a work runs on every attempt: only rows tell).
 	Works atomic.Int64
 	mu    sync.Mutex
 	hook  func(ctx context.Context, r *http.Request) error
@@ -89,13 +80,10 @@ func WithPath(p idempotency.Path) Option {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.Path = p }
 }
 
-// Paths are the two ways an operation commits; every branch test runs on
-// both.
-var Paths = []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase}
-
-// ForEachPath runs test once per path, each as its own parallel subtest.
+// ForEachPath runs test on each path an operation commits by, as parallel
+// subtests.
 func ForEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
-	for _, p := range Paths {
+	for _, p := range []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase} {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
 			test(t, p)
@@ -103,9 +91,8 @@ func ForEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
 	}
 }
 
-// New makes an Env: a server with the template's operations and deps, on
-// a fresh database, changed by opts, every exchange checked against the
-// OpenAPI contract (Spec) and its log for secrets.
+// New makes an Env with the template's operations and deps, changed by
+// opts.
 func New(t *testing.T, opts ...Option) *Env {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), pgtest.NewURL(t), postgres.KeyStatements)
@@ -154,14 +141,22 @@ func New(t *testing.T, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	e.Srv = httptest.NewServer(h)
-	// Every exchange of the suite is checked against api/openapi.yaml.
-	e.Client = &http.Client{Timeout: 30 * time.Second,
-		Transport: &checkingTransport{t: t, next: http.DefaultTransport, checks: []exchangeChecker{checkOpenAPI}}}
+	e.Client = &http.Client{Timeout: 30 * time.Second, Transport: &checkingTransport{t: t}}
 	t.Cleanup(func() {
 		e.Srv.Close() // waits for in-flight requests, and so for their log lines
-		e.checkLogs(t)
-		if t.Failed() {
-			e.showWarnings(t)
+		logs := e.Logs.String()
+		if !strings.Contains(logs, `"msg":"request"`) {
+			t.Errorf("no request was logged")
+		}
+		checkNoSecrets(t, logs, "key-", "topic-", "note-") // what the tests put in keys and bodies
+		if t.Failed() {                                    // the server's first warnings: why a request was answered 503, say
+			n := 0
+			for line := range strings.Lines(logs) {
+				if n < 20 && (strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`)) {
+					t.Log("server: " + strings.TrimSpace(line))
+					n++
+				}
+			}
 		}
 	})
 	return e
@@ -239,10 +234,7 @@ func (e *Env) Do(ctx context.Context, rq Req) (Reply, error) {
 	for k, v := range rq.Header {
 		r.Header.Set(k, v)
 	}
-	// Each attempt is the test's: the transport must not resend a request
-	// with an Idempotency-Key on its own when a reused connection closes
-	// without an answer (a dropped response).
-	r.GetBody = nil
+	r.GetBody = nil // each attempt is the test's: no resend of a dropped response
 	if r.Body == http.NoBody {
 		r.Body = io.NopCloser(strings.NewReader(""))
 	}
@@ -277,8 +269,8 @@ func (e *Env) Count(query string, args ...any) int {
 	return Count(e.T, e.DB, query, args...)
 }
 
-// CheckWorks fails the test if a claimed work ran other than n times. Only
-// the two-phase path runs its work once per claim.
+// CheckWorks fails the test if, on the two-phase path, a claimed work ran
+// other than n times.
 func (e *Env) CheckWorks(n int64) {
 	e.T.Helper()
 	if got := e.Works.Load(); e.Path == idempotency.TwoPhase && got != n {
@@ -286,9 +278,8 @@ func (e *Env) CheckWorks(n int64) {
 	}
 }
 
-// HoldHeader marks a request that a test holds inside its work; it carries
-// Workshop-Delay too, which takes it on the two-phase path, so it holds a
-// claim.
+// HoldHeader marks a request Hold holds inside its work; Workshop-Delay
+// takes it on the two-phase path, so it holds a claim.
 var HoldHeader = map[string]string{"Workshop-Delay": "1ms", "X-Test-Hold": "1"}
 
 // Hold holds every request with HoldHeader after its claim until release is
@@ -307,44 +298,17 @@ func (e *Env) Hold() (claimed chan struct{}, release chan struct{}) {
 	return claimed, release
 }
 
-// checkLogs fails the test if the server logged a token, a raw key, or a
-// request body.
-func (e *Env) checkLogs(t *testing.T) {
-	logs := e.Logs.String()
-	if !strings.Contains(logs, `"msg":"request"`) {
-		t.Errorf("no request was logged")
-	}
-	for _, secret := range append([]string{TokenAlice, TokenBob, auth.Hash(TokenAlice)}, sensitive...) {
+// checkNoSecrets fails t if logs hold a token or any of words.
+func checkNoSecrets(t testing.TB, logs string, words ...string) {
+	for _, secret := range append([]string{TokenAlice, TokenBob, auth.Hash(TokenAlice)}, words...) {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the server logged %q", secret)
 		}
 	}
 }
 
-// showWarnings logs the server's first lines at WARN and above, for a
-// failed test: why a request was answered 503, say.
-func (e *Env) showWarnings(t *testing.T) {
-	n := 0
-	for line := range strings.Lines(e.Logs.String()) {
-		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
-			t.Log("server: " + strings.TrimSpace(line))
-			if n++; n == 20 {
-				return
-			}
-		}
-	}
-}
-
-// sensitive are strings the tests put in keys and bodies; none may reach a
-// log line.
-var sensitive = []string{"key-", "topic-", "note-"}
-
-// checkingTransport hands every exchange to its checks.
-type checkingTransport struct {
-	t      testing.TB
-	next   http.RoundTripper
-	checks []exchangeChecker
-}
+// checkingTransport checks every exchange against the contract.
+type checkingTransport struct{ t testing.TB }
 
 func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	var reqBody []byte
@@ -355,8 +319,8 @@ func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(reqBody))
 	}
-	resp, err := c.next.RoundTrip(r)
-	if err != nil || len(c.checks) == 0 {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
 		return resp, err
 	}
 	respBody, err := io.ReadAll(resp.Body)
@@ -365,15 +329,12 @@ func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
-	for _, check := range c.checks {
-		r.Body = io.NopCloser(bytes.NewReader(reqBody))
-		check(c.t, r, reqBody, resp, respBody)
-	}
+	checkOpenAPI(c.t, r, reqBody, resp, respBody)
 	return resp, nil
 }
 
-// CloseOnce closes a channel that a test may already have closed: held
-// requests are released in a t.Cleanup too, so a failed test cannot hang.
+// CloseOnce closes a channel a test may have closed already (held requests
+// are released in a t.Cleanup too, so a failed test cannot hang).
 func CloseOnce(ch chan struct{}) {
 	select {
 	case <-ch:

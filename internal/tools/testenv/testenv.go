@@ -1,12 +1,17 @@
-// Package testkit holds the small pieces the test suites share: a clock a
-// test moves, a row count, waiting for a condition, and posting a create.
-// Only tests import it.
+// Package testenv runs the service in tests: in-process on a fresh
+// database with every exchange checked against the OpenAPI contract
+// (server.go), or as its built binary (process.go), with a stand-in for
+// the review desk (deskdouble.go) and the small pieces the suites share.
+// Only tests import it; a service built on the template uses it too.
 package testenv
 
 import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -15,24 +20,22 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Clock is a clock a test moves instead of sleeping. The store reads it
-// in place of the database clock (postgres.Store.Clock = c.Now).
+// Clock is a clock a test moves instead of sleeping (postgres.Store.Clock
+// = c.Now).
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-// NewClock returns a clock at the current second.
+// NewClock is a clock at the current second.
 func NewClock() *Clock { return &Clock{now: time.Now().UTC().Truncate(time.Second)} }
 
-// Now returns the clock's time.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-// Advance moves the clock by d.
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -49,38 +52,38 @@ func Count(t testing.TB, db *sqlx.DB, query string, args ...any) int {
 	return n
 }
 
-// Eventually reports whether cond becomes true within timeout, asking every
-// few milliseconds. A server logs a request after it answered it, so a test
-// that has its answer may still wait for the log.
+// Rows counts the demo requests of db.
+func Rows(t testing.TB, db *sqlx.DB) int { return Count(t, db, `SELECT count(*) FROM demo_requests`) }
+
+// Eventually reports whether cond becomes true within timeout (a server
+// logs a request after it answered it, say).
 func Eventually(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return true
-		}
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return false
 		}
 	}
+	return true
 }
 
-// PostCreate sends a create to baseURL with the bearer token, the key (none
-// if empty), the JSON body and extra headers given as name, value pairs.
+// PostCreate sends a create with Send.
 func PostCreate(ctx context.Context, baseURL, token, key, body string, header ...string) (*http.Response, []byte, error) {
 	return Send(ctx, http.MethodPost, baseURL+"/v1/demo-requests", token, key, body, append([]string{"Content-Type", "application/json"}, header...)...)
 }
 
-// Send sends method to url with the bearer token, the key (none if empty),
-// the body and extra headers given as name, value pairs, and reads the
-// answer. It is sent once: the transport does not resend a keyed request
-// on its own when a reused connection closes without an answer, so a test
-// sees each attempt it makes, and only those.
+// Send sends method to url with the bearer token (none if empty), the key
+// (none if empty), the body and headers as name, value pairs, and reads
+// the answer. It is sent once: the transport does not resend a keyed
+// request when a reused connection closes unanswered.
 func Send(ctx context.Context, method, url, token, key, body string, header ...string) (*http.Response, []byte, error) {
 	r, err := http.NewRequestWithContext(ctx, method, url, io.NopCloser(strings.NewReader(body)))
 	if err != nil {
 		return nil, nil, err
 	}
 	r.GetBody = nil
-	r.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
 	if key != "" {
 		r.Header.Set("Idempotency-Key", key)
 	}
@@ -96,8 +99,7 @@ func Send(ctx context.Context, method, url, token, key, body string, header ...s
 	return resp, b, err
 }
 
-// Buffer collects what a server writes (its log, say) while a test reads
-// it.
+// Buffer collects what a server writes (its log) while a test reads it.
 type Buffer struct {
 	mu sync.Mutex
 	b  strings.Builder
@@ -109,31 +111,29 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	return b.b.Write(p)
 }
 
-// String is what was written so far.
 func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
 }
 
-// CheckRetrySchedule fails t unless the attempts that arrived at a server
-// that never answered, the first of them at start, keep the clients' retry
-// rule for a budget ending at deadline (api/client and the page's
-// client.js alike): each wait at least the backoff's floor (half its
-// interval: 100 ms doubling to 1 s), none with less than 250 ms of the
-// budget left, and at most two attempts in its last second.
+// CheckRetrySchedule fails t unless the attempts that reached a server
+// that never answered, from start, keep the clients' retry rule for a
+// budget ending at deadline: each wait at least half the backoff (100 ms
+// doubling to 1 s), none with under 250 ms of the budget left, at most two
+// in its last second.
 func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.Time) {
 	t.Helper()
-	const minAttempt = 250 * time.Millisecond
 	var times []string
 	lastSecond := 0
 	for i, at := range arrived {
 		times = append(times, at.Sub(start).Round(time.Millisecond).String())
-		if deadline.Sub(at) <= time.Second {
+		left := deadline.Sub(at)
+		if left <= time.Second {
 			lastSecond++
 		}
-		if left := deadline.Sub(at); left < minAttempt {
-			t.Errorf("attempt %d started with %v of the budget left, under %v", i+1, left, minAttempt)
+		if left < 250*time.Millisecond {
+			t.Errorf("attempt %d started with %v of the budget left, under 250ms", i+1, left)
 		}
 		if i > 0 {
 			floor := min(100*time.Millisecond<<(i-1), time.Second) / 2
@@ -148,25 +148,21 @@ func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.
 	}
 }
 
-// Context returns a context that ends when the test ends or a little before
-// the test binary's deadline (go test -timeout), whichever comes first: a
-// wait on it that would outlast the run fails the test with the test's own
-// message, not the binary's panic that names no test.
+// Context ends when the test ends or a little before go test's -timeout,
+// so that a wait fails with the test's own message.
 func Context(t *testing.T) context.Context {
 	ctx := t.Context()
 	d, ok := t.Deadline()
 	if !ok {
 		return ctx
 	}
-	margin := min(30*time.Second, time.Until(d)/10)
-	ctx, cancel := context.WithDeadline(ctx, d.Add(-margin))
+	ctx, cancel := context.WithDeadline(ctx, d.Add(-min(30*time.Second, time.Until(d)/10)))
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// Long marks t as a test of the whole suite only (make test): under
-// go test -short, the fast tier (make test-short), it is skipped, saying
-// why. The contract's branches are no such test.
+// Long skips t under -short (make test-short), saying why. The contract's
+// branches are never long.
 func Long(t testing.TB, why string) {
 	t.Helper()
 	if testing.Short() {
@@ -174,12 +170,11 @@ func Long(t testing.TB, why string) {
 	}
 }
 
-// WarmPool opens n connections of db's pool, one at a time, and hands
-// them back idle, for a test that floods the database: a pool that opens
-// all its connections at once, on a busy laptop or through a slow link
-// (docker-proxy), can see a start outlast the per-read bound and answer
-// 503, which is the contract's answer to a database that does not answer,
-// not what a flood test is about. A start that fails is tried again, twice.
+// WarmPool opens n connections of db's pool one at a time and leaves them
+// idle, for a test that floods the database: a pool opening them all at
+// once on a busy laptop can outlast the per-read bound and answer 503,
+// which is not what a flood test is about. A failed start is tried twice
+// more.
 func WarmPool(t testing.TB, db *sqlx.DB, n int) {
 	t.Helper()
 	conns := make([]*sqlx.Conn, 0, n)
@@ -204,4 +199,52 @@ func WarmPool(t testing.TB, db *sqlx.DB, n int) {
 	if idle := db.Stats().Idle; idle < n {
 		t.Fatalf("%d idle connections, want %d", idle, n)
 	}
+}
+
+// CheckLinks fails t unless every relative link of the Markdown pages
+// names a file that is there, and every #anchor a heading of its page.
+func CheckLinks(t *testing.T, pages ...string) {
+	t.Helper()
+	drop := regexp.MustCompile("[^a-z0-9 _-]")
+	anchors := func(path string) map[string]bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if h, ok := strings.CutPrefix(line, "#"); ok {
+				h = strings.ToLower(strings.TrimSpace(strings.TrimLeft(h, "#")))
+				m[strings.ReplaceAll(drop.ReplaceAllString(h, ""), " ", "-")] = true
+			}
+		}
+		return m
+	}
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1) {
+			if strings.Contains(m[1], "://") || strings.HasPrefix(m[1], "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(m[1], "#")
+			path := page
+			if file != "" {
+				if path = filepath.Join(filepath.Dir(page), file); !exists(path) {
+					t.Errorf("%s links to %s, which is not there", page, m[1])
+					continue
+				}
+			}
+			if anchor != "" && !anchors(path)[anchor] {
+				t.Errorf("%s links to %s, a heading that is not there", page, m[1])
+			}
+		}
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
