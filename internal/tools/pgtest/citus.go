@@ -6,11 +6,9 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/peterldowns/pgtestdb"
 
@@ -43,17 +41,12 @@ func Citus() bool { return server != nil && server.Citus != "" }
 // freshCitus is a new schema of the Citus database for t.
 func freshCitus(t testing.TB) pgtestdb.Config {
 	t.Helper()
-	admin, err := sqlx.Open("postgres", server.Config.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
 	b := make([]byte, 6)
 	rand.Read(b)
 	schema := "test_" + hex.EncodeToString(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+pq.QuoteIdentifier(schema)); err != nil {
+	if err := adminExec(ctx, "CREATE SCHEMA "+pq.QuoteIdentifier(schema)); err != nil {
 		t.Fatalf("pgtest: Citus: %v", err)
 	}
 	conf := server.Config
@@ -78,14 +71,8 @@ func freshCitus(t testing.TB) pgtestdb.Config {
 			t.Logf("pgtest: schema %s kept for a look", schema)
 			return
 		}
-		admin, err := sqlx.Open("postgres", server.Config.URL())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("DROP SCHEMA " + pq.QuoteIdentifier(schema) + " CASCADE"); err != nil {
-			t.Errorf("pgtest: Citus: dropping schema %s: %v", schema, fmt.Sprint(err))
+		if err := adminExec(context.Background(), "DROP SCHEMA "+pq.QuoteIdentifier(schema)+" CASCADE"); err != nil {
+			t.Errorf("pgtest: Citus: %v", err)
 		}
 	})
 	return conf

@@ -194,7 +194,7 @@ func need(t testing.TB) *Server {
 // Addr is host:port of the server Main started, for a proxy in front of it.
 func Addr(t testing.TB) string { return need(t).addr() }
 
-// Main is for TestMain: Run, then exit with its code.
+// Main is for TestMain: os.Exit(Run(m)).
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // Run starts a server, names its source on stderr, runs the tests, drops
@@ -269,8 +269,7 @@ func NewDB(t testing.TB) *sqlx.DB {
 	return db
 }
 
-// NewURL is NewDB's database as a URL, with no connection open, for a
-// test that starts the service with DATABASE_URL.
+// NewURL is NewDB's database as a URL, no connection open (DATABASE_URL).
 func NewURL(t testing.TB) string {
 	t.Helper()
 	return fresh(t).URL()

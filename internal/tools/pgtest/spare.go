@@ -74,7 +74,7 @@ func release(t testing.TB, conf pgtestdb.Config) {
 		return
 	}
 	t.Logf("pgtest: database %s not reused: %v", conf.Database, err)
-	if err := dropDatabase(conf.Database); err != nil {
+	if err := adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pq.QuoteIdentifier(conf.Database)+" WITH (FORCE)"); err != nil {
 		t.Errorf("pgtest: %v", err)
 	}
 }
@@ -141,7 +141,7 @@ func dropSpares() error {
 	spares.Lock()
 	defer spares.Unlock()
 	for _, conf := range spares.list {
-		if err := dropDatabase(conf.Database); err != nil {
+		if err := adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pq.QuoteIdentifier(conf.Database)+" WITH (FORCE)"); err != nil {
 			return err
 		}
 	}
@@ -149,14 +149,15 @@ func dropSpares() error {
 	return nil
 }
 
-func dropDatabase(name string) error {
+// adminExec runs query on the server Main started, as its admin.
+func adminExec(ctx context.Context, query string) error {
 	db, err := sqlx.Open("postgres", server.Config.URL())
-	if err != nil {
-		return err
+	if err == nil {
+		_, err = db.ExecContext(ctx, query)
+		db.Close()
 	}
-	defer db.Close()
-	if _, err := db.Exec("DROP DATABASE IF EXISTS " + pq.QuoteIdentifier(name) + " WITH (FORCE)"); err != nil {
-		return fmt.Errorf("dropping database %s: %w", name, err)
+	if err != nil {
+		return fmt.Errorf("%s: %w", query, err)
 	}
 	return nil
 }

@@ -111,19 +111,20 @@ func (d *DeskDouble) AllCancels(t testing.TB) (n int) {
 
 // Submission is the receipt of the submission under key, if accepted.
 func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, bool) {
-	var e deskEntry
-	var ok bool
-	d.locked(func() { e, ok = d.held["submissions"][key] })
+	e, ok := d.submission(key)
 	return e.receipt, ok
 }
 
 // Submitted is the body of the submission under key, as decoded, if
 // accepted.
 func (d *DeskDouble) Submitted(key string) (reviewdesk.Submission, bool) {
-	var e deskEntry
-	var ok bool
-	d.locked(func() { e, ok = d.held["submissions"][key] })
+	e, ok := d.submission(key)
 	return e.body, ok
+}
+
+func (d *DeskDouble) submission(key string) (e deskEntry, ok bool) {
+	d.locked(func() { e, ok = d.held["submissions"][key] })
+	return e, ok
 }
 
 // Invalid counts the calls refused for their key or body (400, 413).
@@ -181,16 +182,16 @@ func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
 	case resource == "cancels": // the desk reads no body of a cancel
 		d.accept(w, r, resource, on, key, deskEntry{of: parts[1]})
 	default:
-		if body, ok := d.submission(w, r); ok {
+		if body, ok := d.decode(w, r); ok {
 			d.accept(w, r, resource, on, key, deskEntry{body: body})
 		}
 	}
 }
 
-// submission decodes a submission's body, or refuses the call as the desk
+// decode decodes a submission's body, or refuses the call as the desk
 // does: over the limit, not JSON, a field the type lacks, or without
 // requestId or topic.
-func (d *DeskDouble) submission(w http.ResponseWriter, r *http.Request) (reviewdesk.Submission, bool) {
+func (d *DeskDouble) decode(w http.ResponseWriter, r *http.Request) (reviewdesk.Submission, bool) {
 	const limit = 16 << 10
 	var s reviewdesk.Submission
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))

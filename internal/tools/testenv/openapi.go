@@ -3,8 +3,10 @@ package testenv
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,50 +53,24 @@ func contract() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var base, add yaml.Node
-	if err := yaml.Unmarshal(raw, &base); err != nil {
-		return nil, fmt.Errorf("%s: %w", specPath, err)
+	var base, add map[string]any
+	if err := errors.Join(yaml.Unmarshal(raw, &base), yaml.Unmarshal(more, &add)); err != nil {
+		return nil, fmt.Errorf("%s with %s: %w", specPath, extraSpec, err)
 	}
-	if err := yaml.Unmarshal(more, &add); err != nil {
-		return nil, fmt.Errorf("%s: %w", extraSpec, err)
+	dig := func(m map[string]any, path []string) map[string]any {
+		for _, name := range path {
+			m, _ = m[name].(map[string]any)
+		}
+		return m
 	}
 	for _, at := range [][]string{{"paths"}, {"components", "schemas"}, {"components", "responses"}, {"components", "parameters"}, {"components", "headers"}} {
-		if from := lookup(add.Content[0], at...); from != nil {
-			into := lookup(base.Content[0], at...)
-			if into == nil {
-				return nil, fmt.Errorf("%s has no %s to add to", specPath, strings.Join(at, "."))
-			}
-			for i := 0; i < len(from.Content); i += 2 {
-				set(into, from.Content[i], from.Content[i+1])
-			}
+		if from, into := dig(add, at), dig(base, at); from != nil && into == nil {
+			return nil, fmt.Errorf("%s has no %s to add to", specPath, strings.Join(at, "."))
+		} else if from != nil {
+			maps.Copy(into, from)
 		}
 	}
-	return yaml.Marshal(&base)
-}
-
-// lookup is the node at path in the mapping m, nil if none.
-func lookup(m *yaml.Node, path ...string) *yaml.Node {
-	for _, name := range path {
-		var next *yaml.Node
-		for i := 0; m != nil && i+1 < len(m.Content); i += 2 {
-			if m.Content[i].Value == name {
-				next = m.Content[i+1]
-			}
-		}
-		m = next
-	}
-	return m
-}
-
-// set puts value under key in the mapping m.
-func set(m, key, value *yaml.Node) {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key.Value {
-			m.Content[i+1] = value
-			return
-		}
-	}
-	m.Content = append(m.Content, key, value)
+	return yaml.Marshal(base)
 }
 
 // spec is the contract, loaded once for the whole suite.

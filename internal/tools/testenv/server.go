@@ -59,9 +59,7 @@ type Env struct {
 type Option func(*httpapi.Deps, *postgres.Store)
 
 // WithClock makes the store read c instead of the database clock.
-func WithClock(c *Clock) Option {
-	return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now }
-}
+func WithClock(c *Clock) Option { return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now } }
 
 // WithDesk makes the dispatcher hand deliveries to the desk at url.
 func WithDesk(url string) Option {
@@ -148,8 +146,10 @@ func New(t *testing.T, opts ...Option) *Env {
 		if !strings.Contains(logs, `"msg":"request"`) {
 			t.Errorf("no request was logged")
 		}
-		checkNoSecrets(t, logs, "key-", "topic-", "note-") // what the tests put in keys and bodies
-		if t.Failed() {                                    // the server's first warnings: why a request was answered 503, say
+		// The words the tests put in keys and bodies; on a failure, the
+		// server's first warnings (why a request was answered 503, say).
+		checkNoSecrets(t, logs, "key-", "topic-", "note-")
+		if t.Failed() {
 			n := 0
 			for line := range strings.Lines(logs) {
 				if n < 20 && (strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`)) {
