@@ -9,8 +9,9 @@ import "embed"
 //go:embed *.sql
 var FS embed.FS
 
-// Citus holds citus/distribute.sql, which migrate runs once on a Citus
-// coordinator, after the migrations (postgres.Distribute).
+// Citus holds citus/distribute.sql and citus/key_writes.sql, which migrate
+// runs once on a Citus coordinator, after the migrations
+// (postgres.Distribute).
 //
 //go:embed citus/*.sql
 var Citus embed.FS

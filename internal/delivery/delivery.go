@@ -43,14 +43,21 @@
 // Each outbox row is one event of its request, and a request may have any
 // number of one kind: reopened and cancelled again (in a service that has a
 // reopen), it has a second cancel, a row of its own under a key of its own
-// (EventKey), handed to the desk once like the first.
+// (EventKey), handed to the desk once like the first. A request's events
+// reach the desk in the order their statements queued them: one is not
+// taken while an earlier one is pending. The dispatcher knows how to hand
+// over a submission and a cancel; an operation of a service's own hands an
+// event of a kind of its own the same way: its statement queues the row,
+// and Dispatcher.Kinds says how the desk is told.
 package delivery
 
 import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -72,11 +79,19 @@ const (
 	Withdrawn = "withdrawn" // its request was cancelled before the desk accepted it: the desk never holds it
 )
 
-// Kinds of outbox row: what the dispatcher hands the desk.
+// The kinds of outbox row the dispatcher knows: what it hands the desk.
 const (
 	KindSubmit = "submit" // the request's submission, under ProviderKey
 	KindCancel = "cancel" // its cancel, under CancelKey, queued by the request's cancel
 )
+
+// A Kind is how one kind of event is handed to the desk: Send sends event e
+// under key (EventKey), and Status asks the desk what became of an earlier
+// send under key (reviewdesk.ErrNotFound: it never accepted one).
+type Kind struct {
+	Send   func(ctx context.Context, key string, e Due) (reviewdesk.Receipt, error)
+	Status func(ctx context.Context, key string) (reviewdesk.Receipt, error)
+}
 
 // ProviderKey is the desk's Idempotency-Key of request id: the same on every
 // attempt, by every dispatcher.
@@ -111,23 +126,24 @@ type Status struct {
 	ProviderKey       string     `json:"providerKey" db:"-"` // ProviderKey(RequestID)
 	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
 	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
-	// Cancel is the last cancel at the desk, when the request's cancel
-	// queued one (its delivery was not Withdrawn).
-	Cancel *Cancel `json:"cancel,omitempty" db:"-"`
-	// Cancels are every cancel the request's cancels queued, oldest first:
-	// a request reopened and cancelled again has several. The last is Cancel.
-	Cancels []Cancel `json:"cancels,omitempty" db:"-"`
+	// Events are the request's events after its submission (its cancels,
+	// and a service's own kinds), in the order they were queued.
+	Events []Event `json:"events,omitempty" db:"-"`
+	// Cancel is the last of Events that is a cancel, if any: the request's
+	// cancel queued one when its delivery was not Withdrawn.
+	Cancel *Event `json:"cancel,omitempty" db:"-"`
 }
 
-// Cancel is the hand-over of a request's cancel to the desk: pending,
+// Event is the hand-over of one event of a request to the desk: pending,
 // submitted (the desk holds it), unknown or failed, as a delivery.
-type Cancel struct {
+type Event struct {
+	Kind              string     `json:"kind"`
 	State             string     `json:"state"`
 	Attempts          int        `json:"attempts"`
 	LastError         *string    `json:"lastError,omitempty"`
 	NextAttemptAt     *time.Time `json:"nextAttemptAt,omitempty"`
-	ProviderKey       string     `json:"providerKey"` // EventKey(RequestID, KindCancel, Seq)
-	Seq               int        `json:"-"`           // which of its request's cancels, 1 for the first
+	ProviderKey       string     `json:"providerKey"` // EventKey(RequestID, Kind, Seq)
+	Seq               int        `json:"-"`           // which of its request's events of its kind, 1 for the first
 	ProviderReference *string    `json:"providerReference,omitempty"`
 	UpdatedAt         time.Time  `json:"updatedAt"`
 }
@@ -138,7 +154,7 @@ type Due struct {
 	RequestID string `db:"request_id"`
 	// Actor owns the request: the desk's calls are made for this account.
 	Actor   string `db:"actor_id"`
-	Kind    string `db:"kind"` // KindSubmit or KindCancel
+	Kind    string `db:"kind"` // KindSubmit, KindCancel or one of Dispatcher.Kinds
 	Seq     int    `db:"seq"`  // which of its request's events of its kind, 1 for the first
 	Attempt int    `db:"attempts"`
 	Topic   string `db:"topic"`
@@ -174,7 +190,7 @@ type Store interface {
 	// Delivery returns the delivery of actor's request id. Errors: not_found.
 	Delivery(ctx context.Context, actor, id string) (Status, error)
 	// Reconciled records the desk's answer about request id's seq-th row
-	// of kind (KindSubmit or KindCancel): accepted with reference, or
+	// of kind: accepted with reference, or
 	// (reference "") never accepted.
 	Reconciled(ctx context.Context, id, kind string, seq int, reference string) error
 }
@@ -187,8 +203,8 @@ type Metrics interface {
 	// LookedUp counts a status lookup before a resend, by the desk's answer:
 	// accepted, not_found or unclear.
 	LookedUp(answer string)
-	// Called counts a call to the desk: submit, status, cancel or
-	// cancel_status.
+	// Called counts a call to the desk: the kind of the event it sends
+	// (submit, cancel, …), or that kind and _status for a lookup.
 	Called(op string)
 }
 
@@ -201,6 +217,10 @@ type Dispatcher struct {
 	Store  Store
 	Desk   *reviewdesk.Client
 	Logger *slog.Logger
+	// Kinds, if set, are how the events of a service's own kinds are
+	// handed to the desk, beside the submission and the cancel. An event
+	// of a kind no one knows is retried, and ends unknown.
+	Kinds map[string]Kind
 	// Metrics, if set, counts deliveries, lookups and calls.
 	Metrics Metrics
 	// Batch is how many rows one take asks for at most (default 32).
@@ -230,6 +250,7 @@ type Dispatcher struct {
 	inFlight int
 	byActor  map[string]int
 	freed    chan struct{} // a place was freed
+	kinds    map[string]Kind
 }
 
 // decision is a taken row and its attempt's mark, to be recorded.
@@ -255,6 +276,21 @@ func (d *Dispatcher) setDefaults() {
 	}
 	d.byActor = map[string]int{}
 	d.freed = make(chan struct{}, 1)
+	d.kinds = map[string]Kind{
+		KindSubmit: {
+			Send: func(ctx context.Context, key string, e Due) (reviewdesk.Receipt, error) {
+				return d.Desk.Submit(ctx, key, reviewdesk.Submission{RequestID: e.RequestID, Topic: e.Topic, Note: e.Note})
+			},
+			Status: func(ctx context.Context, key string) (reviewdesk.Receipt, error) { return d.Desk.Status(ctx, key) }},
+		KindCancel: {
+			Send: func(ctx context.Context, key string, e Due) (reviewdesk.Receipt, error) {
+				return d.Desk.Cancel(ctx, key, ProviderKey(e.RequestID))
+			},
+			Status: func(ctx context.Context, key string) (reviewdesk.Receipt, error) {
+				return d.Desk.CancelStatus(ctx, key)
+			}},
+	}
+	maps.Copy(d.kinds, d.Kinds)
 }
 
 // Run dispatches until ctx ends: it takes due rows while there are free
@@ -450,12 +486,13 @@ func (d *Dispatcher) record(ctx context.Context, batch []decision) {
 func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 	ctx, cancel := context.WithTimeout(reviewdesk.WithAccount(ctx, row.Actor), 2*d.CallTimeout)
 	defer cancel()
-	call := d.submission(row)
-	if row.Kind == KindCancel {
-		call = d.cancellation(row)
+	kind, ok := d.kinds[row.Kind]
+	if !ok {
+		return d.retry(row, fmt.Errorf("no hand-over for events of kind %q (Dispatcher.Kinds)", row.Kind))
 	}
+	key := EventKey(row.RequestID, row.Kind, row.Seq)
 	if row.Attempt > 1 {
-		receipt, err := d.call(ctx, call.statusOp, call.status)
+		receipt, err := d.call(ctx, row.Kind+"_status", func(ctx context.Context) (reviewdesk.Receipt, error) { return kind.Status(ctx, key) })
 		switch {
 		case err == nil:
 			d.Metrics.LookedUp("accepted")
@@ -472,7 +509,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 		// never will.
 		return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Withdrawn}
 	}
-	receipt, err := d.call(ctx, call.sendOp, call.send)
+	receipt, err := d.call(ctx, row.Kind, func(ctx context.Context) (reviewdesk.Receipt, error) { return kind.Send(ctx, key, row) })
 	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); ok {
 		return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Failed, Error: refused.Error()}
 	}
@@ -480,33 +517,6 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 		return d.retry(row, err)
 	}
 	return Mark{RequestID: row.RequestID, Kind: row.Kind, Seq: row.Seq, State: Submitted, Reference: receipt.Reference}
-}
-
-// deskCall is what an attempt sends for one row, and how it asks the desk
-// what became of an earlier send.
-type deskCall struct {
-	kind             string // KindSubmit or KindCancel
-	seq              int
-	sendOp, statusOp string
-	send, status     func(context.Context) (reviewdesk.Receipt, error)
-}
-
-func (d *Dispatcher) submission(row Due) deskCall {
-	key := EventKey(row.RequestID, KindSubmit, row.Seq)
-	return deskCall{kind: KindSubmit, seq: row.Seq, sendOp: "submit", statusOp: "status",
-		send: func(ctx context.Context) (reviewdesk.Receipt, error) {
-			return d.Desk.Submit(ctx, key, reviewdesk.Submission{RequestID: row.RequestID, Topic: row.Topic, Note: row.Note})
-		},
-		status: func(ctx context.Context) (reviewdesk.Receipt, error) { return d.Desk.Status(ctx, key) }}
-}
-
-func (d *Dispatcher) cancellation(row Due) deskCall {
-	key := EventKey(row.RequestID, KindCancel, row.Seq)
-	return deskCall{kind: KindCancel, seq: row.Seq, sendOp: "cancel", statusOp: "cancel_status",
-		send: func(ctx context.Context) (reviewdesk.Receipt, error) {
-			return d.Desk.Cancel(ctx, key, ProviderKey(row.RequestID))
-		},
-		status: func(ctx context.Context) (reviewdesk.Receipt, error) { return d.Desk.CancelStatus(ctx, key) }}
 }
 
 func (d *Dispatcher) call(ctx context.Context, op string, fn func(context.Context) (reviewdesk.Receipt, error)) (reviewdesk.Receipt, error) {
@@ -544,10 +554,10 @@ func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, er
 }
 
 // Reconcile asks the desk now what became of actor's request id and of its
-// cancels, and records its answers: accepted makes a row submitted; never
-// accepted puts an unknown row back in the queue, whose next attempt sends
-// it. It never sends itself, so it is safe to repeat. A submitted or
-// withdrawn delivery, and a cancel not unknown (pending is its
+// other events, and records its answers: accepted makes a row submitted;
+// never accepted puts an unknown row back in the queue, whose next attempt
+// sends it. It never sends itself, so it is safe to repeat. A submitted or
+// withdrawn delivery, and an event not unknown (pending is its
 // dispatcher's; failed was refused), are answered as they are, without a
 // call.
 //
@@ -558,29 +568,35 @@ func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, e
 	if err != nil {
 		return st, err
 	}
-	var rows []deskCall
+	var ask []Event
 	if st.State != Submitted && st.State != Withdrawn {
-		rows = append(rows, d.submission(Due{RequestID: id, Actor: actor, Kind: KindSubmit, Seq: 1}))
+		ask = append(ask, Event{Kind: KindSubmit, Seq: 1})
 	}
-	for _, c := range st.Cancels {
-		if c.State == Unknown {
-			rows = append(rows, d.cancellation(Due{RequestID: id, Actor: actor, Kind: KindCancel, Seq: c.Seq}))
+	for _, e := range st.Events {
+		if e.State == Unknown {
+			ask = append(ask, e)
 		}
 	}
-	if len(rows) == 0 {
+	if len(ask) == 0 {
 		return st, nil
 	}
 	if d.Desk == nil {
 		return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "no review desk is configured (PROVIDER_URL)",
 			RetryAfter: time.Minute}
 	}
-	for _, row := range rows {
-		receipt, err := d.call(reviewdesk.WithAccount(ctx, actor), row.statusOp, row.status)
+	for _, e := range ask {
+		kind, ok := d.kinds[e.Kind]
+		if !ok {
+			return Status{}, fmt.Errorf("reconcile: no hand-over for events of kind %q (Dispatcher.Kinds)", e.Kind)
+		}
+		key := EventKey(id, e.Kind, e.Seq)
+		receipt, err := d.call(reviewdesk.WithAccount(ctx, actor), e.Kind+"_status",
+			func(ctx context.Context) (reviewdesk.Receipt, error) { return kind.Status(ctx, key) })
 		switch {
 		case err == nil:
-			err = d.Store.Reconciled(ctx, id, row.kind, row.seq, receipt.Reference)
+			err = d.Store.Reconciled(ctx, id, e.Kind, e.Seq, receipt.Reference)
 		case errors.Is(err, reviewdesk.ErrNotFound):
-			err = d.Store.Reconciled(ctx, id, row.kind, row.seq, "")
+			err = d.Store.Reconciled(ctx, id, e.Kind, e.Seq, "")
 		default:
 			return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "the review desk does not answer clearly; try again",
 				RetryAfter: time.Second, Err: err}

@@ -109,7 +109,7 @@ type counts struct {
 	submits, lookups, marks int
 	calls                   int
 	lookedUp, marked        map[string]int
-	called                  map[string]int // by op: submit, status, cancel, cancel_status
+	called                  map[string]int // by op: submit, submit_status, cancel, cancel_status
 }
 
 func (c *counts) Delivered(state string, _ int) { c.add(&c.marks, &c.marked, state) }

@@ -44,11 +44,11 @@ func TestCancelAfterAReopen(t *testing.T) {
 		t.Fatalf("GET delivery: %d %s", r.Status, r.Body)
 	}
 	want := []string{"demo-request:" + id + ":cancel", "demo-request:" + id + ":cancel:2"}
-	if len(st.Cancels) != 2 || st.Cancel == nil || st.Cancel.ProviderKey != want[1] {
-		t.Fatalf("GET delivery: %s, want two cancels, the last as cancel", r.Body)
+	if len(st.Events) != 2 || st.Cancel == nil || st.Cancel.ProviderKey != want[1] {
+		t.Fatalf("GET delivery: %s, want two events, the last as cancel", r.Body)
 	}
-	for i, c := range st.Cancels {
-		if c.ProviderKey != want[i] || c.State != delivery.Submitted || desk.Cancels(want[i], "demo-request:"+id) != 1 {
+	for i, c := range st.Events {
+		if c.Kind != delivery.KindCancel || c.ProviderKey != want[i] || c.State != delivery.Submitted || desk.Cancels(want[i], "demo-request:"+id) != 1 {
 			t.Fatalf("GET delivery: %s; cancel %d: want submitted under %s, held once by the desk", r.Body, i+1, want[i])
 		}
 	}

@@ -41,7 +41,7 @@ func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
 		}, []string{"answer"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "demo_api_outbox_provider_calls_total",
-			Help: "Calls to the review desk, by kind: submit or status (of a submission), cancel or cancel_status (of a cancel).",
+			Help: "Calls to the review desk, by call: the kind of event it sends (submit, cancel, or a service's own), or that kind and _status for a lookup before a resend.",
 		}, []string{"call"}),
 	}
 	// Every label value is exported from the start, at 0: a rate over a
@@ -49,7 +49,7 @@ func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
 	for vec, values := range map[*prometheus.CounterVec][]string{
 		o.delivered: {"submitted", "failed", "unknown", "pending"},
 		o.lookups:   {"accepted", "not_found", "unclear"},
-		o.calls:     {"submit", "status", "cancel", "cancel_status"},
+		o.calls:     {"submit", "submit_status", "cancel", "cancel_status"},
 	} {
 		for _, v := range values {
 			vec.WithLabelValues(v)

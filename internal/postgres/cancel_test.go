@@ -29,7 +29,8 @@ func cancelScope(key string) idempotency.Scope {
 
 // TestTheCancelStopsTheDelivery: the cancel's statement, in both its one-
 // phase and its two-phase form, withdraws a delivery never tried, and queues
-// a cancel at the desk for one that was.
+// a cancel at the desk for one that was, taken once the submission's attempt
+// has ended.
 func TestTheCancelStopsTheDelivery(t *testing.T) {
 	ctx := context.Background()
 	createScope := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "k-1"}
@@ -77,9 +78,17 @@ func TestTheCancelStopsTheDelivery(t *testing.T) {
 				AND lease_token = $2`, r.ID, holder); n != 1 {
 				t.Fatal("the cancel changed a delivery a dispatcher holds")
 			}
+			// The cancel is queued, due now, behind the submission's attempt.
+			if due, err := s.TakeDue(ctx, uuid.NewString(), 10, lease, nil); err != nil || len(due) != 0 {
+				t.Fatalf("take while the submission is held = %+v, %v; want nothing: the cancel waits for it", due, err)
+			}
+			if n, err := s.Settle(ctx, []delivery.Mark{{RequestID: r.ID, Kind: delivery.KindSubmit, Seq: 1, Token: holder,
+				State: delivery.Submitted, Reference: "ref-1"}}); err != nil || n != 1 {
+				t.Fatalf("settle the submission = %d, %v", n, err)
+			}
 			due, err := s.TakeDue(ctx, uuid.NewString(), 10, lease, nil)
 			if err != nil || len(due) != 1 || due[0].Kind != "cancel" || due[0].RequestID != r.ID || due[0].Attempt != 1 {
-				t.Fatalf("take after the cancel = %+v, %v; want the cancel, due now, as a first attempt", due, err)
+				t.Fatalf("take after the submission's attempt = %+v, %v; want the cancel, due now, as a first attempt", due, err)
 			}
 		})
 	}

@@ -23,10 +23,12 @@ type Distribution struct {
 }
 
 // Distribute distributes the key table, the business table and the outbox
-// by actor_id, co-located (migrations/citus/distribute.sql), when db is a
-// Citus coordinator (the citus extension is installed) and they are not
-// distributed yet. On one PostgreSQL it changes nothing. migrate calls it
-// after the migrations.
+// by actor_id, co-located (migrations/citus/distribute.sql), and makes the
+// functions the store calls there for the key writes
+// (migrations/citus/key_writes.sql), when db is a Citus coordinator (the
+// citus extension is installed): the tables when they are not distributed
+// yet, the functions every time. On one PostgreSQL it changes nothing.
+// migrate calls it after the migrations.
 func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 	var d Distribution
 	err := db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
@@ -41,20 +43,30 @@ func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 		`SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'idempotency_keys'::regclass)`); err != nil {
 		return d, fmt.Errorf("distribute: %w", dbErr(err))
 	}
-	if done {
-		return d, nil
+	if !done {
+		if err := runCitusScript(ctx, db, "citus/distribute.sql"); err != nil {
+			return d, fmt.Errorf("distribute on Citus %s: %w", d.Citus, err)
+		}
+		d.Distributed = true
 	}
-	script, err := fs.ReadFile(migrations.Citus, "citus/distribute.sql")
-	if err != nil {
-		return d, fmt.Errorf("distribute: %w", err)
+	// A transaction of its own: Citus makes no function in the transaction
+	// that distributed the tables. CREATE OR REPLACE: every migrate brings
+	// them up to date.
+	if err := runCitusScript(ctx, db, "citus/key_writes.sql"); err != nil {
+		return d, fmt.Errorf("key writes on Citus %s: %w", d.Citus, err)
 	}
-	// Without arguments, the statements go as one simple query: one
-	// implicit transaction, all of them or none.
-	if _, err := db.ExecContext(ctx, string(script)); err != nil {
-		return d, fmt.Errorf("distribute on Citus %s: %w", d.Citus, dbErr(err))
-	}
-	d.Distributed = true
 	return d, nil
+}
+
+// runCitusScript runs migrations/name. Without arguments, its statements
+// go as one simple query: one implicit transaction, all of them or none.
+func runCitusScript(ctx context.Context, db *sqlx.DB, name string) error {
+	script, err := fs.ReadFile(migrations.Citus, name)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, string(script))
+	return dbErr(err)
 }
 
 // String says what d is, for migrate's log.
@@ -63,7 +75,7 @@ func (d Distribution) String() string {
 	case d.Citus == "":
 		return "one PostgreSQL (no citus extension): nothing to distribute"
 	case d.Distributed:
-		return "Citus " + d.Citus + ": idempotency_keys, demo_requests and outbox distributed by actor_id, co-located"
+		return "Citus " + d.Citus + ": idempotency_keys, demo_requests and outbox distributed by actor_id, co-located; the key writes delegated to the actor's worker"
 	default:
 		return "Citus " + d.Citus + ": idempotency_keys, demo_requests and outbox already distributed by actor_id"
 	}

@@ -15,12 +15,12 @@ import (
 // exactly with the key's answer.
 var (
 	createStatements = keyStatements{
-		onePhase: statement("create_demo_request.sql"),
-		finish:   statement("finish_claim_create_demo_request.sql"),
+		onePhase: keyWriteOf("create_demo_request.sql"),
+		finish:   keyWriteOf("finish_claim_create_demo_request.sql"),
 	}
 	cancelStatements = keyStatements{
-		onePhase: statement("cancel_demo_request.sql"),
-		finish:   statement("finish_claim_cancel_demo_request.sql"),
+		onePhase: keyWriteOf("cancel_demo_request.sql"),
+		finish:   keyWriteOf("finish_claim_cancel_demo_request.sql"),
 	}
 )
 

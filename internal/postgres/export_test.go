@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/demo-api/demo-api/internal/idempotency"
+
 // SQLFiles is the embedded folder of statements (sql/*.sql), for the tests
 // that prepare and run the files themselves.
 var SQLFiles = sqlFiles
@@ -14,3 +16,16 @@ var (
 
 // DBErr is dbErr, for the tests of what the store answers.
 var DBErr = dbErr
+
+// StatementsEffect is an effect of statements a test brings (the one-phase
+// write and the two-phase finish, with their business arguments), as a
+// typed constructor in demo.go makes one of the store's own; on Citus too
+// they run as they are.
+func StatementsEffect(what, onePhase, finish string, conditional bool, args ...any) idempotency.Effect {
+	return &effect{what: what, args: args, conditional: conditional, stmts: &keyStatements{
+		onePhase: keyWrite{sql: onePhase, citus: onePhase}, finish: keyWrite{sql: finish, citus: finish}}}
+}
+
+// CitusCall is the text the store runs on Citus for the key write
+// sql/name: the call of its function.
+func CitusCall(name string) string { return keyWriteOf(name).citus }

@@ -4,10 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -20,19 +25,41 @@ import (
 // unless a test sets Store.Clock. A statement that writes a key row takes
 // the row over where idempotency.Decide would (sql/create_demo_request.sql).
 
-var claimSQL = statement("claim.sql")
+var claimSQL = keyWriteOf("claim.sql")
+
+// keyWrite is a statement that writes a key row, sql/name, and the call of
+// the function of the same name, parameters and columns that stands in for
+// it on Citus (migrations/citus/key_writes.sql): there Citus routes no
+// statement that inserts in a CTE to one shard, and delegates the call to
+// the worker of the actor's shard.
+type keyWrite struct {
+	sql, citus string
+}
+
+func keyWriteOf(name string) keyWrite {
+	q := statement(name)
+	var params []string // $1 … $n: the file's header lists every one
+	for _, m := range paramRE.FindAllStringSubmatch(q, -1) {
+		for n, _ := strconv.Atoi(m[1]); len(params) < n; {
+			params = append(params, "$"+strconv.Itoa(len(params)+1))
+		}
+	}
+	return keyWrite{sql: q, citus: "SELECT * FROM " + strings.TrimSuffix(name, ".sql") + "(" + strings.Join(params, ", ") + ")"}
+}
+
+var paramRE = regexp.MustCompile(`\$(\d+)`)
 
 // keyStatements are the statements of one kind of effect, one per path:
 // the one-phase write, and the two-phase finish, fenced by the claim token.
 // Each writes the business change FROM the key row it writes (the CTE
 // finished), so the change commits exactly with its key.
 type keyStatements struct {
-	onePhase string
-	finish   string
+	onePhase keyWrite
+	finish   keyWrite
 }
 
 // answerOnly completes a key with no business change (a refusal).
-var answerOnly = keyStatements{onePhase: statement("answer_only.sql"), finish: statement("finish_claim_answer_only.sql")}
+var answerOnly = keyStatements{onePhase: keyWriteOf("answer_only.sql"), finish: keyWriteOf("finish_claim_answer_only.sql")}
 
 // effect is the postgres store's idempotency.Effect: its statements, their
 // business arguments (after the key's, in the files' order), and whether
@@ -182,7 +209,11 @@ func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []
 // Claim implements idempotency.Store (sql/claim.sql).
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
 	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()}
-	w, _, err := s.write(ctx, nil, claimSQL, args)
+	q, err := s.keyWrite(ctx, claimSQL)
+	if err != nil {
+		return idempotency.KeyWrite{}, err
+	}
+	w, _, err := s.write(ctx, nil, q, args)
 	return w, err
 }
 
@@ -199,12 +230,16 @@ func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp 
 		return idempotency.KeyWrite{}, err
 	}
 	stmts, effectArgs := statementsOf(e)
+	q, err := s.keyWrite(ctx, stmts.onePhase)
+	if err != nil {
+		return idempotency.KeyWrite{}, err
+	}
 	args := append([]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token,
 		ans.status, ans.body, ans.headers, ans.resultID, ttl.Microseconds()}, effectArgs...)
 	var w idempotency.KeyWrite
 	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var changed int
-		if w, changed, err = s.write(ctx, tx, stmts.onePhase, args); err != nil {
+		if w, changed, err = s.write(ctx, tx, q, args); err != nil {
 			return err
 		}
 		return checkEffect(e, w.Wrote, changed)
@@ -228,12 +263,16 @@ func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, 
 		return err
 	}
 	stmts, effectArgs := statementsOf(e)
+	q, err := s.keyWrite(ctx, stmts.finish)
+	if err != nil {
+		return err
+	}
 	args := append([]any{s.now(), ans.status, ans.body, ans.headers, ans.resultID,
 		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, effectArgs...)
 	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var wrote bool // finishColumns
 		var changed int
-		if err := s.queryRow(ctx, tx, stmts.finish, args, &wrote, &changed); err != nil {
+		if err := s.queryRow(ctx, tx, q, args, &wrote, &changed); err != nil {
 			return err
 		}
 		if !wrote {
@@ -254,6 +293,29 @@ func checkEffect(e *effect, wrote bool, n int) error {
 		return idempotency.ErrEffectNotApplied
 	}
 	return fmt.Errorf("finish: the business write %q changed nothing", e.what)
+}
+
+// inTx runs fn in a transaction when e is conditional, so that fn's error
+// rolls its statement back; otherwise fn's one statement commits on its own
+// (fn gets a nil tx). A conditional effect that breaks a unique key met a
+// transition that committed while it waited for its row (its event took the
+// same position): it was decided on an old read, ErrEffectNotApplied.
+func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
+	if e == nil || !e.conditional {
+		return fn(nil)
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return dbErr(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		if pe, ok := errors.AsType[*pq.Error](err); ok && pe.Code == "23505" { // unique_violation
+			return idempotency.ErrEffectNotApplied
+		}
+		return err
+	}
+	return dbErr(tx.Commit())
 }
 
 var (

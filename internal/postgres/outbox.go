@@ -55,7 +55,7 @@ func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) 
 }
 
 // Delivery implements delivery.Store: the request's submission, with its
-// cancels in order and the last as Cancel.
+// other events in the order they were queued, and the last cancel as Cancel.
 func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status, error) {
 	var rows []struct {
 		delivery.Status
@@ -71,15 +71,14 @@ func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status
 	st := rows[0].Status
 	st.ProviderKey = delivery.EventKey(st.RequestID, delivery.KindSubmit, rows[0].Seq)
 	for _, r := range rows[1:] {
-		if r.Kind != delivery.KindCancel {
-			continue
-		}
-		st.Cancels = append(st.Cancels, delivery.Cancel{State: r.State, Attempts: r.Attempts, LastError: r.LastError,
-			NextAttemptAt: r.NextAttemptAt, ProviderKey: delivery.EventKey(st.RequestID, delivery.KindCancel, r.Seq), Seq: r.Seq,
+		st.Events = append(st.Events, delivery.Event{Kind: r.Kind, State: r.State, Attempts: r.Attempts, LastError: r.LastError,
+			NextAttemptAt: r.NextAttemptAt, ProviderKey: delivery.EventKey(st.RequestID, r.Kind, r.Seq), Seq: r.Seq,
 			ProviderReference: r.ProviderReference, UpdatedAt: r.UpdatedAt})
 	}
-	if n := len(st.Cancels); n > 0 {
-		st.Cancel = &st.Cancels[n-1]
+	for i := range st.Events {
+		if st.Events[i].Kind == delivery.KindCancel {
+			st.Cancel = &st.Events[i]
+		}
 	}
 	return st, nil
 }

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -340,6 +341,28 @@ type Store struct {
 	// Store is used.
 	Unprepared bool
 	stmts      sync.Map // query text → *sqlx.Stmt
+	// citus says whether the key writes run as functions (keyWrite):
+	// 0 not known yet, 1 no, 2 yes.
+	citus atomic.Int32
+}
+
+// keyWrite returns the text that runs k on s's database: on a Citus
+// coordinator that has the key writes' functions, the call of k's; else
+// k's statement. The first call asks the database.
+func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
+	if s.citus.Load() == 0 {
+		var yes bool
+		err := s.db.GetContext(ctx, &yes, `SELECT to_regproc('claim') IS NOT NULL
+			AND EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`)
+		if err != nil {
+			return "", dbErr(err)
+		}
+		s.citus.Store(map[bool]int32{false: 1, true: 2}[yes])
+	}
+	if s.citus.Load() == 2 {
+		return k.citus, nil
+	}
+	return k.sql, nil
 }
 
 // prepared returns the statement of query prepared once per Store (and,
@@ -379,24 +402,6 @@ func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []
 		st = tx.StmtxContext(ctx, st)
 	}
 	return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
-}
-
-// inTx runs fn in a transaction when e is conditional, so that fn's error
-// rolls its statement back; otherwise fn's one statement commits on its own
-// (fn gets a nil tx).
-func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
-	if e == nil || !e.conditional {
-		return fn(nil)
-	}
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return dbErr(err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return dbErr(tx.Commit())
 }
 
 // New returns a Store on db; it prepares nothing when db is Pooled.

@@ -51,7 +51,7 @@ func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
 		t.Fatalf("the desk holds %d submissions, want 1", n)
 	}
 	metrics := testenv.Get(t, p2.URL+"/metrics")
-	for _, want := range []string{`demo_api_outbox_status_lookups_total{answer="accepted"} 1`, `demo_api_outbox_provider_calls_total{call="status"} 1`} {
+	for _, want := range []string{`demo_api_outbox_status_lookups_total{answer="accepted"} 1`, `demo_api_outbox_provider_calls_total{call="submit_status"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("the restarted dispatcher's metrics lack %q", want)
 		}

@@ -163,7 +163,7 @@ func (b *bench) drain(ctx context.Context, db, deskDB *sqlx.DB, srv, desk *serve
 	if err != nil {
 		return err
 	}
-	d.submitCalls, d.statusCalls = calls["submit"], calls["status"]
+	d.submitCalls, d.statusCalls = calls["submit"], calls["submit_status"]
 	b.rep.drain = &d
 	return nil
 }

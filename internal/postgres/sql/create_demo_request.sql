@@ -9,7 +9,9 @@
 -- where its WHERE holds, rechecked under the row's lock, so of two racing
 -- takeovers one wins. prev is the row as the statement's snapshot saw it: a
 -- row committed after the snapshot is not there, and the Runner runs the
--- statement again.
+-- statement again. It is MATERIALIZED so that it is read before the write
+-- on Citus too, which runs a CTE's INSERT as a statement of its own, ahead
+-- of the rest: inlined, prev would be read after it, and see its row.
 --
 -- Parameters: $1 now (the test clock; NULL for the database clock); the scope:
 -- $2 actor_id, $3 operation, $4 idem_key; $5 fingerprint; $6 claim_token; the
@@ -18,7 +20,7 @@
 -- $16 created_at.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
-), prev AS (
+), prev AS MATERIALIZED (
     SELECT fingerprint, state, lease_until, status_code, response_body,
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys

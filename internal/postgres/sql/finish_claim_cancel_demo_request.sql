@@ -45,13 +45,16 @@ effect AS (
     -- A delivery neither withdrawn nor refused (failed) may be at the desk:
     -- queue a keyed cancel, due now (the desk keeps a cancel that comes before
     -- its submission). seq numbers the request's cancels: one reopened and
-    -- cancelled again gets a second. Two cancels of a request wait for each
-    -- other on its row (effect); one whose statement began before the other
-    -- committed, applied after a reopen, takes the same seq and fails on the
-    -- primary key: its key is released, and its retry counts again.
-    INSERT INTO outbox (request_id, actor_id, kind, seq, next_attempt_at, created_at, updated_at)
+    -- cancelled again gets a second; position places it after the request's
+    -- other events. Two transitions of a request wait for each other on its
+    -- row (effect); one whose statement began before the other committed,
+    -- applied after it, takes the same seq or position and fails on a unique
+    -- key: nothing of it commits, and it is decided again
+    -- (idempotency.ErrEffectNotApplied).
+    INSERT INTO outbox (request_id, actor_id, kind, seq, position, next_attempt_at, created_at, updated_at)
     SELECT s.request_id, s.actor_id, 'cancel',
         1 + coalesce((SELECT max(c.seq) FROM outbox c WHERE c.request_id = s.request_id AND c.actor_id = $6 AND c.kind = 'cancel'), 0),
+        1 + (SELECT max(e.position) FROM outbox e WHERE e.request_id = s.request_id AND e.actor_id = $6),
         clock.now, clock.now, clock.now
     FROM effect JOIN outbox s ON s.request_id = effect.id AND s.actor_id = $6 AND s.kind = 'submit', clock
     WHERE s.state NOT IN ('failed', 'withdrawn') AND NOT EXISTS (SELECT 1 FROM stopped WHERE state = 'withdrawn')

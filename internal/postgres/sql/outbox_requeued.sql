@@ -8,4 +8,4 @@ WITH clock AS (
 UPDATE outbox o SET state = 'pending', attempts = 0, next_attempt_at = clock.now, lease_token = NULL,
     last_error = 'reconciled, the review desk never accepted it, so it is queued again', updated_at = clock.now
 FROM clock
-WHERE o.request_id = $2::uuid AND o.kind = $3::outbox_kind AND o.seq = $4::integer AND o.state = 'unknown'
+WHERE o.request_id = $2::uuid AND o.kind = $3 AND o.seq = $4::integer AND o.state = 'unknown'

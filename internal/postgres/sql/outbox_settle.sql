@@ -12,7 +12,7 @@ WITH clock AS (
 ), async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true)
 ), mark AS (
-    SELECT * FROM unnest($2::uuid[], $3::outbox_kind[], $4::integer[], $5::delivery_state[], $6::text[], $7::text[], $8::bigint[], $9::uuid[])
+    SELECT * FROM unnest($2::uuid[], $3::text[], $4::integer[], $5::delivery_state[], $6::text[], $7::text[], $8::bigint[], $9::uuid[])
         AS m(request_id, kind, seq, state, reference, error, retry_us, lease_token)
 )
 UPDATE outbox o SET state = mark.state, provider_reference = nullif(mark.reference, ''),

@@ -1,10 +1,13 @@
 -- outbox_take_due.sql: take up to a batch of due deliveries, oldest due first,
 -- skipping rows another dispatcher holds locked, and lease them to the
 -- caller's token: a taken row is due again when the lease passes (its
--- dispatcher died). Each row, a submission or a cancel (kind), the seq-th of
--- its kind, comes with its request's actor (the desk's calls are made for
--- it), topic, note, and whether it is cancelled (never submitted then). Rows
--- of busy actors, at their limit with the desk (delivery's PerActor), wait.
+-- dispatcher died). Each row, an event of its request (kind: a submission,
+-- a cancel, or a service's own), the seq-th of its kind, comes with its
+-- request's actor (the desk's calls are made for it), topic, note, and
+-- whether it is cancelled (never submitted then). A request's events go in
+-- the order they were queued (position): one waits while an earlier one is
+-- pending. Rows of busy actors, at their limit with the desk (delivery's
+-- PerActor), wait.
 --
 -- Parameters: $1 now (NULL: the database clock), $2 busy (text[], may be
 -- empty), $3 batch, $4 lease_token, $5 lease_us (the lease, in microseconds).
@@ -15,6 +18,9 @@ WITH clock AS (
     FROM clock, outbox o JOIN demo_requests r ON r.id = o.request_id AND r.actor_id = o.actor_id
     WHERE o.next_attempt_at <= clock.now -- pending, by the table's CHECK
       AND r.actor_id <> ALL ($2::text[])
+      AND NOT EXISTS (SELECT 1 FROM outbox e
+                      WHERE e.request_id = o.request_id AND e.actor_id = o.actor_id
+                        AND e.position < o.position AND e.state = 'pending')
     ORDER BY o.next_attempt_at
     LIMIT $3::integer
     FOR UPDATE OF o SKIP LOCKED
