@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/api/client"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // script is a loopback server that answers each attempt with the next of
@@ -197,7 +197,7 @@ func TestTheBudgetsTailIsNoBurst(t *testing.T) {
 		t.Fatalf("got %v, want outcome unknown", err)
 	}
 	srv.Close()
-	testkit.CheckRetrySchedule(t, arrived, start, start.Add(5*time.Second))
+	testenv.CheckRetrySchedule(t, arrived, start, start.Add(5*time.Second))
 }
 
 func TestNewIntentMakesANewKey(t *testing.T) {

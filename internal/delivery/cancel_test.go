@@ -10,7 +10,7 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // cancel cancels alice's request id under key, as the cancel does: the key
@@ -76,11 +76,11 @@ func TestACancelAfterDeliveryReachesTheDeskOnce(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name    string
-		faults  testkit.DeskFaults
+		faults  testenv.DeskFaults
 		lookups map[string]int // the cancel_status answers
 	}{
-		{"answered", testkit.DeskFaults{}, nil},
-		{"answer dropped", testkit.DeskFaults{DropResponses: 1}, map[string]int{"accepted": 1}},
+		{"answered", testenv.DeskFaults{}, nil},
+		{"answer dropped", testenv.DeskFaults{DropResponses: 1}, map[string]int{"accepted": 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -120,10 +120,10 @@ func TestACancelWhileTheDispatcherHoldsTheDelivery(t *testing.T) {
 	e := newEnv(t)
 	ids := e.accept(t, 1)
 	d, c := e.dispatcher(8)
-	e.desk.Faults(t, testkit.DeskFaults{HoldAnswer: "5s"}) // accepted, answered 5 s later: time for the cancel on a busy host
+	e.desk.Faults(t, testenv.DeskFaults{HoldAnswer: "5s"}) // accepted, answered 5 s later: time for the cancel on a busy host
 	done := make(chan error, 1)
 	go func() { _, err := d.Once(context.Background()); done <- err }()
-	if !testkit.Eventually(5*time.Second, func() bool { return e.desk.Submissions(t) == 1 }) {
+	if !testenv.Eventually(5*time.Second, func() bool { return e.desk.Submissions(t) == 1 }) {
 		t.Fatal("the dispatcher did not reach the desk")
 	}
 	e.cancel(t, ids[0], "c-1") // while the desk holds its answer
@@ -133,7 +133,7 @@ func TestACancelWhileTheDispatcherHoldsTheDelivery(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	e.desk.Faults(t, testkit.DeskFaults{})
+	e.desk.Faults(t, testenv.DeskFaults{})
 	e.drain(t, d)
 	st := e.status(t, ids[0])
 	if st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Submitted {
@@ -156,12 +156,12 @@ func TestACancelAfterAFailedAttemptIsNeverSubmitted(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name        string
-		faults      testkit.DeskFaults
+		faults      testenv.DeskFaults
 		state       string // the delivery in the end
 		submissions int    // at the desk
 	}{
-		{"the desk was down", testkit.DeskFaults{Down: true, Only: []string{"submissions"}}, delivery.Withdrawn, 0},
-		{"the answer was lost", testkit.DeskFaults{DropResponses: 1, Only: []string{"submissions"}}, delivery.Submitted, 1},
+		{"the desk was down", testenv.DeskFaults{Down: true, Only: []string{"submissions"}}, delivery.Withdrawn, 0},
+		{"the answer was lost", testenv.DeskFaults{DropResponses: 1, Only: []string{"submissions"}}, delivery.Submitted, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -179,7 +179,7 @@ func TestACancelAfterAFailedAttemptIsNeverSubmitted(t *testing.T) {
 			if st := e.status(t, ids[0]); st.NextAttemptAt == nil || st.NextAttemptAt.After(e.clock.Now()) {
 				t.Fatalf("delivery after the cancel = %+v, want due at once, so the desk is asked now", st)
 			}
-			e.desk.Faults(t, testkit.DeskFaults{})
+			e.desk.Faults(t, testenv.DeskFaults{})
 			e.drain(t, d)
 			st := e.status(t, ids[0])
 			if st.State != tt.state || e.desk.Submissions(t) != tt.submissions {
@@ -209,13 +209,13 @@ func TestReconcileSettlesACancelThatEndedUnknown(t *testing.T) {
 	d, c := e.dispatcher(2)
 	e.drain(t, d)
 	e.cancel(t, ids[0], "c-1")
-	e.desk.Faults(t, testkit.DeskFaults{Down: true, Only: []string{"cancels"}})
+	e.desk.Faults(t, testenv.DeskFaults{Down: true, Only: []string{"cancels"}})
 	e.drain(t, d)
 	st := e.status(t, ids[0])
 	if st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Unknown {
 		t.Fatalf("delivery with the desk taking no cancel = %+v (cancel %+v), want submitted, its cancel unknown", st, st.Cancel)
 	}
-	e.desk.Faults(t, testkit.DeskFaults{})
+	e.desk.Faults(t, testenv.DeskFaults{})
 	if st, err := d.Reconcile(context.Background(), "alice", ids[0]); err != nil || st.Cancel == nil || st.Cancel.State != delivery.Pending {
 		t.Fatalf("reconcile = %+v (cancel %+v), %v; want the cancel queued again", st, st.Cancel, err)
 	}

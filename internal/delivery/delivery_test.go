@@ -19,7 +19,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -30,13 +30,13 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type env struct {
 	db    *sqlx.DB
 	store *postgres.Store
-	clock *testkit.Clock
-	desk  *testkit.DeskDouble
+	clock *testenv.Clock
+	desk  *testenv.DeskDouble
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{db: pgtest.NewDB(t), clock: testkit.NewClock(), desk: testkit.StartDeskDouble(t)}
+	e := &env{db: pgtest.NewDB(t), clock: testenv.NewClock(), desk: testenv.StartDeskDouble(t)}
 	e.store = postgres.New(e.db)
 	e.store.Clock = e.clock.Now
 	return e
@@ -91,7 +91,7 @@ func (e *env) drain(t *testing.T, d *delivery.Dispatcher) {
 }
 
 func (e *env) count(t *testing.T, q string, args ...any) int {
-	return testkit.Count(t, e.db, q, args...)
+	return testenv.Count(t, e.db, q, args...)
 }
 
 func (e *env) status(t *testing.T, id string) delivery.Status {
@@ -164,7 +164,7 @@ func TestLostAnswerIsLookedUpNotResent(t *testing.T) {
 	e := newEnv(t)
 	ids := e.accept(t, 1)
 	d, c := e.dispatcher(8)
-	e.desk.Faults(t, testkit.DeskFaults{DropResponses: 1})
+	e.desk.Faults(t, testenv.DeskFaults{DropResponses: 1})
 	if _, err := d.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestBacklogGrowsWhileTheDeskIsDownAndDrains(t *testing.T) {
 	e := newEnv(t)
 	e.accept(t, 20)
 	d, c := e.dispatcher(8)
-	e.desk.Faults(t, testkit.DeskFaults{Down: true})
+	e.desk.Faults(t, testenv.DeskFaults{Down: true})
 	for range 3 {
 		if _, err := d.Once(context.Background()); err != nil {
 			t.Fatal(err)
@@ -201,7 +201,7 @@ func TestBacklogGrowsWhileTheDeskIsDownAndDrains(t *testing.T) {
 	if err != nil || n != 50 || oldest < 2*time.Minute {
 		t.Fatalf("backlog while down = %d, oldest due %v, %v; want 50, due for minutes", n, oldest, err)
 	}
-	e.desk.Faults(t, testkit.DeskFaults{})
+	e.desk.Faults(t, testenv.DeskFaults{})
 	c.submits = 0
 	e.drain(t, d)
 	if got := e.desk.Submissions(t); got != 50 {
@@ -231,7 +231,7 @@ func TestRacingDispatchersSendEachRowOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { one.Run(ctx) })
 	wg.Go(func() { two.Run(ctx) })
-	ok := testkit.Eventually(30*time.Second, func() bool {
+	ok := testenv.Eventually(30*time.Second, func() bool {
 		return e.count(t, `SELECT count(*) FROM outbox WHERE state = 'submitted'`) == rows
 	})
 	cancel()
@@ -292,7 +292,7 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		e := newEnv(t)
 		ids := e.accept(t, 1)
 		d, c := e.dispatcher(3)
-		e.desk.Faults(t, testkit.DeskFaults{Refuse: true})
+		e.desk.Faults(t, testenv.DeskFaults{Refuse: true})
 		e.drain(t, d)
 		if st := e.status(t, ids[0]); st.State != delivery.Failed || st.Attempts != 1 || st.LastError == nil {
 			t.Fatalf("delivery = %+v, want failed after one attempt, with the refusal", st)
@@ -307,11 +307,11 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		ids := e.accept(t, 1)
 		d, c := e.dispatcher(3)
 		// The first answer is lost; the desk then fails every lookup.
-		e.desk.Faults(t, testkit.DeskFaults{DropResponses: 1})
+		e.desk.Faults(t, testenv.DeskFaults{DropResponses: 1})
 		if _, err := d.Once(ctx); err != nil {
 			t.Fatal(err)
 		}
-		e.desk.Faults(t, testkit.DeskFaults{FailNext: 100})
+		e.desk.Faults(t, testenv.DeskFaults{FailNext: 100})
 		e.drain(t, d)
 		st := e.status(t, ids[0])
 		if st.State != delivery.Unknown || st.Attempts != 3 || st.NextAttemptAt != nil {
@@ -323,7 +323,7 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		if _, err := d.Reconcile(ctx, "alice", ids[0]); apperr.Code(err) != apperr.Unavailable {
 			t.Fatalf("reconcile while the desk fails: %v, want unavailable", err)
 		}
-		e.desk.Faults(t, testkit.DeskFaults{})
+		e.desk.Faults(t, testenv.DeskFaults{})
 		for range 2 { // it is safe to repeat
 			st, err := d.Reconcile(ctx, "alice", ids[0])
 			if err != nil || st.State != delivery.Submitted || st.ProviderReference == nil {
@@ -339,12 +339,12 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		e := newEnv(t)
 		ids := e.accept(t, 1)
 		d, c := e.dispatcher(2)
-		e.desk.Faults(t, testkit.DeskFaults{Down: true})
+		e.desk.Faults(t, testenv.DeskFaults{Down: true})
 		e.drain(t, d)
 		if st := e.status(t, ids[0]); st.State != delivery.Unknown {
 			t.Fatalf("delivery = %+v, want unknown", st)
 		}
-		e.desk.Faults(t, testkit.DeskFaults{})
+		e.desk.Faults(t, testenv.DeskFaults{})
 		c.submits = 0
 		st, err := d.Reconcile(ctx, "alice", ids[0])
 		if err != nil || st.State != delivery.Pending || st.Attempts != 0 || c.submits != 0 {
@@ -373,11 +373,11 @@ func TestGiveUpAndReconcile(t *testing.T) {
 // longer each time, so a database gone for long is not asked, and logged,
 // dozens of times a second.
 func TestRunBacksOffWhileTheDatabaseIsGone(t *testing.T) {
-	testkit.Long(t, "fault: the database is gone")
+	testenv.Long(t, "fault: the database is gone")
 	t.Parallel()
 	e := newEnv(t)
 	e.db.Close() // every take now fails
-	var logs testkit.Buffer
+	var logs testenv.Buffer
 	d := &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
@@ -403,7 +403,7 @@ func TestASlowCallHoldsOnlyItsOwnDelivery(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.store.Clock = nil // the database clock: the dispatcher runs for real
-			e.desk.Faults(t, testkit.DeskFaults{HoldAnswer: "30s", Account: "mallory"})
+			e.desk.Faults(t, testenv.DeskFaults{HoldAnswer: "30s", Account: "mallory"})
 			// The defaults, but for a call deadline past the hold.
 			d := &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 				CallTimeout: time.Minute}
@@ -415,7 +415,7 @@ func TestASlowCallHoldsOnlyItsOwnDelivery(t *testing.T) {
 			wg.Go(func() { d.Run(ctx) })
 			defer func() { cancel(); wg.Wait() }()
 			const within = 10 * time.Second // a third of the hold
-			if !testkit.Eventually(within, func() bool { return e.status(t, alices[0]).State == delivery.Submitted }) {
+			if !testenv.Eventually(within, func() bool { return e.status(t, alices[0]).State == delivery.Submitted }) {
 				t.Fatalf("alice's request is %s %v after the dispatcher started, while mallory's calls are held",
 					e.status(t, alices[0]).State, time.Since(start).Round(time.Millisecond))
 			}
@@ -451,7 +451,7 @@ func (s *emptyTakes) TakeDue(ctx context.Context, token string, n int, lease tim
 // waits for the actor to free a place or for a pause, instead of reading
 // them again at each freed place: at most one such take per pause.
 func TestAnActorAtItsShareIsReadOncePerPause(t *testing.T) {
-	testkit.Long(t, "drains 1,000 rows")
+	testenv.Long(t, "drains 1,000 rows")
 	t.Parallel()
 	e := newEnv(t)
 	e.store.Clock = nil // the database clock: the dispatcher runs for real
@@ -464,7 +464,7 @@ func TestAnActorAtItsShareIsReadOncePerPause(t *testing.T) {
 	done := make(chan struct{})
 	start := time.Now()
 	go func() { d.Run(ctx); close(done) }()
-	ok := testkit.Eventually(60*time.Second, func() bool {
+	ok := testenv.Eventually(60*time.Second, func() bool {
 		return e.count(t, `SELECT count(*) FROM outbox WHERE state = 'submitted'`) == rows
 	})
 	took := time.Since(start)

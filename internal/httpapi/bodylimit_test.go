@@ -12,7 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/httpapi"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestDeclaredOversizeAnsweredAtOnce: a request that declares a body over
@@ -22,7 +22,7 @@ import (
 // sends an answer on a connection it keeps.
 func TestDeclaredOversizeAnsweredAtOnce(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t)
+	e := testenv.New(t)
 	u, _ := url.Parse(e.Srv.URL)
 	for _, declared := range []int{httpapi.MaxBodyBytes + 1, 128 << 10, 256<<10 - 1, httpapi.MaxBodyBytes * 16} {
 		conn, err := net.Dial("tcp", u.Host)
@@ -31,7 +31,7 @@ func TestDeclaredOversizeAnsweredAtOnce(t *testing.T) {
 		}
 		defer conn.Close()
 		fmt.Fprintf(conn, "POST /v1/demo-requests HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
-			"Idempotency-Key: key-big\r\nContent-Length: %d\r\n\r\n{", u.Host, apitest.TokenAlice, declared)
+			"Idempotency-Key: key-big\r\nContent-Length: %d\r\n\r\n{", u.Host, testenv.TokenAlice, declared)
 		// The server has no read timeout here: without the 413 at once, the
 		// answer would wait for a body that never comes.
 		conn.SetReadDeadline(time.Now().Add(10 * time.Second))

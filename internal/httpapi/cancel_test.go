@@ -9,46 +9,46 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestCancel is the second operation: idempotent on a state change. The
 // first cancel with a key answers 200 and its retries replay that answer; a
 // new key on a cancelled request gets a stored refusal.
 func TestCancel(t *testing.T) {
-	apitest.ForEachPath(t, testCancel)
+	testenv.ForEachPath(t, testCancel)
 }
 
 func testCancel(t *testing.T, path idempotency.Path) {
-	e := apitest.New(t, apitest.WithPath(path))
+	e := testenv.New(t, testenv.WithPath(path))
 	id := e.Create("key-c0", body1).Request(t).ID
-	cancel := func(token, key, id string) apitest.Reply {
-		return e.Must(apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: token, Keys: []string{key}})
+	cancel := func(token, key, id string) testenv.Reply {
+		return e.Must(testenv.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: token, Keys: []string{key}})
 	}
 
-	first := cancel(apitest.TokenAlice, "key-c1", id)
+	first := cancel(testenv.TokenAlice, "key-c1", id)
 	if first.Status != http.StatusOK || first.Request(t).State != "cancelled" || first.Request(t).CancelledAt == nil {
 		t.Fatalf("first cancel: %d %s", first.Status, first.Body)
 	}
-	if again := cancel(apitest.TokenAlice, "key-c1", id); again.Status != http.StatusOK || !bytes.Equal(again.Body, first.Body) ||
+	if again := cancel(testenv.TokenAlice, "key-c1", id); again.Status != http.StatusOK || !bytes.Equal(again.Body, first.Body) ||
 		again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry of the cancel: %d %v %s, want the replay", again.Status, again.Header, again.Body)
 	}
-	refused := cancel(apitest.TokenAlice, "key-c2", id)
+	refused := cancel(testenv.TokenAlice, "key-c2", id)
 	if refused.Status != http.StatusUnprocessableEntity || refused.Problem(t) != apperr.NotCancellable {
 		t.Fatalf("cancel of a cancelled request with a new key: %d %s", refused.Status, refused.Body)
 	}
-	if again := cancel(apitest.TokenAlice, "key-c2", id); !bytes.Equal(again.Body, refused.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+	if again := cancel(testenv.TokenAlice, "key-c2", id); !bytes.Equal(again.Body, refused.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry of the refusal: %d %s, want its replay", again.Status, again.Body)
 	}
 	other := e.Create("key-c3", body1).Request(t).ID
-	if r := cancel(apitest.TokenAlice, "key-c1", other); r.Status != http.StatusUnprocessableEntity || r.Problem(t) != apperr.KeyPayloadMismatch {
+	if r := cancel(testenv.TokenAlice, "key-c1", other); r.Status != http.StatusUnprocessableEntity || r.Problem(t) != apperr.KeyPayloadMismatch {
 		t.Fatalf("a cancel key reused for another request: %d %s", r.Status, r.Body)
 	}
-	if r := cancel(apitest.TokenBob, "key-c4", other); r.Status != http.StatusNotFound || r.Problem(t) != apperr.NotFound {
+	if r := cancel(testenv.TokenBob, "key-c4", other); r.Status != http.StatusNotFound || r.Problem(t) != apperr.NotFound {
 		t.Fatalf("bob cancels alice's request: %d %s", r.Status, r.Body)
 	}
-	got := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + other, Token: apitest.TokenAlice}).Request(t)
+	got := e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + other, Token: testenv.TokenAlice}).Request(t)
 	if got.State != "accepted" {
 		t.Fatalf("the mismatched and the foreign cancel changed the request: %+v", got)
 	}
@@ -60,17 +60,17 @@ func testCancel(t *testing.T, path idempotency.Path) {
 // TestConcurrentCancels: cancels of one request under different keys race;
 // exactly one cancels it, the others get the stored refusal.
 func TestConcurrentCancels(t *testing.T) {
-	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
-		e := apitest.New(t, apitest.WithPath(path))
+	testenv.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
+		e := testenv.New(t, testenv.WithPath(path))
 		id := e.Create("key-cc", body1).Request(t).ID
 		const n = 8
-		replies := make([]apitest.Reply, n)
+		replies := make([]testenv.Reply, n)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				replies[i], _ = e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: apitest.TokenAlice,
+				replies[i], _ = e.Do(context.Background(), testenv.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: testenv.TokenAlice,
 					Keys: []string{"key-cancel-" + string(rune('a'+i))}})
 			})
 		}

@@ -12,18 +12,18 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 const body1 = `{"topic":"topic-billing","note":"note-call me"}`
 
 func TestCreateBranches(t *testing.T) {
-	apitest.ForEachPath(t, testCreateBranches)
+	testenv.ForEachPath(t, testCreateBranches)
 }
 
 func testCreateBranches(t *testing.T, path idempotency.Path) {
 	t.Run("first request claims: 201, Location, the request", func(t *testing.T) {
-		e := apitest.New(t, apitest.WithPath(path))
+		e := testenv.New(t, testenv.WithPath(path))
 		r := e.Create("key-first", body1)
 		if r.Status != http.StatusCreated {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
@@ -38,7 +38,7 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 		if r.Header.Get("Idempotent-Replayed") != "" {
 			t.Fatal("a first response says it is replayed")
 		}
-		got := e.Must(apitest.Req{Method: http.MethodGet, Path: r.Header.Get("Location"), Token: apitest.TokenAlice})
+		got := e.Must(testenv.Req{Method: http.MethodGet, Path: r.Header.Get("Location"), Token: testenv.TokenAlice})
 		read := got.Request(t)
 		if got.Status != http.StatusOK || read.Delivery != "pending" {
 			t.Fatalf("GET Location = %d %s, want the created request, its delivery pending", got.Status, got.Body)
@@ -49,9 +49,9 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 	})
 
 	t.Run("retry after completion replays byte for byte", func(t *testing.T) {
-		e := apitest.New(t, apitest.WithPath(path))
+		e := testenv.New(t, testenv.WithPath(path))
 		first := e.Create("key-replay", body1)
-		retries := []apitest.Reply{
+		retries := []testenv.Reply{
 			e.Create("key-replay", body1),
 			e.Create(`"key-replay"`, body1), // the structured-field form names the same key
 			e.Create("key-replay", "{\n  \"note\": \"note-call me\",\n  \"topic\": \"topic-billing\",\n  \"clientLabel\": \"retry 3\"\n}"),
@@ -72,7 +72,7 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 	})
 
 	t.Run("same key, different payload: 422 and nothing runs or changes", func(t *testing.T) {
-		e := apitest.New(t, apitest.WithPath(path))
+		e := testenv.New(t, testenv.WithPath(path))
 		first := e.Create("key-mismatch", body1)
 		r := e.Create("key-mismatch", `{"topic":"topic-other","note":"note-call me"}`)
 		if r.Status != http.StatusUnprocessableEntity || r.Problem(t) != apperr.KeyPayloadMismatch {
@@ -85,7 +85,7 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 	})
 
 	t.Run("a refusal after the claim is stored and replayed", func(t *testing.T) {
-		e := apitest.New(t, apitest.WithPath(path))
+		e := testenv.New(t, testenv.WithPath(path))
 		r := e.Create("key-refused", `{"topic":"blocked"}`)
 		if r.Status != http.StatusUnprocessableEntity || r.Problem(t) != apperr.TopicRefused {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
@@ -101,7 +101,7 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 	})
 
 	t.Run("a transient failure after the claim releases the key", func(t *testing.T) {
-		e := apitest.New(t, apitest.WithPath(path))
+		e := testenv.New(t, testenv.WithPath(path))
 		e.SetHook(func(context.Context, *http.Request) error { return errors.New("database went away") })
 		r := e.Create("key-transient", body1)
 		if r.Status != http.StatusInternalServerError || r.Problem(t) != apperr.Internal {
@@ -123,8 +123,8 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 	})
 
 	t.Run("workshop failure after the claim: 503 with Retry-After, then the retry runs", func(t *testing.T) {
-		e := apitest.New(t, apitest.WithPath(path), apitest.WithWorkshop())
-		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-ws-fail"}, Body: body1,
+		e := testenv.New(t, testenv.WithPath(path), testenv.WithWorkshop())
+		r := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-ws-fail"}, Body: body1,
 			Header: map[string]string{"Workshop-Fail": "after-claim"}})
 		if r.Status != http.StatusServiceUnavailable || r.Problem(t) != apperr.Unavailable || r.Header.Get("Retry-After") != "1" {
 			t.Fatalf("status %d %v: %s", r.Status, r.Header, r.Body)
@@ -135,8 +135,8 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 	})
 
 	t.Run("workshop headers are refused unless enabled", func(t *testing.T) {
-		e := apitest.New(t, apitest.WithPath(path))
-		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-ws"}, Body: body1,
+		e := testenv.New(t, testenv.WithPath(path))
+		r := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-ws"}, Body: body1,
 			Header: map[string]string{"Workshop-Delay": "1s"}})
 		if r.Status != http.StatusBadRequest || r.Problem(t) != apperr.WorkshopDisabled {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
@@ -151,49 +151,49 @@ func testCreateBranches(t *testing.T, path idempotency.Path) {
 // before the key is claimed, and stores nothing.
 func TestRejectedBeforeClaim(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t)
+	e := testenv.New(t)
 	big := `{"topic":"topic-x","note":"` + strings.Repeat("n", 70<<10) + `"}`
 	tests := []struct {
 		name   string
-		rq     apitest.Req
+		rq     testenv.Req
 		status int
 		code   string
 		detail string // a part of the problem's detail, if given
 	}{
-		{"no token", apitest.Req{Token: "", Keys: []string{"key-a"}, Body: body1}, 401, apperr.Unauthorized, ""},
-		{"unknown token", apitest.Req{Token: "tok-nobody", Keys: []string{"key-a"}, Body: body1}, 401, apperr.Unauthorized, ""},
-		{"no key", apitest.Req{Body: body1}, 400, apperr.KeyMissing, ""},
-		{"key twice", apitest.Req{Keys: []string{"key-a", "key-a"}, Body: body1}, 400, apperr.KeyInvalid, ""},
-		{"key too long", apitest.Req{Keys: []string{strings.Repeat("k", 256)}, Body: body1}, 400, apperr.KeyInvalid, ""},
-		{"key with a space", apitest.Req{Keys: []string{`"key a"`}, Body: body1}, 400, apperr.KeyInvalid, ""},
-		{"bad JSON", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"x" "note"}`}, 400, apperr.MalformedJSON, ""},
-		{"cut-off JSON", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":`}, 400, apperr.MalformedJSON, "ends before"},
-		{"NUL in a field", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"a\u0000b"}`}, 400, apperr.InvalidField, "NUL"},
-		{"invalid UTF-8", apitest.Req{Keys: []string{"key-a"}, Body: "{\"topic\":\"a\xffb\"}"}, 400, apperr.MalformedJSON, "UTF-8"},
-		{"a lone surrogate", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"a\ud800b"}`}, 400, apperr.InvalidField, "surrogate"},
-		{"a lone low surrogate", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"\udc00"}`}, 400, apperr.InvalidField, "surrogate"},
-		{"only zero-width characters", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"\u200b\u200d\ufeff"}`}, 400, apperr.InvalidField, "empty"},
-		{"another charset", apitest.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Content-Type": "application/json; charset=latin1"}}, 415, apperr.UnsupportedMediaType, "UTF-8"},
-		{"two JSON values", apitest.Req{Keys: []string{"key-a"}, Body: body1 + body1}, 400, apperr.MalformedJSON, ""},
-		{"not an object", apitest.Req{Keys: []string{"key-a"}, Body: `["topic"]`}, 400, apperr.MalformedJSON, ""},
-		{"unknown field", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","priority":1}`}, 400, apperr.UnknownField, ""},
-		{"field name in another case", apitest.Req{Keys: []string{"key-a"}, Body: `{"TOPIC":"topic-x"}`}, 400, apperr.UnknownField, ""},
-		{"field twice", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","topic":"topic-y"}`}, 400, apperr.InvalidField, ""},
-		{"null field", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","note":null}`}, 400, apperr.InvalidField, ""},
-		{"empty body", apitest.Req{Keys: []string{"key-a"}, Header: map[string]string{"Content-Type": "application/json"}}, 400, apperr.MalformedJSON, ""},
-		{"wrong type", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":42}`}, 400, apperr.InvalidField, ""},
-		{"empty topic", apitest.Req{Keys: []string{"key-a"}, Body: `{"topic":"  ","note":"note-x"}`}, 400, apperr.InvalidField, ""},
-		{"missing topic", apitest.Req{Keys: []string{"key-a"}, Body: `{"note":"note-x"}`}, 400, apperr.InvalidField, ""},
-		{"too large", apitest.Req{Keys: []string{"key-a"}, Body: big}, 413, apperr.BodyTooLarge, ""},
-		{"wrong content type", apitest.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Content-Type": "text/plain"}}, 415, apperr.UnsupportedMediaType, ""},
-		{"workshop header, workshop off", apitest.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Workshop-Fail": "after-claim"}}, 400, apperr.WorkshopDisabled, ""},
+		{"no token", testenv.Req{Token: "", Keys: []string{"key-a"}, Body: body1}, 401, apperr.Unauthorized, ""},
+		{"unknown token", testenv.Req{Token: "tok-nobody", Keys: []string{"key-a"}, Body: body1}, 401, apperr.Unauthorized, ""},
+		{"no key", testenv.Req{Body: body1}, 400, apperr.KeyMissing, ""},
+		{"key twice", testenv.Req{Keys: []string{"key-a", "key-a"}, Body: body1}, 400, apperr.KeyInvalid, ""},
+		{"key too long", testenv.Req{Keys: []string{strings.Repeat("k", 256)}, Body: body1}, 400, apperr.KeyInvalid, ""},
+		{"key with a space", testenv.Req{Keys: []string{`"key a"`}, Body: body1}, 400, apperr.KeyInvalid, ""},
+		{"bad JSON", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"x" "note"}`}, 400, apperr.MalformedJSON, ""},
+		{"cut-off JSON", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":`}, 400, apperr.MalformedJSON, "ends before"},
+		{"NUL in a field", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"a\u0000b"}`}, 400, apperr.InvalidField, "NUL"},
+		{"invalid UTF-8", testenv.Req{Keys: []string{"key-a"}, Body: "{\"topic\":\"a\xffb\"}"}, 400, apperr.MalformedJSON, "UTF-8"},
+		{"a lone surrogate", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"a\ud800b"}`}, 400, apperr.InvalidField, "surrogate"},
+		{"a lone low surrogate", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"\udc00"}`}, 400, apperr.InvalidField, "surrogate"},
+		{"only zero-width characters", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"\u200b\u200d\ufeff"}`}, 400, apperr.InvalidField, "empty"},
+		{"another charset", testenv.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Content-Type": "application/json; charset=latin1"}}, 415, apperr.UnsupportedMediaType, "UTF-8"},
+		{"two JSON values", testenv.Req{Keys: []string{"key-a"}, Body: body1 + body1}, 400, apperr.MalformedJSON, ""},
+		{"not an object", testenv.Req{Keys: []string{"key-a"}, Body: `["topic"]`}, 400, apperr.MalformedJSON, ""},
+		{"unknown field", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","priority":1}`}, 400, apperr.UnknownField, ""},
+		{"field name in another case", testenv.Req{Keys: []string{"key-a"}, Body: `{"TOPIC":"topic-x"}`}, 400, apperr.UnknownField, ""},
+		{"field twice", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","topic":"topic-y"}`}, 400, apperr.InvalidField, ""},
+		{"null field", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"topic-x","note":null}`}, 400, apperr.InvalidField, ""},
+		{"empty body", testenv.Req{Keys: []string{"key-a"}, Header: map[string]string{"Content-Type": "application/json"}}, 400, apperr.MalformedJSON, ""},
+		{"wrong type", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":42}`}, 400, apperr.InvalidField, ""},
+		{"empty topic", testenv.Req{Keys: []string{"key-a"}, Body: `{"topic":"  ","note":"note-x"}`}, 400, apperr.InvalidField, ""},
+		{"missing topic", testenv.Req{Keys: []string{"key-a"}, Body: `{"note":"note-x"}`}, 400, apperr.InvalidField, ""},
+		{"too large", testenv.Req{Keys: []string{"key-a"}, Body: big}, 413, apperr.BodyTooLarge, ""},
+		{"wrong content type", testenv.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Content-Type": "text/plain"}}, 415, apperr.UnsupportedMediaType, ""},
+		{"workshop header, workshop off", testenv.Req{Keys: []string{"key-a"}, Body: body1, Header: map[string]string{"Workshop-Fail": "after-claim"}}, 400, apperr.WorkshopDisabled, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rq := tt.rq
 			rq.Path = "/v1/demo-requests"
 			if tt.code != apperr.Unauthorized {
-				rq.Token = apitest.TokenAlice
+				rq.Token = testenv.TokenAlice
 			}
 			r := e.Must(rq)
 			if r.Status != tt.status || r.Problem(t) != tt.code || !strings.Contains(string(r.Body), tt.detail) {
@@ -214,9 +214,9 @@ func TestRejectedBeforeClaim(t *testing.T) {
 
 func TestActorsAreScoped(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t)
+	e := testenv.New(t)
 	alice := e.Create("key-shared", body1).Request(t)
-	bobReply := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenBob, Keys: []string{"key-shared"}, Body: `{"topic":"topic-other"}`})
+	bobReply := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenBob, Keys: []string{"key-shared"}, Body: `{"topic":"topic-other"}`})
 	if bobReply.Status != http.StatusCreated || bobReply.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("bob's first use of a key alice used: %d %s", bobReply.Status, bobReply.Body)
 	}
@@ -226,7 +226,7 @@ func TestActorsAreScoped(t *testing.T) {
 	}
 	for _, path := range []string{"/v1/demo-requests/" + alice.ID, "/v1/demo-requests/not-a-uuid", "/v1/demo-requests/urn:uuid:" + alice.ID,
 		"/v1/demo-requests/6c3d6e3e-2b52-4f79-9a4c-0f0d3c3f7a10"} {
-		r := e.Must(apitest.Req{Method: http.MethodGet, Path: path, Token: apitest.TokenBob})
+		r := e.Must(testenv.Req{Method: http.MethodGet, Path: path, Token: testenv.TokenBob})
 		if r.Status != http.StatusNotFound || r.Problem(t) != apperr.NotFound {
 			t.Fatalf("bob GET %s: %d %s", path, r.Status, r.Body)
 		}
@@ -235,15 +235,15 @@ func TestActorsAreScoped(t *testing.T) {
 
 func TestOutcomeRoute(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t)
-	get := func(token, key, query string) apitest.Reply {
-		return e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/" + key + query, Token: token})
+	e := testenv.New(t)
+	get := func(token, key, query string) testenv.Reply {
+		return e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/" + key + query, Token: token})
 	}
-	if r := get(apitest.TokenAlice, "key-never", ""); r.Status != http.StatusNotFound || r.Problem(t) != apperr.NotFound {
+	if r := get(testenv.TokenAlice, "key-never", ""); r.Status != http.StatusNotFound || r.Problem(t) != apperr.NotFound {
 		t.Fatalf("unknown key: %d %s", r.Status, r.Body)
 	}
 	dr := e.Create("key-outcome", body1).Request(t)
-	r := get(apitest.TokenAlice, "key-outcome", "?operation=demo-requests.create")
+	r := get(testenv.TokenAlice, "key-outcome", "?operation=demo-requests.create")
 	if r.Status != http.StatusOK {
 		t.Fatalf("completed key: %d %s", r.Status, r.Body)
 	}
@@ -252,15 +252,15 @@ func TestOutcomeRoute(t *testing.T) {
 			t.Fatalf("outcome %s lacks %s", r.Body, want)
 		}
 	}
-	if r := get(apitest.TokenBob, "key-outcome", ""); r.Status != http.StatusNotFound {
+	if r := get(testenv.TokenBob, "key-outcome", ""); r.Status != http.StatusNotFound {
 		t.Fatalf("bob sees alice's key: %d %s", r.Status, r.Body)
 	}
 	// A key with a percent sign, percent-encoded in the path, is found once decoded.
 	e.Create("key-100%41", body1)
-	if r := get(apitest.TokenAlice, "key-100%2541", ""); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"key":"key-100%41"`) {
+	if r := get(testenv.TokenAlice, "key-100%2541", ""); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"key":"key-100%41"`) {
 		t.Fatalf("key with a percent sign: %d %s", r.Status, r.Body)
 	}
-	if r := get(apitest.TokenAlice, "key-outcome", "?operation=nope"); r.Status != http.StatusBadRequest || r.Problem(t) != apperr.InvalidQuery {
+	if r := get(testenv.TokenAlice, "key-outcome", "?operation=nope"); r.Status != http.StatusBadRequest || r.Problem(t) != apperr.InvalidQuery {
 		t.Fatalf("unknown operation: %d %s", r.Status, r.Body)
 	}
 	if n := e.Works.Load(); n != 2 {
@@ -276,21 +276,21 @@ func TestOutcomeRoute(t *testing.T) {
 // the one-phase path a duplicate waits on the unique index for the first
 // commit and then replays, so nearly none gets a 409.
 func TestConcurrentSameKey(t *testing.T) {
-	apitest.ForEachPath(t, testConcurrentSameKey)
+	testenv.ForEachPath(t, testConcurrentSameKey)
 }
 
 func testConcurrentSameKey(t *testing.T, path idempotency.Path) {
 	for _, n := range []int{2, 50} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
-			e := apitest.New(t, apitest.WithPath(path))
+			e := testenv.New(t, testenv.WithPath(path))
 			start := make(chan struct{})
-			replies := make([]apitest.Reply, n)
+			replies := make([]testenv.Reply, n)
 			errs := make([]error, n)
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Go(func() {
 					<-start
-					replies[i], errs[i] = e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-storm"}, Body: body1})
+					replies[i], errs[i] = e.Do(context.Background(), testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-storm"}, Body: body1})
 				})
 			}
 			close(start)

@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/internal/delivery"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestDeliveryRoutes: the delivery of a create is pending until a
@@ -18,14 +17,14 @@ import (
 // submission throughout; the create's replay is unchanged by all this.
 func TestDeliveryRoutes(t *testing.T) {
 	t.Parallel()
-	desk := testkit.StartDeskDouble(t)
-	e := apitest.New(t, apitest.WithDesk(desk.URL))
+	desk := testenv.StartDeskDouble(t)
+	e := testenv.New(t, testenv.WithDesk(desk.URL))
 	created := e.Create("key-d1", body1)
 	id := created.Request(t).ID
 	route := "/v1/demo-requests/" + id + "/delivery"
-	get := func(token string) (apitest.Reply, delivery.Status) {
+	get := func(token string) (testenv.Reply, delivery.Status) {
 		t.Helper()
-		r := e.Must(apitest.Req{Method: http.MethodGet, Path: route, Token: token})
+		r := e.Must(testenv.Req{Method: http.MethodGet, Path: route, Token: token})
 		var st delivery.Status
 		if r.Status == http.StatusOK {
 			if err := json.Unmarshal(r.Body, &st); err != nil {
@@ -35,17 +34,17 @@ func TestDeliveryRoutes(t *testing.T) {
 		return r, st
 	}
 
-	if r, st := get(apitest.TokenAlice); r.Status != http.StatusOK || st.State != delivery.Pending || st.Attempts != 0 ||
+	if r, st := get(testenv.TokenAlice); r.Status != http.StatusOK || st.State != delivery.Pending || st.Attempts != 0 ||
 		st.ProviderKey != "demo-request:"+id || st.NextAttemptAt == nil {
 		t.Fatalf("GET delivery before any dispatch: %d %s", r.Status, r.Body)
 	}
-	if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: apitest.TokenAlice}); !strings.Contains(string(r.Body), `"delivery":"pending"`) {
+	if r := e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: testenv.TokenAlice}); !strings.Contains(string(r.Body), `"delivery":"pending"`) {
 		t.Fatalf("GET demo request: %s, want its delivery pending", r.Body)
 	}
-	for _, rq := range []apitest.Req{
-		{Method: http.MethodGet, Path: route, Token: apitest.TokenBob},
-		{Method: http.MethodPost, Path: route + "/reconcile", Token: apitest.TokenBob},
-		{Method: http.MethodGet, Path: "/v1/demo-requests/not-a-uuid/delivery", Token: apitest.TokenAlice},
+	for _, rq := range []testenv.Req{
+		{Method: http.MethodGet, Path: route, Token: testenv.TokenBob},
+		{Method: http.MethodPost, Path: route + "/reconcile", Token: testenv.TokenBob},
+		{Method: http.MethodGet, Path: "/v1/demo-requests/not-a-uuid/delivery", Token: testenv.TokenAlice},
 	} {
 		if r := e.Must(rq); r.Status != http.StatusNotFound || r.Problem(t) != "not_found" {
 			t.Fatalf("%s %s as another actor or for no request: %d %s, want 404", rq.Method, rq.Path, r.Status, r.Body)
@@ -54,12 +53,12 @@ func TestDeliveryRoutes(t *testing.T) {
 
 	// The desk accepts and loses its answer, then fails every call: the
 	// two attempts run out and the delivery is unknown.
-	for _, f := range []testkit.DeskFaults{{DropResponses: 1}, {FailNext: 10}} {
+	for _, f := range []testenv.DeskFaults{{DropResponses: 1}, {FailNext: 10}} {
 		desk.Faults(t, f)
 		if _, err := e.Dispatcher.Once(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if r, st := get(apitest.TokenAlice); st.State == delivery.Pending && st.Attempts == 1 {
+		if r, st := get(testenv.TokenAlice); st.State == delivery.Pending && st.Attempts == 1 {
 			if _, err := e.DB.Exec(`UPDATE outbox SET next_attempt_at = now()`); err != nil { // due now, not after the backoff
 				t.Fatal(err)
 			}
@@ -67,16 +66,16 @@ func TestDeliveryRoutes(t *testing.T) {
 			t.Fatalf("GET delivery: %s", r.Body)
 		}
 	}
-	if r, st := get(apitest.TokenAlice); st.State != delivery.Unknown || st.Attempts != 2 || st.LastError == nil {
+	if r, st := get(testenv.TokenAlice); st.State != delivery.Unknown || st.Attempts != 2 || st.LastError == nil {
 		t.Fatalf("GET delivery after the attempts ran out: %s, want unknown", r.Body)
 	}
-	if r := e.Must(apitest.Req{Method: http.MethodPost, Path: route + "/reconcile", Token: apitest.TokenAlice}); r.Status != http.StatusServiceUnavailable ||
+	if r := e.Must(testenv.Req{Method: http.MethodPost, Path: route + "/reconcile", Token: testenv.TokenAlice}); r.Status != http.StatusServiceUnavailable ||
 		r.Problem(t) != "unavailable" || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("reconcile while the desk fails: %d %s, want 503 with Retry-After", r.Status, r.Body)
 	}
-	desk.Faults(t, testkit.DeskFaults{})
+	desk.Faults(t, testenv.DeskFaults{})
 	for range 2 {
-		r := e.Must(apitest.Req{Method: http.MethodPost, Path: route + "/reconcile", Token: apitest.TokenAlice})
+		r := e.Must(testenv.Req{Method: http.MethodPost, Path: route + "/reconcile", Token: testenv.TokenAlice})
 		var st delivery.Status
 		json.Unmarshal(r.Body, &st)
 		if r.Status != http.StatusOK || st.State != delivery.Submitted || st.ProviderReference == nil {
@@ -89,7 +88,7 @@ func TestDeliveryRoutes(t *testing.T) {
 	if again := e.Create("key-d1", body1); again.Status != created.Status || string(again.Body) != string(created.Body) {
 		t.Fatalf("the replay changed: %d %s, want %d %s", again.Status, again.Body, created.Status, created.Body)
 	}
-	metrics := string(e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
+	metrics := string(e.Must(testenv.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
 	for _, want := range []string{
 		"demo_api_outbox_backlog 0",
 		`demo_api_outbox_marks_total{state="unknown"} 1`,
@@ -106,12 +105,12 @@ func TestDeliveryRoutes(t *testing.T) {
 // TestReconcileWithoutADesk: a server with no desk configured says so.
 func TestReconcileWithoutADesk(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t)
+	e := testenv.New(t)
 	id := e.Create("key-d2", body1).Request(t).ID
 	if _, err := e.DB.Exec(`UPDATE outbox SET state = 'unknown', next_attempt_at = NULL`); err != nil {
 		t.Fatal(err)
 	}
-	r := e.Must(apitest.Req{Method: http.MethodPost, Path: "/v1/demo-requests/" + id + "/delivery/reconcile", Token: apitest.TokenAlice})
+	r := e.Must(testenv.Req{Method: http.MethodPost, Path: "/v1/demo-requests/" + id + "/delivery/reconcile", Token: testenv.TokenAlice})
 	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "PROVIDER_URL") {
 		t.Fatalf("reconcile without a desk: %d %s, want 503 naming PROVIDER_URL", r.Status, r.Body)
 	}
@@ -123,21 +122,21 @@ func TestReconcileWithoutADesk(t *testing.T) {
 // then submitted. The cancel's replay is the same 200 either way.
 func TestDeliveryRouteShowsTheCancel(t *testing.T) {
 	t.Parallel()
-	desk := testkit.StartDeskDouble(t)
-	e := apitest.New(t, apitest.WithDesk(desk.URL))
-	get := func(id string) (apitest.Reply, delivery.Status) {
+	desk := testenv.StartDeskDouble(t)
+	e := testenv.New(t, testenv.WithDesk(desk.URL))
+	get := func(id string) (testenv.Reply, delivery.Status) {
 		t.Helper()
-		r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id + "/delivery", Token: apitest.TokenAlice})
+		r := e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id + "/delivery", Token: testenv.TokenAlice})
 		var st delivery.Status
 		if err := json.Unmarshal(r.Body, &st); err != nil || r.Status != http.StatusOK {
 			t.Fatalf("GET delivery: %d %s", r.Status, r.Body)
 		}
 		return r, st
 	}
-	cancel := func(id, key string) apitest.Reply {
+	cancel := func(id, key string) testenv.Reply {
 		t.Helper()
-		first := e.Must(apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: apitest.TokenAlice, Keys: []string{key}})
-		again := e.Must(apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: apitest.TokenAlice, Keys: []string{key}})
+		first := e.Must(testenv.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: testenv.TokenAlice, Keys: []string{key}})
+		again := e.Must(testenv.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: testenv.TokenAlice, Keys: []string{key}})
 		if first.Status != http.StatusOK || again.Status != http.StatusOK || string(again.Body) != string(first.Body) ||
 			again.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("cancel and its replay: %d %s, %d %s; want the same 200", first.Status, first.Body, again.Status, again.Body)
@@ -150,7 +149,7 @@ func TestDeliveryRouteShowsTheCancel(t *testing.T) {
 	if r, st := get(early); st.State != delivery.Withdrawn || st.Cancel != nil || st.NextAttemptAt != nil {
 		t.Fatalf("delivery of a request cancelled before any dispatch: %s, want withdrawn, no cancel", r.Body)
 	}
-	if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + early, Token: apitest.TokenAlice}); !strings.Contains(string(r.Body), `"delivery":"withdrawn"`) {
+	if r := e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + early, Token: testenv.TokenAlice}); !strings.Contains(string(r.Body), `"delivery":"withdrawn"`) {
 		t.Fatalf("GET demo request: %s, want its delivery withdrawn", r.Body)
 	}
 

@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/internal/delivery"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestCancelAfterAReopen: a request cancelled, reopened (as a service with
@@ -17,8 +16,8 @@ import (
 // the delivery route shows both, each reaching the desk under its own key.
 func TestCancelAfterAReopen(t *testing.T) {
 	t.Parallel()
-	desk := testkit.StartDeskDouble(t)
-	e := apitest.New(t, apitest.WithDesk(desk.URL))
+	desk := testenv.StartDeskDouble(t)
+	e := testenv.New(t, testenv.WithDesk(desk.URL))
 	id := e.Create("key-r1", body1).Request(t).ID
 	route := "/v1/demo-requests/" + id
 	dispatch := func() {
@@ -34,12 +33,12 @@ func TestCancelAfterAReopen(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if r := e.Must(apitest.Req{Path: route + "/cancel", Token: apitest.TokenAlice, Keys: []string{key}}); r.Status != http.StatusOK {
+		if r := e.Must(testenv.Req{Path: route + "/cancel", Token: testenv.TokenAlice, Keys: []string{key}}); r.Status != http.StatusOK {
 			t.Fatalf("cancel %d: %d %s, want 200", i+1, r.Status, r.Body)
 		}
 		dispatch()
 	}
-	r := e.Must(apitest.Req{Method: http.MethodGet, Path: route + "/delivery", Token: apitest.TokenAlice})
+	r := e.Must(testenv.Req{Method: http.MethodGet, Path: route + "/delivery", Token: testenv.TokenAlice})
 	var st delivery.Status
 	if err := json.Unmarshal(r.Body, &st); err != nil || r.Status != http.StatusOK {
 		t.Fatalf("GET delivery: %d %s", r.Status, r.Body)

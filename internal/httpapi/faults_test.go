@@ -23,10 +23,8 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // faultBound is how long /readyz and /metrics may take while the database is
@@ -36,7 +34,7 @@ const faultBound = 2500 * time.Millisecond
 // faultEnv is a server whose store reaches its database through a fault
 // proxy, over loopback, so a test can cut the link or black-hole it.
 type faultEnv struct {
-	proxy  *faultproxy.Proxy
+	proxy  *pgtest.Proxy
 	DB     *sqlx.DB // the server's pool, through the proxy
 	direct *sqlx.DB // the same database, reached directly
 	Srv    *httptest.Server
@@ -57,7 +55,7 @@ func newFaultEnvOn(t *testing.T, path idempotency.Path, params ...string) *fault
 }
 
 // proxied wires the server to its database through a fault proxy.
-func proxied(t *testing.T, dbHost string) (string, *faultproxy.Proxy) {
+func proxied(t *testing.T, dbHost string) (string, *pgtest.Proxy) {
 	proxy := startProxy(t, dbHost)
 	return proxy.Addr(), proxy
 }
@@ -74,7 +72,7 @@ const (
 // PgBouncer in transaction mode, the fault proxy at where.
 func newPooledFaultEnv(t *testing.T, path idempotency.Path, where string) *faultEnv {
 	t.Helper()
-	return newFaultEnvWired(t, path, func(t *testing.T, dbHost string) (string, *faultproxy.Proxy) {
+	return newFaultEnvWired(t, path, func(t *testing.T, dbHost string) (string, *pgtest.Proxy) {
 		if where == proxyBeforePooler {
 			bouncer := pgtest.NewPgBouncer(t, dbHost)
 			proxy := startProxy(t, bouncer.Addr)
@@ -85,9 +83,9 @@ func newPooledFaultEnv(t *testing.T, path idempotency.Path, where string) *fault
 	}, nil)
 }
 
-func startProxy(t *testing.T, target string) *faultproxy.Proxy {
+func startProxy(t *testing.T, target string) *pgtest.Proxy {
 	t.Helper()
-	proxy, err := faultproxy.Start(target)
+	proxy, err := pgtest.StartProxy(target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +96,7 @@ func startProxy(t *testing.T, target string) *faultproxy.Proxy {
 // newFaultEnvWired builds one whose server reaches the host:port that wire
 // returns for the database's host:port, with the fault proxy wire started
 // on the way; adjust, if not nil, changes the server's Deps.
-func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.T, dbHost string) (string, *faultproxy.Proxy),
+func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.T, dbHost string) (string, *pgtest.Proxy),
 	adjust func(*httpapi.Deps), params ...string) *faultEnv {
 	t.Helper()
 	dbURL := pgtest.NewURL(t)
@@ -121,7 +119,7 @@ func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.
 	t.Cleanup(func() { e.direct.Close() })
 
 	store := postgres.New(e.DB)
-	tokens, err := auth.Parse("alice:" + auth.Hash(apitest.TokenAlice))
+	tokens, err := auth.Parse("alice:" + auth.Hash(testenv.TokenAlice))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +128,7 @@ func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.
 	m.Outbox(store, logger) // as serve registers it: another collector that reads the database
 	deps := httpapi.Deps{Logger: logger, Metrics: m,
 		Keys: store, Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens,
-		Ready: store.Ping, TTL: apitest.TTL, Lease: apitest.Lease, Path: path}
+		Ready: store.Ping, TTL: testenv.TTL, Lease: testenv.Lease, Path: path}
 	if adjust != nil {
 		adjust(&deps)
 	}
@@ -142,7 +140,7 @@ func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.
 	t.Cleanup(e.Srv.Close)
 	// Cut the link first, so that a handler stuck on it (the faults these
 	// tests reproduce) lets srv.Close return.
-	t.Cleanup(func() { e.proxy.Set(faultproxy.Cut) })
+	t.Cleanup(func() { e.proxy.Set(pgtest.LinkCut) })
 	return e
 }
 
@@ -173,7 +171,7 @@ func (e *faultEnv) fetch(path string) (status int, body string, took time.Durati
 func (e *faultEnv) claim(t *testing.T, key string) {
 	t.Helper()
 	sc := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: key}
-	res, err := postgres.New(e.direct).Claim(context.Background(), idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", time.Hour, apitest.TTL)
+	res, err := postgres.New(e.direct).Claim(context.Background(), idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", time.Hour, testenv.TTL)
 	if err != nil || !res.Wrote {
 		t.Fatalf("claim %s: %+v %v", key, res, err)
 	}
@@ -198,12 +196,12 @@ func metricValue(exposition, series string) (float64, bool) {
 // good value, say how old it is, and each scrape that could not read them
 // is counted. Once the database is back the gauges read it again.
 func TestMetricsWhileDatabaseDown(t *testing.T) {
-	testkit.Long(t, "fault injection (the database down)")
+	testenv.Long(t, "fault injection (the database down)")
 	t.Parallel()
 	for _, tt := range []struct {
 		name string
-		link faultproxy.Link
-	}{{"cut", faultproxy.Cut}, {"blackhole", faultproxy.Blackhole}} {
+		link pgtest.Link
+	}{{"cut", pgtest.LinkCut}, {"blackhole", pgtest.LinkBlackhole}} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newFaultEnv(t)
@@ -238,9 +236,9 @@ func TestMetricsWhileDatabaseDown(t *testing.T) {
 				}
 			}
 
-			e.proxy.Set(faultproxy.Up)
+			e.proxy.Set(pgtest.LinkUp)
 			e.claim(t, "key-held-2")
-			if !testkit.Eventually(5*time.Second, func() bool {
+			if !testenv.Eventually(5*time.Second, func() bool {
 				_, body, _ := e.get(t, "/metrics")
 				v, _ := metricValue(body, "demo_api_idempotency_in_progress_claims")
 				return v == 2
@@ -256,10 +254,10 @@ func TestMetricsWhileDatabaseDown(t *testing.T) {
 // terminated); the first /readyz after must say 200, as creates would, not
 // spend itself on one dead connection and say 503.
 func TestReadyzRightAfterConnectionsDied(t *testing.T) {
-	testkit.Long(t, "fault injection (connections killed)")
+	testenv.Long(t, "fault injection (connections killed)")
 	t.Parallel()
 	e := newFaultEnv(t)
-	testkit.WarmPool(t, e.DB, 4)
+	testenv.WarmPool(t, e.DB, 4)
 	var killed int
 	if err := e.direct.Get(&killed, `
 SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))
@@ -280,13 +278,13 @@ FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_p
 // /readyz says 503 within its timeout, not once the partition heals; and
 // the first call after it heals says 200.
 func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
-	testkit.Long(t, "fault injection (a blackhole)")
+	testenv.Long(t, "fault injection (a blackhole)")
 	t.Parallel()
 	e := newFaultEnv(t)
 	if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
 		t.Fatalf("/readyz before the fault: %d %s", status, body)
 	}
-	e.proxy.Set(faultproxy.Blackhole)
+	e.proxy.Set(pgtest.LinkBlackhole)
 	var wg sync.WaitGroup // a few probes at once, as several probers would send
 	for range 3 {
 		wg.Go(func() {
@@ -299,7 +297,7 @@ func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	e.proxy.Set(faultproxy.Up)
+	e.proxy.Set(pgtest.LinkUp)
 	if status, body, _ := e.get(t, "/readyz"); status != http.StatusOK {
 		t.Fatalf("/readyz right after the blackhole: %d %s", status, body)
 	}
@@ -310,7 +308,7 @@ func TestReadyzWithinTimeoutInBlackhole(t *testing.T) {
 // the key statements have a short bound of their own (postgres.KeyStatements),
 // and a two-phase claim's release goes on in the background.
 func TestCreateInAPartitionIs503(t *testing.T) {
-	testkit.Long(t, "fault injection (a partition)")
+	testenv.Long(t, "fault injection (a partition)")
 	t.Parallel()
 	for _, tt := range []struct {
 		path   idempotency.Path
@@ -319,11 +317,11 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 		t.Run(string(tt.path), func(t *testing.T) {
 			t.Parallel()
 			e := newFaultEnvOn(t, tt.path)
-			testkit.WarmPool(t, e.DB, 2)
-			e.proxy.Set(faultproxy.Blackhole)
+			testenv.WarmPool(t, e.DB, 2)
+			e.proxy.Set(pgtest.LinkBlackhole)
 			e.Client.Timeout = 30 * time.Second
 			req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
-			req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
+			req.Header.Set("Authorization", "Bearer "+testenv.TokenAlice)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", "key-partition")
 			start := time.Now()
@@ -347,7 +345,7 @@ func TestCreateInAPartitionIs503(t *testing.T) {
 // between PgBouncer and PostgreSQL: the statements' bound holds without a
 // startup parameter, and a create answers 503 within 3 s.
 func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
-	testkit.Long(t, "fault injection behind PgBouncer")
+	testenv.Long(t, "fault injection behind PgBouncer")
 	t.Parallel()
 	for _, where := range []string{proxyBeforePooler, proxyBehindPooler} {
 		t.Run(where, func(t *testing.T) {
@@ -359,8 +357,8 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 			if status, body := e.Create(t, "key-before"); status != http.StatusCreated {
 				t.Fatalf("create before the partition: %d %s", status, body)
 			}
-			testkit.WarmPool(t, e.DB, 2)
-			e.proxy.Set(faultproxy.Blackhole)
+			testenv.WarmPool(t, e.DB, 2)
+			e.proxy.Set(pgtest.LinkBlackhole)
 			start := time.Now()
 			status, body := e.Create(t, "key-partition")
 			took := time.Since(start)
@@ -369,8 +367,8 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 				t.Fatalf("create in a partition %s: %d after %v, want 503 within 3s: %s",
 					where, status, took.Round(time.Millisecond), body)
 			}
-			e.proxy.Set(faultproxy.Up)
-			if !testkit.Eventually(10*time.Second, func() bool {
+			e.proxy.Set(pgtest.LinkUp)
+			if !testenv.Eventually(10*time.Second, func() bool {
 				status, _ := e.Create(t, "key-after")
 				return status == http.StatusCreated
 			}) {
@@ -383,7 +381,7 @@ func TestCreateInAPartitionBehindPgBouncerIs503(t *testing.T) {
 func (e *faultEnv) Create(t *testing.T, key string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
-	req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
+	req.Header.Set("Authorization", "Bearer "+testenv.TokenAlice)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -404,7 +402,7 @@ func (e *faultEnv) Create(t *testing.T, key string) (int, string) {
 // partition) is not a server error: the request is counted as client_gone,
 // not as a 500.
 func TestClientGoneBeforeTheClaimIsNotA500(t *testing.T) {
-	testkit.Long(t, "fault: every connection busy, as in a partition")
+	testenv.Long(t, "fault: every connection busy, as in a partition")
 	t.Parallel()
 	e := newFaultEnvOn(t, idempotency.TwoPhase) // its claim runs on the request's own context
 	e.DB.SetMaxOpenConns(1)
@@ -415,7 +413,7 @@ func TestClientGoneBeforeTheClaimIsNotA500(t *testing.T) {
 	defer held.Close()
 	e.Client.Timeout = 300 * time.Millisecond
 	req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
-	req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
+	req.Header.Set("Authorization", "Bearer "+testenv.TokenAlice)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "key-gone")
 	if resp, err := e.Client.Do(req); err == nil {
@@ -424,7 +422,7 @@ func TestClientGoneBeforeTheClaimIsNotA500(t *testing.T) {
 	}
 	e.Client.Timeout = 5 * time.Second // a scrape waits up to 1 s for its database gauges
 	var body string
-	if !testkit.Eventually(10*time.Second, func() bool { // the claim's release waits up to 5 s for a connection too
+	if !testenv.Eventually(10*time.Second, func() bool { // the claim's release waits up to 5 s for a connection too
 		_, body, _ = e.get(t, "/metrics")
 		return strings.Contains(body, `demo_api_http_request_duration_seconds_count{route="/v1/demo-requests",status="client_gone"} 1`)
 	}) {

@@ -12,16 +12,15 @@ import (
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestMetricsCountOutcomes drives every outcome through HTTP and checks the
 // scrape counts each exactly as often as it happened.
 func TestMetricsCountOutcomes(t *testing.T) {
 	t.Parallel()
-	clk := testkit.NewClock()
-	e := apitest.New(t, apitest.WithClock(clk), apitest.WithPath(idempotency.TwoPhase))
+	clk := testenv.NewClock()
+	e := testenv.New(t, testenv.WithClock(clk), testenv.WithPath(idempotency.TwoPhase))
 
 	e.Create("key-m1", body1)                              // claimed
 	e.Create("key-m1", body1)                              // replayed
@@ -35,7 +34,7 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	// Held past its lease: a retry takes it over (lease_taken_over) and
 	// finishes; the held one then finds its lease lost.
 	claimed, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { apitest.CloseOnce(release) })
+	t.Cleanup(func() { testenv.CloseOnce(release) })
 	var held atomic.Bool
 	e.SetHook(func(context.Context, *http.Request) error {
 		if held.CompareAndSwap(false, true) { // only the first request is held
@@ -44,23 +43,23 @@ func TestMetricsCountOutcomes(t *testing.T) {
 		}
 		return nil
 	})
-	heldReply := make(chan apitest.Reply, 1)
+	heldReply := make(chan testenv.Reply, 1)
 	go func() { heldReply <- e.Create("key-m3", body1) }() // claimed
 	<-claimed
 	if r := e.Create("key-m3", body1); r.Status != http.StatusConflict { // in_progress
 		t.Fatalf("retry within the lease: %d", r.Status)
 	}
-	clk.Advance(apitest.Lease)
+	clk.Advance(testenv.Lease)
 	if r := e.Create("key-m3", body1); r.Status != http.StatusCreated { // lease_taken_over
 		t.Fatalf("retry after the lease: %d %s", r.Status, r.Body)
 	}
-	apitest.CloseOnce(release)
+	testenv.CloseOnce(release)
 	if r := <-heldReply; r.Status != http.StatusConflict || r.Problem(t) != apperr.OperationInProgress { // lease_lost
 		t.Fatalf("the held owner after losing its lease: %d %s", r.Status, r.Body)
 	}
 	e.SetHook(nil)
 
-	clk.Advance(apitest.TTL)
+	clk.Advance(testenv.TTL)
 	e.Create("key-m1", body1) // expired_taken_over
 
 	want := map[string]int{
@@ -80,8 +79,8 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	)
 	// A request's latency is observed just after its response is sent.
 	var scrape string
-	if !apitest.Eventually(func() bool {
-		scrape = string(e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
+	if !testenv.Eventually(2*time.Second, func() bool {
+		scrape = string(e.Must(testenv.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
 		return containsAll(scrape, lines)
 	}) {
 		for _, line := range lines {
@@ -104,22 +103,22 @@ func containsAll(s string, subs []string) bool {
 
 func TestMetricsInProgressClaims(t *testing.T) {
 	t.Parallel()
-	clk := testkit.NewClock()
-	e := apitest.New(t, apitest.WithClock(clk), apitest.WithPath(idempotency.TwoPhase))
+	clk := testenv.NewClock()
+	e := testenv.New(t, testenv.WithClock(clk), testenv.WithPath(idempotency.TwoPhase))
 	claimed, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { apitest.CloseOnce(release) })
+	t.Cleanup(func() { testenv.CloseOnce(release) })
 	e.SetHook(func(context.Context, *http.Request) error { close(claimed); <-release; return nil })
-	done := make(chan apitest.Reply, 1)
+	done := make(chan testenv.Reply, 1)
 	go func() { done <- e.Create("key-held", body1) }()
 	<-claimed
 	clk.Advance(7 * time.Second)
-	scrape := string(e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
+	scrape := string(e.Must(testenv.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
 	for _, line := range []string{"demo_api_idempotency_in_progress_claims 1\n", "demo_api_idempotency_oldest_in_progress_seconds 7\n"} {
 		if !strings.Contains(scrape, line) {
 			t.Errorf("scrape lacks %q", line)
 		}
 	}
-	apitest.CloseOnce(release)
+	testenv.CloseOnce(release)
 	<-done
 }
 
@@ -127,16 +126,16 @@ func TestMetricsInProgressClaims(t *testing.T) {
 // label, and X-Client-Attempt is counted when the intent got its answer.
 func TestMetricsOnePhase(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t, apitest.WithPath(idempotency.OnePhase))
-	e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-p1"}, Body: body1, Header: map[string]string{"X-Client-Attempt": "1"}})
-	e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-p1"}, Body: body1, Header: map[string]string{"X-Client-Attempt": "3"}})
+	e := testenv.New(t, testenv.WithPath(idempotency.OnePhase))
+	e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-p1"}, Body: body1, Header: map[string]string{"X-Client-Attempt": "1"}})
+	e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-p1"}, Body: body1, Header: map[string]string{"X-Client-Attempt": "3"}})
 	lines := []string{
 		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="completed",path="one_phase"} 1` + "\n",
 		`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="replayed",path="one_phase"} 1` + "\n",
 		`demo_api_client_attempt_answered_count{operation="demo-requests.create"} 2` + "\n",
 		`demo_api_client_attempt_answered_sum{operation="demo-requests.create"} 4` + "\n",
 	}
-	scrape := string(e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
+	scrape := string(e.Must(testenv.Req{Method: http.MethodGet, Path: "/metrics"}).Body)
 	for _, line := range lines {
 		if !strings.Contains(scrape, line) {
 			t.Errorf("scrape lacks %q", line)

@@ -16,18 +16,17 @@ import (
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // withNewKeys bounds each actor's new keys to perSecond, burst at once.
-func withNewKeys(perSecond float64, burst int) apitest.Option {
+func withNewKeys(perSecond float64, burst int) testenv.Option {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.NewKeysPerSecond, d.NewKeysBurst = perSecond, burst }
 }
 
 // checkRateLimited fails the test unless r is a 429 rate_limited with a
 // Retry-After of whole seconds, at least 1.
-func checkRateLimited(t testing.TB, r apitest.Reply) {
+func checkRateLimited(t testing.TB, r testenv.Reply) {
 	t.Helper()
 	if r.Status != http.StatusTooManyRequests || r.Problem(t) != apperr.RateLimited {
 		t.Fatalf("%d %s, want 429 rate_limited", r.Status, r.Body)
@@ -42,13 +41,13 @@ func checkRateLimited(t testing.TB, r apitest.Reply) {
 // rate_limited with Retry-After and store nothing; another actor is not
 // touched, and a key already stored is replayed over the bound.
 func TestNewKeysBounded(t *testing.T) {
-	testkit.Long(t, "a flood of 1,000 new keys from 50 clients; TestStoredKeyTakesNoToken answers the 429")
-	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
+	testenv.Long(t, "a flood of 1,000 new keys from 50 clients; TestStoredKeyTakesNoToken answers the 429")
+	testenv.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
 		const perSecond, burst, n = 5, 20, 1000
-		e := apitest.New(t, apitest.WithPath(path), withNewKeys(perSecond, burst))
-		testkit.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
+		e := testenv.New(t, testenv.WithPath(path), withNewKeys(perSecond, burst))
+		testenv.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
 		statuses := make([]int, n)
-		replies := make([]apitest.Reply, n)
+		replies := make([]testenv.Reply, n)
 		start := time.Now()
 		var wg sync.WaitGroup
 		var next atomic.Int64
@@ -90,7 +89,7 @@ func TestNewKeysBounded(t *testing.T) {
 		t.Logf("%s: 1,000 new keys in %v: %d created, %d refused", path, elapsed.Round(time.Millisecond), created, limited)
 
 		// Another actor has a bucket of its own.
-		if r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenBob, Keys: []string{"key-bob"}, Body: body1}); r.Status != http.StatusCreated {
+		if r := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenBob, Keys: []string{"key-bob"}, Body: body1}); r.Status != http.StatusCreated {
 			t.Fatalf("bob: %d %s, want 201", r.Status, r.Body)
 		}
 		// A stored key is never refused by the bound, first attempt or retry.
@@ -99,7 +98,7 @@ func TestNewKeysBounded(t *testing.T) {
 				continue
 			}
 			for _, attempt := range []string{"1", "2"} {
-				r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{fmt.Sprintf("key-flood-%d", i)}, Body: body1,
+				r := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{fmt.Sprintf("key-flood-%d", i)}, Body: body1,
 					Header: map[string]string{httpapi.HeaderClientAttempt: attempt}})
 				if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
 					t.Fatalf("a stored key over the bound (attempt %s): %d %s, want its replay", attempt, r.Status, r.Body)
@@ -110,7 +109,7 @@ func TestNewKeysBounded(t *testing.T) {
 			}
 			break
 		}
-		metrics := e.Must(apitest.Req{Method: http.MethodGet, Path: "/metrics"})
+		metrics := e.Must(testenv.Req{Method: http.MethodGet, Path: "/metrics"})
 		want := fmt.Sprintf(`demo_api_idempotency_outcomes_total{operation="demo-requests.create",outcome="rate_limited",path="%s"} %d`, path, limited)
 		if !strings.Contains(string(metrics.Body), want) {
 			t.Fatalf("/metrics lacks %s", want)
@@ -121,8 +120,8 @@ func TestNewKeysBounded(t *testing.T) {
 // TestStoredKeyTakesNoToken: a replay never spends a token, so the actor's
 // next new key still finds the one left.
 func TestStoredKeyTakesNoToken(t *testing.T) {
-	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
-		e := apitest.New(t, apitest.WithPath(path), withNewKeys(0.001, 2)) // a token per 1,000 s: none comes back in a test
+	testenv.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
+		e := testenv.New(t, testenv.WithPath(path), withNewKeys(0.001, 2)) // a token per 1,000 s: none comes back in a test
 		if r := e.Create("key-a", body1); r.Status != http.StatusCreated {
 			t.Fatalf("first key: %d %s", r.Status, r.Body)
 		}
@@ -149,22 +148,22 @@ func TestStoredKeyTakesNoToken(t *testing.T) {
 // many more than the burst, all admitted before the first commits, are one
 // new key: no 429, one row, one demo request.
 func TestKeyStormIsOneNewKey(t *testing.T) {
-	apitest.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
+	testenv.ForEachPath(t, func(t *testing.T, path idempotency.Path) {
 		const n = 200
-		e := apitest.New(t, apitest.WithPath(path), apitest.WithWorkshop(), withNewKeys(0.001, 1))
-		testkit.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
+		e := testenv.New(t, testenv.WithPath(path), testenv.WithWorkshop(), withNewKeys(0.001, 1))
+		testenv.WarmPool(t, e.DB, e.DB.Stats().MaxOpenConnections)
 		// One phase: every attempt decides in its work, before its
 		// statement; none goes on until all are there. Two phase: the
 		// claim's owner is held until every other attempt has its answer.
 		arrived := make(chan struct{}, n)
 		all := make(chan struct{})
-		t.Cleanup(func() { apitest.CloseOnce(all) })
+		t.Cleanup(func() { testenv.CloseOnce(all) })
 		e.SetHook(func(ctx context.Context, r *http.Request) error {
 			arrived <- struct{}{}
 			<-all
 			return nil
 		})
-		replies := make([]apitest.Reply, n)
+		replies := make([]testenv.Reply, n)
 		var answered atomic.Int64
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -175,7 +174,7 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 				if i%2 == 1 {
 					h[httpapi.HeaderClientAttempt] = "2"
 				}
-				replies[i] = e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-storm"}, Body: body1, Header: h})
+				replies[i] = e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-storm"}, Body: body1, Header: h})
 				answered.Add(1)
 			})
 		}
@@ -185,17 +184,17 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 			for range n {
 				<-arrived
 			}
-			apitest.CloseOnce(all)
+			testenv.CloseOnce(all)
 			wg.Wait()
 		case idempotency.TwoPhase:
 			<-arrived
 			done := make(chan struct{})
 			go func() { wg.Wait(); close(done) }()
 			// All but the owner answer while it holds the claim.
-			if !testkit.Eventually(time.Minute, func() bool { return answered.Load() == n-1 }) {
+			if !testenv.Eventually(time.Minute, func() bool { return answered.Load() == n-1 }) {
 				t.Fatalf("%d of the other attempts answered while the owner held its claim", answered.Load())
 			}
-			apitest.CloseOnce(all)
+			testenv.CloseOnce(all)
 			<-done
 		}
 		counts := map[int]int{}
@@ -227,12 +226,12 @@ func TestKeyStormIsOneNewKey(t *testing.T) {
 // budget, honouring Retry-After, and gets its 201.
 func TestClientRetriesRateLimited(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t, withNewKeys(1, 1))
+	e := testenv.New(t, withNewKeys(1, 1))
 	if r := e.Create("key-first", body1); r.Status != http.StatusCreated {
 		t.Fatalf("first key: %d %s", r.Status, r.Body)
 	}
 	var attempts []client.Attempt
-	c, err := client.New(client.Config{BaseURL: e.Srv.URL, Token: apitest.TokenAlice, HTTPClient: e.Client,
+	c, err := client.New(client.Config{BaseURL: e.Srv.URL, Token: testenv.TokenAlice, HTTPClient: e.Client,
 		OnAttempt: func(a client.Attempt) { attempts = append(attempts, a) }})
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,12 @@ package httpapi_test
 import (
 	"testing"
 
-	"github.com/demo-api/demo-api/internal/tools/apitest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestOpenAPISpecIsValid: the contract, api/openapi.yaml, is valid
-// (apitest.CheckSpec).
+// (testenv.CheckSpec).
 func TestOpenAPISpecIsValid(t *testing.T) {
 	t.Parallel()
-	apitest.CheckSpec(t)
+	testenv.CheckSpec(t)
 }

@@ -9,9 +9,8 @@ import (
 
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestReadyzSaysHowCommitsReplicate: /readyz's detail says whether a commit
@@ -19,7 +18,7 @@ import (
 // says it does not.
 func TestReadyzSaysHowCommitsReplicate(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t, func(d *httpapi.Deps, s *postgres.Store) {
+	e := testenv.New(t, func(d *httpapi.Deps, s *postgres.Store) {
 		d.Replication = func() any {
 			r, err := s.Replication(context.Background())
 			if err != nil {
@@ -29,7 +28,7 @@ func TestReadyzSaysHowCommitsReplicate(t *testing.T) {
 			return r
 		}
 	})
-	r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/readyz"})
+	r := e.Must(testenv.Req{Method: http.MethodGet, Path: "/readyz"})
 	var body struct {
 		Status      string
 		Replication *postgres.Replication
@@ -48,7 +47,7 @@ func TestReadyzSaysHowCommitsReplicate(t *testing.T) {
 // outcome route still answer, and every replica shares the fault) but says
 // that writes are unavailable, and why.
 func TestReadyzSaysWritesWaitForAMissingStandby(t *testing.T) {
-	testkit.Long(t, "starts a server of its own")
+	testenv.Long(t, "starts a server of its own")
 	t.Parallel()
 	pg := pgtest.Own(t, pgtest.Options{Settings: map[string]string{
 		"synchronous_standby_names": "absent_standby", "synchronous_commit": "on"}})
@@ -57,7 +56,7 @@ func TestReadyzSaysWritesWaitForAMissingStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	e := apitest.New(t, func(d *httpapi.Deps, _ *postgres.Store) {
+	e := testenv.New(t, func(d *httpapi.Deps, _ *postgres.Store) {
 		d.Replication = func() any { // the replication of that server, as serve reads it
 			r, err := postgres.New(rdb).Replication(context.Background())
 			if err != nil {
@@ -67,7 +66,7 @@ func TestReadyzSaysWritesWaitForAMissingStandby(t *testing.T) {
 			return &r
 		}
 	})
-	r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/readyz"})
+	r := e.Must(testenv.Req{Method: http.MethodGet, Path: "/readyz"})
 	var body struct{ Status, Writes, Detail string }
 	if err := json.Unmarshal(r.Body, &body); err != nil || r.Status != http.StatusOK || body.Status != "ready" ||
 		body.Writes != "unavailable" || !strings.Contains(body.Detail, "standby") {

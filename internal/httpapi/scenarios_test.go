@@ -16,23 +16,22 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestLostResponse: the finish commits, but the connection drops before the
 // client reads the answer. The retry with the same key gets the same request.
 func TestLostResponse(t *testing.T) {
-	apitest.ForEachPath(t, testLostResponse)
+	testenv.ForEachPath(t, testLostResponse)
 }
 
 func testLostResponse(t *testing.T, path idempotency.Path) {
-	e := apitest.New(t, apitest.WithPath(path))
+	e := testenv.New(t, testenv.WithPath(path))
 	proxy := hangup(t, e.Srv.Listener.Addr().String())
 
 	r, _ := http.NewRequest(http.MethodPost, "http://"+proxy+"/v1/demo-requests", strings.NewReader(body1))
-	r.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
+	r.Header.Set("Authorization", "Bearer "+testenv.TokenAlice)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", "key-lost")
 	if resp, err := http.DefaultClient.Do(r); err == nil {
@@ -60,12 +59,12 @@ func testLostResponse(t *testing.T, path idempotency.Path) {
 // client's connection as the response begins, and returns its address.
 func hangup(t *testing.T, upstream string) string {
 	t.Helper()
-	p, err := faultproxy.Start(upstream)
+	p, err := pgtest.StartProxy(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	p.Set(faultproxy.Hangup)
+	p.Set(pgtest.LinkHangup)
 	return p.Addr()
 }
 
@@ -73,18 +72,18 @@ func hangup(t *testing.T, upstream string) string {
 // gets 409 with Retry-After and no work runs; once the first finishes, the
 // retry gets the replay.
 func TestInProgress(t *testing.T) {
-	apitest.ForEachPath(t, testInProgress)
+	testenv.ForEachPath(t, testInProgress)
 }
 
 // testInProgress: a two-phase request holds its claim (Workshop-Delay); a
 // retry on path gets 409 with Retry-After and a monitor link, and the
 // replay once the first finished.
 func testInProgress(t *testing.T, path idempotency.Path) {
-	e := apitest.New(t, apitest.WithPath(path), apitest.WithWorkshop())
+	e := testenv.New(t, testenv.WithPath(path), testenv.WithWorkshop())
 	claimed, release := e.Hold()
-	first := make(chan apitest.Reply, 1)
+	first := make(chan testenv.Reply, 1)
 	go func() {
-		r, err := e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-held"}, Body: body1, Header: apitest.HoldHeader})
+		r, err := e.Do(context.Background(), testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-held"}, Body: body1, Header: testenv.HoldHeader})
 		if err != nil {
 			t.Error(err)
 		}
@@ -98,20 +97,20 @@ func testInProgress(t *testing.T, path idempotency.Path) {
 	}
 	// The owner's work must end within half the lease: Retry-After says
 	// when that is, not when the whole lease ends.
-	if s, err := strconv.Atoi(busy.Header.Get("Retry-After")); err != nil || s < 1 || s > int(apitest.Lease.Seconds()/2) {
-		t.Fatalf("Retry-After %q, want 1..%d seconds", busy.Header.Get("Retry-After"), int(apitest.Lease.Seconds()/2))
+	if s, err := strconv.Atoi(busy.Header.Get("Retry-After")); err != nil || s < 1 || s > int(testenv.Lease.Seconds()/2) {
+		t.Fatalf("Retry-After %q, want 1..%d seconds", busy.Header.Get("Retry-After"), int(testenv.Lease.Seconds()/2))
 	}
 	if link := busy.Header.Get("Link"); link != `</v1/idempotency-keys/key-held?operation=demo-requests.create>; rel="monitor"` {
 		t.Fatalf("Link %q, want the outcome route as monitor", link)
 	}
-	outcome := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/key-held", Token: apitest.TokenAlice})
+	outcome := e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/key-held", Token: testenv.TokenAlice})
 	if outcome.Status != http.StatusOK || !strings.Contains(string(outcome.Body), `"state":"in_progress"`) ||
 		!strings.Contains(string(outcome.Body), `"leaseRemainingSeconds":`) {
 		t.Fatalf("outcome while held: %d %s", outcome.Status, outcome.Body)
 	}
 	e.CheckWorks(1)
 
-	apitest.CloseOnce(release)
+	testenv.CloseOnce(release)
 	done := <-first
 	if done.Status != http.StatusCreated {
 		t.Fatalf("first request: %d %s", done.Status, done.Body)
@@ -125,14 +124,14 @@ func testInProgress(t *testing.T, path idempotency.Path) {
 // TestExpiredKeyIsANewIntent: after the TTL the same key creates a new
 // request, exactly once even when two late retries race.
 func TestExpiredKeyIsANewIntent(t *testing.T) {
-	apitest.ForEachPath(t, testExpiredKeyIsANewIntent)
+	testenv.ForEachPath(t, testExpiredKeyIsANewIntent)
 }
 
 func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
-	clk := testkit.NewClock()
-	e := apitest.New(t, apitest.WithClock(clk), apitest.WithPath(path))
+	clk := testenv.NewClock()
+	e := testenv.New(t, testenv.WithClock(clk), testenv.WithPath(path))
 	old := e.Create("key-ttl", body1).Request(t)
-	clk.Advance(apitest.TTL - time.Second)
+	clk.Advance(testenv.TTL - time.Second)
 	if r := e.Create("key-ttl", body1); r.Header.Get("Idempotent-Replayed") != "true" || r.Request(t).ID != old.ID {
 		t.Fatalf("one second before expiry: %d %s, want the replay", r.Status, r.Body)
 	}
@@ -140,11 +139,11 @@ func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
 
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	replies := make([]apitest.Reply, 2)
+	replies := make([]testenv.Reply, 2)
 	for i := range replies {
 		wg.Go(func() {
 			<-start
-			r, err := e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-ttl"}, Body: body1})
+			r, err := e.Do(context.Background(), testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-ttl"}, Body: body1})
 			if err != nil {
 				t.Error(err)
 			}
@@ -172,7 +171,7 @@ func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
 	if n := e.Count(`SELECT count(*) FROM demo_requests`); n != 2 {
 		t.Fatalf("%d business rows, want 2: one per intent", n)
 	}
-	if !apitest.Eventually(func() bool { return strings.Contains(e.Logs.String(), `"outcome":"expired_taken_over"`) }) {
+	if !testenv.Eventually(2*time.Second, func() bool { return strings.Contains(e.Logs.String(), `"outcome":"expired_taken_over"`) }) {
 		t.Fatal("the takeover was not logged as expired_taken_over")
 	}
 }
@@ -181,19 +180,19 @@ func testExpiredKeyIsANewIntent(t *testing.T, path idempotency.Path) {
 // (claimed, then nothing). Once its lease passed, the retry takes it over and
 // creates the request once.
 func TestLeaseTakeover(t *testing.T) {
-	apitest.ForEachPath(t, testLeaseTakeover)
+	testenv.ForEachPath(t, testLeaseTakeover)
 }
 
 func testLeaseTakeover(t *testing.T, path idempotency.Path) {
-	clk := testkit.NewClock()
-	e := apitest.New(t, apitest.WithClock(clk), apitest.WithPath(path))
+	clk := testenv.NewClock()
+	e := testenv.New(t, testenv.WithClock(clk), testenv.WithPath(path))
 	fp, err := idempotency.Fingerprint(demo.CreateInput{Topic: "topic-billing", Note: "note-call me"}.Significant())
 	if err != nil {
 		t.Fatal(err)
 	}
 	scope := idempotency.Scope{Actor: "alice", Operation: "demo-requests.create", Key: "key-crashed"}
 	deadClaim := idempotency.Claim{Scope: scope, Token: uuid.NewString()}
-	dead, err := e.Store.Claim(context.Background(), idempotency.Claim{Scope: scope, Token: deadClaim.Token}, fp, apitest.Lease, apitest.TTL)
+	dead, err := e.Store.Claim(context.Background(), idempotency.Claim{Scope: scope, Token: deadClaim.Token}, fp, testenv.Lease, testenv.TTL)
 	if err != nil || !dead.Wrote {
 		t.Fatalf("claim of the owner that dies: %+v, %v", dead, err)
 	}
@@ -201,12 +200,12 @@ func testLeaseTakeover(t *testing.T, path idempotency.Path) {
 	if r := e.Create("key-crashed", body1); r.Status != http.StatusConflict {
 		t.Fatalf("retry within the lease: %d %s, want 409", r.Status, r.Body)
 	}
-	clk.Advance(apitest.Lease)
+	clk.Advance(testenv.Lease)
 	r := e.Create("key-crashed", body1)
 	if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the lease: %d %s, want a fresh 201", r.Status, r.Body)
 	}
-	if !apitest.Eventually(func() bool { return strings.Contains(e.Logs.String(), `"outcome":"lease_taken_over"`) }) {
+	if !testenv.Eventually(2*time.Second, func() bool { return strings.Contains(e.Logs.String(), `"outcome":"lease_taken_over"`) }) {
 		t.Fatal("the takeover was not logged as lease_taken_over")
 	}
 	// The dead owner wakes up and tries to finish: fenced out.
@@ -224,11 +223,11 @@ func testLeaseTakeover(t *testing.T, path idempotency.Path) {
 // TestClientDisconnectAfterClaim: the client hangs up right after the claim;
 // the work does not die with it, and the retry replays.
 func TestClientDisconnectAfterClaim(t *testing.T) {
-	apitest.ForEachPath(t, testClientDisconnectAfterClaim)
+	testenv.ForEachPath(t, testClientDisconnectAfterClaim)
 }
 
 func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
-	e := apitest.New(t, apitest.WithPath(path))
+	e := testenv.New(t, testenv.WithPath(path))
 	claimed, clientGone := make(chan struct{}), make(chan error, 1)
 	var once sync.Once
 	e.SetHook(func(ctx context.Context, r *http.Request) error {
@@ -245,7 +244,7 @@ func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.Do(ctx, apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-hangup"}, Body: body1})
+		_, err := e.Do(ctx, testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-hangup"}, Body: body1})
 		errc <- err
 	}()
 	<-claimed
@@ -282,13 +281,13 @@ func testClientDisconnectAfterClaim(t *testing.T, path idempotency.Path) {
 
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t)
+	e := testenv.New(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if r := e.Must(apitest.Req{Method: http.MethodGet, Path: path}); r.Status != http.StatusOK {
+		if r := e.Must(testenv.Req{Method: http.MethodGet, Path: path}); r.Status != http.StatusOK {
 			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
 		}
 	}
-	if r := e.Must(apitest.Req{Method: http.MethodDelete, Path: "/v1/demo-requests"}); r.Status != http.StatusMethodNotAllowed ||
+	if r := e.Must(testenv.Req{Method: http.MethodDelete, Path: "/v1/demo-requests"}); r.Status != http.StatusMethodNotAllowed ||
 		r.Problem(t) != apperr.MethodNotAllowed || r.Header.Get("Allow") != "POST" {
 		t.Fatalf("DELETE: %d %v %s", r.Status, r.Header, r.Body)
 	}
@@ -299,9 +298,9 @@ func TestHealth(t *testing.T) {
 // server's TTL stays for every other key, and the knob is refused without
 // the workshop or out of its bounds.
 func TestWorkshopTTL(t *testing.T) {
-	clk := testkit.NewClock()
-	e := apitest.New(t, apitest.WithClock(clk), apitest.WithWorkshop())
-	short := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-short"}, Body: body1,
+	clk := testenv.NewClock()
+	e := testenv.New(t, testenv.WithClock(clk), testenv.WithWorkshop())
+	short := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-short"}, Body: body1,
 		Header: map[string]string{"Workshop-TTL": "5s"}})
 	if short.Status != http.StatusCreated {
 		t.Fatalf("with Workshop-TTL: %d %s", short.Status, short.Body)
@@ -326,14 +325,14 @@ func TestWorkshopTTL(t *testing.T) {
 	}
 
 	for _, v := range []string{"0s", "999ms", "11m", "soon", "-5s"} {
-		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-bad-ttl"}, Body: body1,
+		r := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-bad-ttl"}, Body: body1,
 			Header: map[string]string{"Workshop-TTL": v}})
 		if r.Status != http.StatusBadRequest || r.Problem(t) != apperr.InvalidHeader {
 			t.Fatalf("Workshop-TTL: %s: %d %s, want 400 invalid_header", v, r.Status, r.Body)
 		}
 	}
-	off := apitest.New(t)
-	r := off.Must(apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-short"}, Body: body1,
+	off := testenv.New(t)
+	r := off.Must(testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-short"}, Body: body1,
 		Header: map[string]string{"Workshop-TTL": "5s"}})
 	if r.Status != http.StatusBadRequest || r.Problem(t) != apperr.WorkshopDisabled {
 		t.Fatalf("Workshop-TTL with the workshop off: %d %s, want 400 workshop_disabled", r.Status, r.Body)
@@ -350,16 +349,16 @@ func TestWorkshopTTL(t *testing.T) {
 // the answer is the key a new intent.
 func TestTTLCountsFromTheAnswer(t *testing.T) {
 	t.Parallel()
-	clk := testkit.NewClock()
-	e := apitest.New(t, apitest.WithClock(clk), apitest.WithWorkshop())
+	clk := testenv.NewClock()
+	e := testenv.New(t, testenv.WithClock(clk), testenv.WithWorkshop())
 	claimed, release := e.Hold()
 	short := map[string]string{"Workshop-TTL": "5s"}
-	for k, v := range apitest.HoldHeader {
+	for k, v := range testenv.HoldHeader {
 		short[k] = v
 	}
-	first := make(chan apitest.Reply, 1)
+	first := make(chan testenv.Reply, 1)
 	go func() {
-		r, err := e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-slow"}, Body: body1, Header: short})
+		r, err := e.Do(context.Background(), testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-slow"}, Body: body1, Header: short})
 		if err != nil {
 			t.Error(err)
 		}
@@ -371,9 +370,9 @@ func TestTTLCountsFromTheAnswer(t *testing.T) {
 	if r := e.Create("key-slow", body1); r.Status != http.StatusConflict || r.Problem(t) != apperr.OperationInProgress {
 		t.Fatalf("a retry while the first runs past its TTL: %d %s, want 409", r.Status, r.Body)
 	}
-	waiter := make(chan apitest.Reply, 1)
+	waiter := make(chan testenv.Reply, 1)
 	go func() {
-		r, err := e.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests", Token: apitest.TokenAlice, Keys: []string{"key-slow"}, Body: body1,
+		r, err := e.Do(context.Background(), testenv.Req{Path: "/v1/demo-requests", Token: testenv.TokenAlice, Keys: []string{"key-slow"}, Body: body1,
 			Header: map[string]string{"Prefer": "wait=10"}})
 		if err != nil {
 			t.Error(err)
@@ -382,7 +381,7 @@ func TestTTLCountsFromTheAnswer(t *testing.T) {
 	}()
 	// Whether the waiter looks before or after the first answers, it must
 	// get that answer.
-	apitest.CloseOnce(release)
+	testenv.CloseOnce(release)
 	done := <-first
 	if done.Status != http.StatusCreated {
 		t.Fatalf("first request: %d %s", done.Status, done.Body)

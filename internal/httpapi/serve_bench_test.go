@@ -22,7 +22,7 @@ import (
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // BenchmarkServe runs the whole stack in this process (HTTP over loopback,
@@ -106,7 +106,7 @@ func BenchmarkServe(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetParallelism(4) // 4 × GOMAXPROCS clients
 			b.ReportAllocs()
-			cpu := testkit.CPUTime()
+			cpu := testenv.CPUTime()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					key := bc.key()
@@ -128,7 +128,7 @@ func BenchmarkServe(b *testing.B) {
 			// This process's CPU (the clients' and the server's Go side,
 			// not PostgreSQL's) per request: the clients' share is the same
 			// in every case, so differences are the server's.
-			b.ReportMetric(float64(testkit.CPUTime()-cpu)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(testenv.CPUTime()-cpu)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

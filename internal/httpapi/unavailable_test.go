@@ -17,7 +17,7 @@ import (
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestUnreachableDatabaseIs503: with no database to reach, every route
@@ -36,7 +36,7 @@ func TestUnreachableDatabaseIs503(t *testing.T) {
 	}
 	defer db.Close()
 	store := postgres.New(db)
-	tokens, _ := auth.Parse("alice:" + auth.Hash(apitest.TokenAlice))
+	tokens, _ := auth.Parse("alice:" + auth.Hash(testenv.TokenAlice))
 	h, err := httpapi.NewServer(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Keys: store, Writes: store,
 		Demo: &demo.Service{Store: store}, Tokens: tokens, Ready: store.Ping, TTL: time.Hour, Lease: 30 * time.Second})
 	if err != nil {
@@ -53,7 +53,7 @@ func TestUnreachableDatabaseIs503(t *testing.T) {
 	} {
 		for _, path := range []string{"", "two_phase"} {
 			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))
-			req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
+			req.Header.Set("Authorization", "Bearer "+testenv.TokenAlice)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", "key-down-"+path)
 			resp, err := http.DefaultClient.Do(req)

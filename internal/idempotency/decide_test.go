@@ -10,7 +10,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -112,7 +112,7 @@ func TestDecideAgreesWithTheStatements(t *testing.T) {
 		for _, tt := range decideCases {
 			t.Run(string(path)+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
-				clk := testkit.NewClock()
+				clk := testenv.NewClock()
 				s := postgres.New(db)
 				s.Clock = clk.Now
 				sc := idempotency.Scope{Actor: "alice", Operation: "op", Key: t.Name()}
@@ -148,7 +148,7 @@ func TestDecideAgreesWithTheStatements(t *testing.T) {
 					t.Fatalf("statement claimed = %v, Decide says %v", cr.Wrote, tt.want.Kind)
 				}
 				wantState := map[bool]string{true: "in_progress", false: "completed"}[path == idempotency.TwoPhase]
-				if writes && testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1 AND fingerprint = $2 AND state = $3`, sc.Key, tt.fp, wantState) != 1 {
+				if writes && testenv.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1 AND fingerprint = $2 AND state = $3`, sc.Key, tt.fp, wantState) != 1 {
 					t.Fatalf("the statement said it wrote the key, but no %s row has the new fingerprint", wantState)
 				}
 			})

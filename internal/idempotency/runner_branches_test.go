@@ -14,7 +14,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // branchEnv is a Runner on a real store whose clock a test moves.
@@ -22,7 +22,7 @@ type branchEnv struct {
 	t     *testing.T
 	db    *sqlx.DB
 	store *postgres.Store
-	clock *testkit.Clock
+	clock *testenv.Clock
 	r     *idempotency.Runner
 	scope idempotency.Scope
 	retry bool // the request under test says it is a retry (X-Client-Attempt ≥ 2)
@@ -39,7 +39,7 @@ const (
 // newBranchEnv is a Runner of its own on db, with a clock of its own, for an
 // actor of its own (the test's name): tests may share a database.
 func newBranchEnv(t *testing.T, db *sqlx.DB) *branchEnv {
-	e := &branchEnv{t: t, db: db, store: postgres.New(db), clock: testkit.NewClock(),
+	e := &branchEnv{t: t, db: db, store: postgres.New(db), clock: testenv.NewClock(),
 		scope: idempotency.Scope{Actor: t.Name(), Operation: "demo-requests.create", Key: "k"}}
 	e.store.Clock = e.clock.Now
 	r, err := idempotency.NewRunner(idempotency.Config{Store: e.store, TTL: branchTTL, Lease: branchLease})
@@ -74,7 +74,7 @@ func (e *branchEnv) claim(fp string) idempotency.Claim {
 }
 
 func (e *branchEnv) rows() int {
-	return testkit.Count(e.t, e.db, `SELECT count(*) FROM demo_requests WHERE actor_id = $1`, e.scope.Actor)
+	return testenv.Count(e.t, e.db, `SELECT count(*) FROM demo_requests WHERE actor_id = $1`, e.scope.Actor)
 }
 
 // firstWrite is the outcome of a request that writes a free key, by path;
@@ -186,7 +186,7 @@ func TestRunnerFailures(t *testing.T) {
 			if err == nil || res.Outcome != want[p] {
 				t.Fatalf("Do = %+v, %v; want %s and the work's error", res, err, want[p])
 			}
-			if n := testkit.Count(t, e.db, `SELECT count(*) FROM idempotency_keys`); n != 0 {
+			if n := testenv.Count(t, e.db, `SELECT count(*) FROM idempotency_keys`); n != 0 {
 				t.Fatalf("%d key rows after a failed work, want 0", n)
 			}
 			if res, err := e.do(p, "fp", 0, e.create("t")); err != nil || res.Outcome != firstWrite[p] {

@@ -10,7 +10,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // lostClaimReply is the real store, except that the reply to a claim is
@@ -47,7 +47,7 @@ func TestLostClaimReplyDoesNotBlockTheKey(t *testing.T) {
 	if _, err := r.Do(context.Background(), req, work); apperr.Code(err) != apperr.Unavailable {
 		t.Fatalf("the request whose claim reply was lost: %v, want unavailable", err)
 	}
-	if n := testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`); n != 0 {
+	if n := testenv.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`); n != 0 {
 		t.Fatalf("%d claims left in progress by a lost reply, want 0", n)
 	}
 	res, err := r.Do(context.Background(), req, work)
@@ -77,7 +77,7 @@ func TestNewRunnerRefusesIncompleteConfig(t *testing.T) {
 func TestInProgressAlwaysSaysWhen(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	clock := testkit.NewClock()
+	clock := testenv.NewClock()
 	owner, late := postgres.New(db), postgres.New(db)
 	owner.Clock = clock.Now
 	late.Clock = func() time.Time { return clock.Now().Add(-50 * time.Millisecond) }

@@ -11,7 +11,7 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestStatementBound: a statement that runs past its pool's bound ends
@@ -20,7 +20,7 @@ import (
 // transaction mode that refuses a statement_timeout startup parameter;
 // alone, prepared, and inside a transaction.
 func TestStatementBound(t *testing.T) {
-	testkit.Long(t, "runs behind PgBouncer")
+	testenv.Long(t, "runs behind PgBouncer")
 	t.Parallel()
 	bouncer := pgtest.NewPgBouncer(t, "")
 	const bound = 300 * time.Millisecond
@@ -89,8 +89,8 @@ func TestStatementBound(t *testing.T) {
 			}
 			// Nothing of them goes on on the server.
 			direct := pgtest.NewDB(t)
-			if !testkit.Eventually(2*time.Second, func() bool {
-				return testkit.Count(t, direct, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()`) == 0
+			if !testenv.Eventually(2*time.Second, func() bool {
+				return testenv.Count(t, direct, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()`) == 0
 			}) {
 				t.Fatal("a bounded statement still runs on the server")
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // cancelled is the cancel of r as the work decides it, with its answer.
@@ -119,7 +119,7 @@ func TestACancelWaitsForTheDispatchersTake(t *testing.T) {
 		_, err := s.CompleteAtomically(ctx, idempotency.Claim{Scope: cancelScope("c-1"), Token: uuid.NewString()}, r.ID, ttl, cancelled(s, r))
 		done <- err
 	}()
-	waiting := testkit.Eventually(5*time.Second, func() bool {
+	waiting := testenv.Eventually(5*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
 	})
 	if !waiting {

@@ -23,7 +23,7 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestAThirdOperationsEventsReachTheDeskInOrder adds a reopen the way the
@@ -140,8 +140,8 @@ func TestTransitionsRaceTheDispatcher(t *testing.T) {
 		})
 	}
 	race.Wait()
-	if !testkit.Eventually(30*time.Second, func() bool {
-		return testkit.Count(t, e.db, `SELECT count(*) FROM outbox WHERE state = 'pending'`) == 0
+	if !testenv.Eventually(30*time.Second, func() bool {
+		return testenv.Count(t, e.db, `SELECT count(*) FROM outbox WHERE state = 'pending'`) == 0
 	}) {
 		t.Fatal("events still pending 30 s after the race")
 	}
@@ -172,7 +172,7 @@ type reopenEnv struct {
 	store      *postgres.Store
 	runner     *idempotency.Runner
 	dispatcher *delivery.Dispatcher
-	desk       *testkit.DeskDouble
+	desk       *testenv.DeskDouble
 	sends      *sendLog
 	request    demo.Request
 	reopen     func(demo.Request) idempotency.Effect
@@ -185,7 +185,7 @@ type reopenEnv struct {
 // statements (testdata/), a typed constructor of its effect, and its
 // event's hand-over to the desk (Dispatcher.Kinds).
 func newReopenEnv(t *testing.T) *reopenEnv {
-	e := &reopenEnv{db: pgtest.NewDB(t), desk: testkit.StartDeskDouble(t), sends: &sendLog{}, reopens: map[string]int{},
+	e := &reopenEnv{db: pgtest.NewDB(t), desk: testenv.StartDeskDouble(t), sends: &sendLog{}, reopens: map[string]int{},
 		request: demo.Request{ID: uuid.NewString(), Actor: "alice", State: demo.StateAccepted, Topic: "billing",
 			CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}}
 	e.store = postgres.New(e.db)
@@ -204,7 +204,7 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 	e.reopen = func(r demo.Request) idempotency.Effect {
 		return postgres.StatementsEffect("reopen demo request", onePhase, finish, true, r.ID)
 	}
-	reopenDesk := testkit.ServeUntilTheEnd(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	reopenDesk := testenv.ServeUntilTheEnd(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.reopens[req.Header.Get("Idempotency-Key")]++
@@ -353,8 +353,8 @@ func TestATransitionThatMeetsAnotherDecidesAgain(t *testing.T) {
 		done <- err
 	}()
 	// The cancel's statement starts, and waits for the request's row.
-	if !testkit.Eventually(10*time.Second, func() bool {
-		return testkit.Count(t, e.db, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`) > 0
+	if !testenv.Eventually(10*time.Second, func() bool {
+		return testenv.Count(t, e.db, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`) > 0
 	}) {
 		select {
 		case err := <-done:

@@ -11,7 +11,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestReleaseRetriedAcrossARestart: a two-phase work fails while PostgreSQL
@@ -20,7 +20,7 @@ import (
 // comes 2 s after the database is back gets a fresh claim, not a 409 for
 // the rest of the 30 s lease.
 func TestReleaseRetriedAcrossARestart(t *testing.T) {
-	testkit.Long(t, "restarts PostgreSQL")
+	testenv.Long(t, "restarts PostgreSQL")
 	ctx := context.Background()
 	pg, db, r := restartable(t)
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "restart.test", Key: "key-restart"},

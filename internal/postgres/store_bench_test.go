@@ -12,7 +12,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // BenchmarkStoreCreate runs a create's store calls, one phase and two
@@ -68,8 +68,8 @@ func BenchmarkStoreCreate(b *testing.B) {
 // reportCPU starts measuring the process's CPU time; the function it
 // returns reports it per iteration as cpu-µs/op.
 func reportCPU(b *testing.B) func() {
-	start := testkit.CPUTime()
-	return func() { b.ReportMetric(float64((testkit.CPUTime()-start).Microseconds())/float64(b.N), "cpu-µs/op") }
+	start := testenv.CPUTime()
+	return func() { b.ReportMetric(float64((testenv.CPUTime()-start).Microseconds())/float64(b.N), "cpu-µs/op") }
 }
 
 // reportWAL starts measuring the WAL the cluster writes; the function it

@@ -17,7 +17,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -38,11 +38,11 @@ func openDB(t *testing.T) *sqlx.DB {
 	return db
 }
 
-func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *testkit.Clock) {
+func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *testenv.Clock) {
 	t.Parallel()
 	db := openDB(t)
 	s := postgres.New(db)
-	c := testkit.NewClock()
+	c := testenv.NewClock()
 	s.Clock = c.Now
 	return s, db, c
 }
@@ -52,7 +52,7 @@ func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *testkit.Clock) {
 // which its first statement there does otherwise: under load, seconds.
 func warmPool(t *testing.T, db *sqlx.DB) {
 	n := db.Stats().MaxOpenConnections
-	testkit.WarmPool(t, db, n)
+	testenv.WarmPool(t, db, n)
 	if !pgtest.Citus() {
 		return
 	}
@@ -74,7 +74,7 @@ func warmPool(t *testing.T, db *sqlx.DB) {
 
 func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
 	t.Helper()
-	return testkit.Count(t, db, query, args...)
+	return testenv.Count(t, db, query, args...)
 }
 
 func claim(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string) (idempotency.KeyWrite, idempotency.Claim) {
@@ -307,7 +307,7 @@ func TestOnePhase(t *testing.T) {
 // testOnePhase runs the one-phase scenarios on stores set up by setup.
 func testOnePhase(t *testing.T, setup func(*postgres.Store)) {
 	ctx := context.Background()
-	newStore := func(t *testing.T) (*postgres.Store, *sqlx.DB, *testkit.Clock) {
+	newStore := func(t *testing.T) (*postgres.Store, *sqlx.DB, *testenv.Clock) {
 		s, db, clk := newStore(t)
 		setup(s)
 		return s, db, clk

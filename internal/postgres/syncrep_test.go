@@ -12,7 +12,7 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestCommitWithoutItsStandbyIsNotAcknowledged: on a primary whose
@@ -23,7 +23,7 @@ import (
 // key a failover can lose: it is an error, answered 503, and the retry
 // replays the key where it survived or runs it again where it did not.
 func TestCommitWithoutItsStandbyIsNotAcknowledged(t *testing.T) {
-	testkit.Long(t, "starts a standby")
+	testenv.Long(t, "starts a standby")
 	t.Parallel()
 	ctx := context.Background()
 	pg := pgtest.Own(t, pgtest.Options{Durable: true,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestParseURL: a URL of several hosts, as pg_auto_failover prints it,
@@ -90,7 +90,7 @@ func TestParseURL(t *testing.T) {
 // server that takes no writes (as a standby), and the test server. With
 // target_session_attrs=read-write its connections reach the last one.
 func TestOpenSeveralHosts(t *testing.T) {
-	testkit.Long(t, "starts a second PostgreSQL")
+	testenv.Long(t, "starts a second PostgreSQL")
 	t.Parallel()
 	ctx := context.Background()
 	readOnly := pgtest.Own(t, pgtest.Options{Settings: map[string]string{"default_transaction_read_only": "on"}})

@@ -6,7 +6,7 @@ import "time"
 // of what it takes and answers. They belong to the desk, the other system,
 // not to this service: a rename of the example (demo requests, their
 // cancel, into your own) must leave every string in this file as it is, as
-// it must the test double that speaks them (testkit/deskdouble.go). They
+// it must the test double that speaks them (testenv/deskdouble.go). They
 // change only when the desk does.
 
 // The desk's routes. A %s is a key, path-escaped; a path ending in / takes

@@ -22,8 +22,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // citusScript is scripts/citus.sh, which stops and starts a worker.
@@ -52,7 +51,7 @@ func onCitus(t *testing.T, db *sqlx.DB) {
 // every 201 the same answer, and the others 409 in progress or 503 with
 // Retry-After (a statement that waited past its bound behind the first).
 func TestCitusStormOnOneKey(t *testing.T) {
-	base, db := proctest.ServeInProcess(t, run)
+	base, db := testenv.ServeInProcess(t, run)
 	onCitus(t, db)
 	const n = 500
 	var (
@@ -65,7 +64,7 @@ func TestCitusStormOnOneKey(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			resp, body, err := testkit.PostCreate(context.Background(), base, proctest.Token, "storm-500",
+			resp, body, err := testenv.PostCreate(context.Background(), base, testenv.TokenAlice, "storm-500",
 				`{"topic":"storm","note":"one key"}`)
 			mu.Lock()
 			defer mu.Unlock()
@@ -90,7 +89,7 @@ func TestCitusStormOnOneKey(t *testing.T) {
 		t.Fatalf("statuses %v (-2: a 503 without Retry-After), %d distinct 201 bodies: want 201s (one body), 409s and 503s with Retry-After only", statuses, len(bodies))
 	}
 	for table, want := range map[string]int{"demo_requests": 1, "idempotency_keys": 1, "outbox": 1} {
-		if got := testkit.Count(t, db, "SELECT count(*) FROM "+table); got != want {
+		if got := testenv.Count(t, db, "SELECT count(*) FROM "+table); got != want {
 			t.Errorf("%d rows in %s after the storm, want %d", got, table, want)
 		}
 	}
@@ -121,7 +120,7 @@ func TestCitusWorkerDown(t *testing.T) {
 		tokens[actor] = "tok-" + actor
 		list = append(list, actor+":"+auth.Hash(tokens[actor]))
 	}
-	base, db := proctest.ServeInProcess(t, run, "API_TOKENS="+strings.Join(list, ","))
+	base, db := testenv.ServeInProcess(t, run, "API_TOKENS="+strings.Join(list, ","))
 	onCitus(t, db)
 
 	// The workers by port (worker1 first, as scripts/citus.sh numbers
@@ -157,7 +156,7 @@ func TestCitusWorkerDown(t *testing.T) {
 
 	create := func(actor, key string) answer {
 		a := answer{actor: actor, key: key, at: time.Now()}
-		resp, body, err := testkit.PostCreate(context.Background(), base, tokens[actor], key, `{"topic":"down","note":"`+actor+`"}`)
+		resp, body, err := testenv.PostCreate(context.Background(), base, tokens[actor], key, `{"topic":"down","note":"`+actor+`"}`)
 		a.took, a.err = time.Since(a.at), err
 		if err == nil {
 			a.status, a.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
@@ -256,7 +255,7 @@ func TestCitusWorkerDown(t *testing.T) {
 		JOIN demo_requests r ON r.actor_id = k.actor_id AND r.id::text = k.result_id`); err != nil {
 		t.Fatal(err)
 	}
-	if n := testkit.Count(t, db, `SELECT count(*) FROM demo_requests`); n != len(want) || len(rows) != len(want) {
+	if n := testenv.Count(t, db, `SELECT count(*) FROM demo_requests`); n != len(want) || len(rows) != len(want) {
 		t.Errorf("%d business rows, %d keys with their row, for %d keys created: want one each", n, len(rows), len(want))
 	}
 	for _, r := range rows {

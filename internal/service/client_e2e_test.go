@@ -14,8 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/demo-api/demo-api/api/client"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // serveInProcess runs demo-api serve through run() on a fresh database and
@@ -24,12 +23,12 @@ import (
 // over loopback: each case ends with exactly the business rows the contract
 // allows, and every attempt of an intent carried its one key.
 func TestClientAgainstTheServer(t *testing.T) {
-	testkit.Long(t, "a long end-to-end run of the client against the proctest.Binary")
+	testenv.Long(t, "a long end-to-end run of the client against the testenv.Binary")
 	t.Parallel()
 	ctx := context.Background()
-	base, db := proctest.ServeInProcess(t, run)
+	base, db := testenv.ServeInProcess(t, run)
 	newClient := func(url string, budget, attempt time.Duration) *client.Client {
-		c, err := client.New(client.Config{BaseURL: url, Token: proctest.Token, Budget: budget, AttemptTimeout: attempt})
+		c, err := client.New(client.Config{BaseURL: url, Token: testenv.TokenAlice, Budget: budget, AttemptTimeout: attempt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,10 +38,10 @@ func TestClientAgainstTheServer(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			testkit.PostCreate(ctx, base, proctest.Token, key, `{"topic":"client"}`, "Workshop-Delay", delay)
+			testenv.PostCreate(ctx, base, testenv.TokenAlice, key, `{"topic":"client"}`, "Workshop-Delay", delay)
 		}()
-		testkit.Eventually(5*time.Second, func() bool {
-			return testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1`, key) == 1
+		testenv.Eventually(5*time.Second, func() bool {
+			return testenv.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = $1`, key) == 1
 		})
 		return done
 	}
@@ -55,21 +54,21 @@ func TestClientAgainstTheServer(t *testing.T) {
 	}
 
 	t.Run("lost response: the retry gets the replay", func(t *testing.T) {
-		before := proctest.Rows(t, db)
-		rec := &proctest.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Drop-Response": "true"}}}
+		before := testenv.Rows(t, db)
+		rec := &testenv.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Drop-Response": "true"}}}
 		it := intent("")
 		res, err := newClient(rec.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
 		if err != nil || !res.Replayed || res.Attempts != 2 {
 			t.Fatalf("got %+v, %v; want the replay on attempt 2", res, err)
 		}
 		rec.CheckAttempts(t, it.Key)
-		if n := proctest.Rows(t, db) - before; n != 1 {
+		if n := testenv.Rows(t, db) - before; n != 1 {
 			t.Fatalf("%d rows, want 1", n)
 		}
 	})
 
 	t.Run("in progress, with Prefer: wait", func(t *testing.T) {
-		before := proctest.Rows(t, db)
+		before := testenv.Rows(t, db)
 		it := intent("client-wait")
 		// Held 1 s; an attempt of 3 s asks to wait 2 s, so the first
 		// attempt gets the answer even on a busy machine.
@@ -79,60 +78,60 @@ func TestClientAgainstTheServer(t *testing.T) {
 		if err != nil || !res.Replayed || !res.Waited {
 			t.Fatalf("got %+v, %v; want the replay after waiting", res, err)
 		}
-		if n := proctest.Rows(t, db) - before; n != 1 {
+		if n := testenv.Rows(t, db) - before; n != 1 {
 			t.Fatalf("%d rows, want 1", n)
 		}
 	})
 
 	t.Run("in progress, without waiting: retries after Retry-After", func(t *testing.T) {
-		before := proctest.Rows(t, db)
+		before := testenv.Rows(t, db)
 		it := intent("client-409")
 		done := hold(it.Key, "1500ms")
 		var statuses []int
-		c, _ := client.New(client.Config{BaseURL: base, Token: proctest.Token, Budget: 3 * time.Second, AttemptTimeout: time.Second,
+		c, _ := client.New(client.Config{BaseURL: base, Token: testenv.TokenAlice, Budget: 3 * time.Second, AttemptTimeout: time.Second,
 			OnAttempt: func(a client.Attempt) { statuses = append(statuses, a.Status) }})
 		res, err := c.Send(ctx, it)
 		<-done
 		if err != nil || !res.Replayed || statuses[0] != http.StatusConflict {
 			t.Fatalf("got %+v, %v, statuses %v; want a 409, then the replay", res, err, statuses)
 		}
-		if n := proctest.Rows(t, db) - before; n != 1 {
+		if n := testenv.Rows(t, db) - before; n != 1 {
 			t.Fatalf("%d rows, want 1", n)
 		}
 	})
 
 	t.Run("a released 503, then success", func(t *testing.T) {
-		before := proctest.Rows(t, db)
-		rec := &proctest.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Fail": "after-claim"}}}
+		before := testenv.Rows(t, db)
+		rec := &testenv.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Fail": "after-claim"}}}
 		it := intent("")
 		res, err := newClient(rec.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
 		if err != nil || res.Replayed || res.Attempts != 2 {
 			t.Fatalf("got %+v, %v; want a fresh 201 on attempt 2", res, err)
 		}
 		rec.CheckAttempts(t, it.Key)
-		if n := proctest.Rows(t, db) - before; n != 1 {
+		if n := testenv.Rows(t, db) - before; n != 1 {
 			t.Fatalf("%d rows, want 1", n)
 		}
 	})
 
 	t.Run("422 mismatch: not retried", func(t *testing.T) {
-		testkit.PostCreate(ctx, base, proctest.Token, "client-mismatch", `{"topic":"first"}`)
-		before := proctest.Rows(t, db)
-		rec := &proctest.Recorder{}
+		testenv.PostCreate(ctx, base, testenv.TokenAlice, "client-mismatch", `{"topic":"first"}`)
+		before := testenv.Rows(t, db)
+		rec := &testenv.Recorder{}
 		it := intent("client-mismatch")
 		_, err := newClient(rec.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
 		var p *client.ProblemError
 		if !errors.As(err, &p) || p.Code != "key_payload_mismatch" || len(rec.Keys) != 1 {
 			t.Fatalf("got %v after %d attempts; want one 422", err, len(rec.Keys))
 		}
-		if n := proctest.Rows(t, db) - before; n != 0 {
+		if n := testenv.Rows(t, db) - before; n != 0 {
 			t.Fatalf("%d rows, want 0", n)
 		}
 	})
 
 	t.Run("no answer within the budget: outcome unknown, then Resolve", func(t *testing.T) {
-		before := proctest.Rows(t, db)
-		rec := &proctest.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Delay": "3s"}}}
+		before := testenv.Rows(t, db)
+		rec := &testenv.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Delay": "3s"}}}
 		it := intent("")
 		c := newClient(rec.Proxy(t, base), 1500*time.Millisecond, time.Second)
 		_, err := c.Send(ctx, it)
@@ -142,7 +141,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 		}
 		rec.CheckAttempts(t, it.Key)
 		var o client.Outcome
-		if !testkit.Eventually(10*time.Second, func() bool {
+		if !testenv.Eventually(10*time.Second, func() bool {
 			o, err = c.Resolve(ctx, it.Operation, it.Key)
 			return err == nil && o.State == "completed"
 		}) {
@@ -151,7 +150,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 		if o.Status != http.StatusCreated || o.ResultID == "" {
 			t.Fatalf("resolved %+v, want the 201 and its request", o)
 		}
-		if n := proctest.Rows(t, db) - before; n != 1 {
+		if n := testenv.Rows(t, db) - before; n != 1 {
 			t.Fatalf("%d rows, want 1", n)
 		}
 		if never, err := c.Resolve(ctx, client.OperationCreate, "never-sent"); err != nil || never.State != "unknown" {
@@ -160,7 +159,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 	})
 	// created makes a request to cancel, straight to the server.
 	created := func() string {
-		_, body, err := testkit.PostCreate(ctx, base, proctest.Token, uuid.NewString(), `{"topic":"to cancel"}`)
+		_, body, err := testenv.PostCreate(ctx, base, testenv.TokenAlice, uuid.NewString(), `{"topic":"to cancel"}`)
 		var dr client.DemoRequest
 		if err != nil || json.Unmarshal(body, &dr) != nil || dr.RequestID == "" {
 			t.Fatalf("create a request to cancel: %v %s", err, body)
@@ -170,7 +169,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 
 	t.Run("cancel: a lost response, then the retry replays; a second cancel is refused, not retried", func(t *testing.T) {
 		id := created()
-		rec := &proctest.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Drop-Response": "true"}}}
+		rec := &testenv.Recorder{Add: map[string]map[string]string{"1": {"Workshop-Drop-Response": "true"}}}
 		it, err := client.NewCancelIntent(id)
 		if err != nil {
 			t.Fatal(err)
@@ -184,16 +183,16 @@ func TestClientAgainstTheServer(t *testing.T) {
 		if want := "/v1/demo-requests/" + id + "/cancel"; rec.Paths[0] != want || rec.Paths[1] != want {
 			t.Fatalf("the attempts went to %q, want %s", rec.Paths, want)
 		}
-		if n := testkit.Count(t, db, `SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled' AND cancelled_at = $2`,
+		if n := testenv.Count(t, db, `SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled' AND cancelled_at = $2`,
 			id, res.Request.CancelledAt); n != 1 {
 			t.Fatalf("the request is not cancelled at the time the replay says (%v)", res.Request.CancelledAt)
 		}
-		if n := testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE operation = $1 AND idem_key = $2 AND status_code = 200`,
+		if n := testenv.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE operation = $1 AND idem_key = $2 AND status_code = 200`,
 			client.OperationCancel, it.Key); n != 1 {
 			t.Fatalf("%d completed cancel keys %s, want 1", n, it.Key)
 		}
 
-		again := &proctest.Recorder{}
+		again := &testenv.Recorder{}
 		_, err = newClient(again.Proxy(t, base), 5*time.Second, 2*time.Second).Cancel(ctx, id)
 		if p, ok := errors.AsType[*client.ProblemError](err); !ok || p.Status != 422 || p.Code != "request_not_cancellable" || len(again.Keys) != 1 {
 			t.Fatalf("a second cancel: %v after %d attempts; want one 422 request_not_cancellable", err, len(again.Keys))
@@ -207,7 +206,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 		id := created()
 		send := func(args ...string) (string, error) {
 			var out strings.Builder
-			err := run(ctx, append([]string{"send", "--base", base, "--token", proctest.Token}, args...), func(string) string { return "" }, &out, io.Discard)
+			err := run(ctx, append([]string{"send", "--base", base, "--token", testenv.TokenAlice}, args...), func(string) string { return "" }, &out, io.Discard)
 			return out.String(), err
 		}
 		if out, err := send("--cancel", id, "--key", "send-cancel-"+id); err != nil || !strings.Contains(out, "cancelled: request "+id+" (200) after 1 attempt") {
@@ -233,7 +232,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 		if e, ok := errors.AsType[*ExitError](err); !ok || e.Code != ExitUnknown || !strings.Contains(out, "--resolve send-cancel-held --operation "+client.OperationCancel) {
 			t.Fatalf("a held send --cancel: %v, want exit %d with the hint\n%s", err, ExitUnknown, out)
 		}
-		if !testkit.Eventually(10*time.Second, func() bool {
+		if !testenv.Eventually(10*time.Second, func() bool {
 			out, err = send("--resolve", "send-cancel-held", "--operation", client.OperationCancel)
 			return err == nil && strings.Contains(out, "completed with 200, request "+other)
 		}) {
@@ -247,16 +246,16 @@ func TestClientAgainstTheServer(t *testing.T) {
 // nothing was stored and when to send again, and exits 4, not "outcome
 // unknown". Nothing is stored under the key.
 func TestSendRateLimited(t *testing.T) {
-	testkit.Long(t, "demo-api send against a real server over its bound")
+	testenv.Long(t, "demo-api send against a real server over its bound")
 	t.Parallel()
 	ctx := context.Background()
 	// One new key, then one every 20 s.
-	base, db := proctest.ServeInProcess(t, run, "NEW_KEYS_PER_SECOND=0.05", "NEW_KEYS_BURST=1")
-	if resp, body, err := testkit.PostCreate(ctx, base, proctest.Token, "spends-the-burst", `{"topic":"client"}`); err != nil || resp.StatusCode != http.StatusCreated {
+	base, db := testenv.ServeInProcess(t, run, "NEW_KEYS_PER_SECOND=0.05", "NEW_KEYS_BURST=1")
+	if resp, body, err := testenv.PostCreate(ctx, base, testenv.TokenAlice, "spends-the-burst", `{"topic":"client"}`); err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("the first new key: %v %s", err, body)
 	}
 	var out strings.Builder
-	err := run(ctx, []string{"send", "--base", base, "--token", proctest.Token, "--key", "send-limited", "--budget", "2s", "--attempt-timeout", "1s"},
+	err := run(ctx, []string{"send", "--base", base, "--token", testenv.TokenAlice, "--key", "send-limited", "--budget", "2s", "--attempt-timeout", "1s"},
 		func(string) string { return "" }, &out, io.Discard)
 	if e, ok := errors.AsType[*ExitError](err); !ok || e.Code != ExitRateLimited {
 		t.Fatalf("send over the bound: %v, want exit %d\n%s", err, ExitRateLimited, out.String())
@@ -272,7 +271,7 @@ func TestSendRateLimited(t *testing.T) {
 	if strings.Contains(out.String(), "outcome unknown") {
 		t.Fatalf("send over the bound calls it outcome unknown:\n%s", out.String())
 	}
-	if n := testkit.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = 'send-limited'`); n != 0 {
+	if n := testenv.Count(t, db, `SELECT count(*) FROM idempotency_keys WHERE idem_key = 'send-limited'`); n != 0 {
 		t.Fatalf("%d keys stored under send-limited, want none", n)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestLoadConfig reads the configuration from an environment and flags.
@@ -153,14 +153,14 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// TestHelpExitCode runs the proctest.Binary: -h exits 0, a bad WORKSHOP exits 1
+// TestHelpExitCode runs the testenv.Binary: -h exits 0, a bad WORKSHOP exits 1
 // naming the variable.
 func TestHelpExitCode(t *testing.T) {
-	out, err := exec.Command(proctest.Binary, "serve", "-h").CombinedOutput()
+	out, err := exec.Command(testenv.Binary, "serve", "-h").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "-listen") {
 		t.Errorf("demo-api serve -h: %v\n%s", err, out)
 	}
-	cmd := exec.Command(proctest.Binary, "serve")
+	cmd := exec.Command(testenv.Binary, "serve")
 	cmd.Env = []string{"DATABASE_URL=postgres://db/x", "API_TOKENS=alice:" + auth.Hash("t"), "WORKSHOP=yes"}
 	out, err = cmd.CombinedOutput()
 	if exit, ok := errors.AsType[*exec.ExitError](err); !ok || exit.ExitCode() != 1 || !strings.Contains(string(out), "WORKSHOP") {
@@ -168,7 +168,7 @@ func TestHelpExitCode(t *testing.T) {
 	}
 }
 
-// TestLinksNoTestCode: the service proctest.Binary links no package that exists for
+// TestLinksNoTestCode: the service testenv.Binary links no package that exists for
 // tests or the bench.
 func TestLinksNoTestCode(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()

@@ -9,8 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestDispatcherKilledBetweenAcceptAndMark SIGKILLs the dispatcher (serve)
@@ -20,38 +19,38 @@ import (
 // finds it: the desk holds one submission, the request shows submitted, and
 // the restarted dispatcher sent nothing.
 func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
-	testkit.Long(t, "kills the dispatcher process")
+	testenv.Long(t, "kills the dispatcher process")
 	url := pgtest.NewURL(t)
-	desk := testkit.StartDeskDouble(t)
-	desk.Faults(t, testkit.DeskFaults{HoldAnswer: "1m"}) // accept, then hold the answer
+	desk := testenv.StartDeskDouble(t)
+	desk.Faults(t, testenv.DeskFaults{HoldAnswer: "1m"}) // accept, then hold the answer
 	// A call may take 1 s, so a taken row's lease is 3 s.
 	env := []string{"PROVIDER_URL=" + desk.URL, "DISPATCH_CALL_TIMEOUT=1s"}
-	p := proctest.Start(t, url, env...)
+	p := testenv.Start(t, url, env...)
 	resp, body, err := p.Post("key-outbox")
 	if err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %v %s", err, body)
 	}
-	if !testkit.Eventually(5*time.Second, func() bool { return desk.Submissions(t) == 1 }) {
+	if !testenv.Eventually(5*time.Second, func() bool { return desk.Submissions(t) == 1 }) {
 		t.Fatal("the desk never got the submission")
 	}
 	p.Kill(t) // within the held answer: nothing recorded yet
 	db := sqlx.MustOpen("postgres", url)
 	defer db.Close()
-	if n := testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'pending' AND attempts = 1`); n != 1 {
+	if n := testenv.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'pending' AND attempts = 1`); n != 1 {
 		t.Fatalf("%d outbox rows pending after one attempt, want 1: the kill came after the mark", n)
 	}
 
-	desk.Faults(t, testkit.DeskFaults{})
-	p2 := proctest.Start(t, url, env...)
-	if !testkit.Eventually(10*time.Second, func() bool {
-		return testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'submitted' AND attempts = 2`) == 1
+	desk.Faults(t, testenv.DeskFaults{})
+	p2 := testenv.Start(t, url, env...)
+	if !testenv.Eventually(10*time.Second, func() bool {
+		return testenv.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'submitted' AND attempts = 2`) == 1
 	}) {
 		t.Fatalf("the delivery was not found submitted by a second attempt:\n%s", p2.Log())
 	}
 	if n := desk.Submissions(t); n != 1 {
 		t.Fatalf("the desk holds %d submissions, want 1", n)
 	}
-	metrics := proctest.Get(t, p2.URL+"/metrics")
+	metrics := testenv.Get(t, p2.URL+"/metrics")
 	for _, want := range []string{`demo_api_outbox_status_lookups_total{answer="accepted"} 1`, `demo_api_outbox_provider_calls_total{call="submit_status"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("the restarted dispatcher's metrics lack %q", want)
@@ -66,8 +65,8 @@ func TestDispatcherKilledBetweenAcceptAndMark(t *testing.T) {
 // dispatch, a process of its own on the same database, does.
 func TestDispatchCommand(t *testing.T) {
 	url := pgtest.NewURL(t)
-	desk := testkit.StartDeskDouble(t)
-	p := proctest.Start(t, url, "PROVIDER_URL="+desk.URL, "DISPATCH=false")
+	desk := testenv.StartDeskDouble(t)
+	p := testenv.Start(t, url, "PROVIDER_URL="+desk.URL, "DISPATCH=false")
 	if resp, body, err := p.Post("key-dispatch"); err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %v %s", err, body)
 	}
@@ -77,9 +76,9 @@ func TestDispatchCommand(t *testing.T) {
 	if n := desk.Submissions(t); n != 0 {
 		t.Fatalf("serve with DISPATCH=false handed over %d requests", n)
 	}
-	proctest.StartDispatch(t, url, "PROVIDER_URL="+desk.URL)
-	if !testkit.Eventually(10*time.Second, func() bool {
-		return testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'submitted'`) == 1
+	testenv.StartDispatch(t, url, "PROVIDER_URL="+desk.URL)
+	if !testenv.Eventually(10*time.Second, func() bool {
+		return testenv.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'submitted'`) == 1
 	}) {
 		t.Fatal("demo-api dispatch did not hand the request over")
 	}

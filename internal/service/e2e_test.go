@@ -15,13 +15,12 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
-// proctest.Binary is the demo-api built once for the tests that cross the process
+// testenv.Binary is the demo-api built once for the tests that cross the process
 // boundary: crashes and signals need a real process.
-func TestMain(m *testing.M) { os.Exit(proctest.Run(m, "../../cmd/demo-api", pgtest.Run)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m, "../../cmd/demo-api", pgtest.Run)) }
 
 // run is the program of cmd/demo-api, run in this process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -34,10 +33,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // The lease is short, but its half, the work's budget, still covers what a
 // statement may take by the contract (2 s and the wire's half second).
 func TestCrashMidRequest(t *testing.T) {
-	testkit.Long(t, "kills the server process")
+	testenv.Long(t, "kills the server process")
 	url := pgtest.NewURL(t)
 	const lease = 5 * time.Second
-	p := proctest.Start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
+	p := testenv.Start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
 	errc := make(chan error, 1)
 	go func() {
 		_, _, err := p.Post("key-crash", "Workshop-Delay", "1400ms")
@@ -49,11 +48,11 @@ func TestCrashMidRequest(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("the client got an answer from a killed server")
 	}
-	if n := proctest.CountRows(t, url); n != 0 {
+	if n := rows(t, url); n != 0 {
 		t.Fatalf("%d business rows after the crash, want 0", n)
 	}
 
-	p2 := proctest.Start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
+	p2 := testenv.Start(t, url, "IDEMPOTENCY_LEASE="+lease.String())
 	resp, body, err := p2.Post("key-crash")
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +71,10 @@ func TestCrashMidRequest(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after the lease: %d %s, want a fresh 201", resp.StatusCode, body)
 	}
-	if !testkit.Eventually(2*time.Second, func() bool { return strings.Contains(p2.Log(), `"outcome":"lease_taken_over"`) }) {
+	if !testenv.Eventually(2*time.Second, func() bool { return strings.Contains(p2.Log(), `"outcome":"lease_taken_over"`) }) {
 		t.Fatal("the restarted server did not log a lease takeover")
 	}
-	if n := proctest.CountRows(t, url); n != 1 {
+	if n := rows(t, url); n != 1 {
 		t.Fatalf("%d business rows, want 1", n)
 	}
 }
@@ -83,9 +82,9 @@ func TestCrashMidRequest(t *testing.T) {
 // TestGracefulShutdown sends SIGTERM while a request is inside its work: the
 // server stops accepting, lets the request finish, and exits 0.
 func TestGracefulShutdown(t *testing.T) {
-	testkit.Long(t, "signals the server process")
+	testenv.Long(t, "signals the server process")
 	url := pgtest.NewURL(t)
-	p := proctest.Start(t, url)
+	p := testenv.Start(t, url)
 	type answer struct {
 		status int
 		body   string
@@ -115,7 +114,7 @@ func TestGracefulShutdown(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("demo-api did not exit after SIGTERM")
 	}
-	if n := proctest.CountRows(t, url); n != 1 {
+	if n := rows(t, url); n != 1 {
 		t.Fatalf("%d business rows, want 1", n)
 	}
 	// At start it said whether a commit waits for a synchronous standby:
@@ -181,4 +180,15 @@ SELECT 'alice', 'demo-requests.create', 'live', 'fp', 'in_progress', gen_random_
 			t.Fatalf("demo-api %v succeeded", args) // serve: no API_TOKENS
 		}
 	}
+}
+
+// rows counts the demo requests of the database at url.
+func rows(t *testing.T, url string) int {
+	t.Helper()
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	return testenv.Rows(t, db)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/demo-api/demo-api/internal/tools/proctest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestHealthzURL: a listen address that names every interface is asked on
@@ -36,7 +36,7 @@ func TestHealthzURL(t *testing.T) {
 }
 
 // TestHealthcheck: the command succeeds on a 200 from /healthz and fails
-// on another status or no answer; the proctest.Binary exits 1 then, which is what
+// on another status or no answer; the testenv.Binary exits 1 then, which is what
 // a container's HEALTHCHECK reads.
 func TestHealthcheck(t *testing.T) {
 	status := http.StatusOK
@@ -66,7 +66,7 @@ func TestHealthcheck(t *testing.T) {
 		t.Errorf("healthcheck of a server answering 503: %v, want an error naming the 503", err)
 	}
 	srv.Close()
-	out, err := exec.Command(proctest.Binary, "healthcheck", "-listen", ln.Addr().String()).CombinedOutput()
+	out, err := exec.Command(testenv.Binary, "healthcheck", "-listen", ln.Addr().String()).CombinedOutput()
 	if exit, ok := errors.AsType[*exec.ExitError](err); !ok || exit.ExitCode() != 1 {
 		t.Errorf("demo-api healthcheck with nothing listening: %v, want exit status 1\n%s", err, out)
 	}

@@ -13,8 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestIdemcheckStrict runs idemcheck, the conformance suite of the nested
@@ -26,7 +25,7 @@ import (
 // or SKIP where the run gives the suite no way in (no fault knob, no second
 // body for a cancel).
 func TestIdemcheckStrict(t *testing.T) {
-	testkit.Long(t, "builds the conformance module and runs its storms, hang-ups and expiry against the server")
+	testenv.Long(t, "builds the conformance module and runs its storms, hang-ups and expiry against the server")
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("the --count-cmd of this test runs curl: install it (scripts/setup.sh does)")
 	}
@@ -37,12 +36,12 @@ func TestIdemcheckStrict(t *testing.T) {
 	const otherToken = "tok-e2e-other-7a1f"
 	for _, knobs := range []bool{false, true} {
 		t.Run(fmt.Sprintf("workshop=%v", knobs), func(t *testing.T) {
-			base, db := proctest.ServeInProcess(t, run, fmt.Sprintf("WORKSHOP=%v", knobs),
+			base, db := testenv.ServeInProcess(t, run, fmt.Sprintf("WORKSHOP=%v", knobs),
 				"IDEMPOTENCY_TTL=3s", "IDEMPOTENCY_LEASE=3s",
-				"API_TOKENS=alice:"+auth.Hash(proctest.Token)+",bob:"+auth.Hash(otherToken))
+				"API_TOKENS=alice:"+auth.Hash(testenv.TokenAlice)+",bob:"+auth.Hash(otherToken))
 			counter := countServer(t, db)
 			common := []string{"--base", base, "--profile", "strict", "--json",
-				"--header", "Authorization: Bearer " + proctest.Token,
+				"--header", "Authorization: Bearer " + testenv.TokenAlice,
 				"--other-actor-header", "Authorization: Bearer " + otherToken,
 				"--ttl", "3s", "--storm", "16", "--repeat", "3"}
 			skipped := map[string]bool{}
@@ -76,7 +75,7 @@ func TestIdemcheckStrict(t *testing.T) {
 // runIdemcheck runs the command and checks its exit code and each verdict.
 func runIdemcheck(t *testing.T, bin string, skipped map[string]bool, args ...string) {
 	t.Helper()
-	cmd := exec.CommandContext(testkit.Context(t), bin, args...)
+	cmd := exec.CommandContext(testenv.Context(t), bin, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

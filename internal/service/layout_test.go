@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestRootImportsNothingOfTheDemo: the dependency points one way. No
@@ -192,7 +192,7 @@ func TestCopyFollowsItsName(t *testing.T) {
 		}
 	}
 
-	testkit.CheckLinks(t, pages...)
+	testenv.CheckLinks(t, pages...)
 
 	inCopy("go", "build", "./...")
 	inCopy("go", "vet", "./...")

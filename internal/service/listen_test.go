@@ -8,8 +8,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestWorkshopBeyondLoopbackWarns: serve logs a warning when the workshop
@@ -29,7 +28,7 @@ func TestWorkshopBeyondLoopbackWarns(t *testing.T) {
 		env := map[string]string{"DATABASE_URL": url, "API_TOKENS": "alice:" + auth.Hash("tok"),
 			"LISTEN_ADDR": tt.addr, "WORKSHOP": tt.workshop}
 		ctx, cancel := context.WithCancel(context.Background())
-		var stdout, stderr testkit.Buffer
+		var stdout, stderr testenv.Buffer
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, &stdout, &stderr) }()
 		for end := time.Now().Add(10 * time.Second); !strings.Contains(stdout.String(), "listening") && time.Now().Before(end); {
@@ -53,7 +52,7 @@ func TestDispatchServesMetrics(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": pgtest.NewURL(t), "PROVIDER_URL": "http://127.0.0.1:1",
 		"METRICS_ADDR": "127.0.0.1:0"}
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr testkit.Buffer
+	var stdout, stderr testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"dispatch"}, func(k string) string { return env[k] }, &stdout, &stderr)
@@ -71,8 +70,8 @@ func TestDispatchServesMetrics(t *testing.T) {
 	// A scrape waits a second for the database; a read that takes longer
 	// serves the next scrape, so a busy machine may need a few.
 	var body string
-	if !testkit.Eventually(10*time.Second, func() bool {
-		body = proctest.Get(t, url)
+	if !testenv.Eventually(10*time.Second, func() bool {
+		body = testenv.Get(t, url)
 		return strings.Contains(body, "\ndemo_api_outbox_backlog 0\n")
 	}) {
 		t.Fatalf("the dispatcher's /metrics has no outbox backlog:\n%s", body)

@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestEveryDocumentedMetricIsExported: every metric docs/observability.md
@@ -20,13 +19,13 @@ import (
 // there is listed in the docs.
 func TestEveryDocumentedMetricIsExported(t *testing.T) {
 	documented := documentedMetrics(t, "../../docs/observability.md")
-	p := proctest.Start(t, pgtest.NewURL(t))
+	p := testenv.Start(t, pgtest.NewURL(t))
 	if resp, body, err := p.Post("key-metrics-docs", "X-Client-Attempt", "1"); err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %v %s", err, body)
 	}
 	var exported []string
-	testkit.Eventually(10*time.Second, func() bool {
-		exported = exportedMetrics(proctest.Get(t, p.URL+"/metrics"))
+	testenv.Eventually(10*time.Second, func() bool {
+		exported = exportedMetrics(testenv.Get(t, p.URL+"/metrics"))
 		for _, name := range documented {
 			if !slices.Contains(exported, name) {
 				return false

@@ -11,8 +11,7 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestOutboxEndToEnd runs the outbox as it runs in production: demo-api
@@ -25,8 +24,8 @@ import (
 // path: a rename on one side that the other does not follow ends here.
 func TestOutboxEndToEnd(t *testing.T) {
 	url := pgtest.NewURL(t)
-	desk := testkit.StartDeskDouble(t)
-	p := proctest.Start(t, url, "PROVIDER_URL="+desk.URL)
+	desk := testenv.StartDeskDouble(t)
+	p := testenv.Start(t, url, "PROVIDER_URL="+desk.URL)
 	db := sqlx.MustOpen("postgres", url)
 	defer db.Close()
 
@@ -51,7 +50,7 @@ func TestOutboxEndToEnd(t *testing.T) {
 		return st
 	}
 
-	if !testkit.Eventually(10*time.Second, func() bool { return deliveryOf().State == delivery.Submitted }) {
+	if !testenv.Eventually(10*time.Second, func() bool { return deliveryOf().State == delivery.Submitted }) {
 		t.Fatalf("the delivery is %+v, want submitted:\n%s", deliveryOf(), p.Log())
 	}
 	st := deliveryOf()
@@ -68,7 +67,7 @@ func TestOutboxEndToEnd(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("cancel: %v %d %s", err, resp.StatusCode, b)
 	}
-	if !testkit.Eventually(10*time.Second, func() bool {
+	if !testenv.Eventually(10*time.Second, func() bool {
 		c := deliveryOf().Cancel
 		return c != nil && c.State == delivery.Submitted
 	}) {
@@ -83,7 +82,7 @@ func TestOutboxEndToEnd(t *testing.T) {
 	if n := desk.Calls("POST /v1/submissions") + desk.Calls("POST /v1/submissions/{key}/cancel"); n != 2 {
 		t.Fatalf("the dispatcher sent %d calls, want the submission and the cancel, once each", n)
 	}
-	if n := testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE request_id = $1 AND state = 'submitted'`, id); n != 2 {
+	if n := testenv.Count(t, db, `SELECT count(*) FROM outbox WHERE request_id = $1 AND state = 'submitted'`, id); n != 2 {
 		t.Fatalf("%d of the request's outbox rows submitted, want its submission and its cancel", n)
 	}
 }

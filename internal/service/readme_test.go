@@ -4,8 +4,7 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestReadmeWalkthrough runs the README's "Try every branch" blocks against
@@ -13,8 +12,8 @@ import (
 // (ME=ana and ME=ben, keys of their own): every comment must come true for
 // both.
 func TestReadmeWalkthrough(t *testing.T) {
-	testkit.Long(t, "an end-to-end walk (the README's curl blocks)")
+	testenv.Long(t, "an end-to-end walk (the README's curl blocks)")
 	t.Parallel()
-	base, _ := proctest.ServeInProcess(t, run, "API_TOKENS=alice:"+auth.Hash("dev-alice")+",bob:"+auth.Hash("dev-bob"))
-	proctest.Walkthrough(t, "../../README.md", []string{"API=" + base}, "ana", "ben")
+	base, _ := testenv.ServeInProcess(t, run, "API_TOKENS=alice:"+auth.Hash("dev-alice")+",bob:"+auth.Hash("dev-bob"))
+	testenv.Walkthrough(t, "../../README.md", []string{"API=" + base}, "ana", "ben")
 }

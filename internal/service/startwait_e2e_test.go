@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestServeWaitsForItsDatabase: a database that does not answer at start
@@ -18,13 +16,13 @@ import (
 // database slow under load or restarting does) is waited for, and serve
 // starts once it answers.
 func TestServeWaitsForItsDatabase(t *testing.T) {
-	testkit.Long(t, "starts the server process")
+	testenv.Long(t, "starts the server process")
 	dbURL, proxy := pgtest.Proxied(t, pgtest.NewURL(t))
-	proxy.Set(faultproxy.Blackhole)
-	up := time.AfterFunc(4*time.Second, func() { proxy.Set(faultproxy.Up) })
+	proxy.Set(pgtest.LinkBlackhole)
+	up := time.AfterFunc(4*time.Second, func() { proxy.Set(pgtest.LinkUp) })
 	defer up.Stop()
 
-	p := proctest.Start(t, dbURL)
+	p := testenv.Start(t, dbURL)
 	if !strings.Contains(p.Log(), `"msg":"the database does not answer yet; trying again"`) {
 		t.Fatalf("serve started without waiting for its database:\n%s", p.Log())
 	}
@@ -37,13 +35,13 @@ func TestServeWaitsForItsDatabase(t *testing.T) {
 // refusal (here one that does not exist) ends serve at once, with
 // PostgreSQL's reason: no wait can mend it.
 func TestServeStopsWhenItsDatabaseRefuses(t *testing.T) {
-	testkit.Long(t, "starts the server process")
+	testenv.Long(t, "starts the server process")
 	u, err := url.Parse(pgtest.NewURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.Path = "/no_such_database"
-	p, _ := proctest.Launch(t, "serve", u.String())
+	p, _ := testenv.Launch(t, "serve", u.String())
 	select {
 	case err := <-p.Exited:
 		if err == nil || !strings.Contains(p.Log(), `database "no_such_database" does not exist`) {

@@ -29,7 +29,7 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
@@ -59,7 +59,7 @@ type server struct {
 	url   string
 	db    *sqlx.DB
 	store *postgres.Store
-	logs  *testkit.Buffer
+	logs  *testenv.Buffer
 	mu    sync.Mutex
 	hold  func(ctx context.Context) error // runs inside each work, after the claim
 }
@@ -73,7 +73,7 @@ func newServer(t *testing.T, p idempotency.Path) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s := &server{db: db, store: postgres.New(db), logs: &testkit.Buffer{}}
+	s := &server{db: db, store: postgres.New(db), logs: &testenv.Buffer{}}
 	tokens, err := auth.Parse("alice:" + auth.Hash(token))
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func traceparent(t *testing.T, n int) (header string, id trace.TraceID) {
 func (s *server) create(t *testing.T, key, body string, n int) (int, trace.TraceID) {
 	t.Helper()
 	tp, id := traceparent(t, n)
-	resp, _, err := testkit.PostCreate(testkit.Context(t), s.url, token, key, body, "traceparent", tp)
+	resp, _, err := testenv.PostCreate(testenv.Context(t), s.url, token, key, body, "traceparent", tp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func (s *server) create(t *testing.T, key, body string, n int) (int, trace.Trace
 func spansOf(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceID, last string) tracetest.SpanStubs {
 	t.Helper()
 	var got tracetest.SpanStubs
-	ok := testkit.Eventually(10*time.Second, func() bool {
+	ok := testenv.Eventually(10*time.Second, func() bool {
 		got = got[:0]
 		for _, s := range exp.GetSpans() {
 			if s.SpanContext.TraceID() == id {
@@ -212,7 +212,7 @@ func statements(spans tracetest.SpanStubs, parent tracetest.SpanStub) []string {
 func (s *server) logLine(t *testing.T, id trace.TraceID) map[string]any {
 	t.Helper()
 	var line map[string]any
-	ok := testkit.Eventually(10*time.Second, func() bool {
+	ok := testenv.Eventually(10*time.Second, func() bool {
 		for l := range strings.Lines(s.logs.String()) {
 			var m map[string]any
 			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["trace_id"] == id.String() {
@@ -323,7 +323,7 @@ func TestSpanOfAnInProgressAnswer(t *testing.T) {
 	}()
 	select {
 	case <-held:
-	case <-testkit.Context(t).Done():
+	case <-testenv.Context(t).Done():
 		t.Fatal("the first attempt never reached its work")
 	}
 	status, id := s.create(t, "key-busy", `{"topic":"t","note":"n"}`, 101)
@@ -362,12 +362,12 @@ func TestSpansOfADelivery(t *testing.T) {
 	if err := s.db.Get(&requestID, `SELECT id FROM demo_requests`); err != nil {
 		t.Fatal(err)
 	}
-	desk := testkit.StartDeskDouble(t)
+	desk := testenv.StartDeskDouble(t)
 	var traceparents []string
 	var mu sync.Mutex
 	d := &delivery.Dispatcher{Store: s.store, Desk: reviewdesk.New(desk.URL, &http.Client{Transport: headerSpy(&mu, &traceparents)}),
 		Logger: slog.New(slog.DiscardHandler)}
-	if n, err := d.Once(testkit.Context(t)); err != nil || n != 1 {
+	if n, err := d.Once(testenv.Context(t)); err != nil || n != 1 {
 		t.Fatalf("Once: %d rows, %v; want 1", n, err)
 	}
 	var del tracetest.SpanStub
@@ -434,7 +434,7 @@ func TestOffMakesNoSpans(t *testing.T) {
 	if _, err := s.store.Delivery(context.Background(), "alice", "00000000-0000-0000-0000-000000000000"); err == nil {
 		t.Fatal("a delivery of no request")
 	}
-	if !testkit.Eventually(10*time.Second, func() bool { return strings.Count(s.logs.String(), `"msg":"request"`) == 3 }) {
+	if !testenv.Eventually(10*time.Second, func() bool { return strings.Count(s.logs.String(), `"msg":"request"`) == 3 }) {
 		t.Fatalf("want 3 request log lines:\n%s", s.logs.String())
 	}
 	if spans := exp.GetSpans(); len(spans) > 0 {

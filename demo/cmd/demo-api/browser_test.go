@@ -19,8 +19,7 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/demo/internal/web"
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // The browser tests drive the pages in a real Chromium against demo-api
@@ -34,19 +33,19 @@ type page struct {
 	ctx  context.Context
 	base string
 	db   *sqlx.DB
-	rec  *proctest.Recorder
+	rec  *testenv.Recorder
 }
 
 func openPage(t *testing.T, path string, env ...string) *page {
 	t.Helper()
-	server, db := proctest.ServeInProcess(t, run, env...)
-	p := &page{t: t, db: db, rec: &proctest.Recorder{}}
+	server, db := testenv.ServeInProcess(t, run, env...)
+	p := &page{t: t, db: db, rec: &testenv.Recorder{}}
 	p.base = p.rec.Proxy(t, server)
 	p.tab = browsertest.NewTab(t)
 	p.ctx = p.tab.Ctx
 	p.do(chromedp.Navigate(p.base + path))
 	if path == "/" {
-		p.do(chromedp.SendKeys(chromedp.CSS("#token"), proctest.Token), chromedp.Click(chromedp.CSS("#sign-in-form button")),
+		p.do(chromedp.SendKeys(chromedp.CSS("#token"), testenv.TokenAlice), chromedp.Click(chromedp.CSS("#sign-in-form button")),
 			chromedp.WaitVisible(chromedp.CSS("#topic")))
 	}
 	return p
@@ -146,7 +145,7 @@ func (p *page) oneKey() string {
 	return keys[0]
 }
 
-func (p *page) rows() int { return proctest.Rows(p.t, p.db) }
+func (p *page) rows() int { return testenv.Rows(p.t, p.db) }
 
 // created checks that the page shows the one request of the database.
 func (p *page) created() {
@@ -161,7 +160,7 @@ func (p *page) created() {
 }
 
 func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	desk := desktest.StartDesk(t, nil)
 	p := openPage(t, "/", "PROVIDER_URL="+desk.URL)
@@ -198,12 +197,12 @@ func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
 }
 
 func TestBrowserReloadDuringAHeldAttempt(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	p.fill("reload", "the first attempt is held 1 s")
 	p.do(set("#switch-delay", "1s"), chromedp.Click(chromedp.CSS("#create-button")))
-	if !testkit.Eventually(5*time.Second, func() bool { keys, _ := p.creates(); return len(keys) == 1 }) {
+	if !testenv.Eventually(5*time.Second, func() bool { keys, _ := p.creates(); return len(keys) == 1 }) {
 		t.Fatal("the first attempt never reached the server")
 	}
 	p.do(chromedp.Reload())
@@ -241,7 +240,7 @@ func (p *page) unknown(topic string) string {
 }
 
 func TestBrowserTimeoutThenCheckStatus(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	key := p.unknown("timeout")
@@ -271,7 +270,7 @@ func TestBrowserTimeoutThenCheckStatus(t *testing.T) {
 // status finds the key never seen and offers Send again, which sends the
 // same key.
 func TestBrowserNeverSeenThenSendAgain(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	p.rec.SetCut(true)
@@ -296,7 +295,7 @@ func TestBrowserNeverSeenThenSendAgain(t *testing.T) {
 // TestBrowserSecondTab: while one tab sends an intent, Create in a second
 // tab of the same browser starts none.
 func TestBrowserSecondTab(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	second := &page{t: t, db: p.db, rec: p.rec, base: p.base, tab: p.tab.Sibling(t)}
@@ -304,12 +303,12 @@ func TestBrowserSecondTab(t *testing.T) {
 	second.do(chromedp.Navigate(p.base + "/"))
 	second.wait(`!document.querySelector('#create').hidden || !document.querySelector('#sign-in').hidden`, 5*time.Second)
 	if second.eval(`String(document.querySelector('#sign-in').hidden)`) == "false" {
-		second.do(chromedp.SendKeys(chromedp.CSS("#token"), proctest.Token), chromedp.Click(chromedp.CSS("#sign-in-form button")))
+		second.do(chromedp.SendKeys(chromedp.CSS("#token"), testenv.TokenAlice), chromedp.Click(chromedp.CSS("#sign-in-form button")))
 	}
 	p.fill("two tabs", "the first tab is held 2 s")
 	second.fill("two tabs", "the first tab is held 2 s")
 	p.do(set("#switch-delay", "3s"), chromedp.Click(chromedp.CSS("#create-button")))
-	if !testkit.Eventually(5*time.Second, func() bool { keys, _ := p.creates(); return len(keys) == 1 }) {
+	if !testenv.Eventually(5*time.Second, func() bool { keys, _ := p.creates(); return len(keys) == 1 }) {
 		t.Fatal("the first tab's attempt never reached the server")
 	}
 	second.do(chromedp.Click(chromedp.CSS("#create-button")))
@@ -327,7 +326,7 @@ func TestBrowserSecondTab(t *testing.T) {
 // backoff's floor (half its interval), none with less than 250 ms of the
 // budget left, at most two in its last second. Counted at the server.
 func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	p.rec.SetCut(true)
@@ -346,7 +345,7 @@ func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
 	}
 	p.rec.Mu.Unlock()
 	// The page's deadline is a little earlier than 5 s after the first attempt.
-	testkit.CheckRetrySchedule(t, arrived, arrived[0], arrived[0].Add(5*time.Second))
+	testenv.CheckRetrySchedule(t, arrived, arrived[0], arrived[0].Add(5*time.Second))
 }
 
 // TestBrowserEditUndoneAfterOutcomeUnknown: a character typed and deleted
@@ -354,7 +353,7 @@ func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
 // same intent and key: one request, although the first attempt's work
 // outlives the budget.
 func TestBrowserEditUndoneAfterOutcomeUnknown(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	old := p.unknown("undone")
@@ -372,7 +371,7 @@ func TestBrowserEditUndoneAfterOutcomeUnknown(t *testing.T) {
 // the page asked the outcome route what became of the unfinished one and
 // said so.
 func TestBrowserChangedFieldsAfterOutcomeUnknown(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	old := p.unknown("changed")
@@ -410,10 +409,10 @@ func TestBrowserChangedFieldsAfterOutcomeUnknown(t *testing.T) {
 // the intent, and bob, signed in next in the same tab, sees nothing of it
 // and sends nothing of hers.
 func TestBrowserSignOutEndsTheIntent(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	const bobToken = "tok-e2e-bob-71a3"
-	p := openPage(t, "/", "API_TOKENS=alice:"+auth.Hash(proctest.Token)+",bob:"+auth.Hash(bobToken))
+	p := openPage(t, "/", "API_TOKENS=alice:"+auth.Hash(testenv.TokenAlice)+",bob:"+auth.Hash(bobToken))
 	alices := p.unknown("alice's topic")
 	leaving := `(document.querySelector('#leaving') || {hidden: true}).hidden === false`
 	p.do(chromedp.Click(chromedp.CSS("#sign-out")))
@@ -447,7 +446,7 @@ func TestBrowserSignOutEndsTheIntent(t *testing.T) {
 	p.rec.Mu.Lock()
 	defer p.rec.Mu.Unlock()
 	for i, k := range p.rec.Keys {
-		if (k == alices) != (p.rec.Auths[i] == "Bearer "+proctest.Token) {
+		if (k == alices) != (p.rec.Auths[i] == "Bearer "+testenv.TokenAlice) {
 			t.Errorf("a create with key %s went under %q", k, p.rec.Auths[i])
 		}
 	}
@@ -457,7 +456,7 @@ func TestBrowserSignOutEndsTheIntent(t *testing.T) {
 }
 
 func TestBrowserRefusal(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	p.fill("blocked", "a topic the rules refuse")
@@ -473,7 +472,7 @@ func TestBrowserRefusal(t *testing.T) {
 }
 
 func TestBrowserShowsMarkupAsText(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
 	markup := `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`
@@ -492,9 +491,9 @@ func TestBrowserShowsMarkupAsText(t *testing.T) {
 // browser tests see the refusal, so a page that broke the policy would fail
 // them.
 func TestBrowserCSP(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
-	server, _ := proctest.ServeInProcess(t, run)
+	server, _ := testenv.ServeInProcess(t, run)
 	tab := browsertest.NewTab(t)
 	msgs := chromedp.Console(tab.Ctx)
 	err := chromedp.Do(tab.Ctx, chromedp.Navigate(server+"/workshop"), chromedp.Evaluate[chromedp.Void](
@@ -517,12 +516,12 @@ func TestBrowserCSP(t *testing.T) {
 }
 
 func TestBrowserWorkshopPage(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	desk := desktest.StartDesk(t, nil)
 	p := openPage(t, "/workshop", "IDEMPOTENCY_TTL=4s", "IDEMPOTENCY_LEASE=4s",
 		"PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
-	p.do(chromedp.SendKeys(chromedp.CSS("#token"), proctest.Token), chromedp.WaitVisible(chromedp.CSS("#step-expiry")))
+	p.do(chromedp.SendKeys(chromedp.CSS("#token"), testenv.TokenAlice), chromedp.WaitVisible(chromedp.CSS("#step-expiry")))
 	if needs := p.needs(); needs != "" {
 		t.Fatalf("this server meets every step's needs, yet the page shows:\n%s", needs)
 	}
@@ -545,7 +544,7 @@ func (p *page) needs() string {
 // knobs, a short TTL or a review desk, the workshop page names what each
 // step lacks, and shows no requirement for a step that has what it needs.
 func TestBrowserWorkshopShowsUnmetNeeds(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/workshop", "WORKSHOP=false")
 	p.do(chromedp.WaitVisible(chromedp.CSS("#step-expiry")))
@@ -567,13 +566,13 @@ func TestBrowserWorkshopShowsUnmetNeeds(t *testing.T) {
 // rate_limited with Retry-After; the page waits that long, within its
 // budget, sends the same key again, and ends at created with one request.
 func TestBrowserRetriesARateLimit(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/", "NEW_KEYS_PER_SECOND=0.5", "NEW_KEYS_BURST=1")
 	p.fill("limited", "the page's first attempt meets the bound")
 	// One create through HTTP spends alice's only token.
 	req, _ := http.NewRequest(http.MethodPost, p.base+"/v1/demo-requests", strings.NewReader(`{"topic":"spent","note":"the bucket's one token"}`))
-	req.Header.Set("Authorization", "Bearer "+proctest.Token)
+	req.Header.Set("Authorization", "Bearer "+testenv.TokenAlice)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "spend-the-bucket")
 	resp, err := http.DefaultClient.Do(req)
@@ -606,7 +605,7 @@ func TestBrowserRetriesARateLimit(t *testing.T) {
 		t.Errorf("the page sent again %s after the 429, before its Retry-After", gap)
 	}
 	limited := 0
-	for line := range strings.Lines(proctest.Get(t, p.base+"/metrics")) {
+	for line := range strings.Lines(testenv.Get(t, p.base+"/metrics")) {
 		if strings.HasPrefix(line, "demo_api_idempotency_outcomes_total{") && strings.Contains(line, `outcome="rate_limited"`) {
 			n, _ := strconv.Atoi(strings.TrimSpace(line[strings.LastIndex(line, " "):]))
 			limited += n
@@ -619,7 +618,7 @@ func TestBrowserRetriesARateLimit(t *testing.T) {
 	if err := p.db.Get(&status, `SELECT status_code FROM idempotency_keys WHERE idem_key = $1`, key); err != nil || status != http.StatusCreated {
 		t.Fatalf("the page's key stores %d (%v), want 201", status, err)
 	}
-	if n := testkit.Count(t, p.db, `SELECT count(*) FROM demo_requests WHERE topic = 'limited'`); n != 1 {
+	if n := testenv.Count(t, p.db, `SELECT count(*) FROM demo_requests WHERE topic = 'limited'`); n != 1 {
 		t.Fatalf("%d requests of the page's intent, want 1", n)
 	}
 	var id string
@@ -634,7 +633,7 @@ func TestBrowserRetriesARateLimit(t *testing.T) {
 // so no row of 401s); a name lab machines share is warned of; a good name
 // clears both and the steps run.
 func TestBrowserWorkshopChecksTheName(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/workshop", "WORKSHOP_ROOM=true")
 	p.do(chromedp.WaitVisible(chromedp.CSS("#step-expiry")), chromedp.SendKeys(chromedp.CSS("#token"), "Ana"))

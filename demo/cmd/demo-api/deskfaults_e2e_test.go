@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestDeskFaultsRefusalPassedOn: faults that the review desk refuses (a
@@ -22,13 +21,13 @@ import (
 // Retry-After, since sending them again cannot succeed. Faults the desk
 // takes are echoed with 200.
 func TestDeskFaultsRefusalPassedOn(t *testing.T) {
-	testkit.Long(t, "fault injection at the desk, end to end")
+	testenv.Long(t, "fault injection at the desk, end to end")
 	t.Parallel()
 	x := newExpediteRig(t)
-	p := proctest.Start(t, x.url, x.env(time.Second)...)
+	p := testenv.Start(t, x.url, x.env(time.Second)...)
 	put := func(body string) (*http.Response, []byte) {
 		t.Helper()
-		resp, b, err := testkit.Send(context.Background(), http.MethodPut, p.URL+"/workshop/desk-faults", proctest.Token, "", body,
+		resp, b, err := testenv.Send(context.Background(), http.MethodPut, p.URL+"/workshop/desk-faults", testenv.TokenAlice, "", body,
 			"Content-Type", "application/json")
 		if err != nil {
 			t.Fatal(err)
@@ -55,10 +54,10 @@ func TestDeskFaultsRefusalPassedOn(t *testing.T) {
 // answer the API gives it on a create: a problem for the client's mistake,
 // never a 500.
 func TestDeskFaultsSlowBodyAnsweredAsTheAPI(t *testing.T) {
-	testkit.Long(t, "a slow body, end to end")
+	testenv.Long(t, "a slow body, end to end")
 	t.Parallel()
 	x := newExpediteRig(t)
-	p := proctest.Start(t, x.url, append(x.env(time.Second), "HTTP_READ_TIMEOUT=1s")...)
+	p := testenv.Start(t, x.url, append(x.env(time.Second), "HTTP_READ_TIMEOUT=1s")...)
 	u, err := url.Parse(p.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +72,7 @@ func TestDeskFaultsSlowBodyAnsweredAsTheAPI(t *testing.T) {
 		}
 		defer conn.Close()
 		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
-			"Idempotency-Key: slow-body\r\nContent-Length: 100\r\n\r\n{", method, path, u.Host, proctest.Token)
+			"Idempotency-Key: slow-body\r\nContent-Length: 100\r\n\r\n{", method, path, u.Host, testenv.TokenAlice)
 		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {

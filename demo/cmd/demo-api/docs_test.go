@@ -4,12 +4,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestDocsLinks: every relative link of the demo's README and docs/*.md
 // names a file of the repository, and every #anchor a heading of its page.
 func TestDocsLinks(t *testing.T) {
 	pages, _ := filepath.Glob("../../docs/*.md")
-	testkit.CheckLinks(t, append(pages, "../../README.md")...)
+	testenv.CheckLinks(t, append(pages, "../../README.md")...)
 }

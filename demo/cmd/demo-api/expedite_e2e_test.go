@@ -20,8 +20,7 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // The expedite across processes (docs/steps.md, the crash matrix): a real
@@ -64,7 +63,7 @@ func (x *expediteRig) env(complete time.Duration) []string {
 }
 
 // create makes the demo request to expedite, through p.
-func (x *expediteRig) create(p *proctest.Proc) {
+func (x *expediteRig) create(p *testenv.Proc) {
 	x.t.Helper()
 	resp, body, err := p.Post("key-exp-create")
 	var r demo.Request
@@ -76,7 +75,7 @@ func (x *expediteRig) create(p *proctest.Proc) {
 
 // expedite sends the expedite of the rig's request to p under key, as the
 // client's attempt (no X-Client-Attempt if 0).
-func (x *expediteRig) expedite(p *proctest.Proc, key string, attempt int) (*http.Response, []byte, error) {
+func (x *expediteRig) expedite(p *testenv.Proc, key string, attempt int) (*http.Response, []byte, error) {
 	var h []string
 	if attempt > 0 {
 		h = []string{"X-Client-Attempt", strconv.Itoa(attempt)}
@@ -87,7 +86,7 @@ func (x *expediteRig) expedite(p *proctest.Proc, key string, attempt int) (*http
 // settle retries key on p from attempt on until an answer other than 409
 // (the key held by a runner, dead or alive), and returns it with the
 // number of 409s before it.
-func (x *expediteRig) settle(p *proctest.Proc, key string, attempt int) (*http.Response, []byte, int) {
+func (x *expediteRig) settle(p *testenv.Proc, key string, attempt int) (*http.Response, []byte, int) {
 	x.t.Helper()
 	for conflicts, deadline := 0, time.Now().Add(6*expediteLease); time.Now().Before(deadline); attempt++ {
 		resp, body, err := x.expedite(p, key, attempt)
@@ -141,8 +140,8 @@ func (x *expediteRig) leaseLeft(key string) time.Duration {
 // holds counts the slots and the charges the desk holds for the request.
 func (x *expediteRig) holds() (slots, charges int) {
 	x.t.Helper()
-	return testkit.Count(x.t, x.desk.DB, `SELECT count(*) FROM slots WHERE request_id = $1`, x.id),
-		testkit.Count(x.t, x.desk.DB, `SELECT count(*) FROM charges WHERE request_id = $1`, x.id)
+	return testenv.Count(x.t, x.desk.DB, `SELECT count(*) FROM slots WHERE request_id = $1`, x.id),
+		testenv.Count(x.t, x.desk.DB, `SELECT count(*) FROM charges WHERE request_id = $1`, x.id)
 }
 
 // killPoint is where in the expedite a serve dies: inside its call to the
@@ -192,7 +191,7 @@ var killPoints = []killPoint{
 // unless p died there: the run at kp's point after one turn, its call
 // neither answered nor timed out (a call past its budget would have parked
 // the run with a last error), the desk holding what kp says.
-func (x *expediteRig) killInside(p *proctest.Proc, kp killPoint, key string) {
+func (x *expediteRig) killInside(p *testenv.Proc, kp killPoint, key string) {
 	t := x.t
 	t.Helper()
 	if x.id == "" {
@@ -215,7 +214,7 @@ func (x *expediteRig) killInside(p *proctest.Proc, kp killPoint, key string) {
 		}
 		answered <- fmt.Sprintf("%d %s", resp.StatusCode, body)
 	}()
-	if !testkit.Eventually(10*time.Second, func() bool {
+	if !testenv.Eventually(10*time.Second, func() bool {
 		r, ok := x.run(key)
 		slots, charges := x.holds()
 		return ok && r.Point == kp.point && x.desk.Calls("POST /v1/"+kp.resource) == 1 && slots == kp.slots && charges == kp.charges
@@ -255,7 +254,7 @@ func (x *expediteRig) resume(key string, who resumer) []byte {
 	if who == byRetry {
 		// The restarted serve's completer never looks: the run is the
 		// retry's to take over.
-		p := proctest.Start(t, x.url, x.env(time.Hour)...)
+		p := testenv.Start(t, x.url, x.env(time.Hour)...)
 		left := x.leaseLeft(key)
 		resp, body, conflicts := x.settle(p, key, 2)
 		if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
@@ -269,16 +268,16 @@ func (x *expediteRig) resume(key string, who resumer) []byte {
 	}
 	// No retry is sent until the outcome route shows the answer: only the
 	// completer can finish the run.
-	var p, c *proctest.Proc
+	var p, c *testenv.Proc
 	if who == byServe {
-		p = proctest.Start(t, x.url, x.env(100*time.Millisecond)...)
+		p = testenv.Start(t, x.url, x.env(100*time.Millisecond)...)
 		c = p
 	} else {
-		p = proctest.Start(t, x.url, x.env(time.Hour)...)
-		c = proctest.StartDispatch(t, x.url, x.env(100*time.Millisecond)...)
+		p = testenv.Start(t, x.url, x.env(time.Hour)...)
+		c = testenv.StartDispatch(t, x.url, x.env(100*time.Millisecond)...)
 	}
 	var o expediteOutcome
-	if !testkit.Eventually(6*expediteLease, func() bool {
+	if !testenv.Eventually(6*expediteLease, func() bool {
 		o = x.outcome(p, key)
 		return o.State == "completed"
 	}) {
@@ -287,7 +286,7 @@ func (x *expediteRig) resume(key string, who resumer) []byte {
 	if o.Status != http.StatusCreated || o.Run == nil || o.Run.State != "done" || o.Run.RecoveryPoint != "charged" {
 		t.Fatalf("the outcome route: %+v, want completed with 201, the run done at charged", o)
 	}
-	if !testkit.Eventually(2*time.Second, func() bool { return strings.Contains(c.Log(), `"msg":"continued abandoned runs"`) }) {
+	if !testenv.Eventually(2*time.Second, func() bool { return strings.Contains(c.Log(), `"msg":"continued abandoned runs"`) }) {
 		t.Fatalf("the %s did not log that it continued the run", who)
 	}
 	if p != c && strings.Contains(p.Log(), `"msg":"continued abandoned runs"`) {
@@ -312,7 +311,7 @@ type expediteOutcome struct {
 	}
 }
 
-func (x *expediteRig) outcome(p *proctest.Proc, key string) expediteOutcome {
+func (x *expediteRig) outcome(p *testenv.Proc, key string) expediteOutcome {
 	x.t.Helper()
 	resp, body, err := p.Do(http.MethodGet, "/v1/idempotency-keys/"+key+"?operation="+expedite.ExpediteOperation, "")
 	var o expediteOutcome
@@ -323,7 +322,7 @@ func (x *expediteRig) outcome(p *proctest.Proc, key string) expediteOutcome {
 }
 
 // checkReplay fails unless a retry of key replays want byte for byte.
-func (x *expediteRig) checkReplay(p *proctest.Proc, key string, want []byte) {
+func (x *expediteRig) checkReplay(p *testenv.Proc, key string, want []byte) {
 	x.t.Helper()
 	resp, body, err := x.expedite(p, key, 9)
 	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(body, want) {
@@ -343,25 +342,25 @@ func (x *expediteRig) checkExpedited(key string, body []byte, turns int, calls m
 	if err := json.Unmarshal(body, &e); err != nil || e.RequestID != x.id || e.State != expedite.ExpediteConfirmed || e.Amount != expedite.ExpediteAmount {
 		t.Fatalf("the answer %s is not the confirmed expedite of %s", body, x.id)
 	}
-	if n := testkit.Count(t, x.desk.DB, `SELECT count(*) FROM slots WHERE request_id = $1`, x.id); n != 1 {
+	if n := testenv.Count(t, x.desk.DB, `SELECT count(*) FROM slots WHERE request_id = $1`, x.id); n != 1 {
 		t.Errorf("the desk holds %d slots for the request, want 1", n)
 	}
-	if n := testkit.Count(t, x.desk.DB, `SELECT count(*) FROM slots WHERE request_id = $1 AND state = 'charged' AND reference = $2`,
+	if n := testenv.Count(t, x.desk.DB, `SELECT count(*) FROM slots WHERE request_id = $1 AND state = 'charged' AND reference = $2`,
 		x.id, e.SlotReference); n != 1 {
 		t.Errorf("the desk holds no charged slot %q for the request", e.SlotReference)
 	}
-	if n := testkit.Count(t, x.desk.DB, `SELECT count(*) FROM charges WHERE request_id = $1`, x.id); n != 1 {
+	if n := testenv.Count(t, x.desk.DB, `SELECT count(*) FROM charges WHERE request_id = $1`, x.id); n != 1 {
 		t.Errorf("the desk holds %d charges for the request, want 1", n)
 	}
-	if n := testkit.Count(t, x.desk.DB, `SELECT count(*) FROM charges WHERE request_id = $1 AND reference = $2 AND amount = $3`,
+	if n := testenv.Count(t, x.desk.DB, `SELECT count(*) FROM charges WHERE request_id = $1 AND reference = $2 AND amount = $3`,
 		x.id, e.ChargeReference, expedite.ExpediteAmount); n != 1 {
 		t.Errorf("the desk holds no charge %q of %d for the request", e.ChargeReference, expedite.ExpediteAmount)
 	}
-	if n := testkit.Count(t, x.desk.DB, `SELECT count(*) FROM releases`) + testkit.Count(t, x.desk.DB, `SELECT count(*) FROM refunds`); n != 0 {
+	if n := testenv.Count(t, x.desk.DB, `SELECT count(*) FROM releases`) + testenv.Count(t, x.desk.DB, `SELECT count(*) FROM refunds`); n != 0 {
 		t.Errorf("the desk holds %d releases and refunds, want none", n)
 	}
 	want := provider.DefaultOptions().Credit - expedite.ExpediteAmount
-	if n := testkit.Count(t, x.desk.DB, `SELECT credit FROM accounts WHERE account = 'alice'`); n != want {
+	if n := testenv.Count(t, x.desk.DB, `SELECT credit FROM accounts WHERE account = 'alice'`); n != want {
 		t.Errorf("alice's credit is %d, want %d: debited once", n, want)
 	}
 	for call, n := range calls {
@@ -369,14 +368,14 @@ func (x *expediteRig) checkExpedited(key string, body []byte, turns int, calls m
 			t.Errorf("desk calls %s: %d, want %d (all: %v)", call, got, n, x.desk.AllCalls())
 		}
 	}
-	if n := testkit.Count(t, x.db, `SELECT count(*) FROM expedites WHERE request_id = $1 AND state = 'confirmed'
+	if n := testenv.Count(t, x.db, `SELECT count(*) FROM expedites WHERE request_id = $1 AND state = 'confirmed'
 		AND slot_reference = $2 AND charge_reference = $3`, x.id, e.SlotReference, e.ChargeReference); n != 1 {
 		t.Errorf("the order is not confirmed with the desk's references")
 	}
-	if n := testkit.Count(t, x.db, `SELECT count(*) FROM expedites`); n != 1 {
+	if n := testenv.Count(t, x.db, `SELECT count(*) FROM expedites`); n != 1 {
 		t.Errorf("%d orders, want 1", n)
 	}
-	if n := testkit.Count(t, x.db, `SELECT count(*) FROM idempotency_keys WHERE operation = $1 AND idem_key = $2
+	if n := testenv.Count(t, x.db, `SELECT count(*) FROM idempotency_keys WHERE operation = $1 AND idem_key = $2
 		AND state = 'completed' AND status_code = 201 AND response_body = $3`, expedite.ExpediteOperation, key, body); n != 1 {
 		t.Errorf("the key does not hold the answer")
 	}
@@ -392,7 +391,7 @@ func (x *expediteRig) checkExpedited(key string, body []byte, turns int, calls m
 // credit went down once, the order is confirmed, and the resumer asked the
 // desk before it sent the step it was killed in.
 func TestExpediteKilledInsideEachStep(t *testing.T) {
-	testkit.Long(t, "kills the server process inside each step")
+	testenv.Long(t, "kills the server process inside each step")
 	t.Parallel()
 	for i, kp := range killPoints {
 		for _, who := range []resumer{byRetry, []resumer{byServe, byDispatch}[i%2]} {
@@ -401,7 +400,7 @@ func TestExpediteKilledInsideEachStep(t *testing.T) {
 				x := newExpediteRig(t)
 				// The dead serve's completer never looks: only its request
 				// runs the expedite until the kill.
-				x.killInside(proctest.Start(t, x.url, x.env(time.Hour)...), kp, expediteKey)
+				x.killInside(testenv.Start(t, x.url, x.env(time.Hour)...), kp, expediteKey)
 				body := x.resume(expediteKey, who)
 				x.checkExpedited(expediteKey, body, 2, kp.calls)
 			})
@@ -416,16 +415,16 @@ func TestExpediteKilledInsideEachStep(t *testing.T) {
 // and sent each step once, every answer is 409 or the one 201, byte for
 // byte.
 func TestExpediteRacingResumers(t *testing.T) {
-	testkit.Long(t, "a long end-to-end race of processes")
+	testenv.Long(t, "a long end-to-end race of processes")
 	t.Parallel()
 	x := newExpediteRig(t)
 	const complete = 100 * time.Millisecond
-	b := proctest.Start(t, x.url, x.env(complete)...)
+	b := testenv.Start(t, x.url, x.env(complete)...)
 	holdSlot := killPoints[1] // the desk holds the slot, the run is at ordered
-	victim := proctest.Start(t, x.url, x.env(time.Hour)...)
+	victim := testenv.Start(t, x.url, x.env(time.Hour)...)
 	x.killInside(victim, holdSlot, expediteKey)
-	a := proctest.Start(t, x.url, x.env(complete)...)
-	replicas := []*proctest.Proc{a, b}
+	a := testenv.Start(t, x.url, x.env(complete)...)
+	replicas := []*testenv.Proc{a, b}
 
 	type answer struct {
 		status   int
@@ -510,9 +509,9 @@ func TestExpediteRacingResumers(t *testing.T) {
 }
 
 // expediteOutcomes reads from p's metrics how many expedites had outcome.
-func expediteOutcomes(t *testing.T, p *proctest.Proc, outcome string) int {
+func expediteOutcomes(t *testing.T, p *testenv.Proc, outcome string) int {
 	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(proctest.Get(t, p.URL+"/metrics")))
+	sc := bufio.NewScanner(strings.NewReader(testenv.Get(t, p.URL+"/metrics")))
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "demo_api_idempotency_outcomes_total{") &&

@@ -12,8 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/demo/internal/expedite"
 	"github.com/demo-api/demo-api/demo/internal/provider"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestExpeditePausedRunnerIsFencedOut: a serve paused (SIGSTOP) inside its
@@ -24,12 +23,12 @@ import (
 // in progress): it answers 409 and leaves the run where the other runner
 // put it, which then finishes it.
 func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
-	testkit.Long(t, "pauses a server process")
+	testenv.Long(t, "pauses a server process")
 	t.Parallel()
 	x := newExpediteRig(t)
 	holdSlot := killPoints[1]
-	paused := proctest.Start(t, x.url, x.env(time.Hour)...)
-	other := proctest.Start(t, x.url, x.env(100*time.Millisecond)...)
+	paused := testenv.Start(t, x.url, x.env(time.Hour)...)
+	other := testenv.Start(t, x.url, x.env(100*time.Millisecond)...)
 	x.create(paused)
 	x.desk.Faults(t, holdSlot.faults)
 	// The runner is stopped the moment its slot call reaches the desk: its
@@ -49,7 +48,7 @@ func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 		}
 		answered <- fmt.Sprintf("%d %s", resp.StatusCode, body)
 	}()
-	if !testkit.Eventually(10*time.Second, func() bool {
+	if !testenv.Eventually(10*time.Second, func() bool {
 		slots, _ := x.holds()
 		return slots == 1
 	}) {
@@ -64,7 +63,7 @@ func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 	// The other replica's completer takes the run over once the lease
 	// passes, finds the slot, and is held inside its charge.
 	x.desk.Faults(t, provider.Faults{HoldAnswer: "30s", Only: []string{"charges"}})
-	if !testkit.Eventually(6*expediteLease, func() bool {
+	if !testenv.Eventually(6*expediteLease, func() bool {
 		_, charges := x.holds()
 		return x.desk.Calls("POST /v1/charges") == 1 && charges == 1
 	}) {
@@ -90,7 +89,7 @@ func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 	// The held charge outlives its budget and the run parks; the faults
 	// cleared, the completer's next turn asks the desk and finds the
 	// charge.
-	if !testkit.Eventually(6*expediteLease, func() bool {
+	if !testenv.Eventually(6*expediteLease, func() bool {
 		r, _ := x.run(expediteKey)
 		return strings.HasPrefix(r.LastError.String, "charged: ")
 	}) {
@@ -99,7 +98,7 @@ func TestExpeditePausedRunnerIsFencedOut(t *testing.T) {
 	}
 	x.desk.Faults(t, provider.Faults{})
 	var o expediteOutcome
-	if !testkit.Eventually(6*expediteLease, func() bool {
+	if !testenv.Eventually(6*expediteLease, func() bool {
 		o = x.outcome(other, expediteKey)
 		return o.State == "completed"
 	}) {

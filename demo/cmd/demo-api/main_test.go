@@ -9,11 +9,11 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/tools/browsertest"
 	"github.com/demo-api/demo-api/demo/internal/tools/demotest"
 	"github.com/demo-api/demo-api/internal/service"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 func TestMain(m *testing.M) {
-	code := proctest.Run(m, ".", demotest.Run)
+	code := testenv.Run(m, ".", demotest.Run)
 	if err := browsertest.Close(); err != nil {
 		code = max(code, 1)
 	}

@@ -16,8 +16,7 @@ import (
 	"github.com/demo-api/demo-api/demo/migrations"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestBehindPgBouncer runs serve, dispatch and the review desk through a
@@ -30,7 +29,7 @@ import (
 // demo-api dispatch. Migrations need a direct connection: through the
 // pooler, migrate says so.
 func TestBehindPgBouncer(t *testing.T) {
-	testkit.Long(t, "runs behind PgBouncer")
+	testenv.Long(t, "runs behind PgBouncer")
 	bouncer := pgtest.NewPgBouncer(t, "")
 	direct := pgtest.NewURL(t)
 	deskDirect := pgtest.NewURL(t)
@@ -42,17 +41,17 @@ func TestBehindPgBouncer(t *testing.T) {
 	deskAddr, _, _ := runProvider(t, map[string]string{
 		"PROVIDER_DATABASE_URL": bouncer.URL(deskDirect), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0"})
 	pooled := bouncer.URL(direct)
-	p := proctest.Start(t, pooled, "PROVIDER_URL=http://"+deskAddr, "DISPATCH=false")
+	p := testenv.Start(t, pooled, "PROVIDER_URL=http://"+deskAddr, "DISPATCH=false")
 	db := sqlx.MustOpen("postgres", direct)
 	defer db.Close()
-	if !testkit.Eventually(5*time.Second, func() bool { return strings.Contains(p.Log(), `"unprepared":true`) }) {
+	if !testenv.Eventually(5*time.Second, func() bool { return strings.Contains(p.Log(), `"unprepared":true`) }) {
 		t.Fatalf("serve did not recognise the pooler (its log has no \"unprepared\":true):\n%s", p.Log())
 	}
 
 	const body = `{"topic":"topic-e2e","note":"note-e2e"}`
 	post := func(key, body string, header ...string) (*http.Response, string) {
 		t.Helper()
-		resp, b, err := testkit.PostCreate(context.Background(), p.URL, proctest.Token, key, body, header...)
+		resp, b, err := testenv.PostCreate(context.Background(), p.URL, testenv.TokenAlice, key, body, header...)
 		if err != nil {
 			t.Fatalf("POST key %s: %v", key, err)
 		}
@@ -79,7 +78,7 @@ func TestBehindPgBouncer(t *testing.T) {
 	// A retry while the first attempt still works.
 	done := make(chan int, 1)
 	go func() {
-		resp, _, err := testkit.PostCreate(context.Background(), p.URL, proctest.Token, "key-pool-2", body, "Workshop-Delay", "1500ms")
+		resp, _, err := testenv.PostCreate(context.Background(), p.URL, testenv.TokenAlice, "key-pool-2", body, "Workshop-Delay", "1500ms")
 		if err != nil {
 			done <- 0
 			return
@@ -103,8 +102,8 @@ func TestBehindPgBouncer(t *testing.T) {
 		t.Fatalf("the create's answer has no requestId: %v\n%s", err, first)
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
-		resp, cb, err := testkit.Send(context.Background(), http.MethodPost, p.URL+"/v1/demo-requests/"+created.RequestID+"/cancel",
-			proctest.Token, "key-pool-cancel", "")
+		resp, cb, err := testenv.Send(context.Background(), http.MethodPost, p.URL+"/v1/demo-requests/"+created.RequestID+"/cancel",
+			testenv.TokenAlice, "key-pool-cancel", "")
 		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(cb), `"state":"cancelled"`) {
 			t.Fatalf("cancel attempt %d through the pooler: %v %v %s", attempt, err, resp, cb)
 		}
@@ -117,7 +116,7 @@ func TestBehindPgBouncer(t *testing.T) {
 	for i := range 20 {
 		for range 2 {
 			wg.Go(func() {
-				resp, b, err := testkit.PostCreate(context.Background(), p.URL, proctest.Token, fmt.Sprintf("key-burst-%d", i), body)
+				resp, b, err := testenv.PostCreate(context.Background(), p.URL, testenv.TokenAlice, fmt.Sprintf("key-burst-%d", i), body)
 				switch {
 				case err != nil:
 					statuses <- err.Error()
@@ -132,19 +131,19 @@ func TestBehindPgBouncer(t *testing.T) {
 	for s := range statuses {
 		t.Errorf("a create of the burst: %s", s)
 	}
-	if n := testkit.Count(t, db, `SELECT count(*) FROM demo_requests WHERE topic = 'topic-e2e'`); n != 22 {
+	if n := testenv.Count(t, db, `SELECT count(*) FROM demo_requests WHERE topic = 'topic-e2e'`); n != 22 {
 		t.Fatalf("%d business rows, want 22 (one per key)", n)
 	}
 
 	// The outbox, handed over by demo-api dispatch through the pooler.
-	proctest.StartDispatch(t, pooled, "PROVIDER_URL=http://"+deskAddr)
-	if !testkit.Eventually(20*time.Second, func() bool {
-		return testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE kind = 'submit' AND state = 'submitted'`) == 21
+	testenv.StartDispatch(t, pooled, "PROVIDER_URL=http://"+deskAddr)
+	if !testenv.Eventually(20*time.Second, func() bool {
+		return testenv.Count(t, db, `SELECT count(*) FROM outbox WHERE kind = 'submit' AND state = 'submitted'`) == 21
 	}) {
 		t.Fatalf("deliveries: %d submitted, want the 21 not cancelled before they were sent",
-			testkit.Count(t, db, `SELECT count(*) FROM outbox WHERE kind = 'submit' AND state = 'submitted'`))
+			testenv.Count(t, db, `SELECT count(*) FROM outbox WHERE kind = 'submit' AND state = 'submitted'`))
 	}
-	if n := testkit.Count(t, deskDB, `SELECT count(*) FROM submissions`); n != 21 {
+	if n := testenv.Count(t, deskDB, `SELECT count(*) FROM submissions`); n != 21 {
 		t.Fatalf("the desk holds %d submissions, want 21", n)
 	}
 	if log := p.Log(); strings.Contains(log, "prepared statement") || strings.Contains(log, "unsupported startup parameter") {

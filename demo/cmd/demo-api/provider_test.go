@@ -15,7 +15,7 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestProviderRefusesItsOptionsOutOfRange: a slot hold or a credit that
@@ -68,7 +68,7 @@ func TestProviderReleasesExpiredHolds(t *testing.T) {
 	if refused, ok := errors.AsType[*reviewdesk.RefusedError](err); !ok || refused.Code != "insufficient_credit" {
 		t.Fatalf("a charge above PROVIDER_CREDIT: %v, want insufficient_credit", err)
 	}
-	if !testkit.Eventually(5*time.Second, func() bool {
+	if !testenv.Eventually(5*time.Second, func() bool {
 		r, err := desk.SlotStatus(ctx, "expedite:1:slot")
 		return err == nil && r.State == "released"
 	}) {
@@ -91,11 +91,11 @@ func TestProviderReleasesExpiredHolds(t *testing.T) {
 // returns its address once it listens, its log, and stop, which ends it
 // and returns run's error once it has stopped (the same to every call).
 // The test's end stops it too.
-func runProvider(t *testing.T, env map[string]string) (addr string, log *testkit.Buffer, stop func() error) {
+func runProvider(t *testing.T, env map[string]string) (addr string, log *testenv.Buffer, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout testkit.Buffer
-	log = &testkit.Buffer{}
+	var stdout testenv.Buffer
+	log = &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"provider"}, func(k string) string { return env[k] }, &stdout, log) }()
 	stop = sync.OnceValue(func() error {
@@ -118,7 +118,7 @@ func runProvider(t *testing.T, env map[string]string) (addr string, log *testkit
 // (HTTP_READ_TIMEOUT, here 1 s): a connection that sends its body slowly is
 // closed, not held for as long as the sender likes.
 func TestProviderClosesSlowBody(t *testing.T) {
-	testkit.Long(t, "fault: a slow body")
+	testenv.Long(t, "fault: a slow body")
 	t.Parallel()
 	env := map[string]string{"PROVIDER_DATABASE_URL": pgtest.NewURL(t), "PROVIDER_LISTEN_ADDR": "127.0.0.1:0",
 		"HTTP_READ_TIMEOUT": "1s"}

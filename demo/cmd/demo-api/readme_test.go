@@ -5,8 +5,7 @@ import (
 
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestReadmeWalkthrough runs the README's "Try every branch" blocks against
@@ -14,10 +13,10 @@ import (
 // for two participants at the same moment (ME=ana and ME=ben): every
 // comment must come true for both.
 func TestReadmeWalkthrough(t *testing.T) {
-	testkit.Long(t, "a long end-to-end walk (the README's curl blocks, two participants)")
+	testenv.Long(t, "a long end-to-end walk (the README's curl blocks, two participants)")
 	t.Parallel()
 	desk := desktest.StartDesk(t, nil)
-	base, _ := proctest.ServeInProcess(t, run, "API_TOKENS=alice:"+auth.Hash("dev-alice")+",bob:"+auth.Hash("dev-bob"),
+	base, _ := testenv.ServeInProcess(t, run, "API_TOKENS=alice:"+auth.Hash("dev-alice")+",bob:"+auth.Hash("dev-bob"),
 		"WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=4")
-	proctest.Walkthrough(t, "../../README.md", []string{"API=" + base, "DESK=" + desk.URL}, "ana", "ben")
+	testenv.Walkthrough(t, "../../README.md", []string{"API=" + base, "DESK=" + desk.URL}, "ana", "ben")
 }

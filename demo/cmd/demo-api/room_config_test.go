@@ -10,8 +10,7 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestRoomSettings: WORKSHOP_ROOM is a boolean, needs the workshop knobs,
@@ -45,7 +44,7 @@ func TestRoomSettings(t *testing.T) {
 // participants.
 func TestRoomNeedsNoTokens(t *testing.T) {
 	t.Parallel()
-	base, _ := proctest.ServeInProcess(t, run, "WORKSHOP_ROOM=true", "API_TOKENS=")
+	base, _ := testenv.ServeInProcess(t, run, "WORKSHOP_ROOM=true", "API_TOKENS=")
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/demo-requests", strings.NewReader(`{"topic":"billing"}`))
 	req.Header.Set("Authorization", "Bearer dev-ana")
 	req.Header.Set("Content-Type", "application/json")
@@ -76,7 +75,7 @@ func TestRoomWarnsWherever(t *testing.T) {
 	} {
 		env := map[string]string{"DATABASE_URL": url, "API_TOKENS": tt.tokens, "LISTEN_ADDR": tt.addr, "WORKSHOP": "true", "WORKSHOP_ROOM": tt.room}
 		ctx, cancel := context.WithCancel(context.Background())
-		var stdout, stderr testkit.Buffer
+		var stdout, stderr testenv.Buffer
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, &stdout, &stderr) }()
 		for end := time.Now().Add(10 * time.Second); !strings.Contains(stdout.String(), "listening") && time.Now().Before(end); {

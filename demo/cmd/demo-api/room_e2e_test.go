@@ -13,8 +13,7 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/tools/browsertest"
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/demo/internal/web"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // roomNames are the participants of the room tests.
@@ -28,17 +27,17 @@ var roomNames = []string{"ana", "ben", "cy", "dee"}
 // deliveries go on; expiry included, in seconds (Workshop-TTL), with no
 // restart.
 func TestWorkshopRoom(t *testing.T) {
-	testkit.Long(t, "a long end-to-end walk (a workshop room)")
+	testenv.Long(t, "a long end-to-end walk (a workshop room)")
 	t.Parallel()
 	desk := desktest.StartDesk(t, nil)
-	base, db := proctest.ServeInProcess(t, run, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
-	ctx := testkit.Context(t)
-	outs := make([]*testkit.Buffer, len(roomNames))
+	base, db := testenv.ServeInProcess(t, run, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
+	ctx := testenv.Context(t)
+	outs := make([]*testenv.Buffer, len(roomNames))
 	errs := make([]error, len(roomNames))
 	begin := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, name := range roomNames {
-		outs[i] = &testkit.Buffer{}
+		outs[i] = &testenv.Buffer{}
 		wg.Go(func() {
 			<-begin
 			errs[i] = run(ctx, []string{"workshop", "--base", base, "--token", "dev-" + name, "--all", "--provider", desk.URL},
@@ -66,7 +65,7 @@ func TestWorkshopRoom(t *testing.T) {
 		t.Fatalf("%d participants hold requests (%v), want 4", actors, err)
 	}
 	var pending, submitted int
-	if !testkit.Eventually(20*time.Second, func() bool {
+	if !testenv.Eventually(20*time.Second, func() bool {
 		return db.Get(&pending, `SELECT count(*) FROM outbox WHERE state = 'pending'`) == nil && pending == 0
 	}) {
 		t.Fatalf("%d deliveries still pending", pending)
@@ -85,17 +84,17 @@ func TestWorkshopRoom(t *testing.T) {
 // run every step at the same moment: every step passes on both pages, the
 // external step and expiry included, each under its own participant.
 func TestBrowserWorkshopRoom(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	desk := desktest.StartDesk(t, nil)
 	// The pages' resume step is the participant's: a completer that took the
 	// stopped run first would answer the page's resent request 409.
-	server, db := proctest.ServeInProcess(t, run, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms",
+	server, db := testenv.ServeInProcess(t, run, "WORKSHOP_ROOM=true", "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms",
 		"COMPLETE_INTERVAL=1h")
 	names := roomNames[:2]
 	pages := make([]*page, len(names))
 	for i, name := range names {
-		p := &page{t: t, db: db, rec: &proctest.Recorder{}}
+		p := &page{t: t, db: db, rec: &testenv.Recorder{}}
 		p.base = p.rec.Proxy(t, server)
 		p.tab = browsertest.NewTab(t)
 		p.ctx = p.tab.Ctx
@@ -141,10 +140,10 @@ func TestBrowserWorkshopRoom(t *testing.T) {
 // TestBrowserCreatePageInARoom: in a workshop room the create page asks for
 // a name, and creates under the participant's token dev-<name>.
 func TestBrowserCreatePageInARoom(t *testing.T) {
-	testkit.Long(t, "drives a browser")
+	testenv.Long(t, "drives a browser")
 	t.Parallel()
-	server, db := proctest.ServeInProcess(t, run, "WORKSHOP_ROOM=true")
-	p := &page{t: t, db: db, rec: &proctest.Recorder{}}
+	server, db := testenv.ServeInProcess(t, run, "WORKSHOP_ROOM=true")
+	p := &page{t: t, db: db, rec: &testenv.Recorder{}}
 	p.base = p.rec.Proxy(t, server)
 	p.tab = browsertest.NewTab(t)
 	p.ctx = p.tab.Ctx

@@ -11,20 +11,19 @@ import (
 
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/internal/service"
-	"github.com/demo-api/demo-api/internal/tools/proctest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestWorkshopAll runs demo-api workshop --all against a real server with
 // the knobs on and the default TTL and lease (the expiry step gives its key
 // a TTL of its own): every step passes, none is skipped.
 func TestWorkshopAll(t *testing.T) {
-	testkit.Long(t, "a long end-to-end walk (every workshop step against a server)")
+	testenv.Long(t, "a long end-to-end walk (every workshop step against a server)")
 	t.Parallel()
 	desk := desktest.StartDesk(t, nil)
-	base, _ := proctest.ServeInProcess(t, run, "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
+	base, _ := testenv.ServeInProcess(t, run, "PROVIDER_URL="+desk.URL, "DISPATCH_MAX_ATTEMPTS=3", "DISPATCH_FIRST_RETRY=200ms")
 	var out strings.Builder
-	err := run(testkit.Context(t), []string{"workshop", "--base", base, "--token", proctest.Token, "--all", "--delay", "1200ms",
+	err := run(testenv.Context(t), []string{"workshop", "--base", base, "--token", testenv.TokenAlice, "--all", "--delay", "1200ms",
 		"--provider", desk.URL},
 		func(string) string { return "" }, &out, io.Discard)
 	if err != nil || strings.Contains(out.String(), "FAIL") || strings.Contains(out.String(), "SKIP") {
@@ -39,9 +38,9 @@ func TestWorkshopAll(t *testing.T) {
 // contract's answer (here, for want of the knobs) fails the run.
 func TestWorkshopFailsOnAServerWithoutKnobs(t *testing.T) {
 	t.Parallel()
-	base, _ := proctest.ServeInProcess(t, run, "WORKSHOP=false")
+	base, _ := testenv.ServeInProcess(t, run, "WORKSHOP=false")
 	var out strings.Builder
-	err := run(context.Background(), []string{"workshop", "--base", base, "--token", proctest.Token, "--step", "transient"},
+	err := run(context.Background(), []string{"workshop", "--base", base, "--token", testenv.TokenAlice, "--step", "transient"},
 		func(string) string { return "" }, &out, io.Discard)
 	if e, ok := errors.AsType[*service.ExitError](err); !ok || e.Code != service.ExitRefused || !strings.Contains(out.String(), "WORKSHOP=true") {
 		t.Fatalf("workshop against a server without knobs: %v\n%s", err, out.String())

@@ -50,7 +50,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
@@ -441,7 +440,7 @@ func (b *bench) floor(ctx context.Context, dbURL string) error {
 // second pair of servers whose database connections go through a counting
 // proxy.
 func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL, token string) error {
-	proxy, err := faultproxy.Start(host + ":" + port)
+	proxy, err := pgtest.StartProxy(host + ":" + port)
 	if err != nil {
 		return err
 	}

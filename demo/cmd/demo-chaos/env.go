@@ -22,7 +22,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/auth"
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
@@ -73,7 +72,7 @@ type proc struct {
 // replica is a demo-api serve whose database link goes through a proxy.
 type replica struct {
 	*proc
-	proxy *faultproxy.Proxy
+	proxy *pgtest.Proxy
 }
 
 func (e *env) logf(format string, args ...any) {
@@ -128,7 +127,7 @@ func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 	}
 	for i := range e.replicas {
 		r := &replica{}
-		if r.proxy, err = faultproxy.Start(net.JoinHostPort(e.pg.Config.Host, e.pg.Config.Port)); err != nil {
+		if r.proxy, err = pgtest.StartProxy(net.JoinHostPort(e.pg.Config.Host, e.pg.Config.Port)); err != nil {
 			return nil, err
 		}
 		u, _ := url.Parse(e.pg.URL("chaos"))

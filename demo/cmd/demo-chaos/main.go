@@ -1,7 +1,7 @@
 // Command demo-chaos is make chaos: a fault campaign the project can repeat.
 // It starts a durable throw-away PostgreSQL, the review desk, and two
 // replicas of the real demo-api serve binary, each reaching PostgreSQL
-// through a fault proxy (internal/tools/faultproxy). Then, one scenario at a time,
+// through a fault proxy (internal/tools/pgtest/proxy.go). Then, one scenario at a time,
 // it sends intents through the project's Go client (api/client: one key per
 // intent, a time budget, retries with the same key) from many workers spread
 // over both replicas, breaks something while they run, heals it, and checks

@@ -15,7 +15,7 @@ import (
 	"github.com/demo-api/demo-api/api/client"
 	xp "github.com/demo-api/demo-api/demo/internal/expedite"
 	"github.com/demo-api/demo-api/demo/internal/tools/statusmix"
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/workshop"
 )
 
@@ -46,7 +46,7 @@ type scenario struct {
 }
 
 // links sets the database links of both replicas to l.
-func links(l faultproxy.Link) func(context.Context, *env) error {
+func links(l pgtest.Link) func(context.Context, *env) error {
 	return func(_ context.Context, e *env) error {
 		for _, r := range e.replicas {
 			r.proxy.Set(l)
@@ -56,7 +56,7 @@ func links(l faultproxy.Link) func(context.Context, *env) error {
 }
 
 // link sets the database link of replica i to l.
-func link(i int, l faultproxy.Link) func(context.Context, *env) error {
+func link(i int, l pgtest.Link) func(context.Context, *env) error {
 	return func(_ context.Context, e *env) error {
 		e.replicas[i].proxy.Set(l)
 		return nil
@@ -91,9 +91,9 @@ var scenarios = []scenario{
 	{name: "pg-restart-held", what: "both links cut and pg_ctl restart -m immediate while two-phase claims are held 1 s: their owners give up with a 503 and their releases fail; the links come back 2 s later",
 		hold: 2 * time.Second, work: time.Second,
 		inject: func(ctx context.Context, e *env) error {
-			links(faultproxy.Cut)(ctx, e)
+			links(pgtest.LinkCut)(ctx, e)
 			return pgRestart("immediate")(ctx, e)
-		}, heal: links(faultproxy.Up)},
+		}, heal: links(pgtest.LinkUp)},
 	{name: "pg-restart-owner-died", what: "SIGKILL replica 2 and pg_ctl restart -m immediate while two-phase claims are held 1 s; restart replica 2 2 s later",
 		hold: 2 * time.Second, work: time.Second,
 		inject: func(ctx context.Context, e *env) error {
@@ -101,19 +101,19 @@ var scenarios = []scenario{
 			return pgRestart("immediate")(ctx, e)
 		}, heal: restart(1)},
 	{name: "cut-link-3s", what: "both replicas' database links cut for 3 s", hold: 3 * time.Second,
-		inject: links(faultproxy.Cut), heal: links(faultproxy.Up)},
+		inject: links(pgtest.LinkCut), heal: links(pgtest.LinkUp)},
 	{name: "cut-link-12s", what: "both links cut for 12 s, longer than an intent's 10 s: its client ends in outcome unknown, which the outcome route settles", hold: 12 * time.Second,
-		inject: links(faultproxy.Cut), heal: links(faultproxy.Up)},
+		inject: links(pgtest.LinkCut), heal: links(pgtest.LinkUp)},
 	{name: "blackhole-5s", what: "both links hold every byte for 5 s", hold: 5 * time.Second,
-		inject: links(faultproxy.Blackhole), heal: links(faultproxy.Up)},
+		inject: links(pgtest.LinkBlackhole), heal: links(pgtest.LinkUp)},
 	{name: "blackhole-past-lease", what: "replica 2's link holds every byte for 7 s, longer than the 4 s lease: replica 1 takes over its claims, then its held finishes arrive", hold: 7 * time.Second,
-		inject: link(1, faultproxy.Blackhole), heal: link(1, faultproxy.Up)},
+		inject: link(1, pgtest.LinkBlackhole), heal: link(1, pgtest.LinkUp)},
 	{name: "mute-then-cut", what: "replies dropped for 2 s (statements run, answers lost), then the links cut for 1 s", hold: 3 * time.Second,
 		inject: func(ctx context.Context, e *env) error {
-			links(faultproxy.Mute)(ctx, e)
-			time.AfterFunc(2*time.Second, func() { links(faultproxy.Cut)(ctx, e) })
+			links(pgtest.LinkMute)(ctx, e)
+			time.AfterFunc(2*time.Second, func() { links(pgtest.LinkCut)(ctx, e) })
 			return nil
-		}, heal: links(faultproxy.Up)},
+		}, heal: links(pgtest.LinkUp)},
 	{name: "kill-dispatcher", what: "the desk holds its answers; SIGKILL replica 1 (a dispatcher) meanwhile, restart it", hold: 2 * time.Second,
 		inject: func(ctx context.Context, e *env) error {
 			if err := e.deskFaults(`{"holdAnswer":"10s"}`); err != nil {

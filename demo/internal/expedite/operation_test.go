@@ -18,8 +18,7 @@ import (
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // body1 is the body of a create.
@@ -27,11 +26,11 @@ const body1 = `{"topic":"topic-billing","note":"note-call me"}`
 
 // withExpedite serves the expedite against desk, with its rule against a
 // cancel, as the full demo's serve does.
-func withExpedite(desk *desktest.Desk) apitest.Option { return withExpediteWrites(desk, nil) }
+func withExpedite(desk *desktest.Desk) testenv.Option { return withExpediteWrites(desk, nil) }
 
 // withExpediteWrites is withExpedite with the expedite's writes made by
 // wrap from the store's (nil: the store's).
-func withExpediteWrites(desk *desktest.Desk, wrap func(expedite.ExpediteWrites) expedite.ExpediteWrites) apitest.Option {
+func withExpediteWrites(desk *desktest.Desk, wrap func(expedite.ExpediteWrites) expedite.ExpediteWrites) testenv.Option {
 	return func(d *httpapi.Deps, s *postgres.Store) {
 		store := expedite.NewStore(s)
 		var writes expedite.ExpediteWrites = store
@@ -49,28 +48,28 @@ func withExpediteWrites(desk *desktest.Desk, wrap func(expedite.ExpediteWrites) 
 // expediteEnv is a server with the expedite, its desk, and a demo request
 // of alice's to expedite.
 type expediteEnv struct {
-	*apitest.Env
+	*testenv.Env
 	desk  *desktest.Desk
-	clock *testkit.Clock
+	clock *testenv.Clock
 	id    string
 }
 
-func newExpediteEnv(t *testing.T, opts ...apitest.Option) *expediteEnv {
+func newExpediteEnv(t *testing.T, opts ...testenv.Option) *expediteEnv {
 	return newExpediteEnvWrites(t, nil, opts...)
 }
 
 // newExpediteEnvWrites is newExpediteEnv with the expedite's writes made by
 // wrap (withExpediteWrites).
-func newExpediteEnvWrites(t *testing.T, wrap func(expedite.ExpediteWrites) expedite.ExpediteWrites, opts ...apitest.Option) *expediteEnv {
+func newExpediteEnvWrites(t *testing.T, wrap func(expedite.ExpediteWrites) expedite.ExpediteWrites, opts ...testenv.Option) *expediteEnv {
 	t.Helper()
 	desk := desktest.StartDesk(t, nil)
-	clock := testkit.NewClock()
-	e := apitest.New(t, append([]apitest.Option{withExpediteWrites(desk, wrap), apitest.WithClock(clock), apitest.WithWorkshop()}, opts...)...)
+	clock := testenv.NewClock()
+	e := testenv.New(t, append([]testenv.Option{withExpediteWrites(desk, wrap), testenv.WithClock(clock), testenv.WithWorkshop()}, opts...)...)
 	id := e.Create("key-x0", body1).Request(t).ID
 	return &expediteEnv{Env: e, desk: desk, clock: clock, id: id}
 }
 
-func (x *expediteEnv) expedite(key string, attempt int, header map[string]string) apitest.Reply {
+func (x *expediteEnv) expedite(key string, attempt int, header map[string]string) testenv.Reply {
 	x.T.Helper()
 	h := map[string]string{}
 	if attempt > 0 { // 0: no X-Client-Attempt
@@ -79,26 +78,26 @@ func (x *expediteEnv) expedite(key string, attempt int, header map[string]string
 	for k, v := range header {
 		h[k] = v
 	}
-	r, err := x.Do(context.Background(), apitest.Req{Path: "/v1/demo-requests/" + x.id + "/expedite", Token: apitest.TokenAlice, Keys: []string{key}, Header: h})
+	r, err := x.Do(context.Background(), testenv.Req{Path: "/v1/demo-requests/" + x.id + "/expedite", Token: testenv.TokenAlice, Keys: []string{key}, Header: h})
 	if err != nil {
-		return apitest.Reply{} // a dropped connection: Status 0
+		return testenv.Reply{} // a dropped connection: Status 0
 	}
 	return r
 }
 
 // settle retries key until it gets an answer other than 409 (the run parked
 // or held), moving the store's clock past each lease, and returns it.
-func (x *expediteEnv) settle(key string, attempt int) apitest.Reply {
+func (x *expediteEnv) settle(key string, attempt int) testenv.Reply {
 	x.T.Helper()
 	for i := 0; i < 20; i++ {
 		r := x.expedite(key, attempt+i, nil)
 		if r.Status != http.StatusConflict {
 			return r
 		}
-		x.clock.Advance(apitest.Lease)
+		x.clock.Advance(testenv.Lease)
 	}
 	x.T.Fatalf("expedite %s never settled", key)
-	return apitest.Reply{}
+	return testenv.Reply{}
 }
 
 // completer is the Runner the completer of serve and dispatch runs, on the
@@ -106,7 +105,7 @@ func (x *expediteEnv) settle(key string, attempt int) apitest.Reply {
 func (x *expediteEnv) completer() (*steps.Runner, []*steps.Steps) {
 	x.T.Helper()
 	store := expedite.NewStore(x.Store)
-	r, err := steps.NewRunner(idempotency.Config{TTL: apitest.TTL, Lease: apitest.Lease}, store)
+	r, err := steps.NewRunner(idempotency.Config{TTL: testenv.TTL, Lease: testenv.Lease}, store)
 	if err != nil {
 		x.T.Fatal(err)
 	}
@@ -123,7 +122,7 @@ func (x *expediteEnv) checkDesk(slots, charges, releases int, calls map[string]i
 		`SELECT count(*) FROM charges WHERE request_id = $1`:                                         charges,
 		`SELECT count(*) FROM releases r JOIN slots s ON s.key = r.slot_key WHERE s.request_id = $1`: releases,
 	} {
-		if got := testkit.Count(x.T, x.desk.DB, what, x.id); got != want {
+		if got := testenv.Count(x.T, x.desk.DB, what, x.id); got != want {
 			x.T.Errorf("%s: %d, want %d", what, got, want)
 		}
 	}
@@ -135,7 +134,7 @@ func (x *expediteEnv) checkDesk(slots, charges, releases int, calls map[string]i
 }
 
 // expediteOf decodes r as an expedite.
-func expediteOf(t testing.TB, r apitest.Reply) expedite.Expedite {
+func expediteOf(t testing.TB, r testenv.Reply) expedite.Expedite {
 	t.Helper()
 	var e expedite.Expedite
 	if err := json.Unmarshal(r.Body, &e); err != nil || e.RequestID == "" {
@@ -147,7 +146,7 @@ func expediteOf(t testing.TB, r apitest.Reply) expedite.Expedite {
 // outcome is the outcome route's view of an expedite's key.
 func (x *expediteEnv) outcome(key string) (state, point, runState string, status int) {
 	x.T.Helper()
-	r := x.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/" + key + "?operation=" + expedite.ExpediteOperation, Token: apitest.TokenAlice})
+	r := x.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/" + key + "?operation=" + expedite.ExpediteOperation, Token: testenv.TokenAlice})
 	var o struct {
 		State  string
 		Status int
@@ -179,7 +178,7 @@ func TestExpedite(t *testing.T) {
 			t.Fatalf("replay (attempt %d): %d %s", attempt, again.Status, again.Body)
 		}
 	}
-	got := x.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + x.id + "/expedite", Token: apitest.TokenAlice})
+	got := x.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + x.id + "/expedite", Token: testenv.TokenAlice})
 	if got.Status != http.StatusOK || expediteOf(t, got).State != expedite.ExpediteConfirmed {
 		t.Fatalf("GET expedite: %d %s", got.Status, got.Body)
 	}
@@ -201,7 +200,7 @@ func TestExpedite(t *testing.T) {
 // takes it over asks the desk first, finds the step done, and does not send
 // it again.
 func TestExpediteDroppedAnswer(t *testing.T) {
-	testkit.Long(t, "fault injection: the desk's answer lost at each step")
+	testenv.Long(t, "fault injection: the desk's answer lost at each step")
 	t.Parallel()
 	for _, resource := range []string{"slots", "charges"} {
 		t.Run(resource, func(t *testing.T) {
@@ -250,7 +249,7 @@ func TestExpediteRefusedCharge(t *testing.T) {
 // once by the completer, the run continues from there, and the desk holds
 // one slot and one charge.
 func TestExpediteStopAfterEachStep(t *testing.T) {
-	testkit.Long(t, "fault injection: a runner that dies after each step")
+	testenv.Long(t, "fault injection: a runner that dies after each step")
 	t.Parallel()
 	for _, step := range []string{"ordered", "slot_reserved", "charged"} {
 		for _, by := range []string{"retry", "completer"} {
@@ -263,7 +262,7 @@ func TestExpediteStopAfterEachStep(t *testing.T) {
 				if state, point, run, _ := x.outcome("key-x1"); state != "in_progress" || point != step || run != "running" {
 					t.Fatalf("outcome after the stop: %s %s %s", state, point, run)
 				}
-				var final apitest.Reply
+				var final testenv.Reply
 				if by == "retry" {
 					final = x.settle("key-x1", 2)
 				} else {
@@ -298,7 +297,7 @@ func TestExpediteStoppedRequestSentAgain(t *testing.T) {
 			t.Fatalf("the stopped request, sent %d times: %d %s, want no answer", i+1, r.Status, r.Body)
 		}
 	}
-	r := x.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/key-x1?operation=" + expedite.ExpediteOperation, Token: apitest.TokenAlice})
+	r := x.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/key-x1?operation=" + expedite.ExpediteOperation, Token: testenv.TokenAlice})
 	var o struct {
 		State                 string
 		LeaseRemainingSeconds *int
@@ -326,10 +325,10 @@ func TestExpediteStaleRunnerFenced(t *testing.T) {
 	t.Parallel()
 	x := newExpediteEnv(t)
 	claimed, release := x.Hold()
-	stale := make(chan apitest.Reply, 1)
-	go func() { stale <- x.expedite("key-x1", 1, apitest.HoldHeader) }()
+	stale := make(chan testenv.Reply, 1)
+	go func() { stale <- x.expedite("key-x1", 1, testenv.HoldHeader) }()
 	<-claimed
-	x.clock.Advance(apitest.Lease + time.Second)
+	x.clock.Advance(testenv.Lease + time.Second)
 	if r := x.expedite("key-x1", 2, nil); r.Status != http.StatusCreated {
 		t.Fatalf("the retry that took over: %d %s", r.Status, r.Body)
 	}
@@ -364,10 +363,10 @@ func TestExpediteNeedsAttention(t *testing.T) {
 	if state, point, run, _ := x.outcome("key-x1"); state != "in_progress" || point != "ordered" || run != "needs_attention" {
 		t.Fatalf("outcome: state %s, point %s, run %s, want in_progress, ordered, needs_attention", state, point, run)
 	}
-	if o := x.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/key-x1?operation=" + expedite.ExpediteOperation, Token: apitest.TokenAlice}); strings.Contains(string(o.Body), "leaseRemainingSeconds") {
+	if o := x.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/key-x1?operation=" + expedite.ExpediteOperation, Token: testenv.TokenAlice}); strings.Contains(string(o.Body), "leaseRemainingSeconds") {
 		t.Fatalf("the outcome of a run that needs attention shows a lease: %s", o.Body)
 	}
-	x.clock.Advance(apitest.Lease)
+	x.clock.Advance(testenv.Lease)
 	// Whatever the retry (one that reads the key first, a first attempt's
 	// claim, one that would wait), the answer says what an operator does,
 	// and promises no time: only the operator moves the run.
@@ -394,7 +393,7 @@ func TestExpediteNeedsAttention(t *testing.T) {
 	}
 	// Its key is held beyond any key's TTL (steps.NeedsAttentionLease).
 	if n := x.Count(`SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'
-		AND lease_until > now() + $1::bigint * interval '1 microsecond'`, apitest.TTL.Microseconds()); n != 1 {
+		AND lease_until > now() + $1::bigint * interval '1 microsecond'`, testenv.TTL.Microseconds()); n != 1 {
 		t.Fatalf("keys needing attention: %d", n)
 	}
 	x.desk.Faults(t, provider.Faults{})
@@ -425,8 +424,8 @@ func TestExpediteRunLongerThanTheTTL(t *testing.T) {
 			if r := x.expedite("key-x1", 1, first); r.Status != 0 {
 				t.Fatalf("stopped after ordered: %d %s, want no answer", r.Status, r.Body)
 			}
-			x.clock.Advance(apitest.Lease + time.Second) // past the TTL and the lease
-			var final apitest.Reply
+			x.clock.Advance(testenv.Lease + time.Second) // past the TTL and the lease
+			var final testenv.Reply
 			if by == "retry" {
 				final = x.settle("key-x1", 2)
 				if logs := x.Logs.String(); strings.Contains(logs, `"outcome":"expired_taken_over"`) {
@@ -473,11 +472,11 @@ func TestFirstExpediteLosingToACancel(t *testing.T) {
 	t.Parallel()
 	var x *expediteEnv
 	var once sync.Once
-	cancelled := make(chan apitest.Reply, 1)
+	cancelled := make(chan testenv.Reply, 1)
 	x = newExpediteEnvWrites(t, func(w expedite.ExpediteWrites) expedite.ExpediteWrites {
 		return orderHooked{ExpediteWrites: w, hook: func() {
 			once.Do(func() {
-				cancelled <- x.Must(apitest.Req{Path: "/v1/demo-requests/" + x.id + "/cancel", Token: apitest.TokenAlice, Keys: []string{"key-cancel"}})
+				cancelled <- x.Must(testenv.Req{Path: "/v1/demo-requests/" + x.id + "/cancel", Token: testenv.TokenAlice, Keys: []string{"key-cancel"}})
 			})
 		}}
 	})

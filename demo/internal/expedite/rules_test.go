@@ -15,8 +15,7 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/demo"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // The rules between operations that touch one demo request (package demo):
@@ -36,8 +35,8 @@ func TestCancelRefusedWhileExpediteUnfinished(t *testing.T) {
 	if r := x.expedite("key-x1", 1, nil); r.Status != http.StatusConflict {
 		t.Fatalf("expedite with the slots down: %d %s, want 409 (parked)", r.Status, r.Body)
 	}
-	cancel := func(key string, attempt int) apitest.Reply {
-		return x.Must(apitest.Req{Path: "/v1/demo-requests/" + x.id + "/cancel", Token: apitest.TokenAlice, Keys: []string{key},
+	cancel := func(key string, attempt int) testenv.Reply {
+		return x.Must(testenv.Req{Path: "/v1/demo-requests/" + x.id + "/cancel", Token: testenv.TokenAlice, Keys: []string{key},
 			Header: map[string]string{"X-Client-Attempt": strconv.Itoa(attempt)}})
 	}
 	first := cancel("c-1", 1)
@@ -76,8 +75,8 @@ func TestCancelRefusedWhileExpediteUnfinished(t *testing.T) {
 func TestCancelAndExpediteRace(t *testing.T) {
 	t.Parallel()
 	desk := desktest.StartDesk(t, nil)
-	clock := testkit.NewClock()
-	x := apitest.New(t, withExpedite(desk), apitest.WithClock(clock), apitest.WithDesk(desk.URL))
+	clock := testenv.NewClock()
+	x := testenv.New(t, withExpedite(desk), testenv.WithClock(clock), testenv.WithDesk(desk.URL))
 	const n = 12
 	ids := make([]string, n)
 	for i := range ids {
@@ -102,9 +101,9 @@ func TestCancelAndExpediteRace(t *testing.T) {
 
 	// send retries one intent until it gets an answer that is not to be
 	// retried (409, 503), as a client does.
-	send := func(path, key string) apitest.Reply {
+	send := func(path, key string) testenv.Reply {
 		for attempt := 1; attempt <= 200; attempt++ {
-			r, err := x.Do(context.Background(), apitest.Req{Path: path, Token: apitest.TokenAlice, Keys: []string{key},
+			r, err := x.Do(context.Background(), testenv.Req{Path: path, Token: testenv.TokenAlice, Keys: []string{key},
 				Header: map[string]string{"X-Client-Attempt": strconv.Itoa(attempt)}})
 			if err == nil && r.Status != http.StatusConflict && r.Status != http.StatusServiceUnavailable {
 				return r
@@ -112,9 +111,9 @@ func TestCancelAndExpediteRace(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		t.Errorf("%s %s never settled", path, key)
-		return apitest.Reply{}
+		return testenv.Reply{}
 	}
-	type pair struct{ cancel, expedite apitest.Reply }
+	type pair struct{ cancel, expedite testenv.Reply }
 	results := make([]pair, n)
 	start := make(chan struct{})
 	var clients sync.WaitGroup
@@ -133,7 +132,7 @@ func TestCancelAndExpediteRace(t *testing.T) {
 	desk.Faults(t, provider.Faults{})
 	// The race is over; the background goes on until every run is settled
 	// and every delivery and cancel reached the desk.
-	if !testkit.Eventually(20*time.Second, func() bool {
+	if !testenv.Eventually(20*time.Second, func() bool {
 		return x.Count(`SELECT count(*) FROM runs WHERE state IN ('running', 'compensating')`) == 0 &&
 			x.Count(`SELECT count(*) FROM outbox WHERE state = 'pending'`) == 0
 	}) {
@@ -185,7 +184,7 @@ func TestCancelAndExpediteRace(t *testing.T) {
 		"live submissions": `SELECT count(*) FROM submissions s WHERE s.request_id = ANY($1)
 		                     AND NOT EXISTS (SELECT 1 FROM cancels c WHERE c.submission_key = s.key)`,
 	} {
-		if got := testkit.Count(t, desk.DB, q, pq.Array(gone)); got != 0 {
+		if got := testenv.Count(t, desk.DB, q, pq.Array(gone)); got != 0 {
 			t.Errorf("%s at the desk for cancelled requests: %d, want 0", what, got)
 		}
 	}

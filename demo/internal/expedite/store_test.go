@@ -15,7 +15,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestCancelAndOrderNeverBothApply: the rule between a cancel and an
@@ -86,7 +86,7 @@ func TestCancelAndOrderNeverBothApply(t *testing.T) {
 					t.Fatalf("round %d: the cancel: %v, orders recorded: %d; want exactly one to apply", i, cancelErr, ordered)
 				}
 			}
-			if n := testkit.Count(t, db, `SELECT count(*) FROM demo_requests d JOIN expedites e ON e.request_id = d.id
+			if n := testenv.Count(t, db, `SELECT count(*) FROM demo_requests d JOIN expedites e ON e.request_id = d.id
 				WHERE d.state = 'cancelled'`); n != 0 {
 				t.Fatalf("%d cancelled requests with an expedite", n)
 			}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestTheDeskDoubleKeepsTheDesksContract sends the same calls, those the
@@ -29,7 +29,7 @@ import (
 // makes a step disagree.
 func TestTheDeskDoubleKeepsTheDesksContract(t *testing.T) {
 	t.Parallel()
-	desk, double := desktest.StartDesk(t, nil), testkit.StartDeskDouble(t)
+	desk, double := desktest.StartDesk(t, nil), testenv.StartDeskDouble(t)
 	submission := func(id, topic, note string) string {
 		b, err := json.Marshal(reviewdesk.Submission{RequestID: id, Topic: topic, Note: note})
 		if err != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/tools/desktest"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -206,7 +206,7 @@ func TestFaultKnobsOverHTTP(t *testing.T) {
 // TestSubmissionsSurviveARestart: a new desk on the same database knows what
 // the old one accepted.
 func TestSubmissionsSurviveARestart(t *testing.T) {
-	testkit.Long(t, "restarts the desk")
+	testenv.Long(t, "restarts the desk")
 	t.Parallel()
 	first := desktest.StartDesk(t, nil)
 	r, err := first.Client.Submit(context.Background(), "demo-request:kept", sub)
@@ -240,7 +240,7 @@ func TestALostAnswerIsNotResentBehindTheCaller(t *testing.T) {
 }
 
 func cancels(t *testing.T, d *desktest.Desk) int {
-	return testkit.Count(t, d.DB, `SELECT count(*) FROM cancels`)
+	return testenv.Count(t, d.DB, `SELECT count(*) FROM cancels`)
 }
 
 // TestCancelOnce: a cancel is accepted once under its own key, looked up by
@@ -388,7 +388,7 @@ func slotState(t *testing.T, d *desktest.Desk, key string) (state, releasedBy st
 // credit reads an account's credit in SQL; -1 when the desk never charged it.
 func credit(t *testing.T, d *desktest.Desk, account string) int {
 	t.Helper()
-	return testkit.Count(t, d.DB, `SELECT coalesce((SELECT credit FROM accounts WHERE account = $1), -1)`, account)
+	return testenv.Count(t, d.DB, `SELECT coalesce((SELECT credit FROM accounts WHERE account = $1), -1)`, account)
 }
 
 // TestDeskSlotReserveOnce: a slot is held once under its key, its repeat
@@ -438,8 +438,8 @@ func TestDeskSlotReserveOnce(t *testing.T) {
 		!strings.Contains(body, `"state":"unknown"`) {
 		t.Fatalf("GET an unknown slot: %d %s", status, body)
 	}
-	held := testkit.Count(t, d.DB, `SELECT count(*) FROM slots WHERE state = 'held' AND hold_until = accepted_at + interval '2 minutes'`)
-	if n := testkit.Count(t, d.DB, `SELECT count(*) FROM slots`); n != 2 || held != 2 {
+	held := testenv.Count(t, d.DB, `SELECT count(*) FROM slots WHERE state = 'held' AND hold_until = accepted_at + interval '2 minutes'`)
+	if n := testenv.Count(t, d.DB, `SELECT count(*) FROM slots`); n != 2 || held != 2 {
 		t.Fatalf("%d slots, %d of them held for 2m; want 2 and 2", n, held)
 	}
 }
@@ -480,7 +480,7 @@ func TestDeskChargeDebitsOnce(t *testing.T) {
 			t.Fatalf("charge %d: %+v, %v; want %+v", i, receipts[i], errs[i], receipts[0])
 		}
 	}
-	if rows := testkit.Count(t, d.DB, `SELECT count(*) FROM charges WHERE slot_key = 'expedite:1:slot'`); rows != 1 {
+	if rows := testenv.Count(t, d.DB, `SELECT count(*) FROM charges WHERE slot_key = 'expedite:1:slot'`); rows != 1 {
 		t.Fatalf("%d charges for one key, want 1", rows)
 	}
 	if c := credit(t, d, "alice"); c != 700 {
@@ -502,7 +502,7 @@ func TestDeskChargeDebitsOnce(t *testing.T) {
 			t.Fatalf("charge %d of a taken slot: %v, want slot_not_held", i, errs[i])
 		}
 	}
-	if rows := testkit.Count(t, d.DB, `SELECT count(*) FROM charges WHERE slot_key = 'expedite:2:slot'`); accepted != 1 || rows != 1 {
+	if rows := testenv.Count(t, d.DB, `SELECT count(*) FROM charges WHERE slot_key = 'expedite:2:slot'`); accepted != 1 || rows != 1 {
 		t.Fatalf("%d charges of one slot accepted, %d stored; want 1 and 1", accepted, rows)
 	}
 	if c := credit(t, d, "alice"); c != 600 {
@@ -550,10 +550,10 @@ func TestDeskChargeRefused(t *testing.T) {
 					t.Fatalf("charge: %v, want a refusal %s", err, tt.code)
 				}
 			}
-			if n := testkit.Count(t, d.DB, `SELECT count(*) FROM charges`); n != 0 {
+			if n := testenv.Count(t, d.DB, `SELECT count(*) FROM charges`); n != 0 {
 				t.Fatalf("%d charges stored, want 0", n)
 			}
-			if n := testkit.Count(t, d.DB, `SELECT count(*) FROM accounts`); n != 0 {
+			if n := testenv.Count(t, d.DB, `SELECT count(*) FROM accounts`); n != 0 {
 				t.Fatalf("%d accounts opened by a refused charge, want 0", n)
 			}
 			if state, _ := slotState(t, d, "expedite:1:slot"); state != tt.slot {
@@ -619,7 +619,7 @@ func TestDeskRelease(t *testing.T) {
 	if status, _, body := call(t, http.MethodGet, d.URL+"/v1/slots/expedite:1:slot", "", ""); !strings.Contains(body, `"releasedBy":"release"`) {
 		t.Fatalf("GET the slot: %d %s, want releasedBy release", status, body)
 	}
-	if n := testkit.Count(t, d.DB, `SELECT count(*) FROM releases`); n != 1 {
+	if n := testenv.Count(t, d.DB, `SELECT count(*) FROM releases`); n != 1 {
 		t.Fatalf("%d releases, want 1", n)
 	}
 }
@@ -661,7 +661,7 @@ func TestDeskReleaseOfAChargedSlot(t *testing.T) {
 	if _, err := d.Client.ReleaseSlot(ctx, "expedite:1:slot:release", "expedite:1:slot"); !refusedWith("slot_charged")(err) {
 		t.Fatalf("release of a charged slot: %v, want slot_charged", err)
 	}
-	if n := testkit.Count(t, d.DB, `SELECT count(*) FROM releases`); n != 0 {
+	if n := testenv.Count(t, d.DB, `SELECT count(*) FROM releases`); n != 0 {
 		t.Fatalf("%d releases stored, want 0", n)
 	}
 	if state, _ := slotState(t, d, "expedite:1:slot"); state != "charged" {
@@ -706,11 +706,11 @@ func TestDeskReleaseRacesCharge(t *testing.T) {
 			t.Errorf("slot %d: release %v, charge %v, state %s; want one of them to win", i, released[i], charged[i], state)
 		}
 	}
-	charges := testkit.Count(t, d.DB, `SELECT count(*) FROM charges`)
+	charges := testenv.Count(t, d.DB, `SELECT count(*) FROM charges`)
 	if c := credit(t, d, "alice"); charges > 0 && c != 1000-10*charges {
 		t.Fatalf("%d charges of 10 and credit %d", charges, c)
 	}
-	if releases := testkit.Count(t, d.DB, `SELECT count(*) FROM releases`); releases+charges != n {
+	if releases := testenv.Count(t, d.DB, `SELECT count(*) FROM releases`); releases+charges != n {
 		t.Fatalf("%d releases and %d charges of %d slots", releases, charges, n)
 	}
 }
@@ -768,11 +768,11 @@ func TestDeskOneCompensationKeyForManyTargets(t *testing.T) {
 				t.Fatalf("%s %d under a key taken meanwhile: %v, want key_payload_mismatch", tt.name, i, err)
 			}
 		}
-		if rows := testkit.Count(t, d.DB, tt.rows); accepted != 1 || rows != 1 {
+		if rows := testenv.Count(t, d.DB, tt.rows); accepted != 1 || rows != 1 {
 			t.Fatalf("%ss under one key: %d accepted, %d stored; want 1 and 1", tt.name, accepted, rows)
 		}
 	}
-	if released := testkit.Count(t, d.DB, `SELECT count(*) FROM slots WHERE state = 'released'`); released != 1 {
+	if released := testenv.Count(t, d.DB, `SELECT count(*) FROM slots WHERE state = 'released'`); released != 1 {
 		t.Fatalf("%d slots released, want 1", released)
 	}
 	if c := credit(t, d, "alice"); c != 1000-5*10+10 {
@@ -828,7 +828,7 @@ func TestDeskRefundOnce(t *testing.T) {
 	if _, err := d.Client.Refund(ctx, "expedite:1:charge:refund", "expedite:2:charge"); !refusedWith("key_payload_mismatch")(err) {
 		t.Fatalf("the refund's key for another charge: %v, want key_payload_mismatch", err)
 	}
-	if n := testkit.Count(t, d.DB, `SELECT count(*) FROM refunds`); n != 1 {
+	if n := testenv.Count(t, d.DB, `SELECT count(*) FROM refunds`); n != 1 {
 		t.Fatalf("%d refunds, want 1", n)
 	}
 	if c := credit(t, d, "alice"); c != 1000 {
@@ -960,7 +960,7 @@ func TestDeskSweepHolds(t *testing.T) {
 	if _, err := d.Client.ReserveSlot(ctx, "expedite:1:slot", slot); err != nil {
 		t.Fatal(err)
 	}
-	if !testkit.Eventually(5*time.Second, func() bool {
+	if !testenv.Eventually(5*time.Second, func() bool {
 		r, err := d.Client.SlotStatus(ctx, "expedite:1:slot")
 		return err == nil && r.State == "released"
 	}) {
@@ -1093,7 +1093,7 @@ func TestDeskFaultsOnlyOneResource(t *testing.T) {
 					if err != nil || serr != nil {
 						t.Fatalf("%s while %s is aimed at %s: %v, its status %v; want healthy", other.name, knob.name, target.name, err, serr)
 					}
-					if n := testkit.Count(t, d.DB, other.rows); n != 1 {
+					if n := testenv.Count(t, d.DB, other.rows); n != 1 {
 						t.Fatalf("%d %s stored, want 1", n, other.name)
 					}
 				}
@@ -1103,7 +1103,7 @@ func TestDeskFaultsOnlyOneResource(t *testing.T) {
 				if !knob.want(target.name)(err) {
 					t.Fatalf("%s under %s: %v, not what the client should see", target.name, knob.name, err)
 				}
-				if n := testkit.Count(t, d.DB, target.rows); n != knob.stored {
+				if n := testenv.Count(t, d.DB, target.rows); n != knob.stored {
 					t.Fatalf("%d %s stored, want %d", n, target.name, knob.stored)
 				}
 				if knob.status {
@@ -1121,7 +1121,7 @@ func TestDeskFaultsOnlyOneResource(t *testing.T) {
 				if err := target.call(ctx, d); err != nil {
 					t.Fatalf("%s once the fault is cleared: %v", target.name, err)
 				}
-				if n := testkit.Count(t, d.DB, target.rows); n != 1 {
+				if n := testenv.Count(t, d.DB, target.rows); n != 1 {
 					t.Fatalf("%d %s after the retry, want 1", n, target.name)
 				}
 			})

@@ -15,7 +15,7 @@ import (
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 func TestMain(m *testing.M) { demotest.Main(m) }
@@ -25,7 +25,7 @@ const body1 = `{"topic":"topic-billing","note":"note-call me"}`
 // inRoom makes a workshop room: the workshop knobs, and any dev-<name> the
 // participant dev-<name>.
 func inRoom(d *httpapi.Deps, s *postgres.Store) {
-	apitest.WithWorkshop()(d, s)
+	testenv.WithWorkshop()(d, s)
 	d.Authenticate = room.Authenticate
 }
 
@@ -35,15 +35,15 @@ func inRoom(d *httpapi.Deps, s *postgres.Store) {
 // token.
 func TestRoomParticipants(t *testing.T) {
 	t.Parallel()
-	e := apitest.New(t, inRoom)
+	e := testenv.New(t, inRoom)
 	ids := map[string]bool{}
 	for _, name := range []string{"ana", "ben", "c.d_e-9"} {
-		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: "dev-" + name, Keys: []string{"order-42"}, Body: body1})
+		r := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: "dev-" + name, Keys: []string{"order-42"}, Body: body1})
 		if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
 			t.Fatalf("%s's first use of order-42: %d %s, want a first 201", name, r.Status, r.Body)
 		}
 		ids[r.Request(t).ID] = true
-		again := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: "dev-" + name, Keys: []string{"order-42"}, Body: body1})
+		again := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: "dev-" + name, Keys: []string{"order-42"}, Body: body1})
 		if again.Header.Get("Idempotent-Replayed") != "true" || again.Request(t).ID != r.Request(t).ID {
 			t.Fatalf("%s's retry: %d %s, want the replay of their own", name, again.Status, again.Body)
 		}
@@ -59,7 +59,7 @@ func TestRoomParticipants(t *testing.T) {
 		t.Fatalf("alice's own token in a room: %d %s", r.Status, r.Body)
 	}
 	for _, token := range []string{"dev-", "dev-Ana", "dev-a b", "dev-" + strings.Repeat("x", 33), "ana", "dev-.x"} {
-		r := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: token, Keys: []string{"k"}, Body: body1})
+		r := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: token, Keys: []string{"k"}, Body: body1})
 		if r.Status != http.StatusUnauthorized || r.Problem(t) != apperr.Unauthorized {
 			t.Fatalf("token %q in a room: %d %s, want 401", token, r.Status, r.Body)
 		}
@@ -70,8 +70,8 @@ func TestRoomParticipants(t *testing.T) {
 			t.Fatalf("token %q in a room: the 401 %s does not state the rule of the names", token, r.Body)
 		}
 	}
-	off := apitest.New(t, apitest.WithWorkshop())
-	if r := off.Must(apitest.Req{Path: "/v1/demo-requests", Token: "dev-ana", Keys: []string{"k"}, Body: body1}); r.Status != http.StatusUnauthorized {
+	off := testenv.New(t, testenv.WithWorkshop())
+	if r := off.Must(testenv.Req{Path: "/v1/demo-requests", Token: "dev-ana", Keys: []string{"k"}, Body: body1}); r.Status != http.StatusUnauthorized {
 		t.Fatalf("dev-ana without the room: %d %s, want 401", r.Status, r.Body)
 	}
 }
@@ -85,29 +85,29 @@ func TestRoomParticipants(t *testing.T) {
 func TestRoomParticipantsAreNotConfiguredActors(t *testing.T) {
 	t.Parallel()
 	const tokenU1 = "tok-u1-90d2"
-	e := apitest.New(t, inRoom, func(d *httpapi.Deps, _ *postgres.Store) {
+	e := testenv.New(t, inRoom, func(d *httpapi.Deps, _ *postgres.Store) {
 		d.Tokens[auth.Hash(tokenU1)] = "u1"
 	})
-	for _, owner := range []struct{ token, participant string }{{apitest.TokenAlice, "dev-alice"}, {tokenU1, "dev-u1"}} {
-		made := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: owner.token, Keys: []string{"same-key"}, Body: body1})
+	for _, owner := range []struct{ token, participant string }{{testenv.TokenAlice, "dev-alice"}, {tokenU1, "dev-u1"}} {
+		made := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: owner.token, Keys: []string{"same-key"}, Body: body1})
 		if made.Status != http.StatusCreated {
 			t.Fatalf("create with %s's own token: %d %s", owner.participant, made.Status, made.Body)
 		}
 		id := made.Request(t).ID
-		if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: owner.participant}); r.Status != http.StatusNotFound {
+		if r := e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: owner.participant}); r.Status != http.StatusNotFound {
 			t.Fatalf("%s reads the configured actor's request: %d %s, want 404", owner.participant, r.Status, r.Body)
 		}
-		if r := e.Must(apitest.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: owner.participant, Keys: []string{"c-1"}}); r.Status != http.StatusNotFound {
+		if r := e.Must(testenv.Req{Path: "/v1/demo-requests/" + id + "/cancel", Token: owner.participant, Keys: []string{"c-1"}}); r.Status != http.StatusNotFound {
 			t.Fatalf("%s cancels the configured actor's request: %d %s, want 404", owner.participant, r.Status, r.Body)
 		}
-		if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/same-key?operation=demo-requests.create", Token: owner.participant}); r.Status != http.StatusNotFound {
+		if r := e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/idempotency-keys/same-key?operation=demo-requests.create", Token: owner.participant}); r.Status != http.StatusNotFound {
 			t.Fatalf("%s reads the configured actor's key: %d %s, want 404", owner.participant, r.Status, r.Body)
 		}
-		mine := e.Must(apitest.Req{Path: "/v1/demo-requests", Token: owner.participant, Keys: []string{"same-key"}, Body: body1})
+		mine := e.Must(testenv.Req{Path: "/v1/demo-requests", Token: owner.participant, Keys: []string{"same-key"}, Body: body1})
 		if mine.Status != http.StatusCreated || mine.Header.Get("Idempotent-Replayed") != "" || mine.Request(t).ID == id {
 			t.Fatalf("%s's own use of the key: %d %s, want a first 201 of its own", owner.participant, mine.Status, mine.Body)
 		}
-		if r := e.Must(apitest.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: owner.token}); r.Status != http.StatusOK || r.Request(t).State != demo.StateAccepted {
+		if r := e.Must(testenv.Req{Method: http.MethodGet, Path: "/v1/demo-requests/" + id, Token: owner.token}); r.Status != http.StatusOK || r.Request(t).State != demo.StateAccepted {
 			t.Fatalf("the configured actor's request after the participant's tries: %d %s, want 200, accepted", r.Status, r.Body)
 		}
 	}
@@ -116,7 +116,7 @@ func TestRoomParticipantsAreNotConfiguredActors(t *testing.T) {
 	}
 
 	base := httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: &demo.Service{Store: e.Store}, Writes: e.Store,
-		Keys: e.Store, Ready: e.Store.Ping, TTL: apitest.TTL, Lease: apitest.Lease, Workshop: true, Authenticate: room.Authenticate}
+		Keys: e.Store, Ready: e.Store.Ping, TTL: testenv.TTL, Lease: testenv.Lease, Workshop: true, Authenticate: room.Authenticate}
 	if _, err := room.Open(true, auth.Tokens{auth.Hash("s3cret"): "dev-ana"}); err == nil || !strings.Contains(err.Error(), `"dev-ana"`) {
 		t.Fatalf("a room beside a configured actor dev-ana: %v, want refused, naming it", err)
 	}

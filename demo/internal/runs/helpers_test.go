@@ -10,7 +10,7 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/runs"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 const (
@@ -20,7 +20,7 @@ const (
 
 // newStore is a store of runs on a fresh database, on a clock of the
 // test's own.
-func newStore(t *testing.T) (*runs.Store, *sqlx.DB, *testkit.Clock) {
+func newStore(t *testing.T) (*runs.Store, *sqlx.DB, *testenv.Clock) {
 	t.Parallel()
 	db, err := postgres.Open(context.Background(), pgtest.NewURL(t), postgres.KeyStatements)
 	if err != nil {
@@ -28,12 +28,12 @@ func newStore(t *testing.T) (*runs.Store, *sqlx.DB, *testkit.Clock) {
 	}
 	t.Cleanup(func() { db.Close() })
 	keys := postgres.New(db)
-	c := testkit.NewClock()
+	c := testenv.NewClock()
 	keys.Clock = c.Now
 	return runs.New(keys), db, c
 }
 
 func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
 	t.Helper()
-	return testkit.Count(t, db, query, args...)
+	return testenv.Count(t, db, query, args...)
 }

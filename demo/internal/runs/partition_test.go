@@ -15,9 +15,8 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // muteAtClaim is the real store behind a proxy that, from the step-wise
@@ -26,12 +25,12 @@ import (
 // heals the link.
 type muteAtClaim struct {
 	*runs.Store
-	proxy *faultproxy.Proxy
+	proxy *pgtest.Proxy
 	once  sync.Once
 }
 
 func (s *muteAtClaim) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error) {
-	s.once.Do(func() { s.proxy.Set(faultproxy.Mute) }) // the first claim's only
+	s.once.Do(func() { s.proxy.Set(pgtest.LinkMute) }) // the first claim's only
 	return s.Store.ClaimRun(ctx, c, fp, lease, ttl, input)
 }
 
@@ -42,7 +41,7 @@ func (s *muteAtClaim) ClaimRun(ctx context.Context, c idempotency.Claim, fp stri
 // 200 ms from the heal, are answered within 3 s, not refused with 409 for
 // the rest of the claim's 30 s lease. The test logs how long they got 409.
 func TestStepClaimReplyLostInAPartition(t *testing.T) {
-	testkit.Long(t, "fault injection (a partition)")
+	testenv.Long(t, "fault injection (a partition)")
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := pgtest.NewURL(t)
@@ -57,7 +56,7 @@ func TestStepClaimReplyLostInAPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	t.Cleanup(func() { proxy.Set(faultproxy.Cut) })
+	t.Cleanup(func() { proxy.Set(pgtest.LinkCut) })
 	store := &muteAtClaim{Store: runs.New(postgres.New(db)), proxy: proxy}
 	r, err := steps.NewRunner(idempotency.Config{TTL: ttl, Lease: lease}, store)
 	if err != nil {
@@ -88,7 +87,7 @@ func TestStepClaimReplyLostInAPartition(t *testing.T) {
 		WHERE k.idem_key = $1 AND k.state = 'in_progress'`, req.Scope.Key); n != 1 {
 		t.Fatalf("%d claims with their run committed by the attempt, want 1: the reply, not the claim, is what the partition lost", n)
 	}
-	proxy.Set(faultproxy.Up)
+	proxy.Set(pgtest.LinkUp)
 	healed := time.Now()
 	var res idempotency.Result
 	var conflicts int

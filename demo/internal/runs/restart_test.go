@@ -18,7 +18,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestRecoveryPointRetriedAcrossARestart: a step-wise run's call to another
@@ -31,7 +31,7 @@ import (
 // measures how long the retries, sent every 200 ms from the moment the
 // database answers, got 409.
 func TestRecoveryPointRetriedAcrossARestart(t *testing.T) {
-	testkit.Long(t, "restarts PostgreSQL")
+	testenv.Long(t, "restarts PostgreSQL")
 	ctx := context.Background()
 	pg, db := restartable(t)
 	r, err := steps.NewRunner(idempotency.Config{TTL: ttl, Lease: lease}, runs.New(postgres.New(db)))

@@ -14,7 +14,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // lostRunClaimReply is the real store, except that the reply to the
@@ -108,11 +108,11 @@ func oneCallSteps() *steps.Steps {
 // answer.
 func TestLostStepClaimReply(t *testing.T) {
 	const lease = 30 * time.Second
-	setup := func(t *testing.T) (*lostRunClaimReply, *testkit.Clock, *steps.Runner, idempotency.Request) {
+	setup := func(t *testing.T) (*lostRunClaimReply, *testenv.Clock, *steps.Runner, idempotency.Request) {
 		t.Parallel()
 		db := pgtest.NewDB(t)
 		store := &lostRunClaimReply{Store: runs.New(postgres.New(db)), lose: true}
-		clock := testkit.NewClock()
+		clock := testenv.NewClock()
 		store.Clock = clock.Now
 		r, err := steps.NewRunner(idempotency.Config{TTL: time.Hour, Lease: lease}, store)
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/postgres"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestDeskFaults: PUT /workshop/desk-faults hands a JSON object to the
@@ -43,10 +43,10 @@ func TestDeskFaults(t *testing.T) {
 			return []httpapi.Route{{Method: http.MethodPut, Pattern: "/workshop/desk-faults", Handler: web.DeskFaults(srv.Logger, set)}}, nil
 		}
 	}
-	put := func(e *apitest.Env, body string) apitest.Reply {
-		return e.Must(apitest.Req{Method: http.MethodPut, Path: "/workshop/desk-faults", Token: apitest.TokenAlice, Body: body})
+	put := func(e *testenv.Env, body string) testenv.Reply {
+		return e.Must(testenv.Req{Method: http.MethodPut, Path: "/workshop/desk-faults", Token: testenv.TokenAlice, Body: body})
 	}
-	e := apitest.New(t, apitest.WithWorkshop(), withDeskFaults)
+	e := testenv.New(t, testenv.WithWorkshop(), withDeskFaults)
 	cases := []struct {
 		body   string
 		status int
@@ -69,7 +69,7 @@ func TestDeskFaults(t *testing.T) {
 			t.Errorf("PUT %.30s: %d %s, want %d %s", c.body, r.Status, r.Body, c.status, c.code)
 		}
 	}
-	if r := e.Must(apitest.Req{Method: http.MethodPut, Path: "/workshop/desk-faults", Body: `{}`}); r.Status != 401 {
+	if r := e.Must(testenv.Req{Method: http.MethodPut, Path: "/workshop/desk-faults", Body: `{}`}); r.Status != 401 {
 		t.Errorf("without a token: %d, want 401", r.Status)
 	}
 	if r := put(e, `{"down":true}`); r.Status != 200 || !strings.Contains(string(r.Body), `"account":"alice"`) {
@@ -78,7 +78,7 @@ func TestDeskFaults(t *testing.T) {
 	if strings.Join(got, " ") != `{"account":"alice","down":true} {"account":"alice"} {"account":"alice","refused":true} {"account":"alice","delay":"zz"} {"account":"alice","failNext":2} {"account":"alice","down":true}` {
 		t.Errorf("the desk was handed %q", got)
 	}
-	if r := put(apitest.New(t, withDeskFaults), `{}`); r.Status != 404 {
+	if r := put(testenv.New(t, withDeskFaults), `{}`); r.Status != 404 {
 		t.Errorf("with the workshop off: %d, want 404", r.Status)
 	}
 }

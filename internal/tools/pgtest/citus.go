@@ -6,27 +6,21 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/peterldowns/pgtestdb"
 
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
-// On a Citus coordinator (TEST_DATABASE_URL, e.g. scripts/citus.sh's), a
-// database cloned from a template would have the coordinator's half of
-// its distributed tables and none of the workers': each test gets a schema
-// of its own in the one database instead, migrated and distributed
-// (postgres.Distribute) as migrate does it, and reached through the URL's
-// search_path. A test that passed drops its schema; one that failed keeps
-// it for a look.
+// On a Citus coordinator a cloned database would lack the workers' half of
+// its distributed tables: each test gets a schema of the one database,
+// migrated and distributed as migrate does it, reached through the URL's
+// search_path, and dropped once the test passed.
 
-// citusVersion returns the version of the citus extension of the database
-// at dsn, or "" when it has none.
+// citusVersion is the citus extension's version at dsn, "" without one.
 func citusVersion(ctx context.Context, dsn string) (string, error) {
 	db, err := sql.Open("postgres", dsn)
 	if err != nil {
@@ -41,25 +35,18 @@ func citusVersion(ctx context.Context, dsn string) (string, error) {
 	return v, err
 }
 
-// Citus reports whether the tests' server is a Citus coordinator, for the
-// tests that need to know (a worker stopped under load).
+// Citus reports whether the tests' server is a Citus coordinator.
 func Citus() bool { return server != nil && server.Citus != "" }
 
-// freshCitus returns the config of a new schema of the Citus database,
-// migrated and distributed, for t.
+// freshCitus is a new schema of the Citus database for t.
 func freshCitus(t testing.TB) pgtestdb.Config {
 	t.Helper()
-	admin, err := sqlx.Open("postgres", server.Config.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
 	b := make([]byte, 6)
 	rand.Read(b)
 	schema := "test_" + hex.EncodeToString(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+pq.QuoteIdentifier(schema)); err != nil {
+	if err := adminExec(ctx, "CREATE SCHEMA "+pq.QuoteIdentifier(schema)); err != nil {
 		t.Fatalf("pgtest: Citus: %v", err)
 	}
 	conf := server.Config
@@ -84,14 +71,8 @@ func freshCitus(t testing.TB) pgtestdb.Config {
 			t.Logf("pgtest: schema %s kept for a look", schema)
 			return
 		}
-		admin, err := sqlx.Open("postgres", server.Config.URL())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("DROP SCHEMA " + pq.QuoteIdentifier(schema) + " CASCADE"); err != nil {
-			t.Errorf("pgtest: Citus: dropping schema %s: %v", schema, fmt.Sprint(err))
+		if err := adminExec(context.Background(), "DROP SCHEMA "+pq.QuoteIdentifier(schema)+" CASCADE"); err != nil {
+			t.Errorf("pgtest: Citus: %v", err)
 		}
 	})
 	return conf

@@ -13,22 +13,18 @@ import (
 	"github.com/peterldowns/pgtestdb"
 )
 
-// A database that a passed test leaves is emptied and handed to the next
-// test of the package that asks for one: creating a database and making its
-// first connections cost far more than a TRUNCATE. A test that failed keeps
-// its database for a look; one whose schema changed is dropped.
+// A passed test's database is emptied and handed to the package's next
+// test: far cheaper than a new one. One whose schema changed is dropped.
 
-// spares are the emptied databases; cloneDigest is the digest of the
-// schema of every clone (they are all of one template), read from the
-// first.
+// spares are the emptied databases; cloneDigest is every clone's schema
+// digest, read from the first.
 var spares struct {
 	sync.Mutex
 	list        []pgtestdb.Config
 	cloneDigest string
 }
 
-// fresh returns an empty, migrated database for t: a spare if there is one,
-// else a new clone of the template. When t ends it becomes a spare.
+// fresh is an empty, migrated database for t: a spare, else a new clone.
 func fresh(t testing.TB) pgtestdb.Config {
 	t.Helper()
 	if server != nil && server.Citus != "" {
@@ -45,11 +41,14 @@ func fresh(t testing.TB) pgtestdb.Config {
 	}
 	read := spares.cloneDigest == ""
 	spares.Unlock()
-	// pgtestdb clones the template and would drop the clone when t ends;
-	// release below decides instead.
-	conf := *pgtestdb.Custom(noDrop{t}, testConfig(t), migrator)
+	conf := *pgtestdb.Custom(noDrop{t}, need(t).Config, migrator)
 	if read { // two first clones may both read it: it is the same
-		digest, err := schemaDigest(conf)
+		db, err := sqlx.Open("postgres", conf.URL())
+		var digest string
+		if err == nil {
+			digest, err = schemaDigest(context.Background(), db)
+			db.Close()
+		}
 		if err != nil {
 			t.Fatalf("pgtest: reading the schema of %s: %v", conf.Database, err)
 		}
@@ -61,8 +60,7 @@ func fresh(t testing.TB) pgtestdb.Config {
 	return conf
 }
 
-// release makes conf a spare again once t has ended (its cleanups
-// registered after fresh have run, closing what it opened).
+// release makes conf a spare once t and its later cleanups have ended.
 func release(t testing.TB, conf pgtestdb.Config) {
 	if t.Failed() {
 		t.Logf("pgtest: database %s kept for a look", conf.Database)
@@ -76,14 +74,13 @@ func release(t testing.TB, conf pgtestdb.Config) {
 		return
 	}
 	t.Logf("pgtest: database %s not reused: %v", conf.Database, err)
-	if err := dropDatabase(conf.Database); err != nil {
+	if err := adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pq.QuoteIdentifier(conf.Database)+" WITH (FORCE)"); err != nil {
 		t.Errorf("pgtest: %v", err)
 	}
 }
 
-// empty ends every other session on conf's database, checks that its
-// schema is still a clone's, and truncates every table but the
-// migrations'.
+// empty ends the database's other sessions, checks its schema is still a
+// clone's, and truncates every table but the migrations'.
 func empty(conf pgtestdb.Config) error {
 	db, err := sqlx.Open("postgres", conf.URL())
 	if err != nil {
@@ -96,7 +93,7 @@ func empty(conf pgtestdb.Config) error {
 		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
 		return err
 	}
-	digest, err := schemaDigestOf(ctx, db)
+	digest, err := schemaDigest(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -119,20 +116,9 @@ func empty(conf pgtestdb.Config) error {
 	return err
 }
 
-// schemaDigest is a digest of the database's schema: its columns, indexes,
-// constraints, functions and triggers.
-func schemaDigest(conf pgtestdb.Config) (string, error) {
-	db, err := sqlx.Open("postgres", conf.URL())
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return schemaDigestOf(ctx, db)
-}
-
-func schemaDigestOf(ctx context.Context, db *sqlx.DB) (string, error) {
+// schemaDigest is a digest of the schema: columns, indexes, constraints,
+// functions and triggers.
+func schemaDigest(ctx context.Context, db *sqlx.DB) (string, error) {
 	var digest string
 	err := db.GetContext(ctx, &digest, `
 WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast'))
@@ -150,12 +136,12 @@ SELECT md5(string_agg(d, E'\n' ORDER BY d)) FROM (
 	return digest, err
 }
 
-// dropSpares drops the spares, at the end of the package's tests.
+// dropSpares drops the spares once the package's tests end.
 func dropSpares() error {
 	spares.Lock()
 	defer spares.Unlock()
 	for _, conf := range spares.list {
-		if err := dropDatabase(conf.Database); err != nil {
+		if err := adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pq.QuoteIdentifier(conf.Database)+" WITH (FORCE)"); err != nil {
 			return err
 		}
 	}
@@ -163,20 +149,20 @@ func dropSpares() error {
 	return nil
 }
 
-func dropDatabase(name string) error {
+// adminExec runs query on the server Main started, as its admin.
+func adminExec(ctx context.Context, query string) error {
 	db, err := sqlx.Open("postgres", server.Config.URL())
-	if err != nil {
-		return err
+	if err == nil {
+		_, err = db.ExecContext(ctx, query)
+		db.Close()
 	}
-	defer db.Close()
-	if _, err := db.Exec("DROP DATABASE IF EXISTS " + pq.QuoteIdentifier(name) + " WITH (FORCE)"); err != nil {
-		return fmt.Errorf("dropping database %s: %w", name, err)
+	if err != nil {
+		return fmt.Errorf("%s: %w", query, err)
 	}
 	return nil
 }
 
-// noDrop is t for pgtestdb, without the cleanups it registers: a clone is
-// released (or dropped) by pgtest, not by pgtestdb.
+// noDrop keeps pgtestdb from dropping a clone: release decides.
 type noDrop struct{ testing.TB }
 
 func (noDrop) Cleanup(func()) {}

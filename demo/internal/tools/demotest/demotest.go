@@ -10,19 +10,19 @@ import (
 	"testing"
 
 	"github.com/demo-api/demo-api/demo/migrations"
-	"github.com/demo-api/demo-api/internal/tools/apitest"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // Main is pgtest.Main with the demo's schema in every test database, and
 // the demo's routes in the contract the exchanges are checked against
-// (apitest): call it from TestMain.
+// (testenv): call it from TestMain.
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // Run is Main, returning the exit code.
 func Run(m *testing.M) int {
 	pgtest.Extra(migrations.FS, ".", migrations.Table)
 	_, file, _, _ := runtime.Caller(0)
-	apitest.Extend(filepath.Join(filepath.Dir(file), "..", "..", "..", "api", "openapi.yaml"))
+	testenv.Extend(filepath.Join(filepath.Dir(file), "..", "..", "..", "api", "openapi.yaml"))
 	return pgtest.Run(m)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/provider"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // Desk is a review desk served over loopback on a database of its own, with
@@ -51,7 +51,7 @@ func StartDeskWith(t testing.TB, db *sqlx.DB, opts provider.Options) *Desk {
 	d := &Desk{DB: db, Server: srv}
 	// A call the desk holds (delay, holdAnswer) reads its body only after
 	// the delay: the test's end ends it (serveUntilTheEnd).
-	d.srv = testkit.ServeUntilTheEnd(t, d.calls.wrap(d.Server.Handler()))
+	d.srv = testenv.ServeUntilTheEnd(t, d.calls.wrap(d.Server.Handler()))
 	d.URL = d.srv.URL
 	d.Client = deskclient.New(d.URL, nil)
 	return d
@@ -70,5 +70,5 @@ func (d *Desk) Faults(t testing.TB, f provider.Faults) {
 
 // Submissions counts the submissions the desk holds.
 func (d *Desk) Submissions(t testing.TB) int {
-	return testkit.Count(t, d.DB, `SELECT count(*) FROM submissions`)
+	return testenv.Count(t, d.DB, `SELECT count(*) FROM submissions`)
 }

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/demo-api/demo-api/internal/tools/testkit"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // deskCalls counts the calls a desk served, by method and route, the key
@@ -18,7 +18,7 @@ type deskCalls struct {
 
 func (c *deskCalls) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := r.Method + " " + testkit.DeskRoute(r.URL.Path)
+		name := r.Method + " " + testenv.DeskRoute(r.URL.Path)
 		c.mu.Lock()
 		if c.n == nil {
 			c.n = map[string]int{}

@@ -1,16 +1,10 @@
 // Command withpg runs a command with one throw-away PostgreSQL for all of
-// it, named in TEST_DATABASE_URL, and stops the server when the command
-// ends:
+// it, in TEST_DATABASE_URL (unless already set), and stops it after:
 //
 //	go run ./internal/tools/pgtest/withpg go test -short ./...
 //
-// Every test package then clones its databases from the one server
-// (pgtest.Main uses TEST_DATABASE_URL) instead of starting a cluster of
-// its own, which costs an initdb and a migration per package. Tests that
-// need a server of their own (restarts, a standby) skip under
-// TEST_DATABASE_URL, saying why, or under -short. With TEST_DATABASE_URL
-// already set, withpg runs the command on that server. It exits with the
-// command's status.
+// Each test package then clones its databases from that server instead of
+// starting its own. It exits with the command's status.
 package main
 
 import (
@@ -51,8 +45,7 @@ func run(args []string) int {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, os.Stdin, os.Stdout, os.Stderr
-	// Ctrl-C reaches the command too (its process group): wait for it to
-	// end, then stop the server.
+	// Ctrl-C reaches the command too: wait for it, then stop the server.
 	signal.Ignore(os.Interrupt)
 	if err := cmd.Run(); err != nil {
 		if exit, ok := errors.AsType[*exec.ExitError](err); ok {

@@ -1,4 +1,4 @@
-package faultproxy_test
+package pgtest_test
 
 import (
 	"bufio"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/demo-api/demo-api/internal/tools/faultproxy"
+	"github.com/demo-api/demo-api/internal/tools/pgtest"
 )
 
 // TestHangup: the server hears the request; the client reads EOF where the
@@ -22,7 +22,7 @@ func TestHangup(t *testing.T) {
 			c.Write([]byte("answer\n"))
 		}
 	})
-	p.Set(faultproxy.Hangup)
+	p.Set(pgtest.LinkHangup)
 	c.SetDeadline(time.Now().Add(2 * time.Second))
 	if _, err := c.Write([]byte("request\n")); err != nil {
 		t.Fatal(err)
@@ -61,14 +61,14 @@ func TestLinks(t *testing.T) {
 		t.Fatalf("up: %q %v", got, err)
 	}
 	<-heard
-	p.Set(faultproxy.Mute)
+	p.Set(pgtest.LinkMute)
 	if got, err := say("muted"); err == nil {
 		t.Fatalf("muted: the reply %q came through", got)
 	}
 	if got := <-heard; got != "muted\n" {
 		t.Fatalf("muted: the server heard %q", got)
 	}
-	p.Set(faultproxy.Blackhole)
+	p.Set(pgtest.LinkBlackhole)
 	if got, err := say("held"); err == nil {
 		t.Fatalf("blackhole: %q came through", got)
 	}
@@ -77,7 +77,7 @@ func TestLinks(t *testing.T) {
 		t.Fatalf("blackhole: the server heard %q", got)
 	case <-time.After(100 * time.Millisecond):
 	}
-	p.Set(faultproxy.Cut)
+	p.Set(pgtest.LinkCut)
 	if _, err := say("cut"); err == nil {
 		t.Fatal("cut: the connection still answers")
 	}
@@ -126,7 +126,7 @@ func TestRoundTrips(t *testing.T) {
 
 // through starts a server that runs serve on each connection, a proxy to
 // it, and a connection through the proxy; all end with the test.
-func through(t *testing.T, serve func(net.Conn)) (*faultproxy.Proxy, net.Conn) {
+func through(t *testing.T, serve func(net.Conn)) (*pgtest.Proxy, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -142,7 +142,7 @@ func through(t *testing.T, serve func(net.Conn)) (*faultproxy.Proxy, net.Conn) {
 			go func() { defer c.Close(); serve(c) }()
 		}
 	}()
-	p, err := faultproxy.Start(ln.Addr().String())
+	p, err := pgtest.StartProxy(ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

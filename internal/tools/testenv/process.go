@@ -1,11 +1,9 @@
-// Package proctest runs the program in tests as a real process (its binary,
-// built once per test binary) or in the test's own process, and records
-// what a client sent.
-package proctest
+package testenv
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,30 +27,21 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
 )
 
-// Binary is the program built by Main.
+// Binary is the program Run built.
 var Binary string
 
 // Run builds the program of pkg (a folder, relative to the tests') into a
 // scratch folder as Binary, runs the tests with run (pgtest.Run), and
-// removes the folder on every way out: a failed
-// build, failed tests, or an interrupt (Ctrl-C) in the middle of them.
+// removes the folder on every way out, an interrupt too.
 func Run(m *testing.M, pkg string, run func(*testing.M) int) int {
 	dir, err := os.MkdirTemp("", "demo-api-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var once sync.Once
-	var left error // what could not be removed
-	cleanUp := func() error {
-		once.Do(func() {
-			left = os.RemoveAll(dir)
-		})
-		return left
-	}
+	cleanUp := sync.OnceValue(func() error { return os.RemoveAll(dir) })
 	defer cleanUp()
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
@@ -77,54 +66,52 @@ func Run(m *testing.M, pkg string, run func(*testing.M) int) int {
 	return code
 }
 
-// Token is alice's bearer token at every server the package starts.
-const Token = "tok-e2e-5d2c"
-
 // Proc is a running demo-api process: serve, or dispatch.
 type Proc struct {
 	Cmd     *exec.Cmd
-	URL     string     // serve's base URL
-	logPath string     // the process's stderr
-	Exited  chan error // receives the process's end
+	URL     string // serve's base URL
+	logPath string // its stderr
+	Exited  chan error
 }
 
 // Start runs demo-api serve on databaseURL with extra environment.
 func Start(t *testing.T, databaseURL string, env ...string) *Proc {
 	t.Helper()
 	p, stdout := Launch(t, "serve", databaseURL, env...)
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("demo-api serve printed no address: %v\n%s", err, p.Log())
-	}
-	p.URL = strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
-	go io.Copy(io.Discard, stdout)
+	p.URL = listening(t, stdout, p.Log)
 	return p
 }
 
-// StartDispatch runs demo-api dispatch on databaseURL with extra
-// environment, and returns once it logged that it runs.
+// listening reads the address serve prints first, then discards the rest.
+func listening(t *testing.T, stdout io.Reader, log func() string) string {
+	t.Helper()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("demo-api serve printed no address: %v\n%s", err, log())
+	}
+	go io.Copy(io.Discard, stdout)
+	return strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
+}
+
+// StartDispatch runs demo-api dispatch and returns once it logged that it
+// runs.
 func StartDispatch(t *testing.T, databaseURL string, env ...string) *Proc {
 	t.Helper()
 	p, stdout := Launch(t, "dispatch", databaseURL, env...)
 	go io.Copy(io.Discard, stdout)
-	if !testkit.Eventually(10*time.Second, func() bool { return strings.Contains(p.Log(), `"msg":"dispatching"`) }) {
+	if !Eventually(10*time.Second, func() bool { return strings.Contains(p.Log(), `"msg":"dispatching"`) }) {
 		t.Fatalf("demo-api dispatch did not start:\n%s", p.Log())
 	}
 	return p
 }
 
-// Launch starts demo-api command on databaseURL, its stderr in a file of
-// the test's, and kills it when the test ends.
+// Launch starts demo-api command, its stderr in a file of the test's, and
+// kills it when the test ends.
 func Launch(t *testing.T, command, databaseURL string, env ...string) (*Proc, io.Reader) {
 	t.Helper()
 	cmd := exec.Command(Binary, command)
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
-		"DATABASE_URL=" + databaseURL,
-		"LISTEN_ADDR=127.0.0.1:0",
-		"API_TOKENS=alice:" + auth.Hash(Token),
-		"WORKSHOP=true",
-	}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + databaseURL, "LISTEN_ADDR=127.0.0.1:0",
+		"API_TOKENS=alice:" + auth.Hash(TokenAlice), "WORKSHOP=true"}, env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -145,13 +132,18 @@ func Launch(t *testing.T, command, databaseURL string, env ...string) (*Proc, io
 		if t.Failed() {
 			t.Logf("%s log:\n%s", command, p.Log())
 		}
-		CheckNoSecrets(t, p.Log())
+		checkNoSecrets(t, p.Log(), "key-crash", "key-term", "topic-e2e", "note-e2e")
 	})
 	return p, stdout
 }
 
-// Kill ends the process with SIGKILL, as a crash would: nothing of it
-// runs after, and kill returns once it is gone.
+// Log is what the process wrote to stderr so far.
+func (p *Proc) Log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// Kill ends the process with SIGKILL, as a crash would, and waits for it.
 func (p *Proc) Kill(t *testing.T) {
 	t.Helper()
 	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -162,62 +154,47 @@ func (p *Proc) Kill(t *testing.T) {
 
 // Post sends a create as alice.
 func (p *Proc) Post(key string, header ...string) (*http.Response, string, error) {
-	resp, body, err := testkit.PostCreate(context.Background(), p.URL, Token, key, `{"topic":"topic-e2e","note":"note-e2e"}`, header...)
+	resp, body, err := PostCreate(context.Background(), p.URL, TokenAlice, key, `{"topic":"topic-e2e","note":"note-e2e"}`, header...)
 	return resp, string(body), err
 }
 
-// Do sends method path as alice with key (none if empty) and extra headers
-// given as name, value pairs, and reads the answer.
+// Do sends method path as alice with key (none if empty) and headers as
+// name, value pairs.
 func (p *Proc) Do(method, path, key string, header ...string) (*http.Response, []byte, error) {
-	return testkit.Send(context.Background(), method, p.URL+path, Token, key, "", header...)
+	return Send(context.Background(), method, p.URL+path, TokenAlice, key, "", header...)
 }
 
 // WaitInProgress polls the outcome route until key is claimed.
 func (p *Proc) WaitInProgress(t *testing.T, key string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		r, _ := http.NewRequest(http.MethodGet, p.URL+"/v1/idempotency-keys/"+key, nil)
-		r.Header.Set("Authorization", "Bearer "+Token)
-		if resp, err := http.DefaultClient.Do(r); err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(b), `"state":"in_progress"`) {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !Eventually(10*time.Second, func() bool {
+		_, b, err := p.Do(http.MethodGet, "/v1/idempotency-keys/"+key, "")
+		return err == nil && strings.Contains(string(b), `"state":"in_progress"`)
+	}) {
+		t.Fatalf("key %s never showed in progress", key)
 	}
-	t.Fatalf("key %s never showed in progress", key)
 }
 
-// CountRows counts the demo requests of the database at url.
-func CountRows(t *testing.T, url string) int {
+// Get is the body of GET url.
+func Get(t *testing.T, url string) string {
 	t.Helper()
-	db, err := sqlx.Open("postgres", url)
+	_, b, err := Send(context.Background(), http.MethodGet, url, "", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	return testkit.Count(t, db, `SELECT count(*) FROM demo_requests`)
+	return string(b)
 }
 
-// ShutdownBound is how long serve may take to end once cancelled: its
-// SHUTDOWN_TIMEOUT (25 s by default) for the requests in flight, and a
-// little more for its background work.
-const ShutdownBound = 30 * time.Second
-
-// Program is a program run in the test's process, as a command's main
-// would run it (service.Main with its Extension).
-type Program func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
-
-// ServeInProcess runs serve of run in this process on a fresh database, and
-// returns its base URL and the database.
-func ServeInProcess(t *testing.T, run Program, env ...string) (string, *sqlx.DB) {
+// ServeInProcess runs serve of run (a command's main, as service.Main with
+// its Extension) in this process on a fresh database, and returns its base
+// URL and the database. Its cancel at the end must stop it within 30 s
+// (SHUTDOWN_TIMEOUT's 25 s, and a little for its background work).
+func ServeInProcess(t *testing.T, run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error,
+	env ...string) (string, *sqlx.DB) {
 	t.Helper()
 	dbURL := pgtest.NewURL(t)
 	vars := map[string]string{"DATABASE_URL": dbURL, "LISTEN_ADDR": "127.0.0.1:0", "WORKSHOP": "true",
-		"API_TOKENS": "alice:" + auth.Hash(Token), "LOG_FORMAT": "json"}
+		"API_TOKENS": "alice:" + auth.Hash(TokenAlice), "LOG_FORMAT": "json"}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
@@ -233,38 +210,30 @@ func ServeInProcess(t *testing.T, run Program, env ...string) (string, *sqlx.DB)
 			if err != nil {
 				t.Errorf("serve: %v", err)
 			}
-		case <-time.After(ShutdownBound):
-			t.Errorf("serve did not stop within %s of its cancel", ShutdownBound)
+		case <-time.After(30 * time.Second):
+			t.Errorf("serve did not stop within 30s of its cancel")
 		}
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("serve printed no address: %v", err)
-	}
-	go io.Copy(io.Discard, out)
+	url := listening(t, out, func() string { return "" })
 	db, err := sqlx.Open("postgres", dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on ")), db
+	return url, db
 }
 
-// Recorder is a reverse proxy in front of the server that records each
-// POST's path, key, X-Client-Attempt, time and Authorization, every
-// request in order, and adds headers to chosen
-// attempts. A connection the server closed without an answer is closed the
-// same way to the client.
+// Recorder is a reverse proxy in front of a server that records each
+// POST (path, key, X-Client-Attempt, time, Authorization) and every call,
+// and adds headers to chosen attempts. A connection the server closed
+// unanswered is closed so to the client.
 type Recorder struct {
-	Mu       sync.Mutex
-	Paths    []string
-	Keys     []string
-	Attempts []string
-	Times    []time.Time                  // when each POST arrived
-	Auths    []string                     // the Authorization of each POST
-	Calls    []string                     // every request in order: method, path and query, key
-	Add      map[string]map[string]string // X-Client-Attempt → headers
-	cut      bool                         // close every connection without forwarding: the server is out of reach
+	Mu                           sync.Mutex
+	Paths, Keys, Attempts, Auths []string
+	Times                        []time.Time
+	Calls                        []string                     // method, path and query, key
+	Add                          map[string]map[string]string // X-Client-Attempt → headers
+	cut                          bool                         // the server is out of reach
 }
 
 // Proxy starts the recorder in front of target and returns its URL.
@@ -273,8 +242,8 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { panic(http.ErrAbortHandler) }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.Mu.Lock()
 		if r.Method == http.MethodPost {
-			rec.Mu.Lock()
 			rec.Paths = append(rec.Paths, r.URL.Path)
 			rec.Keys = append(rec.Keys, r.Header.Get("Idempotency-Key"))
 			rec.Attempts = append(rec.Attempts, r.Header.Get("X-Client-Attempt"))
@@ -283,9 +252,7 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 			for k, v := range rec.Add[r.Header.Get("X-Client-Attempt")] {
 				r.Header.Set(k, v)
 			}
-			rec.Mu.Unlock()
 		}
-		rec.Mu.Lock()
 		rec.Calls = append(rec.Calls, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Idempotency-Key"))
 		cut := rec.cut
 		rec.Mu.Unlock()
@@ -298,8 +265,8 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 	return srv.URL
 }
 
-// SetCut makes the server out of reach (every connection closed unanswered)
-// or reachable again.
+// SetCut puts the server out of reach (every connection closed unanswered)
+// or back.
 func (rec *Recorder) SetCut(cut bool) {
 	rec.Mu.Lock()
 	rec.cut = cut
@@ -318,54 +285,17 @@ func (rec *Recorder) CheckAttempts(t *testing.T, key string) {
 	}
 }
 
-// Rows counts the demo requests of db.
-func Rows(t *testing.T, db *sqlx.DB) int {
-	return testkit.Count(t, db, `SELECT count(*) FROM demo_requests`)
-}
-
-// CheckNoSecrets fails the test when logs hold the token, or a key, topic or
-// note the tests send.
-func CheckNoSecrets(t *testing.T, logs string) {
-	secrets := []string{Token, "key-crash", "key-term", "topic-e2e", "note-e2e"}
-	for _, s := range secrets {
-		if strings.Contains(logs, s) {
-			t.Errorf("the server logged %q", s)
-		}
-	}
-}
-
-// Log is what the server has written to stderr so far.
-func (p *Proc) Log() string {
-	b, _ := os.ReadFile(p.logPath)
-	return string(b)
-}
-
-// Get is the body of GET url.
-func Get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
 // Walkthrough runs the "## Try every branch" sh blocks of the README at
-// readmePath in order, in one shell each, as a person pastes them, from a
-// checkout whose ./bin/demo-api is Binary, once for each participant at
-// the same moment (ME=<participant>), with env added, and checks every
-// status and exit code a comment names. A block that restarts the server
-// (make run) is the person's to run.
+// readmePath (but those with make run) in one shell, as a person pastes
+// them, from a checkout whose ./bin/demo-api is Binary, once for each
+// participant at once (ME=<participant>), with env, and checks every
+// status and exit code a comment names.
 func Walkthrough(t *testing.T, readmePath string, env []string, participants ...string) {
 	t.Helper()
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Fatal("the walkthrough needs bash and curl on PATH")
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Fatal("the walkthrough needs curl on PATH (apt-get install curl)")
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the walkthrough needs %s on PATH (apt-get install %[1]s)", tool)
+		}
 	}
 	readme, err := os.ReadFile(readmePath)
 	if err != nil {
@@ -374,12 +304,25 @@ func Walkthrough(t *testing.T, readmePath string, env []string, participants ...
 	if n := strings.Count(string(readme), "\n"); n > 250 {
 		t.Errorf("%s has %d lines; keep it to 250 (link to docs/ for the rest)", readmePath, n)
 	}
-	blocks := walkthroughBlocks(t, string(readme))
-	dir := t.TempDir() // a checkout after make run: ./bin/demo-api
-	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
-		t.Fatal(err)
+	start := strings.Index(string(readme), "## Try every branch")
+	if start < 0 {
+		t.Fatal("the README has no walkthrough (## Try every branch)")
 	}
-	if err := os.Symlink(Binary, filepath.Join(dir, "bin", "demo-api")); err != nil {
+	section := string(readme[start:])
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		if !strings.Contains(m[1], "make run") {
+			blocks = append(blocks, m[1])
+		}
+	}
+	if len(blocks) < 5 {
+		t.Fatalf("%d blocks in the walkthrough", len(blocks))
+	}
+	dir := t.TempDir() // a checkout after make run: ./bin/demo-api
+	if err := errors.Join(os.Mkdir(filepath.Join(dir, "bin"), 0o755), os.Symlink(Binary, filepath.Join(dir, "bin", "demo-api"))); err != nil {
 		t.Fatal(err)
 	}
 	var script strings.Builder
@@ -392,7 +335,7 @@ func Walkthrough(t *testing.T, readmePath string, env []string, participants ...
 	var wg sync.WaitGroup
 	for i, me := range participants {
 		wg.Go(func() {
-			cmd := exec.CommandContext(ctx, bash, "-O", "expand_aliases", "-s")
+			cmd := exec.CommandContext(ctx, "bash", "-O", "expand_aliases", "-s")
 			cmd.Dir = dir
 			cmd.Env = append(append(os.Environ(), env...), "ME="+me)
 			cmd.Stdin = strings.NewReader(script.String())
@@ -405,8 +348,8 @@ func Walkthrough(t *testing.T, readmePath string, env []string, participants ...
 	}
 }
 
-// checkWalkthrough checks out, what the blocks printed for participant me,
-// against every status and exit code their comments name.
+// checkWalkthrough checks what the blocks printed for me against their
+// comments.
 func checkWalkthrough(t *testing.T, me string, blocks []string, out string) {
 	t.Helper()
 	outs := regexp.MustCompile(`(?m)^@@ block [a-z]\n`).Split(out, -1)[1:]
@@ -440,27 +383,4 @@ func checkWalkthrough(t *testing.T, me string, blocks []string, out string) {
 				strings.Count(outs[i], "Idempotent-Replayed: true"), strings.Count(b, "replayed"), outs[i])
 		}
 	}
-}
-
-// walkthroughBlocks returns the sh blocks of the README's walkthrough, but
-// those that restart the server.
-func walkthroughBlocks(t *testing.T, readme string) []string {
-	start := strings.Index(readme, "## Try every branch")
-	if start < 0 {
-		t.Fatal("the README has no walkthrough (## Try every branch)")
-	}
-	section := readme[start:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
-	var blocks []string
-	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
-		if !strings.Contains(m[1], "make run") {
-			blocks = append(blocks, m[1])
-		}
-	}
-	if len(blocks) < 5 {
-		t.Fatalf("%d blocks in the walkthrough", len(blocks))
-	}
-	return blocks
 }

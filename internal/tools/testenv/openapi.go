@@ -1,10 +1,12 @@
-package apitest
+package testenv
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,23 +29,22 @@ import (
 	"github.com/pb33f/libopenapi/orderedmap"
 )
 
-// specPath is the contract, api/openapi.yaml of this module.
+// specPath is this module's api/openapi.yaml.
 var specPath = func() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "api", "openapi.yaml")
 }()
 
-// extraSpec, if set (Extend), adds to the contract.
+// extraSpec is the document Extend adds.
 var extraSpec string
 
-// Extend adds the OpenAPI document at path to the contract the exchanges
-// are checked against: its paths and its components replace those of the
-// same name, and add to the rest. A service built on the template
-// documents its own routes so, and calls it in TestMain.
+// Extend adds the OpenAPI document at path to the contract: its paths and
+// components replace those of the same name and add to the rest. A service
+// built on the template documents its routes so, from TestMain.
 func Extend(path string) { extraSpec = path }
 
-// Spec is the contract the exchanges are checked against, as YAML.
-func Spec() ([]byte, error) {
+// contract is the contract the exchanges are checked against, as YAML.
+func contract() ([]byte, error) {
 	raw, err := os.ReadFile(specPath)
 	if err != nil || extraSpec == "" {
 		return raw, err
@@ -52,101 +53,64 @@ func Spec() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var base, add yaml.Node
-	if err := yaml.Unmarshal(raw, &base); err != nil {
-		return nil, fmt.Errorf("%s: %w", specPath, err)
+	var base, add map[string]any
+	if err := errors.Join(yaml.Unmarshal(raw, &base), yaml.Unmarshal(more, &add)); err != nil {
+		return nil, fmt.Errorf("%s with %s: %w", specPath, extraSpec, err)
 	}
-	if err := yaml.Unmarshal(more, &add); err != nil {
-		return nil, fmt.Errorf("%s: %w", extraSpec, err)
+	dig := func(m map[string]any, path []string) map[string]any {
+		for _, name := range path {
+			m, _ = m[name].(map[string]any)
+		}
+		return m
 	}
 	for _, at := range [][]string{{"paths"}, {"components", "schemas"}, {"components", "responses"}, {"components", "parameters"}, {"components", "headers"}} {
-		if from := lookup(add.Content[0], at...); from != nil {
-			into := lookup(base.Content[0], at...)
-			if into == nil {
-				return nil, fmt.Errorf("%s has no %s to add to", specPath, strings.Join(at, "."))
-			}
-			for i := 0; i < len(from.Content); i += 2 {
-				set(into, from.Content[i], from.Content[i+1])
-			}
+		if from, into := dig(add, at), dig(base, at); from != nil && into == nil {
+			return nil, fmt.Errorf("%s has no %s to add to", specPath, strings.Join(at, "."))
+		} else if from != nil {
+			maps.Copy(into, from)
 		}
 	}
-	return yaml.Marshal(&base)
-}
-
-// lookup is the mapping at path in the mapping m, nil if none.
-func lookup(m *yaml.Node, path ...string) *yaml.Node {
-	for _, name := range path {
-		var next *yaml.Node
-		for i := 0; m != nil && i+1 < len(m.Content); i += 2 {
-			if m.Content[i].Value == name {
-				next = m.Content[i+1]
-			}
-		}
-		m = next
-	}
-	return m
-}
-
-// set puts value under key in the mapping m, replacing one of that name.
-func set(m, key, value *yaml.Node) {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key.Value {
-			m.Content[i+1] = value
-			return
-		}
-	}
-	m.Content = append(m.Content, key, value)
+	return yaml.Marshal(base)
 }
 
 // spec is the contract, loaded once for the whole suite.
 var spec struct {
-	once      sync.Once
-	err       error
 	doc       libopenapi.Document
 	model     *v3.Document
 	validator validator.Validator
 	problem   *base.Schema // components.schemas.Problem
 }
 
-func loadSpec() error {
-	spec.once.Do(func() {
-		raw, err := Spec()
-		if err != nil {
-			spec.err = err
-			return
-		}
-		if spec.doc, err = libopenapi.NewDocument(raw); err != nil {
-			spec.err = fmt.Errorf("parse %s: %w", specPath, err)
-			return
-		}
-		m, err := spec.doc.BuildV3Model()
-		if err != nil {
-			spec.err = fmt.Errorf("build %s: %w", specPath, err)
-			return
-		}
-		spec.model = &m.Model
-		v, errs := validator.NewValidator(spec.doc, config.WithFormatAssertions())
-		if len(errs) > 0 {
-			spec.err = fmt.Errorf("validator for %s: %v", specPath, errs)
-			return
-		}
-		spec.validator = v
-		if p := spec.model.Components.Schemas.GetOrZero("Problem"); p != nil {
-			spec.problem = p.Schema()
-		}
-		if spec.problem == nil {
-			spec.err = fmt.Errorf("%s has no components.schemas.Problem", specPath)
-		}
-	})
-	return spec.err
-}
+var loadSpec = sync.OnceValue(func() error {
+	raw, err := contract()
+	if err != nil {
+		return err
+	}
+	if spec.doc, err = libopenapi.NewDocument(raw); err != nil {
+		return fmt.Errorf("parse %s: %w", specPath, err)
+	}
+	m, err := spec.doc.BuildV3Model()
+	if err != nil {
+		return fmt.Errorf("build %s: %w", specPath, err)
+	}
+	spec.model = &m.Model
+	var errs []error
+	if spec.validator, errs = validator.NewValidator(spec.doc, config.WithFormatAssertions()); len(errs) > 0 {
+		return fmt.Errorf("validator for %s: %v", specPath, errs)
+	}
+	if p := spec.model.Components.Schemas.GetOrZero("Problem"); p != nil {
+		spec.problem = p.Schema()
+	}
+	if spec.problem == nil {
+		return fmt.Errorf("%s has no components.schemas.Problem", specPath)
+	}
+	return nil
+})
 
-// checkOpenAPI fails the test when an exchange departs from the contract.
-// The response is always checked: its status must be documented for the
-// operation, with its required headers, content type and body schema. The
-// request is checked only when the server accepted it (2xx): the suite sends
-// deliberately wrong requests to test their rejection, and the contract
-// describes what a client should send, not what the server refuses.
+// checkOpenAPI fails the test when an exchange departs from the contract:
+// always the response (its status, headers, content type and body); the
+// request only when accepted (2xx), since the suite sends wrong ones on
+// purpose and the contract says what a client should send.
 func checkOpenAPI(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
 	t.Helper()
 	if err := loadSpec(); err != nil {
@@ -164,8 +128,7 @@ func checkOpenAPI(t testing.TB, req *http.Request, reqBody []byte, resp *http.Re
 
 	if _, errs := spec.validator.ValidateHttpResponse(r, &rs); len(errs) > 0 {
 		if routeMissing(errs) {
-			// Unmatched routes and wrong methods are not documented per path:
-			// they must be a 404 or 405 problem.
+			// An unknown route or method must be a 404 or 405 problem.
 			msgs = append(msgs, checkUnrouted(resp, respBody)...)
 		} else {
 			msgs = append(msgs, describe("response", errs)...)
@@ -183,8 +146,8 @@ func checkOpenAPI(t testing.TB, req *http.Request, reqBody []byte, resp *http.Re
 	}
 }
 
-// routeMissing reports whether errs only say that the path or method is not
-// in the contract.
+// routeMissing reports whether errs only say the route is not in the
+// contract.
 func routeMissing(errs []*valerrors.ValidationError) bool {
 	for _, e := range errs {
 		if !e.IsPathMissingError() && !e.IsOperationMissingError() {
@@ -194,7 +157,6 @@ func routeMissing(errs []*valerrors.ValidationError) bool {
 	return true
 }
 
-// checkUnrouted checks the answer to a route the contract does not have.
 func checkUnrouted(resp *http.Response, body []byte) []string {
 	want := map[int]string{http.StatusNotFound: "not_found", http.StatusMethodNotAllowed: "method_not_allowed"}[resp.StatusCode]
 	if want == "" {
@@ -217,7 +179,7 @@ func checkUnrouted(resp *http.Response, body []byte) []string {
 	return msgs
 }
 
-// describe renders validation errors, one line each.
+// describe renders validation errors, a line each.
 func describe(side string, errs []*valerrors.ValidationError) []string {
 	var out []string
 	for _, e := range errs {
@@ -238,11 +200,10 @@ func describe(side string, errs []*valerrors.ValidationError) []string {
 	return out
 }
 
-// CheckSpec lints the contract: it is OpenAPI 3.1 that parses and validates
-// against the 3.1 schema, every operation has an operationId and responses,
-// and the Problem code enum is exactly the machine codes of internal/apperr
-// (a service's own among them, when its package that declares them is in
-// the test).
+// CheckSpec lints the contract: OpenAPI 3.1 valid against its schema,
+// every operation with an operationId and responses, and the Problem code
+// enum exactly the codes of internal/apperr (a service's own among them,
+// when the package that declares them is in the test).
 func CheckSpec(t *testing.T) {
 	if err := loadSpec(); err != nil {
 		t.Fatal(err)
@@ -284,14 +245,14 @@ func CheckSpec(t *testing.T) {
 	for _, n := range spec.problem.Properties.GetOrZero("code").Schema().Enum {
 		enum = append(enum, n.Value)
 	}
-	for _, c := range codes {
-		if !slices.Contains(enum, c) {
-			t.Errorf("apperr code %q is not in the Problem code enum", c)
-		}
-	}
-	for _, c := range enum {
-		if !slices.Contains(codes, c) {
-			t.Errorf("Problem code enum has %q, which is no apperr code", c)
+	for _, c := range []struct {
+		have, in []string
+		msg      string
+	}{{codes, enum, "apperr code %q is not in the Problem code enum"}, {enum, codes, "Problem code enum has %q, which is no apperr code"}} {
+		for _, code := range c.have {
+			if !slices.Contains(c.in, code) {
+				t.Errorf(c.msg, code)
+			}
 		}
 	}
 }

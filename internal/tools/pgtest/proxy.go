@@ -1,9 +1,4 @@
-// Package faultproxy is a TCP proxy on loopback that the tests, the chaos
-// campaign and the bench put between the service and PostgreSQL: to break
-// the link on demand (cut it, hold its bytes as a partition does, or drop
-// its replies), and to count the network round trips of what runs through
-// it.
-package faultproxy
+package pgtest
 
 import (
 	"net"
@@ -16,26 +11,22 @@ import (
 type Link int
 
 const (
-	// Up forwards every byte both ways.
-	Up Link = iota
-	// Cut closes every connection, and each new one as soon as it is
-	// accepted: the client reads EOF or a reset at once.
-	Cut
-	// Blackhole accepts connections and keeps them open, but holds every
-	// byte either way until the link changes: a partition, where each wait
-	// lasts until someone's timeout. Held bytes go on if the link comes back
-	// up, as TCP would retransmit them.
-	Blackhole
-	// Mute forwards what the client sends and drops what the server
-	// answers: the statements run, their answers never arrive.
-	Mute
-	// Hangup forwards what the client sends and closes the connection as
-	// the server's answer begins: the request ran, the client reads EOF (a
-	// lost response).
-	Hangup
+	// LinkUp forwards every byte both ways.
+	LinkUp Link = iota
+	// LinkCut closes every connection, and each new one at once.
+	LinkCut
+	// LinkBlackhole holds every byte either way until the link changes,
+	// as a partition does; held bytes go on if it comes back up.
+	LinkBlackhole
+	// LinkMute drops the server's answers: statements run, unanswered.
+	LinkMute
+	// LinkHangup closes the connection as the server's answer begins: a
+	// lost response.
+	LinkHangup
 )
 
-// Proxy forwards connections from its address to a target.
+// Proxy is a TCP proxy on loopback in front of a PostgreSQL, which breaks
+// the link on demand and counts the round trips through it.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -49,9 +40,8 @@ type Proxy struct {
 	conns   map[net.Conn]struct{}
 }
 
-// Start listens on a free loopback port and forwards to target (host:port)
-// with the link up.
-func Start(target string) (*Proxy, error) {
+// StartProxy forwards a free loopback port to target (host:port), link up.
+func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -64,11 +54,10 @@ func Start(target string) (*Proxy, error) {
 // Addr is the proxy's host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// RoundTrips is how many times a PostgreSQL client waited for its server,
-// through the proxy, since ResetRoundTrips: its Sync and Query messages.
+// RoundTrips counts the client's Sync and Query messages, each a wait for
+// the server, since ResetRoundTrips.
 func (p *Proxy) RoundTrips() int64 { return p.trips.Load() }
 
-// ResetRoundTrips starts the count of RoundTrips again from zero.
 func (p *Proxy) ResetRoundTrips() { p.trips.Store(0) }
 
 // Set changes the link; Cut closes the open connections.
@@ -78,21 +67,20 @@ func (p *Proxy) Set(l Link) {
 	p.link = l
 	close(p.changed)
 	p.changed = make(chan struct{})
-	if l == Cut {
+	if l == LinkCut {
 		for c := range p.conns {
 			c.Close()
 		}
 	}
 }
 
-// Close stops listening, closes every connection and waits for the proxy's
-// goroutines.
+// Close closes the listener and every connection, and waits for them.
 func (p *Proxy) Close() {
 	p.ln.Close()
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
-	p.Set(Cut)
+	p.Set(LinkCut)
 	p.wg.Wait()
 }
 
@@ -128,9 +116,8 @@ func (p *Proxy) serve(client net.Conn) {
 	<-done
 }
 
-// pipe copies src to dst chunk by chunk, each as the link allows. What the
-// client sends goes through scan first; replies (scan is nil: src is the
-// server) are dropped while the link is muted.
+// pipe copies src to dst as the link allows; the client's bytes (scan not
+// nil) are counted, the server's muted or hung up on.
 func (p *Proxy) pipe(dst, src net.Conn, scan func([]byte)) {
 	buf := make([]byte, 32<<10)
 	for {
@@ -143,9 +130,9 @@ func (p *Proxy) pipe(dst, src net.Conn, scan func([]byte)) {
 			switch {
 			case scan != nil:
 				scan(buf[:n])
-			case link == Mute:
+			case link == LinkMute:
 				continue
-			case link == Hangup:
+			case link == LinkHangup:
 				return
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
@@ -158,28 +145,27 @@ func (p *Proxy) pipe(dst, src net.Conn, scan func([]byte)) {
 	}
 }
 
-// pass waits out a blackhole and returns the link, and whether bytes may
-// go on at all.
+// pass waits out a blackhole; it reports the link and whether bytes pass.
 func (p *Proxy) pass() (Link, bool) {
 	for {
 		p.mu.Lock()
 		link, changed := p.link, p.changed
 		p.mu.Unlock()
 		switch link {
-		case Up, Mute, Hangup:
+		case LinkUp, LinkMute, LinkHangup:
 			return link, true
-		case Cut:
+		case LinkCut:
 			return link, false
 		}
 		<-changed
 	}
 }
 
-// track registers c, unless the link is cut; then it closes c.
+// track registers c, or closes it if the link is cut.
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.link == Cut || p.closed {
+	if p.link == LinkCut || p.closed {
 		c.Close()
 		return false
 	}

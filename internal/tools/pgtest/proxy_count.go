@@ -1,22 +1,19 @@
-package faultproxy
+package pgtest
 
 import (
 	"encoding/binary"
 	"sync/atomic"
 )
 
-// Codes of the untyped requests a PostgreSQL client may send before its
-// startup message.
+// The untyped requests a client may send before its startup message.
 const (
 	sslRequest    = 80877103
 	gssEncRequest = 80877104
 )
 
-// frontend reads what a PostgreSQL client sends on one connection and counts
-// the messages that make it wait for the server: Sync (the end of an
-// extended-protocol exchange) and Query (a simple query), one network round
-// trip each. The first messages (an SSL or GSS request, then the startup
-// message) have no type byte. Bytes may arrive in any chunks.
+// frontend counts the Sync and Query messages a client sends on one
+// connection, whatever its chunks; the first messages (SSL or GSS request,
+// startup) have no type byte.
 type frontend struct {
 	trips *atomic.Int64
 	typed bool    // past the startup message

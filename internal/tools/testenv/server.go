@@ -1,8 +1,4 @@
-// Package apitest runs the API in tests: a server on a fresh database of
-// its own, reached over loopback, every exchange checked against the
-// OpenAPI contract, and its log against secrets. The template's tests use
-// it, and so does a service built on the template for its own operations.
-package apitest
+package testenv
 
 import (
 	"bytes"
@@ -29,7 +25,6 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testkit"
 	"github.com/demo-api/demo-api/internal/workshop"
 )
 
@@ -40,26 +35,21 @@ const (
 	TTL        = 24 * time.Hour   // and TTL
 )
 
-// exchangeChecker checks one request and its response as the suite
-// exchanged them with the server.
-type exchangeChecker func(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte)
-
-// Env is one server on its own fresh database, reached over loopback.
+// Env is one server on its own fresh database, reached over loopback, every
+// exchange checked against the contract and its log for secrets.
 type Env struct {
 	T      *testing.T // the test the Env is for
 	DB     *sqlx.DB
 	Store  *postgres.Store
 	Srv    *httptest.Server
 	Client *http.Client
-	Logs   *testkit.Buffer
-	// dispatcher serves the delivery routes; it calls a desk only when
-	// WithDesk gave it one, and only when a test runs it.
+	Logs   *Buffer
+	// Dispatcher serves the delivery routes; it calls a desk (WithDesk)
+	// only when a test runs it.
 	Dispatcher *delivery.Dispatcher
-
-	Path idempotency.Path
-	// works counts the works that ran: past the claim on the two-phase
-	// path; on the one-phase path a work decides on every attempt, and only
-	// the rows tell how often its change happened.
+	Path       idempotency.Path
+	// Works counts the works that ran past the claim (on the one-phase
+	// path a work runs on every attempt: only rows tell).
 	Works atomic.Int64
 	mu    sync.Mutex
 	hook  func(ctx context.Context, r *http.Request) error
@@ -69,9 +59,7 @@ type Env struct {
 type Option func(*httpapi.Deps, *postgres.Store)
 
 // WithClock makes the store read c instead of the database clock.
-func WithClock(c *testkit.Clock) Option {
-	return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now }
-}
+func WithClock(c *Clock) Option { return func(_ *httpapi.Deps, s *postgres.Store) { s.Clock = c.Now } }
 
 // WithDesk makes the dispatcher hand deliveries to the desk at url.
 func WithDesk(url string) Option {
@@ -90,13 +78,10 @@ func WithPath(p idempotency.Path) Option {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.Path = p }
 }
 
-// Paths are the two ways an operation commits; every branch test runs on
-// both.
-var Paths = []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase}
-
-// ForEachPath runs test once per path, each as its own parallel subtest.
+// ForEachPath runs test on each path an operation commits by, as parallel
+// subtests.
 func ForEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
-	for _, p := range Paths {
+	for _, p := range []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase} {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
 			test(t, p)
@@ -104,9 +89,8 @@ func ForEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
 	}
 }
 
-// New makes an Env: a server with the template's operations and deps, on
-// a fresh database, changed by opts, every exchange checked against the
-// OpenAPI contract (Spec) and its log for secrets.
+// New makes an Env with the template's operations and deps, changed by
+// opts.
 func New(t *testing.T, opts ...Option) *Env {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), pgtest.NewURL(t), postgres.KeyStatements)
@@ -114,7 +98,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &Env{T: t, DB: db, Logs: &testkit.Buffer{}}
+	e := &Env{T: t, DB: db, Logs: &Buffer{}}
 	e.Store = postgres.New(e.DB)
 	tokens, err := auth.Parse("alice:" + auth.Hash(TokenAlice) + ",bob:" + auth.Hash(TokenBob))
 	if err != nil {
@@ -155,14 +139,24 @@ func New(t *testing.T, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	e.Srv = httptest.NewServer(h)
-	// Every exchange of the suite is checked against api/openapi.yaml.
-	e.Client = &http.Client{Timeout: 30 * time.Second,
-		Transport: &checkingTransport{t: t, next: http.DefaultTransport, checks: []exchangeChecker{checkOpenAPI}}}
+	e.Client = &http.Client{Timeout: 30 * time.Second, Transport: &checkingTransport{t: t}}
 	t.Cleanup(func() {
 		e.Srv.Close() // waits for in-flight requests, and so for their log lines
-		e.checkLogs(t)
+		logs := e.Logs.String()
+		if !strings.Contains(logs, `"msg":"request"`) {
+			t.Errorf("no request was logged")
+		}
+		// The words the tests put in keys and bodies; on a failure, the
+		// server's first warnings (why a request was answered 503, say).
+		checkNoSecrets(t, logs, "key-", "topic-", "note-")
 		if t.Failed() {
-			e.showWarnings(t)
+			n := 0
+			for line := range strings.Lines(logs) {
+				if n < 20 && (strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`)) {
+					t.Log("server: " + strings.TrimSpace(line))
+					n++
+				}
+			}
 		}
 	})
 	return e
@@ -240,10 +234,7 @@ func (e *Env) Do(ctx context.Context, rq Req) (Reply, error) {
 	for k, v := range rq.Header {
 		r.Header.Set(k, v)
 	}
-	// Each attempt is the test's: the transport must not resend a request
-	// with an Idempotency-Key on its own when a reused connection closes
-	// without an answer (a dropped response).
-	r.GetBody = nil
+	r.GetBody = nil // each attempt is the test's: no resend of a dropped response
 	if r.Body == http.NoBody {
 		r.Body = io.NopCloser(strings.NewReader(""))
 	}
@@ -275,11 +266,11 @@ func (e *Env) Create(key, body string) Reply {
 // Count is the number the query counts.
 func (e *Env) Count(query string, args ...any) int {
 	e.T.Helper()
-	return testkit.Count(e.T, e.DB, query, args...)
+	return Count(e.T, e.DB, query, args...)
 }
 
-// CheckWorks fails the test if a claimed work ran other than n times. Only
-// the two-phase path runs its work once per claim.
+// CheckWorks fails the test if, on the two-phase path, a claimed work ran
+// other than n times.
 func (e *Env) CheckWorks(n int64) {
 	e.T.Helper()
 	if got := e.Works.Load(); e.Path == idempotency.TwoPhase && got != n {
@@ -287,9 +278,8 @@ func (e *Env) CheckWorks(n int64) {
 	}
 }
 
-// HoldHeader marks a request that a test holds inside its work; it carries
-// Workshop-Delay too, which takes it on the two-phase path, so it holds a
-// claim.
+// HoldHeader marks a request Hold holds inside its work; Workshop-Delay
+// takes it on the two-phase path, so it holds a claim.
 var HoldHeader = map[string]string{"Workshop-Delay": "1ms", "X-Test-Hold": "1"}
 
 // Hold holds every request with HoldHeader after its claim until release is
@@ -308,44 +298,17 @@ func (e *Env) Hold() (claimed chan struct{}, release chan struct{}) {
 	return claimed, release
 }
 
-// checkLogs fails the test if the server logged a token, a raw key, or a
-// request body.
-func (e *Env) checkLogs(t *testing.T) {
-	logs := e.Logs.String()
-	if !strings.Contains(logs, `"msg":"request"`) {
-		t.Errorf("no request was logged")
-	}
-	for _, secret := range append([]string{TokenAlice, TokenBob, auth.Hash(TokenAlice)}, sensitive...) {
+// checkNoSecrets fails t if logs hold a token or any of words.
+func checkNoSecrets(t testing.TB, logs string, words ...string) {
+	for _, secret := range append([]string{TokenAlice, TokenBob, auth.Hash(TokenAlice)}, words...) {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the server logged %q", secret)
 		}
 	}
 }
 
-// showWarnings logs the server's first lines at WARN and above, for a
-// failed test: why a request was answered 503, say.
-func (e *Env) showWarnings(t *testing.T) {
-	n := 0
-	for line := range strings.Lines(e.Logs.String()) {
-		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
-			t.Log("server: " + strings.TrimSpace(line))
-			if n++; n == 20 {
-				return
-			}
-		}
-	}
-}
-
-// sensitive are strings the tests put in keys and bodies; none may reach a
-// log line.
-var sensitive = []string{"key-", "topic-", "note-"}
-
-// checkingTransport hands every exchange to its checks.
-type checkingTransport struct {
-	t      testing.TB
-	next   http.RoundTripper
-	checks []exchangeChecker
-}
+// checkingTransport checks every exchange against the contract.
+type checkingTransport struct{ t testing.TB }
 
 func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	var reqBody []byte
@@ -356,8 +319,8 @@ func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(reqBody))
 	}
-	resp, err := c.next.RoundTrip(r)
-	if err != nil || len(c.checks) == 0 {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
 		return resp, err
 	}
 	respBody, err := io.ReadAll(resp.Body)
@@ -366,15 +329,12 @@ func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
-	for _, check := range c.checks {
-		r.Body = io.NopCloser(bytes.NewReader(reqBody))
-		check(c.t, r, reqBody, resp, respBody)
-	}
+	checkOpenAPI(c.t, r, reqBody, resp, respBody)
 	return resp, nil
 }
 
-// CloseOnce closes a channel that a test may already have closed: held
-// requests are released in a t.Cleanup too, so a failed test cannot hang.
+// CloseOnce closes a channel a test may have closed already (held requests
+// are released in a t.Cleanup too, so a failed test cannot hang).
 func CloseOnce(ch chan struct{}) {
 	select {
 	case <-ch:
@@ -382,6 +342,3 @@ func CloseOnce(ch chan struct{}) {
 		close(ch)
 	}
 }
-
-// Eventually reports whether cond becomes true within two seconds.
-func Eventually(cond func() bool) bool { return testkit.Eventually(2*time.Second, cond) }

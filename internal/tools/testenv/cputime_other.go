@@ -1,6 +1,6 @@
 //go:build !unix
 
-package testkit
+package testenv
 
 import "time"
 

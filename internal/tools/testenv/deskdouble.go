@@ -1,0 +1,336 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/demo-api/demo-api/internal/reviewdesk"
+)
+
+// DeskDouble stands in for the review desk the outbox delivers to: its
+// submissions and cancels held in memory, its fault knobs, and a record of
+// every call, so that the outbox's tests need neither the demo's stand-in
+// desk nor a second database.
+//
+// It keeps the desk's contract and wire format (reviewdesk/wire.go), which
+// the stand-in desk's contract test compares call by call: a body decoded
+// into reviewdesk.Submission, refused with an unknown field, without
+// requestId or topic, not JSON (400 invalid_body) or over 16 KiB (413
+// body_too_large); one Idempotency-Key of 1 to 255 characters (else 400
+// idempotency_key_invalid), accepted once (201, then 200 with its first
+// receipt; another payload is 422 key_payload_mismatch); a lookup answers
+// 200 or 404; a cancel may come before its submission. One rule differs:
+// it takes one cancel per key, not per submission, so that a service with
+// a reopen can cancel a request twice.
+type DeskDouble struct {
+	URL    string
+	Client *reviewdesk.Client
+
+	mu      sync.Mutex
+	faults  DeskFaults
+	held    map[string]map[string]deskEntry // by resource ("submissions", "cancels"), then key
+	calls   map[string]int                  // by route: "POST /v1/submissions", "GET /v1/submissions/{key}", …
+	invalid int                             // calls refused for their key or body
+}
+
+// deskEntry is a submission (body) or a cancel (of the submission under of).
+type deskEntry struct {
+	receipt reviewdesk.Receipt
+	body    reviewdesk.Submission
+	of      string
+}
+
+// DeskFaults are the desk's fault knobs (PUT /v1/faults of the stand-in).
+type DeskFaults struct {
+	FailNext      int      // answer the next N calls 503, doing nothing
+	HoldAnswer    string   // accept every new call, then hold its answer this long
+	DropResponses int      // accept the next N new calls, then close the connection unanswered
+	Refuse        bool     // answer every new call 422; a key held is answered as usual
+	Down          bool     // close every call's connection at once
+	Only          []string // the resources the knobs apply to, "submissions" or "cancels"; empty: both
+	Account       string   // the account (Desk-Account header) they apply to; empty: all
+}
+
+// StartDeskDouble serves a desk double over loopback until t ends.
+func StartDeskDouble(t testing.TB) *DeskDouble {
+	t.Helper()
+	d := &DeskDouble{held: map[string]map[string]deskEntry{"submissions": {}, "cancels": {}}, calls: map[string]int{}}
+	d.URL = ServeUntilTheEnd(t, http.HandlerFunc(d.serve)).URL
+	d.Client = reviewdesk.New(d.URL, nil)
+	return d
+}
+
+// ServeUntilTheEnd serves h on a test server whose calls end with the
+// test: an answer still held, its sender gone, would keep Close waiting.
+func ServeUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
+	srv.Start()
+	t.Cleanup(func() { cancel(); srv.Close() })
+	return srv
+}
+
+// Faults replaces the double's fault knobs with f.
+func (d *DeskDouble) Faults(t testing.TB, f DeskFaults) {
+	t.Helper()
+	if _, err := time.ParseDuration(f.HoldAnswer); f.HoldAnswer != "" && err != nil {
+		t.Fatalf("HoldAnswer: %v", err)
+	}
+	d.locked(func() { d.faults = f })
+}
+
+func (d *DeskDouble) locked(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f()
+}
+
+// Submissions counts the submissions the double accepted.
+func (d *DeskDouble) Submissions(t testing.TB) (n int) {
+	d.locked(func() { n = len(d.held["submissions"]) })
+	return n
+}
+
+// AllCancels counts the cancels the double accepted.
+func (d *DeskDouble) AllCancels(t testing.TB) (n int) {
+	d.locked(func() { n = len(d.held["cancels"]) })
+	return n
+}
+
+// Submission is the receipt of the submission under key, if accepted.
+func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, bool) {
+	e, ok := d.submission(key)
+	return e.receipt, ok
+}
+
+// Submitted is the body of the submission under key, as decoded, if
+// accepted.
+func (d *DeskDouble) Submitted(key string) (reviewdesk.Submission, bool) {
+	e, ok := d.submission(key)
+	return e.body, ok
+}
+
+func (d *DeskDouble) submission(key string) (e deskEntry, ok bool) {
+	d.locked(func() { e, ok = d.held["submissions"][key] })
+	return e, ok
+}
+
+// Invalid counts the calls refused for their key or body (400, 413).
+func (d *DeskDouble) Invalid() (n int) {
+	d.locked(func() { n = d.invalid })
+	return n
+}
+
+// Cancels counts the cancels accepted under key of the submission under
+// submissionKey: 0 or 1.
+func (d *DeskDouble) Cancels(key, submissionKey string) (n int) {
+	d.locked(func() {
+		if c, ok := d.held["cancels"][key]; ok && c.of == submissionKey {
+			n = 1
+		}
+	})
+	return n
+}
+
+// Calls counts the calls of route ("POST /v1/submissions",
+// "GET /v1/submissions/{key}").
+func (d *DeskDouble) Calls(route string) (n int) {
+	d.locked(func() { n = d.calls[route] })
+	return n
+}
+
+func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
+	resource := parts[0]
+	if resource == "submissions" && len(parts) == 3 && parts[2] == "cancel" {
+		resource = "cancels"
+	}
+	var on, fail, down bool
+	d.locked(func() {
+		d.calls[r.Method+" "+DeskRoute(r.URL.Path)]++
+		f := d.faults
+		on = (len(f.Only) == 0 || slices.Contains(f.Only, resource)) && (f.Account == "" || f.Account == r.Header.Get(reviewdesk.AccountHeader))
+		if fail, down = on && f.FailNext > 0, on && f.Down; fail {
+			d.faults.FailNext--
+		}
+	})
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case down:
+		dropConnection(w)
+	case fail:
+		w.Header().Set("Retry-After", "1")
+		writeDeskProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk failed this call (failNext)")
+	case r.Method == http.MethodGet && len(parts) == 2 && (parts[0] == "submissions" || parts[0] == "cancels"):
+		d.lookup(w, parts[0], parts[1])
+	case r.Method != http.MethodPost || !(resource == "submissions" && len(parts) == 1 || resource == "cancels" && len(parts) > 1):
+		writeDeskProblem(w, http.StatusNotFound, "not_found", "no such route")
+	case key == "" || len(key) > 255 || len(r.Header.Values("Idempotency-Key")) > 1:
+		d.refuseInvalid(w, http.StatusBadRequest, "idempotency_key_invalid", "send one Idempotency-Key of 1 to 255 characters")
+	case resource == "cancels": // the desk reads no body of a cancel
+		d.accept(w, r, resource, on, key, deskEntry{of: parts[1]})
+	default:
+		if body, ok := d.decode(w, r); ok {
+			d.accept(w, r, resource, on, key, deskEntry{body: body})
+		}
+	}
+}
+
+// decode decodes a submission's body, or refuses the call as the desk
+// does: over the limit, not JSON, a field the type lacks, or without
+// requestId or topic.
+func (d *DeskDouble) decode(w http.ResponseWriter, r *http.Request) (reviewdesk.Submission, bool) {
+	const limit = 16 << 10
+	var s reviewdesk.Submission
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&s)
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge || r.ContentLength > limit {
+		d.refuseInvalid(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body must be at most 16384 bytes")
+		return s, false
+	}
+	if err != nil || s.RequestID == "" || s.Topic == "" {
+		d.refuseInvalid(w, http.StatusBadRequest, "invalid_body", `send {"requestId", "topic", "note"} as JSON, requestId and topic not empty`)
+		return s, false
+	}
+	return s, true
+}
+
+func (d *DeskDouble) refuseInvalid(w http.ResponseWriter, status int, code, detail string) {
+	d.locked(func() { d.invalid++ })
+	writeDeskProblem(w, status, code, detail)
+}
+
+// accept takes a new submission or cancel, in, under key, applying the
+// knobs that act on a new call, or answers again one it holds.
+func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource string, on bool, key string, in deskEntry) {
+	one := strings.TrimSuffix(resource, "s")
+	d.mu.Lock()
+	e, known := d.held[resource][key]
+	if !known && on && d.faults.Refuse {
+		d.mu.Unlock()
+		writeDeskProblem(w, http.StatusUnprocessableEntity, one+"_refused", "the review desk refuses new "+resource+" now")
+		return
+	}
+	if known && (e.body != in.body || e.of != in.of) {
+		d.mu.Unlock()
+		writeDeskProblem(w, http.StatusUnprocessableEntity, "key_payload_mismatch", "this key was used for another "+one)
+		return
+	}
+	drop := !known && on && d.faults.DropResponses > 0
+	if drop {
+		d.faults.DropResponses--
+	}
+	hold, _ := time.ParseDuration(d.faults.HoldAnswer)
+	if !known {
+		e = in
+		e.receipt = reviewdesk.Receipt{Key: key, Reference: uuid.NewString(), AcceptedAt: time.Now().UTC()}
+		d.held[resource][key] = e
+	}
+	d.mu.Unlock()
+	if drop {
+		dropConnection(w)
+		return
+	}
+	if !known && on && hold > 0 {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(hold):
+		}
+	}
+	status := http.StatusCreated
+	if known {
+		status = http.StatusOK
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if resource == "cancels" {
+		writeDeskJSON(w, status, cancelAnswer(e))
+		return
+	}
+	writeDeskJSON(w, status, e.receipt)
+}
+
+// deskLookup is the desk's answer to a lookup.
+type deskLookup struct {
+	reviewdesk.Receipt
+	SubmissionKey   string `json:"submissionKey,omitempty"`   // of a cancel
+	CancelReference string `json:"cancelReference,omitempty"` // of a cancelled submission
+}
+
+// cancelAnswer is a cancel as the desk answers its POST and its lookup.
+func cancelAnswer(c deskEntry) deskLookup {
+	c.receipt.State = "accepted"
+	return deskLookup{Receipt: c.receipt, SubmissionKey: c.of}
+}
+
+// lookup answers GET /v1/submissions/{key} and GET /v1/cancels/{key}: a
+// submission is cancelled by its last cancel.
+func (d *DeskDouble) lookup(w http.ResponseWriter, resource, key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.held[resource][key]
+	if !ok {
+		writeDeskJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
+		return
+	}
+	if resource == "cancels" {
+		writeDeskJSON(w, http.StatusOK, cancelAnswer(e))
+		return
+	}
+	answer := deskLookup{Receipt: e.receipt}
+	answer.State = "accepted"
+	var last time.Time
+	for _, c := range d.held["cancels"] {
+		if c.of == key && !c.receipt.AcceptedAt.Before(last) {
+			answer.State, answer.CancelReference, last = "cancelled", c.receipt.Reference, c.receipt.AcceptedAt
+		}
+	}
+	writeDeskJSON(w, http.StatusOK, answer)
+}
+
+// DeskRoute is a desk path with its third segment, the key, written {key}.
+func DeskRoute(path string) string {
+	parts := strings.SplitN(path, "/", 5) // "", "v1", resource, key, rest
+	if len(parts) > 3 && parts[1] == "v1" {
+		parts[3] = "{key}"
+	}
+	return strings.Join(parts, "/")
+}
+
+func writeDeskJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// writeDeskProblem answers a refusal as the desk does.
+func writeDeskProblem(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status,
+		"code": code, "detail": detail})
+}
+
+// dropConnection closes the connection without an answer.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}

@@ -1,0 +1,250 @@
+// Package testenv runs the service in tests: in-process on a fresh
+// database with every exchange checked against the OpenAPI contract
+// (server.go), or as its built binary (process.go), with a stand-in for
+// the review desk (deskdouble.go) and the small pieces the suites share.
+// Only tests import it; a service built on the template uses it too.
+package testenv
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Clock is a clock a test moves instead of sleeping (postgres.Store.Clock
+// = c.Now).
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock is a clock at the current second.
+func NewClock() *Clock { return &Clock{now: time.Now().UTC().Truncate(time.Second)} }
+
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Count runs a query that returns one number, failing the test on error.
+func Count(t testing.TB, db *sqlx.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// Rows counts the demo requests of db.
+func Rows(t testing.TB, db *sqlx.DB) int { return Count(t, db, `SELECT count(*) FROM demo_requests`) }
+
+// Eventually reports whether cond becomes true within timeout (a server
+// logs a request after it answered it, say).
+func Eventually(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// PostCreate sends a create with Send.
+func PostCreate(ctx context.Context, baseURL, token, key, body string, header ...string) (*http.Response, []byte, error) {
+	return Send(ctx, http.MethodPost, baseURL+"/v1/demo-requests", token, key, body, append([]string{"Content-Type", "application/json"}, header...)...)
+}
+
+// Send sends method to url with the bearer token (none if empty), the key
+// (none if empty), the body and headers as name, value pairs, and reads
+// the answer. It is sent once: the transport does not resend a keyed
+// request when a reused connection closes unanswered.
+func Send(ctx context.Context, method, url, token, key, body string, header ...string) (*http.Response, []byte, error) {
+	r, err := http.NewRequestWithContext(ctx, method, url, io.NopCloser(strings.NewReader(body)))
+	if err != nil {
+		return nil, nil, err
+	}
+	r.GetBody = nil
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
+
+// Buffer collects what a server writes (its log) while a test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// CheckRetrySchedule fails t unless the attempts that reached a server
+// that never answered, from start, keep the clients' retry rule for a
+// budget ending at deadline: each wait at least half the backoff (100 ms
+// doubling to 1 s), none with under 250 ms of the budget left, at most two
+// in its last second.
+func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.Time) {
+	t.Helper()
+	var times []string
+	lastSecond := 0
+	for i, at := range arrived {
+		times = append(times, at.Sub(start).Round(time.Millisecond).String())
+		left := deadline.Sub(at)
+		if left <= time.Second {
+			lastSecond++
+		}
+		if left < 250*time.Millisecond {
+			t.Errorf("attempt %d started with %v of the budget left, under 250ms", i+1, left)
+		}
+		if i > 0 {
+			floor := min(100*time.Millisecond<<(i-1), time.Second) / 2
+			if gap := at.Sub(arrived[i-1]); gap < floor {
+				t.Errorf("attempt %d came %v after attempt %d, under the backoff's floor of %v", i+1, gap, i, floor)
+			}
+		}
+	}
+	t.Logf("%d attempts at %v; %d in the budget's last second", len(arrived), times, lastSecond)
+	if lastSecond > 2 {
+		t.Errorf("%d attempts in the budget's last second, want at most 2", lastSecond)
+	}
+}
+
+// Context ends when the test ends or a little before go test's -timeout,
+// so that a wait fails with the test's own message.
+func Context(t *testing.T) context.Context {
+	ctx := t.Context()
+	d, ok := t.Deadline()
+	if !ok {
+		return ctx
+	}
+	ctx, cancel := context.WithDeadline(ctx, d.Add(-min(30*time.Second, time.Until(d)/10)))
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Long skips t under -short (make test-short), saying why. The contract's
+// branches are never long.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: " + why)
+	}
+}
+
+// WarmPool opens n connections of db's pool one at a time and leaves them
+// idle, for a test that floods the database: a pool opening them all at
+// once on a busy laptop can outlast the per-read bound and answer 503,
+// which is not what a flood test is about. A failed start is tried twice
+// more.
+func WarmPool(t testing.TB, db *sqlx.DB, n int) {
+	t.Helper()
+	conns := make([]*sqlx.Conn, 0, n)
+	for failed := 0; len(conns) < n; {
+		c, err := db.Connx(context.Background())
+		if err == nil {
+			if err = c.PingContext(context.Background()); err != nil {
+				c.Close()
+			}
+		}
+		if err != nil {
+			if failed++; failed > 2 {
+				t.Fatalf("warming the pool: %v", err)
+			}
+			continue
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if idle := db.Stats().Idle; idle < n {
+		t.Fatalf("%d idle connections, want %d", idle, n)
+	}
+}
+
+// CheckLinks fails t unless every relative link of the Markdown pages
+// names a file that is there, and every #anchor a heading of its page.
+func CheckLinks(t *testing.T, pages ...string) {
+	t.Helper()
+	drop := regexp.MustCompile("[^a-z0-9 _-]")
+	anchors := func(path string) map[string]bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if h, ok := strings.CutPrefix(line, "#"); ok {
+				h = strings.ToLower(strings.TrimSpace(strings.TrimLeft(h, "#")))
+				m[strings.ReplaceAll(drop.ReplaceAllString(h, ""), " ", "-")] = true
+			}
+		}
+		return m
+	}
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1) {
+			if strings.Contains(m[1], "://") || strings.HasPrefix(m[1], "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(m[1], "#")
+			path := page
+			if file != "" {
+				if path = filepath.Join(filepath.Dir(page), file); !exists(path) {
+					t.Errorf("%s links to %s, which is not there", page, m[1])
+					continue
+				}
+			}
+			if anchor != "" && !anchors(path)[anchor] {
+				t.Errorf("%s links to %s, a heading that is not there", page, m[1])
+			}
+		}
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
