@@ -442,3 +442,73 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestPartitionAtTenTimesThePool: with the link holding every byte and ten
+// times the pool's connections in flight, every create is answered within
+// 3 s, none waits for a connection until its work's deadline: 503 with
+// Retry-After; and a new key over its actor's bound, whose key is read
+// first, 429 with Retry-After.
+func TestPartitionAtTenTimesThePool(t *testing.T) {
+	testkit.Long(t, "fault injection (a partition under load)")
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		bound func(*httpapi.Deps)
+		want  int // the answer to all but the first
+	}{
+		{"admitted", nil, http.StatusServiceUnavailable},
+		{"new keys over the bound", func(d *httpapi.Deps) { d.NewKeysPerSecond, d.NewKeysBurst = 0.001, 1 }, http.StatusTooManyRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newFaultEnvWired(t, idempotency.OnePhase, proxied, tt.bound)
+			pool := e.DB.Stats().MaxOpenConnections
+			testkit.WarmPool(t, e.DB, pool)
+			e.proxy.Set(faultproxy.Blackhole)
+			n := 10 * pool
+			client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+			defer client.CloseIdleConnections()
+			type answer struct {
+				status     int
+				retryAfter string
+				took       time.Duration
+				err        error
+			}
+			answers := make([]answer, n)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range n {
+				wg.Go(func() {
+					req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
+					req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Idempotency-Key", "key-flood-"+strconv.Itoa(i))
+					<-start
+					t0 := time.Now()
+					resp, err := client.Do(req)
+					a := answer{took: time.Since(t0), err: err}
+					if err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						a.status, a.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+					}
+					answers[i] = a
+				})
+			}
+			close(start)
+			wg.Wait()
+			var slowest time.Duration
+			counts := map[int]int{}
+			for i, a := range answers {
+				slowest = max(slowest, a.took)
+				counts[a.status]++
+				if a.err != nil || (a.status != tt.want && a.status != http.StatusServiceUnavailable) || a.retryAfter == "" || a.took > 3*time.Second {
+					t.Errorf("create %d of %d in flight: %d (Retry-After %q) after %v %v", i, n, a.status, a.retryAfter, a.took.Round(time.Millisecond), a.err)
+				}
+			}
+			t.Logf("%d creates in flight (the pool: %d): %v; the slowest after %v", n, pool, counts, slowest.Round(time.Millisecond))
+			if counts[tt.want] < n-1 {
+				t.Errorf("%d of %d answered %d", counts[tt.want], n, tt.want)
+			}
+		})
+	}
+}

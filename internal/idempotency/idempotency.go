@@ -232,11 +232,11 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 	readKind := Kind(-1) // what the last read found free, if it did
 	waitUntil := r.cfg.Clock().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
 	waited, reruns := false, 0
+	var refused error // over the bound: the answer unless a read finds the key stored
 	for {
 		if !read && p == nil {
-			var err error
-			if p, read, err = r.admitNewKey(req, readKind); err != nil {
-				return r.result(req, OutcomeRateLimited), err
+			if p, read, refused = r.admitNewKey(req, readKind); refused != nil && !read {
+				return r.result(req, OutcomeRateLimited), refused
 			} else if read {
 				continue // a stored key is answered from a read
 			}
@@ -247,8 +247,10 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 		var err error
 		switch {
 		case read:
-			w.Prev, w.Now, err = r.cfg.Store.Lookup(ctx, req.Scope)
-			if err != nil { // taken as no key: the path's write decides
+			w.Prev, w.Now, err = r.lookup(ctx, req.Scope, refused != nil)
+			if err != nil && refused != nil {
+				return r.result(req, OutcomeRateLimited), refused
+			} else if err != nil { // taken as no key: the path's write decides
 				w, err = KeyWrite{}, nil
 			}
 		case req.Path == OnePhase:
@@ -323,8 +325,8 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 
 // admitNewKey admits req to its path's statement under the bound on new
 // keys (nil without one). Over the bound, a key not yet read is read first
-// (a stored key is answered from the read), a lease to take over is the
-// same intent's key, and a new key is refused.
+// (read, with the refusal: a stored key is answered from the read), a lease
+// to take over is the same intent's key, and a new key is refused.
 func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, err error) {
 	if r.newKeys == nil {
 		return nil, false, nil
@@ -336,10 +338,25 @@ func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, er
 	case readKind == TakeOverLease:
 		return r.newKeys.follow(req.Scope), false, nil
 	case readKind < 0:
-		return nil, true, nil
+		return nil, true, rateLimited(retryAfter)
 	}
 	return nil, false, rateLimited(retryAfter)
 }
+
+// lookup reads s's key. The read of a new key over the bound, refused unless
+// its key is stored, gets refusedRead at most: it does not wait behind the
+// admitted requests for a connection.
+func (r *Runner) lookup(ctx context.Context, s Scope, overBound bool) (*Record, time.Time, error) {
+	if overBound {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, refusedRead)
+		defer cancel()
+	}
+	return r.cfg.Store.Lookup(ctx, s)
+}
+
+// refusedRead bounds the read of a new key over the bound.
+const refusedRead = 250 * time.Millisecond
 
 // completeAtomically is the one-phase path's statement: the work decides
 // first, then one statement writes the key completed with its answer and

@@ -49,6 +49,7 @@ type boundConnector struct {
 	pq     driver.Connector
 	bound  time.Duration
 	pooled bool
+	hear   *hearing
 }
 
 // pqConn is what a lib/pq connection implements and the pool uses.
@@ -82,8 +83,9 @@ type pqStmt interface {
 }
 
 func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	end := c.hear.begin(nil)
 	conn, err := c.pq.Connect(ctx)
-	if err != nil {
+	if end(err); err != nil {
 		return nil, err
 	}
 	pc, ok := conn.(pqConn)
@@ -91,7 +93,7 @@ func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("postgres: the driver's connection (%T) lacks what the pool needs", conn)
 	}
-	bc := &boundDriverConn{pq: pc, bound: c.bound, pooled: c.pooled}
+	bc := &boundDriverConn{pq: pc, bound: c.bound, pooled: c.pooled, hear: c.hear}
 	pq.SetNoticeHandler(conn, func(notice *pq.Error) {
 		if strings.Contains(notice.Message, "wait for synchronous replication") {
 			bc.notReplicated.Store(true)
@@ -125,6 +127,7 @@ type boundDriverConn struct {
 	pq     pqConn
 	bound  time.Duration
 	pooled bool
+	hear   *hearing
 	// notReplicated is set by the server's warning that a commit's wait
 	// for its synchronous standby was cancelled (ErrNotReplicated).
 	notReplicated atomic.Bool
@@ -154,8 +157,9 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
+	end := c.hear.begin(waiterOf(ctx))
 	st, err := c.pq.PrepareContext(ctx, query)
-	if err != nil {
+	if end(err); err != nil {
 		return nil, err
 	}
 	ps, ok := st.(pqStmt)
@@ -175,8 +179,9 @@ func (c *boundDriverConn) Begin() (driver.Tx, error) {
 // BeginTx begins a transaction on ctx as it is: lib/pq watches it until
 // the transaction ends, and each statement in it has its own deadline.
 func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	end := c.hear.begin(waiterOf(ctx))
 	tx, err := c.pq.BeginTx(ctx, opts)
-	if err != nil {
+	if end(err); err != nil {
 		return nil, err
 	}
 	return &boundTx{pq: tx, conn: c}, nil
@@ -186,7 +191,9 @@ func (c *boundDriverConn) ExecContext(ctx context.Context, query string, args []
 	ctx, done := traceStatement(ctx, query)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
+	end := c.hear.begin(waiterOf(ctx))
 	res, err := c.pq.ExecContext(ctx, query, args)
+	end(err)
 	err = c.replicated(err)
 	if done(err); err != nil {
 		return nil, err
@@ -197,7 +204,9 @@ func (c *boundDriverConn) ExecContext(ctx context.Context, query string, args []
 func (c *boundDriverConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	ctx, done := traceStatement(ctx, query)
 	ctx, cancel := c.bounded(ctx)
+	end := c.hear.begin(waiterOf(ctx))
 	rows, err := c.pq.QueryContext(ctx, query, args)
+	end(err)
 	done(err)
 	return c.boundRowsOf(rows, err, cancel)
 }
@@ -291,7 +300,9 @@ func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (
 	ctx, done := traceStatement(ctx, s.query)
 	ctx, cancel := s.conn.bounded(ctx)
 	defer cancel()
+	end := s.conn.hear.begin(waiterOf(ctx))
 	res, err := s.pq.ExecContext(ctx, args)
+	end(err)
 	err = s.conn.replicated(err)
 	if done(err); err != nil {
 		return nil, err
@@ -302,7 +313,9 @@ func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (
 func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	ctx, done := traceStatement(ctx, s.query)
 	ctx, cancel := s.conn.bounded(ctx)
+	end := s.conn.hear.begin(waiterOf(ctx))
 	rows, err := s.pq.QueryContext(ctx, args)
+	end(err)
 	done(err)
 	return s.conn.boundRowsOf(rows, err, cancel)
 }

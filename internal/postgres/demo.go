@@ -43,7 +43,7 @@ func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
 // DemoRequest implements demo.Store.
 func (s *Store) DemoRequest(ctx context.Context, actor, id string) (demo.Request, error) {
 	var r demo.Request
-	err := s.db.GetContext(ctx, &r, getDemoRequestSQL, id, actor)
+	err := await(ctx, s.db, func(ctx context.Context) error { return s.db.GetContext(ctx, &r, getDemoRequestSQL, id, actor) })
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, apperr.Errorf(apperr.NotFound, "no demo request %q", id)
 	}

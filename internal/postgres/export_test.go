@@ -29,3 +29,6 @@ func StatementsEffect(what, onePhase, finish string, conditional bool, args ...a
 // CitusCall is the text the store runs on Citus for the key write
 // sql/name: the call of its function.
 func CitusCall(name string) string { return keyWriteOf(name).citus }
+
+// Await is await, for the tests of a pool's waiters.
+var Await = await

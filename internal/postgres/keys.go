@@ -304,18 +304,20 @@ func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error)
 	if e == nil || !e.conditional {
 		return fn(nil)
 	}
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return dbErr(err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		if pe, ok := errors.AsType[*pq.Error](err); ok && pe.Code == "23505" { // unique_violation
-			return idempotency.ErrEffectNotApplied
+	return await(ctx, s.db, func(ctx context.Context) error {
+		tx, err := s.db.BeginTxx(ctx, nil)
+		if err != nil {
+			return dbErr(err)
 		}
-		return err
-	}
-	return dbErr(tx.Commit())
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			if pe, ok := errors.AsType[*pq.Error](err); ok && pe.Code == "23505" { // unique_violation
+				return idempotency.ErrEffectNotApplied
+			}
+			return err
+		}
+		return dbErr(tx.Commit())
+	})
 }
 
 var (
@@ -329,8 +331,10 @@ var (
 // first one. A finish whose commit went through unseen (the connection broke
 // after it) left the key completed, and the release leaves it alone.
 func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
-	_, err := s.db.ExecContext(ctx, releaseClaimSQL, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
-	return dbErr(err)
+	return await(ctx, s.db, func(ctx context.Context) error {
+		_, err := s.db.ExecContext(ctx, releaseClaimSQL, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
+		return dbErr(err)
+	})
 }
 
 // Lookup implements idempotency.Store.

@@ -112,7 +112,8 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	pqc.Dialer(dialer)
-	db := sqlx.NewDb(sql.OpenDB(&boundConnector{pq: pqc, bound: opts.StatementTimeout, pooled: pooled}), "postgres")
+	db := sqlx.NewDb(sql.OpenDB(&boundConnector{pq: pqc, bound: opts.StatementTimeout, pooled: pooled,
+		hear: &hearing{underway: map[*time.Time]struct{}{}}}), "postgres")
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
 	db.SetConnMaxIdleTime(5 * time.Minute)
@@ -352,8 +353,10 @@ type Store struct {
 func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
 	if s.citus.Load() == 0 {
 		var yes bool
-		err := s.db.GetContext(ctx, &yes, `SELECT to_regproc('claim') IS NOT NULL
-			AND EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`)
+		err := await(ctx, s.db, func(ctx context.Context) error {
+			return s.db.GetContext(ctx, &yes, `SELECT to_regproc('claim') IS NOT NULL
+				AND EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`)
+		})
 		if err != nil {
 			return "", dbErr(err)
 		}
@@ -383,25 +386,31 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// queryRow runs the prepared query with args ($1, $2, …), in tx if not nil,
-// and scans its one row into dest, one destination per column in the
-// query's order.
+// queryRow runs the prepared query with args ($1, $2, …), in tx if not nil
+// (else on a connection of the pool, awaited), and scans its one row into
+// dest, one destination per column in the query's order.
 func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
-	if s.Unprepared {
-		var on sqlx.QueryerContext = s.db
-		if tx != nil {
-			on = tx
+	run := func(ctx context.Context) error {
+		if s.Unprepared {
+			var on sqlx.QueryerContext = s.db
+			if tx != nil {
+				on = tx
+			}
+			return dbErr(on.QueryRowxContext(ctx, query, args...).Scan(dest...))
 		}
-		return dbErr(on.QueryRowxContext(ctx, query, args...).Scan(dest...))
-	}
-	st, err := s.prepared(ctx, query)
-	if err != nil {
-		return err
+		st, err := s.prepared(ctx, query)
+		if err != nil {
+			return err
+		}
+		if tx != nil {
+			st = tx.StmtxContext(ctx, st)
+		}
+		return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
 	}
 	if tx != nil {
-		st = tx.StmtxContext(ctx, st)
+		return run(ctx)
 	}
-	return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
+	return await(ctx, s.db, run)
 }
 
 // New returns a Store on db; it prepares nothing when db is Pooled.
@@ -444,7 +453,8 @@ func Unavailable(err error) bool {
 	_, netErr := errors.AsType[net.Error](err)
 	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, ErrNotReplicated) {
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) || errors.Is(err, ErrNotReplicated) ||
+		errors.Is(err, ErrSilent) {
 		return true
 	}
 	pqErr, ok := errors.AsType[*pq.Error](err)

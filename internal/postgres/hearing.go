@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// A statement of a request first waits for one of the pool's connections,
+// and database/sql bounds that wait by the caller's context only: with the
+// database gone and ten times the pool in flight, the last ones would wait
+// for every statement ahead of them to reach its bound. So a pool keeps its
+// hearing: when the database last answered, and which exchanges with it
+// (statements, connects) are under way. A statement still waiting for a
+// connection gives up (ErrSilent, a 503) once the pool is silent: no answer
+// for silence while an exchange has been under way that long. A busy pool
+// whose statements still end keeps its waiters, however long they wait.
+
+// silence is how long a pool hears nothing before its waiters give up.
+const silence = time.Second
+
+// ErrSilent is the error of a statement that gave up waiting for a
+// connection: the database has not answered the pool for a while.
+var ErrSilent = errors.New("postgres: the database has not answered for a while; no connection was free")
+
+type hearing struct {
+	mu       sync.Mutex
+	answered time.Time               // the last answer: a result, or the server's error
+	underway map[*time.Time]struct{} // the exchanges under way, by their start
+}
+
+// begin notes an exchange starting, and returns its end, to be called with
+// its error. While a statement's exchange is under way, its waiter
+// (waiterOf its context) is not waiting for a connection; a connect's
+// (nil) still is.
+func (h *hearing) begin(w *atomic.Bool) func(error) {
+	if w != nil {
+		w.Store(true)
+	}
+	start := time.Now()
+	h.mu.Lock()
+	h.underway[&start] = struct{}{}
+	h.mu.Unlock()
+	return func(err error) {
+		if w != nil {
+			w.Store(false)
+		}
+		_, refused := errors.AsType[*pq.Error](err)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.underway, &start)
+		if err == nil || refused {
+			h.answered = time.Now()
+		}
+	}
+}
+
+// silent reports whether the database has not answered for silence while an
+// exchange has been under way that long.
+func (h *hearing) silent() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	since := time.Now().Add(-silence)
+	if h.answered.After(since) {
+		return false
+	}
+	for start := range h.underway {
+		if start.Before(since) {
+			return true
+		}
+	}
+	return false
+}
+
+type waiterKey struct{}
+
+// waiterOf returns the waiter of await that ctx carries, nil for none.
+func waiterOf(ctx context.Context) *atomic.Bool {
+	w, _ := ctx.Value(waiterKey{}).(*atomic.Bool)
+	return w
+}
+
+// await runs fn, whose statements take a connection of db's pool, on a
+// context that ends, while fn waits for a connection (no statement of it
+// under way), once the pool is silent: fn's error is then ErrSilent, as apperr unavailable.
+func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) error {
+	c, ok := db.Driver().(*boundConnector)
+	if !ok {
+		return fn(ctx)
+	}
+	running := new(atomic.Bool) // while a statement of fn is under way (hearing.begin)
+	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, waiterKey{}, running))
+	defer cancel(nil)
+	var mu sync.Mutex // the timer, between its callback and the stop below
+	mu.Lock()
+	var timer *time.Timer
+	timer = time.AfterFunc(silence, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case ctx.Err() != nil:
+		case !running.Load() && c.hear.silent():
+			cancel(ErrSilent)
+		default:
+			timer.Reset(silence / 4)
+		}
+	})
+	mu.Unlock()
+	err := fn(ctx)
+	mu.Lock()
+	timer.Stop()
+	mu.Unlock()
+	if err != nil && errors.Is(context.Cause(ctx), ErrSilent) {
+		return dbErr(ErrSilent)
+	}
+	return err
+}
