@@ -449,7 +449,7 @@ func grepLines(s, sub string) string {
 // Retry-After; and a new key over its actor's bound, whose key is read
 // first, 429 with Retry-After.
 func TestPartitionAtTenTimesThePool(t *testing.T) {
-	testkit.Long(t, "fault injection (a partition under load)")
+	testenv.Long(t, "fault injection (a partition under load)")
 	t.Parallel()
 	for _, tt := range []struct {
 		name  string
@@ -462,8 +462,8 @@ func TestPartitionAtTenTimesThePool(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newFaultEnvWired(t, idempotency.OnePhase, proxied, tt.bound)
 			pool := e.DB.Stats().MaxOpenConnections
-			testkit.WarmPool(t, e.DB, pool)
-			e.proxy.Set(faultproxy.Blackhole)
+			testenv.WarmPool(t, e.DB, pool)
+			e.proxy.Set(pgtest.LinkBlackhole)
 			n := 10 * pool
 			client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 			defer client.CloseIdleConnections()
@@ -479,7 +479,7 @@ func TestPartitionAtTenTimesThePool(t *testing.T) {
 			for i := range n {
 				wg.Go(func() {
 					req, _ := http.NewRequest(http.MethodPost, e.Srv.URL+"/v1/demo-requests", strings.NewReader(body1))
-					req.Header.Set("Authorization", "Bearer "+apitest.TokenAlice)
+					req.Header.Set("Authorization", "Bearer "+testenv.TokenAlice)
 					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set("Idempotency-Key", "key-flood-"+strconv.Itoa(i))
 					<-start
