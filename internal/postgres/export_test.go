@@ -29,3 +29,7 @@ func StatementsEffect(what, onePhase, finish string, conditional bool, args ...a
 // CitusCall is the text the store runs on Citus for the key write
 // sql/name: the call of its function.
 func CitusCall(name string) string { return keyWriteOf(name).citus }
+
+// ScanCall is the text the store runs on Citus, once per shard, for the
+// statement sql/name that scans: the call of its function.
+func ScanCall(name string) string { return scanOf(name).citus }
