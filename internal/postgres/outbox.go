@@ -40,12 +40,12 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 	}
 	var due []delivery.Due
 	var failed error
-	first := int(s.nextShard.Add(1))
+	first := s.nextShard.Add(1)
 	for i := range ts {
 		if len(due) >= n {
 			break
 		}
-		t := ts[(first+i)%len(ts)]
+		t := ts[(int(first%uint32(len(ts)))+i)%len(ts)]
 		var part []delivery.Due
 		if err := s.db.SelectContext(ctx, &part, t.query, t.with(s.now(), pq.Array(busy), n-len(due), token, lease.Microseconds())...); err != nil {
 			failed = cmp.Or(failed, err)

@@ -113,7 +113,8 @@ type answer struct {
 // worker, create under load: the stopped worker's actor gets 503 with
 // Retry-After within 3 s, the other is served throughout, and once the
 // worker is back every key answered 201, or retried after its 503, has
-// exactly one business row.
+// exactly one business row. make test-citus runs it last, alone: the
+// worker it stops holds the other tests' shards too.
 func TestCitusWorkerDown(t *testing.T) {
 	tokens := map[string]string{}
 	var list []string
