@@ -71,6 +71,7 @@ test:
 	  | awk '$$2 != "total" && $$1 > 1048576 { print "tracked file over 1 MiB (build output?): " $$2; bad = 1 } END { exit bad }'
 	gofmt -l . | awk '{ print "not gofmt-ed: " $$0; bad = 1 } END { exit bad }'
 	$(GO) vet ./...
+	$(GO) vet -tags citus ./internal/postgres/ ./internal/service/ # make test-citus's tests, built here too
 	cd conformance && $(GO) vet ./...
 	set -o pipefail; $(GO) test -race -vet=off -count=1 -v ./... 2>&1 \
 	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'

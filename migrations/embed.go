@@ -9,8 +9,9 @@ import "embed"
 //go:embed *.sql
 var FS embed.FS
 
-// Citus holds citus/distribute.sql and citus/key_writes.sql, which migrate
-// runs once on a Citus coordinator, after the migrations
+// Citus holds citus/distribute.sql, which migrate runs once on a Citus
+// coordinator after the migrations, and citus/key_writes.sql and
+// citus/scans.sql, which it runs there on every migrate
 // (postgres.Distribute).
 //
 //go:embed citus/*.sql

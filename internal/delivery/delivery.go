@@ -171,6 +171,7 @@ type Mark struct {
 	Kind      string
 	Seq       int
 	Token     string // the lease token the row was taken under
+	Actor     string // the row's: its store finds the row's shard by it
 	State     string
 	Reference string // Submitted
 	Error     string // the last error, if any
@@ -408,7 +409,7 @@ func (d *Dispatcher) take(ctx context.Context, wg *sync.WaitGroup, n int, busy [
 	for _, row := range due {
 		wg.Go(func() {
 			m := d.tracedAttempt(ctx, row)
-			m.Token = token
+			m.Token, m.Actor = token, row.Actor
 			decided <- decision{row: row, mark: m}
 		})
 	}

@@ -268,11 +268,11 @@ func TestAStaleDispatcherChangesNothing(t *testing.T) {
 	if due, err := e.store.TakeDue(ctx, fresh, 10, time.Second, nil); err != nil || len(due) != 1 || due[0].Attempt != 2 {
 		t.Fatalf("take after the lease = %+v, %v; want it again, as attempt 2", due, err)
 	}
-	n, err := e.store.Settle(ctx, []delivery.Mark{{RequestID: ids[0], Token: stale, State: delivery.Failed, Error: "stale"}})
+	n, err := e.store.Settle(ctx, []delivery.Mark{{RequestID: ids[0], Actor: "alice", Token: stale, State: delivery.Failed, Error: "stale"}})
 	if err != nil || n != 0 {
 		t.Fatalf("the stale mark recorded %d rows (%v), want 0", n, err)
 	}
-	n, err = e.store.Settle(ctx, []delivery.Mark{{RequestID: ids[0], Token: fresh, State: delivery.Submitted, Reference: "RD-1"}})
+	n, err = e.store.Settle(ctx, []delivery.Mark{{RequestID: ids[0], Actor: "alice", Token: fresh, State: delivery.Submitted, Reference: "RD-1"}})
 	if err != nil || n != 1 {
 		t.Fatalf("the holder's mark recorded %d rows (%v), want 1", n, err)
 	}

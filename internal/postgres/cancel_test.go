@@ -82,7 +82,7 @@ func TestTheCancelStopsTheDelivery(t *testing.T) {
 			if due, err := s.TakeDue(ctx, uuid.NewString(), 10, lease, nil); err != nil || len(due) != 0 {
 				t.Fatalf("take while the submission is held = %+v, %v; want nothing: the cancel waits for it", due, err)
 			}
-			if n, err := s.Settle(ctx, []delivery.Mark{{RequestID: r.ID, Kind: delivery.KindSubmit, Seq: 1, Token: holder,
+			if n, err := s.Settle(ctx, []delivery.Mark{{RequestID: r.ID, Actor: r.Actor, Kind: delivery.KindSubmit, Seq: 1, Token: holder,
 				State: delivery.Submitted, Reference: "ref-1"}}); err != nil || n != 1 {
 				t.Fatalf("settle the submission = %d, %v", n, err)
 			}

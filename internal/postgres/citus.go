@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/migrations"
 )
@@ -24,8 +28,8 @@ type Distribution struct {
 
 // Distribute distributes the key table, the business table and the outbox
 // by actor_id, co-located (migrations/citus/distribute.sql), and makes the
-// functions the store calls there for the key writes
-// (migrations/citus/key_writes.sql), when db is a Citus coordinator (the
+// functions the store calls there for the key writes and the scans
+// (migrations/citus/key_writes.sql, scans.sql), when db is a Citus coordinator (the
 // citus extension is installed): the tables when they are not distributed
 // yet, the functions every time. On one PostgreSQL it changes nothing.
 // migrate calls it after the migrations.
@@ -55,6 +59,9 @@ func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 	if err := runCitusScript(ctx, db, "citus/key_writes.sql"); err != nil {
 		return d, fmt.Errorf("key writes on Citus %s: %w", d.Citus, err)
 	}
+	if err := runCitusScript(ctx, db, "citus/scans.sql"); err != nil {
+		return d, fmt.Errorf("scans on Citus %s: %w", d.Citus, err)
+	}
 	return d, nil
 }
 
@@ -75,8 +82,123 @@ func (d Distribution) String() string {
 	case d.Citus == "":
 		return "one PostgreSQL (no citus extension): nothing to distribute"
 	case d.Distributed:
-		return "Citus " + d.Citus + ": idempotency_keys, demo_requests and outbox distributed by actor_id, co-located; the key writes delegated to the actor's worker"
+		return "Citus " + d.Citus + ": idempotency_keys, demo_requests and outbox distributed by actor_id, co-located; the key writes delegated to the actor's worker, the scans to each shard's"
 	default:
 		return "Citus " + d.Citus + ": idempotency_keys, demo_requests and outbox already distributed by actor_id"
 	}
+}
+
+// scan is a statement that reads across actors with FOR UPDATE SKIP LOCKED,
+// or writes rows its arguments name without their actor, sql/name; and the
+// call of the function that runs it on one shard on Citus
+// (migrations/citus/scans.sql): $1 an actor of the shard, $2 the statement,
+// then its own parameters.
+type scan struct {
+	sql, citus string
+}
+
+func scanOf(name string) scan {
+	q := statement(name)
+	n := 0
+	for _, m := range paramRE.FindAllStringSubmatch(q, -1) {
+		i, _ := strconv.Atoi(m[1])
+		n = max(n, i)
+	}
+	params := []string{"$1", "$2"}
+	for i := range n {
+		params = append(params, "$"+strconv.Itoa(i+3))
+	}
+	return scan{sql: q, citus: "SELECT * FROM " + strings.TrimSuffix(name, ".sql") + "(" + strings.Join(params, ", ") + ")"}
+}
+
+// target is one run of a scan: the query, and the arguments that go before
+// the statement's own.
+type target struct {
+	query string
+	args  []any
+}
+
+func (t target) with(args ...any) []any { return append(slices.Clone(t.args), args...) }
+
+// targets returns the runs of sc on s's database: on one PostgreSQL its
+// statement, once; on Citus its function's call, once per shard.
+func (s *Store) targets(ctx context.Context, sc scan) ([]target, error) {
+	c, err := s.onCitus(ctx)
+	if err != nil || c&citusScans == 0 {
+		return []target{{query: sc.sql}}, err
+	}
+	actors, err := s.shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ts := make([]target, len(actors))
+	for i, a := range actors {
+		ts[i] = target{query: sc.citus, args: []any{a, sc.sql}}
+	}
+	return ts, nil
+}
+
+// targetsOf returns the runs of sc for rows of the given actors, with the
+// indexes of the actors each run is for: on one PostgreSQL its statement,
+// once, for all; on Citus its function's call once per shard that holds
+// some of them.
+func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]target, [][]int, error) {
+	all := make([]int, len(actors))
+	for i := range all {
+		all[i] = i
+	}
+	c, err := s.onCitus(ctx)
+	if err != nil || c&citusScans == 0 {
+		return []target{{query: sc.sql}}, [][]int{all}, err
+	}
+	var shards []int64
+	if err := s.db.SelectContext(ctx, &shards, `SELECT get_shard_id_for_distribution_column('idempotency_keys', u.a)
+		FROM unnest($1::text[]) WITH ORDINALITY AS u(a, i) ORDER BY u.i`, pq.Array(actors)); err != nil {
+		return nil, nil, dbErr(err)
+	}
+	var ts []target
+	var of [][]int
+	seen := map[int64]int{}
+	for i, shard := range shards {
+		j, ok := seen[shard]
+		if !ok {
+			j = len(ts)
+			seen[shard] = j
+			ts = append(ts, target{query: sc.citus, args: []any{actors[i], sc.sql}})
+			of = append(of, nil)
+		}
+		of[j] = append(of[j], i)
+	}
+	return ts, of, nil
+}
+
+// shards returns an actor of each shard of the key table, and so of the
+// tables co-located with it, in the order of the shards. It is read once:
+// moving a shard to another worker keeps it, splitting one needs a restart.
+func (s *Store) shards(ctx context.Context) ([]string, error) {
+	s.shardActors.Lock()
+	defer s.shardActors.Unlock()
+	if s.shardActors.list != nil {
+		return s.shardActors.list, nil
+	}
+	// The first of 0, 1, 2, … whose hash falls in each shard: 64 a shard
+	// cover them all (a shard is a 1/n of the hash range).
+	var rows []struct {
+		Actor  string `db:"actor"`
+		Shards int    `db:"shards"`
+	}
+	err := s.db.SelectContext(ctx, &rows, `SELECT DISTINCT ON (shard) g::text AS actor, c.n AS shards
+		FROM (SELECT count(*) AS n FROM pg_dist_shard WHERE logicalrelid = 'idempotency_keys'::regclass) c,
+			generate_series(0, 64 * c.n) g, get_shard_id_for_distribution_column('idempotency_keys', g::text) shard
+		ORDER BY shard, g`)
+	if err != nil {
+		return nil, fmt.Errorf("find the shards: %w", dbErr(err))
+	}
+	if len(rows) == 0 || len(rows) != rows[0].Shards {
+		return nil, fmt.Errorf("find the shards: an actor for %d shards", len(rows))
+	}
+	for _, r := range rows {
+		s.shardActors.list = append(s.shardActors.list, r.Actor)
+	}
+	return s.shardActors.list, nil
 }

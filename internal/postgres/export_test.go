@@ -32,3 +32,7 @@ func CitusCall(name string) string { return keyWriteOf(name).citus }
 
 // Await is await, for the tests of a pool's waiters.
 var Await = await
+
+// ScanCall is the text the store runs on Citus, once per shard, for the
+// statement sql/name that scans: the call of its function.
+func ScanCall(name string) string { return scanOf(name).citus }

@@ -15,8 +15,9 @@ import (
 // The outbox statements (package delivery). They are not on a request's
 // path, so they run unprepared; each is one statement.
 var (
-	takeDueSQL  = statement("outbox_take_due.sql")
-	settleSQL   = statement("outbox_settle.sql")
+	// The take and the marks run once per shard on Citus (scan).
+	takeDue     = scanOf("outbox_take_due.sql")
+	settle      = scanOf("outbox_settle.sql")
 	deliverySQL = statement("outbox_delivery.sql")
 	backlogSQL  = statement("outbox_backlog.sql")
 	// The desk's answer about a request, as reconcile records it: accepted
@@ -25,33 +26,84 @@ var (
 	requeuedSQL = statement("outbox_requeued.sql")
 )
 
-// TakeDue implements delivery.Store.
+// TakeDue implements delivery.Store. On Citus it takes from one shard after
+// another, each time from the next one first, until it has n rows; a shard
+// that fails is passed over, and its error returned only when no row was
+// taken.
 func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
 	if busy == nil {
 		busy = []string{} // an empty array, not NULL: no actor is left out
 	}
+	ts, err := s.targets(ctx, takeDue)
+	if err != nil {
+		return nil, err
+	}
 	var due []delivery.Due
-	err := s.db.SelectContext(ctx, &due, takeDueSQL, s.now(), pq.Array(busy), n, token, lease.Microseconds())
-	return due, dbErr(err)
+	var failed error
+	first := s.nextShard.Add(1)
+	for i := range ts {
+		if len(due) >= n {
+			break
+		}
+		t := ts[(int(first%uint32(len(ts)))+i)%len(ts)]
+		var part []delivery.Due
+		if err := s.db.SelectContext(ctx, &part, t.query, t.with(s.now(), pq.Array(busy), n-len(due), token, lease.Microseconds())...); err != nil {
+			failed = cmp.Or(failed, err)
+			continue
+		}
+		due = append(due, part...)
+	}
+	if len(due) == 0 && failed != nil {
+		return nil, dbErr(failed)
+	}
+	return due, nil
 }
 
-// Settle implements delivery.Store.
+// Settle implements delivery.Store. On Citus the marks of each shard's rows
+// go to that shard, found by their actor.
 func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) {
-	ids, kinds, tokens := make([]string, len(marks)), make([]string, len(marks)), make([]string, len(marks))
-	states, refs, errs := make([]string, len(marks)), make([]string, len(marks)), make([]string, len(marks))
-	seqs, retry := make([]int64, len(marks)), make([]int64, len(marks))
+	actors := make([]string, len(marks))
 	for i, m := range marks {
+		actors[i] = m.Actor
+	}
+	ts, of, err := s.targetsOf(ctx, settle, actors)
+	if err != nil {
+		return 0, err
+	}
+	settled := 0
+	var failed error
+	for j, t := range ts {
+		n, err := s.settleOn(ctx, t, marks, of[j])
+		settled += n
+		failed = cmp.Or(failed, err)
+	}
+	return settled, failed
+}
+
+// settleOn records the marks of the indexes given on t.
+func (s *Store) settleOn(ctx context.Context, t target, marks []delivery.Mark, of []int) (int, error) {
+	ids, kinds, tokens := make([]string, len(of)), make([]string, len(of)), make([]string, len(of))
+	states, refs, errs := make([]string, len(of)), make([]string, len(of)), make([]string, len(of))
+	seqs, retry := make([]int64, len(of)), make([]int64, len(of))
+	for i, k := range of {
+		m := marks[k]
 		ids[i], kinds[i], seqs[i], states[i], refs[i], errs[i], retry[i] = m.RequestID, cmp.Or(m.Kind, delivery.KindSubmit),
 			int64(max(m.Seq, 1)), m.State, m.Reference, m.Error, m.Retry.Microseconds()
 		tokens[i] = m.Token
 	}
-	res, err := s.db.ExecContext(ctx, settleSQL, s.now(), pq.Array(ids), pq.Array(kinds), pq.Array(seqs), pq.Array(states),
+	args := t.with(s.now(), pq.Array(ids), pq.Array(kinds), pq.Array(seqs), pq.Array(states),
 		pq.Array(refs), pq.Array(errs), pq.Array(retry), pq.Array(tokens))
-	if err != nil {
-		return 0, dbErr(err)
+	if t.query == settle.sql {
+		res, err := s.db.ExecContext(ctx, t.query, args...)
+		if err != nil {
+			return 0, dbErr(err)
+		}
+		n, err := res.RowsAffected()
+		return int(n), err
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	var n int // the call's: how many rows it changed
+	err := s.db.GetContext(ctx, &n, t.query, args...)
+	return n, dbErr(err)
 }
 
 // Delivery implements delivery.Store: the request's submission, with its

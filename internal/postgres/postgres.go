@@ -342,27 +342,64 @@ type Store struct {
 	// Store is used.
 	Unprepared bool
 	stmts      sync.Map // query text → *sqlx.Stmt
-	// citus says whether the key writes run as functions (keyWrite):
-	// 0 not known yet, 1 no, 2 yes.
+	// citus says what runs as functions on Citus: 0 not known yet, else
+	// citusKnown with citusKeyWrites (keyWrite) and citusScans (scans).
 	citus atomic.Int32
+	// shardActors are an actor of each shard, in the order of the shards
+	// (scans); read once.
+	shardActors struct {
+		sync.Mutex
+		list []string
+	}
+	// nextShard turns the shard a take starts with.
+	nextShard atomic.Uint32
+}
+
+const (
+	citusKnown = 1 << iota
+	citusKeyWrites
+	citusScans
+)
+
+// onCitus returns what runs as functions on s's database (citus): on a
+// Citus coordinator, those of migrations/citus that exist. The first call
+// asks the database.
+func (s *Store) onCitus(ctx context.Context) (int32, error) {
+	if c := s.citus.Load(); c != 0 {
+		return c, nil
+	}
+	var row struct {
+		KeyWrites bool `db:"key_writes"`
+		Scans     bool `db:"scans"`
+	}
+	err := await(ctx, s.db, func(ctx context.Context) error {
+		return s.db.GetContext(ctx, &row, `SELECT c AND to_regproc('claim') IS NOT NULL AS key_writes,
+				c AND to_regproc('on_shard') IS NOT NULL AS scans
+			FROM (SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS c) e`)
+	})
+	if err != nil {
+		return 0, dbErr(err)
+	}
+	c := int32(citusKnown)
+	if row.KeyWrites {
+		c |= citusKeyWrites
+	}
+	if row.Scans {
+		c |= citusScans
+	}
+	s.citus.Store(c)
+	return c, nil
 }
 
 // keyWrite returns the text that runs k on s's database: on a Citus
 // coordinator that has the key writes' functions, the call of k's; else
-// k's statement. The first call asks the database.
+// k's statement.
 func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
-	if s.citus.Load() == 0 {
-		var yes bool
-		err := await(ctx, s.db, func(ctx context.Context) error {
-			return s.db.GetContext(ctx, &yes, `SELECT to_regproc('claim') IS NOT NULL
-				AND EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`)
-		})
-		if err != nil {
-			return "", dbErr(err)
-		}
-		s.citus.Store(map[bool]int32{false: 1, true: 2}[yes])
+	c, err := s.onCitus(ctx)
+	if err != nil {
+		return "", err
 	}
-	if s.citus.Load() == 2 {
+	if c&citusKeyWrites != 0 {
 		return k.citus, nil
 	}
 	return k.sql, nil

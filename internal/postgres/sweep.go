@@ -10,12 +10,14 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-var purgeExpiredKeysSQL = statement("purge_expired_keys.sql")
+var purgeExpiredKeys = scanOf("purge_expired_keys.sql")
 
 // SweepMark is where a sweep has got to: the last key its last batch
 // picked, in the order the sweeper reads expired keys (expiry, then scope).
+// On Citus it is also the shard (the sweep goes through them in turn).
 // The zero value is the start of a sweep.
 type SweepMark struct {
+	shard     int
 	expiresAt time.Time
 	scope     idempotency.Scope
 }
@@ -27,6 +29,31 @@ type SweepMark struct {
 // than batch expired records, and the sweep is done. A record the delete
 // left (a trigger kept it) is passed over by the batches after it.
 func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (deleted int64, next *SweepMark, err error) {
+	ts, err := s.targets(ctx, purgeExpiredKeys)
+	if err != nil {
+		return 0, nil, fmt.Errorf("purge expired keys: %w", err)
+	}
+	// On Citus, the shards from the mark's on, the rest of the batch on each.
+	rest := batch
+	for i := mark.shard; i < len(ts); i++ {
+		n, candidates, last, err := s.purgeOn(ctx, ts[i], rest, mark)
+		if err != nil {
+			return deleted, nil, fmt.Errorf("purge expired keys: %w", err)
+		}
+		deleted += n
+		if candidates >= rest { // a full batch: more may be expired after it
+			last.shard = i
+			return deleted, &last, nil
+		}
+		rest -= candidates
+		mark = SweepMark{}
+	}
+	return deleted, nil, nil
+}
+
+// purgeOn runs the purge of up to batch keys after mark on t: how many it
+// deleted, how many it picked, and the last of them.
+func (s *Store) purgeOn(ctx context.Context, t target, batch int, mark SweepMark) (deleted int64, candidates int, last SweepMark, err error) {
 	var after any // NULL: from the start
 	if !mark.expiresAt.IsZero() {
 		after = mark.expiresAt
@@ -39,17 +66,14 @@ func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (de
 		Operation  string    `db:"operation"`
 		Key        string    `db:"idem_key"`
 	}
-	err = s.db.GetContext(ctx, &row, purgeExpiredKeysSQL, s.now(),
-		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch)
+	err = s.db.GetContext(ctx, &row, t.query, t.with(s.now(),
+		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch)...)
 	if errors.Is(err, sql.ErrNoRows) { // nothing expired
-		return 0, nil, nil
+		return 0, 0, SweepMark{}, nil
 	}
 	if err != nil {
-		return 0, nil, fmt.Errorf("purge expired keys: %w", dbErr(err))
+		return 0, 0, SweepMark{}, dbErr(err)
 	}
-	if row.Candidates < batch {
-		return row.Deleted, nil, nil
-	}
-	return row.Deleted, &SweepMark{expiresAt: row.ExpiresAt,
+	return row.Deleted, row.Candidates, SweepMark{expiresAt: row.ExpiresAt,
 		scope: idempotency.Scope{Actor: row.Actor, Operation: row.Operation, Key: row.Key}}, nil
 }

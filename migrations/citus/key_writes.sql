@@ -81,6 +81,9 @@ RETURNS integer
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     stopped delivery_state;
+    next_seq integer;
+    next_position integer;
+    live boolean;
 BEGIN
     UPDATE demo_requests r SET state = st, cancelled_at = cancelled
     WHERE r.id = cancel_request.id AND r.actor_id = actor AND r.state = 'accepted';
@@ -95,15 +98,16 @@ BEGIN
       AND (o.attempts = 0 OR o.lease_token IS NULL)
     RETURNING o.state INTO stopped;
     IF stopped IS DISTINCT FROM 'withdrawn' THEN
-        INSERT INTO outbox (request_id, actor_id, kind, seq, position, next_attempt_at, created_at, updated_at)
-        SELECT s.request_id, s.actor_id, 'cancel',
-            1 + coalesce((SELECT max(c.seq) FROM outbox c
-                          WHERE c.request_id = s.request_id AND c.actor_id = actor AND c.kind = 'cancel'), 0),
-            1 + (SELECT max(e.position) FROM outbox e WHERE e.request_id = s.request_id AND e.actor_id = actor),
-            t, t, t
-        FROM outbox s
-        WHERE s.request_id = cancel_request.id AND s.actor_id = actor AND s.kind = 'submit'
-          AND s.state NOT IN ('failed', 'withdrawn');
+        -- Read first, then inserted with VALUES: with forced delegation,
+        -- Citus refuses an INSERT ... SELECT whose subqueries read the table.
+        SELECT 1 + coalesce(max(e.seq) FILTER (WHERE e.kind = 'cancel'), 0), 1 + max(e.position),
+               coalesce(bool_or(e.kind = 'submit' AND e.state NOT IN ('failed', 'withdrawn')), false)
+        INTO next_seq, next_position, live
+        FROM outbox e WHERE e.request_id = cancel_request.id AND e.actor_id = actor;
+        IF live THEN
+            INSERT INTO outbox (request_id, actor_id, kind, seq, position, next_attempt_at, created_at, updated_at)
+            VALUES (cancel_request.id, actor, 'cancel', next_seq, next_position, t, t, t);
+        END IF;
     END IF;
     RETURN 1;
 END
