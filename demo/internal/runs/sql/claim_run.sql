@@ -14,7 +14,7 @@
 -- any runner of the key).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
-), prev AS (
+), prev AS MATERIALIZED (
     SELECT fingerprint, state, lease_until, status_code, response_body,
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys
