@@ -10,20 +10,17 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// tracedAttempt is attempt in a span of its own, "delivery submit" or
-// "delivery cancel", when tracing is on (package tracing): its attributes
-// are the request, the desk's key derived from it (ProviderKey, CancelKey),
-// the attempt's number and the state it decided. The desk's calls are its
+// tracedAttempt is attempt in a span of its own, "delivery <kind>", when
+// tracing is on (package tracing): its attributes are the request, the
+// event's key at the desk (EventKey), the attempt's number and the state it
+// decided. The desk's calls are its
 // children. A delivery that gave up (unknown, failed) sets the span's
 // status to error.
 func (d *Dispatcher) tracedAttempt(ctx context.Context, row Due) Mark {
 	if !tracing.On() {
 		return d.attempt(ctx, row)
 	}
-	key := ProviderKey(row.RequestID)
-	if row.Kind == KindCancel {
-		key = CancelKey(row.RequestID)
-	}
+	key := EventKey(row.RequestID, row.Kind, row.Seq)
 	ctx, span := tracing.Start(ctx, "delivery "+row.Kind, trace.WithAttributes(
 		attribute.String("delivery.request_id", row.RequestID),
 		attribute.String("delivery.kind", row.Kind),

@@ -387,10 +387,26 @@ func TestSpansOfADelivery(t *testing.T) {
 	childOf(t, call, del)
 	wantAttrs(t, call, map[string]string{"reviewdesk.key": key, "http.response.status_code": "201"})
 	mu.Lock()
-	defer mu.Unlock()
 	if len(traceparents) != 1 || !strings.Contains(traceparents[0], call.SpanContext.SpanID().String()) {
 		t.Errorf("the desk's call carried traceparent %q, want the call span's %s", traceparents, call.SpanContext.SpanID())
 	}
+	mu.Unlock()
+
+	// A later event names its own key: the request's second cancel.
+	if _, err := s.db.Exec(`INSERT INTO outbox (request_id, actor_id, kind, seq, position, next_attempt_at, created_at, updated_at)
+		SELECT id, actor_id, 'cancel', 2, 2, now(), now(), now() FROM demo_requests WHERE id = $1`, requestID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.Once(testenv.Context(t)); err != nil || n != 1 {
+		t.Fatalf("Once: %d rows, %v; want the cancel", n, err)
+	}
+	var cancel tracetest.SpanStub
+	for _, sp := range exp.GetSpans() {
+		if sp.Name == "delivery cancel" {
+			cancel = sp
+		}
+	}
+	wantAttrs(t, cancel, map[string]string{"delivery.kind": "cancel", "delivery.key": key + ":cancel:2"})
 }
 
 // headerSpy is a transport that keeps the traceparent of each request.
