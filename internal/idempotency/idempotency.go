@@ -237,8 +237,6 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 		if !read && p == nil {
 			if p, read, refused = r.admitNewKey(req, readKind); refused != nil && !read {
 				return r.result(req, OutcomeRateLimited), refused
-			} else if read {
-				continue // a stored key is answered from a read
 			}
 		}
 		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
@@ -247,8 +245,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 		var err error
 		switch {
 		case read:
-			w.Prev, w.Now, err = r.lookup(ctx, req.Scope, refused != nil)
-			if err != nil && refused != nil {
+			if w.Prev, w.Now, err = r.lookup(ctx, req.Scope, refused != nil); err != nil && refused != nil {
 				return r.result(req, OutcomeRateLimited), refused
 			} else if err != nil { // taken as no key: the path's write decides
 				w, err = KeyWrite{}, nil
@@ -343,20 +340,15 @@ func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, er
 	return nil, false, rateLimited(retryAfter)
 }
 
-// lookup reads s's key. The read of a new key over the bound, refused unless
-// its key is stored, gets refusedRead at most: it does not wait behind the
-// admitted requests for a connection.
+// lookup reads s's key; over the bound for 250 ms at most: no wait behind the pool.
 func (r *Runner) lookup(ctx context.Context, s Scope, overBound bool) (*Record, time.Time, error) {
 	if overBound {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, refusedRead)
+		ctx, cancel = context.WithTimeout(ctx, 250*time.Millisecond)
 		defer cancel()
 	}
 	return r.cfg.Store.Lookup(ctx, s)
 }
-
-// refusedRead bounds the read of a new key over the bound.
-const refusedRead = 250 * time.Millisecond
 
 // completeAtomically is the one-phase path's statement: the work decides
 // first, then one statement writes the key completed with its answer and
