@@ -7,7 +7,7 @@
 -- $10 result_id, $11 ttl_us; the request: $12 id
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
-), prev AS MATERIALIZED ( -- read before the write, on Citus too
+), prev AS MATERIALIZED (
     SELECT fingerprint, state, lease_until, status_code, response_body,
            response_headers, result_id, created_at, completed_at, expires_at
     FROM idempotency_keys
