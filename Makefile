@@ -32,6 +32,8 @@
 #                   make citus-stop stops it.
 #   make test-citus the tests that hold on that cluster today (started for
 #                   them, stopped after; docs/running.md, Sharding on Citus)
+#   make bench-citus the key statements on that cluster beside one PostgreSQL:
+#                   req/s and CPU per request (docs/capacity.md, On Citus)
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
 #   make lint       golangci-lint (.golangci.yml), built from the Go module
 #                   proxy at GOLANGCI_LINT_VERSION into bin/tools; not part
@@ -48,7 +50,7 @@ export DEV_DB_PORT
 export DEV_TOKEN_ALICE ?= dev-alice
 export DEV_TOKEN_BOB   ?= dev-bob
 
-.PHONY: run test test-short citus citus-stop test-citus image image-check cross fuzz lint rename build vet fmt db-stop db-reset clean
+.PHONY: run test test-short citus citus-stop test-citus bench-citus image image-check cross fuzz lint rename build vet fmt db-stop db-reset clean
 
 build:
 	$(GO) build -o bin/demo-api ./cmd/demo-api
@@ -93,6 +95,8 @@ citus-stop:
 	@scripts/citus.sh stop
 test-citus:
 	scripts/citus.sh test
+bench-citus:
+	scripts/citus.sh bench
 
 # The container image (Dockerfile), tagged $(IMAGE): the binary built here,
 # static and for the engine's Linux, packed on scratch with this machine's CA

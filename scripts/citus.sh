@@ -14,6 +14,9 @@
 #   scripts/citus.sh reset    stop and delete the clusters' data
 #   scripts/citus.sh test     start, run the Citus tests (make test-citus),
 #                             stop what it started
+#   scripts/citus.sh bench    the key statements on the cluster beside one
+#                             PostgreSQL 17 of the same root (make
+#                             bench-citus): req/s and CPU per request
 #
 # The root: Debian trixie made by debootstrap, with PostgreSQL 17 and Citus
 # built from the vendored source release ($CITUS_VENDOR, default
@@ -136,9 +139,9 @@ aspg() {
   inroot "$root" /usr/bin/setpriv --reuid=postgres --regid=postgres --init-groups "$@"
 }
 
-port_of() { # port_of NODE
-  local i
-  for i in "${!nodes[@]}"; do [[ "${nodes[i]}" == "$1" ]] && { echo $((base_port + i)); return; }; done
+port_of() { # port_of NODE: the cluster's three, and single (make bench-citus's one PostgreSQL)
+  local i all=("${nodes[@]}" single)
+  for i in "${!all[@]}"; do [[ "${all[i]}" == "$1" ]] && { echo $((base_port + i)); return; }; done
   die "no node '$1' (coordinator, worker1, worker2)"
 }
 
@@ -166,10 +169,9 @@ start_node() { # start_node ROOT NODE
     aspg "$root" "$pgbin/initdb" -D "/data/$node" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
     # A throw-away cluster for tests and measurements: no fsync (a crash of
     # the machine may lose it), as pgtest's single PostgreSQL.
+    [[ "$node" == single ]] || echo "shared_preload_libraries = 'citus'" >>"$data/$node/postgresql.conf"
     cat >>"$data/$node/postgresql.conf" <<CONF
-shared_preload_libraries = 'citus'
 listen_addresses = '127.0.0.1'
-port = $port
 unix_socket_directories = ''
 max_connections = 300
 max_prepared_transactions = 200
@@ -180,7 +182,7 @@ full_page_writes = off
 citus.shard_count = 8
 CONF
   fi
-  aspg "$root" "$pgbin/pg_ctl" -D "/data/$node" -l "/data/$node.log" -w -t 60 start >/dev/null ||
+  aspg "$root" "$pgbin/pg_ctl" -D "/data/$node" -l "/data/$node.log" -o "-p $port" -w -t 60 start >/dev/null ||
     die "$node did not start: see $data/$node.log"
 }
 
@@ -190,6 +192,9 @@ start() {
   root="$(build)"
   mkdir -p "$data"
   chown "$(pgowner "$root")" "$data"
+  if [[ -f "$data/.formed" && "$(cat "$data/.formed")" != "$base_port" ]]; then
+    die "the cluster in $data was formed on port $(cat "$data/.formed"): start it with CITUS_PORT=$(cat "$data/.formed"), or delete it (scripts/citus.sh reset)"
+  fi
   for node in "${nodes[@]}"; do start_node "$root" "$node"; done
   if [[ ! -f "$data/.formed" ]]; then
     for node in "${nodes[@]}"; do
@@ -199,7 +204,7 @@ start() {
     sql "$root" "$base_port" demo "SELECT citus_set_coordinator_host('127.0.0.1', $base_port)" >/dev/null
     sql "$root" "$base_port" demo "SELECT citus_add_node('127.0.0.1', $((base_port + 1)))" >/dev/null
     sql "$root" "$base_port" demo "SELECT citus_add_node('127.0.0.1', $((base_port + 2)))" >/dev/null
-    touch "$data/.formed"
+    echo "$base_port" >"$data/.formed"
   fi
   log "Citus $(sql "$root" "$base_port" demo "SELECT citus_version()" | awk '{ print $2 }'): coordinator on 127.0.0.1:$base_port, workers on $((base_port + 1)) and $((base_port + 2)) (data in $data)"
   url
@@ -293,8 +298,130 @@ test_citus() {
   return $rc
 }
 
+# bench: the statements a create, a replay and a read run, as the store runs
+# them (the .sql files on one PostgreSQL, the delegated functions on Citus),
+# under pgbench at 8 and 32 clients. CPU is the database's alone: every
+# process of each node's postmaster, living or exited, from /proc. The
+# create writes a new key of one of 64 actors; the replay asks one of 16
+# completed keys of each actor again (it writes nothing and returns the
+# row); the read is the outcome route's lookup_key.sql.
+bench_secs="${BENCH_SECONDS:-15}"
+bench_started=()
+
+# cpu_ticks PID...: the clock ticks of the postmasters and their children.
+cpu_ticks() {
+  local f line rest ppid total=0 pm want=" $* "
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null <"$f" || continue
+    rest="${line##*) }"
+    read -r _ ppid _ _ _ _ _ _ _ _ _ ut st cut cst _ <<<"$rest"
+    pm="${line%% *}"
+    if [[ "$want" == *" $pm "* ]]; then
+      total=$((total + ut + st + cut + cst))
+    elif [[ "$want" == *" $ppid "* ]]; then
+      total=$((total + ut + st))
+    fi
+  done
+  echo "$total"
+}
+
+# bench_scripts DIR: the pgbench scripts, from the statements' own files.
+bench_scripts() {
+  local dir=$1 body headers
+  body="'\\x$(printf '{"id":"%s","state":"accepted","topic":"a topic of forty characters, about","note":"","created_at":"2026-12-06T00:00:00Z"}' 00000000-0000-0000-0000-000000000000 | od -An -tx1 | tr -d ' \n')'"
+  headers="'{\"Content-Type\": \"application/problem+json\"}'"
+  # The create's parameters, $1 to $16 (create_demo_request.sql names them).
+  local args=(NULL :a "'demo-requests.create'" :k "'fp'" "md5(:a::text || '/' || :k || 't')::uuid" 201 "$body" "$headers"
+    "md5(:a::text || '/' || :k)" 86400000000 "md5(:a::text || '/' || :k)::uuid" "'accepted'" "'a topic'" "''" "'2026-12-06T00:00:00Z'")
+  local statement i
+  statement="$(grep -v '^--' "$repo/internal/postgres/sql/create_demo_request.sql")"
+  for ((i = 16; i >= 1; i--)); do statement="${statement//\$$i/${args[i - 1]}}"; done
+  local call="SELECT * FROM create_demo_request($(IFS=,; echo "${args[*]}"));"
+  local new='\set a random(1, 64)
+\set k random(1000000, 1000000000000)'
+  local old='\set a random(1, 64)
+\set k random(1, 16)'
+  printf '%s\n%s;\n' "$new" "$statement" >"$dir/create.single"
+  printf '%s\n%s\n' "$new" "$call" >"$dir/create.citus"
+  printf '%s\n%s;\n' "$old" "$statement" >"$dir/replay.single"
+  printf '%s\n%s\n' "$old" "$call" >"$dir/replay.citus"
+  statement="$(grep -v '^--' "$repo/internal/postgres/sql/lookup_key.sql")"
+  for ((i = 4; i >= 1; i--)); do statement="${statement//\$$i/${args[i - 1]}}"; done
+  printf '%s\n%s;\n' "$old" "$statement" >"$dir/read.single"
+  cp "$dir/read.single" "$dir/read.citus"
+}
+
+# bench_preload DIR: the replay's keys, 16 completed keys of each actor.
+bench_preload() {
+  local dir=$1 target a k line
+  for target in single citus; do
+    line="$(tail -n1 "$dir/create.$target")"
+    [[ "$target" == single ]] && line="$(sed -n '3,$p' "$dir/create.$target")"
+    for a in $(seq 64); do
+      for k in $(seq 16); do
+        sed -e "s/:a\b/'$a'/g" -e "s/:k\b/'$k'/g" <<<"$line"
+      done
+    done >"$dir/preload.$target"
+  done
+}
+
+bench() {
+  can_run
+  local root bin dir url target work clients out n ticks cticks pids node hz port load
+  root="$(build)"
+  for node in "${nodes[@]}" single; do pid_of "$node" >/dev/null || bench_started+=("$node"); done
+  trap 'for n in "${bench_started[@]}"; do stop_node "$n" || true; done' EXIT
+  url="$(start)"
+  start_node "$root" single
+  [[ "$(sql "$root" "$(port_of single)" postgres "SELECT count(*) FROM pg_database WHERE datname = 'demo'")" == 1 ]] ||
+    sql "$root" "$(port_of single)" postgres "CREATE DATABASE demo" >/dev/null
+  bin="$(mktemp -d)"
+  (cd "$repo" && ${GO:-go} build -o "$bin/demo-api" ./cmd/demo-api)
+  dir="$data/bench"
+  mkdir -p "$dir"
+  bench_scripts "$dir"
+  bench_preload "$dir"
+  chmod -R a+rX "$dir"
+  hz="$(getconf CLK_TCK)"
+  load="$(cut -d' ' -f1 /proc/loadavg)"
+  declare -A rate cpu coord # coord: the Citus coordinator's part of cpu
+  for target in single citus; do
+    port=$base_port pids="$(pid_of coordinator) $(pid_of worker1) $(pid_of worker2)"
+    [[ "$target" == single ]] && port="$(port_of single)" pids="$(pid_of single)"
+    DATABASE_URL="postgres://postgres@127.0.0.1:$port/demo?sslmode=disable" "$bin/demo-api" migrate up >&2
+    sql "$root" "$port" demo "TRUNCATE idempotency_keys, demo_requests, outbox" >/dev/null
+    aspg "$root" "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d demo \
+      -f "/data/bench/preload.$target" >/dev/null
+    for work in create replay read; do
+      for clients in 8 32; do
+        ticks="$(cpu_ticks $pids)" cticks="$(cpu_ticks "$(pid_of coordinator)")"
+        out="$(aspg "$root" "$pgbin/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -M prepared \
+          -c "$clients" -j 2 -T "$bench_secs" -f "/data/bench/$work.$target" demo 2>&1)" ||
+          die "pgbench $work on $target failed: $out"
+        ticks=$(($(cpu_ticks $pids) - ticks)) cticks=$(($(cpu_ticks "$(pid_of coordinator)") - cticks))
+        n="$(awk -F': ' '/transactions actually processed/ { print $2 }' <<<"$out" | cut -d/ -f1)"
+        rate[$work.$clients.$target]="$(awk '/^tps = / { printf "%d", $3 }' <<<"$out")"
+        cpu[$work.$clients.$target]="$(awk -v t="$ticks" -v hz="$hz" -v n="$n" 'BEGIN { printf "%.2f", t / hz * 1000 / n }')"
+        coord[$work.$clients]="$(awk -v t="$cticks" -v hz="$hz" -v n="$n" 'BEGIN { printf "%.2f", t / hz * 1000 / n }')"
+        log "$target $work, $clients clients: ${rate[$work.$clients.$target]} req/s, ${cpu[$work.$clients.$target]} ms CPU a request"
+      done
+    done
+  done
+  rm -rf "$bin"
+  echo "PostgreSQL $(sql "$root" "$(port_of single)" demo "SHOW server_version"), Citus $(sql "$root" "$base_port" demo "SELECT citus_version()" | awk '{ print $2 }'); $(nproc) CPUs, load average $load at the start; pgbench -M prepared, ${bench_secs} s a run."
+  echo
+  echo "| request | clients | one PostgreSQL: req/s | CPU per req | Citus: req/s | CPU per req | of which the coordinator |"
+  echo "|---|---|---|---|---|---|---|"
+  for work in create replay read; do
+    for clients in 8 32; do
+      echo "| $work | $clients | ${rate[$work.$clients.single]} | ${cpu[$work.$clients.single]} ms | ${rate[$work.$clients.citus]} | ${cpu[$work.$clients.citus]} ms | ${coord[$work.$clients]} ms |"
+    done
+  done
+}
+
 case "${1:-}" in
 test) test_citus ;;
+bench) bench ;;
 build) build >/dev/null ;;
 start)
   if (($# > 1)); then
@@ -310,5 +437,5 @@ reset)
   stop
   rm -rf "${data:?}"
   ;;
-*) die "usage: $0 test | build | start [NODE] | stop [NODE [fast|immediate]] | status | url | reset" ;;
+*) die "usage: $0 test | bench | build | start [NODE] | stop [NODE [fast|immediate]] | status | url | reset" ;;
 esac
