@@ -1,34 +1,27 @@
 // Package client is a Go client of demo-api that retries its idempotent
 // requests safely: the create, the cancel, and any other operation that
-// takes an Idempotency-Key (an Intent of its own, sent with Send). It keeps
-// the client's half of the contract:
+// takes an Idempotency-Key (an Intent of its own). It keeps the client's
+// half of the contract:
 //
 //   - one key per intent: an Intent is one request the caller means to
-//     happen once (its method, path and body bytes), and its key (a UUID)
-//     is made once, before the first attempt; every attempt sends that key
-//     and the same bytes. A changed payload is a new intent with a new key;
-//   - one total time budget per intent (5 s by default), not a count of
-//     attempts, with a timeout per attempt inside it;
-//   - bounded, jittered exponential backoff between attempts, never
-//     shortened to fit the budget: no attempt starts with less than 250 ms
-//     of it left; a server's Retry-After is honoured as far as the budget
-//     allows;
+//     happen once, and its key (a UUID) is made before the first attempt;
+//     every attempt sends that key and the same bytes;
+//   - one time budget per intent (5 s by default), with a timeout per
+//     attempt inside it;
+//   - jittered exponential backoff between attempts, never shortened to
+//     fit the budget; a server's Retry-After is honoured as far as the
+//     budget allows;
 //   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a
 //     retry that finds the first attempt still running waits for its answer;
-//   - when the budget runs out with no definite answer, an
-//     *OutcomeUnknownError with the key and the operation: Resolve then
-//     asks the server what became of the key, and never sends again;
-//   - when every attempt was answered 429 (a new key over the bound, refused
-//     before anything ran), a *RateLimitedError instead: nothing was stored,
-//     and the intent may be sent again, with its key, after Retry-After.
+//   - no definite answer within the budget: an *OutcomeUnknownError, and
+//     Resolve asks what became of the key, never sending again; or, when
+//     every attempt got 429 (refused before anything ran), a
+//     *RateLimitedError: nothing was stored, send again after Retry-After.
 //
-// What is retried, with the same key and body: transport errors and
-// timeouts, 409 operation_in_progress, 429, 500, 502, 503 and 504. Never
-// retried: 400, 401, 404, 413, 415, 422 and any other 4xx — the answer is
-// definite. 500 is retried on purpose: demo-api answers 500 only when the
-// work failed after the claim in a way it did not foresee, and it releases
-// the claim (storing nothing) before it answers, so the same key runs again
-// as a first request.
+// Retried with the same key and body: transport errors and timeouts, 409
+// operation_in_progress, 429, 500, 502, 503 and 504; any other 4xx is
+// definite. 500 is retried because demo-api releases the claim, storing
+// nothing, before it answers 500.
 package client
 
 import (
@@ -41,6 +34,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,8 +43,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// The operations' names on the server: a key is scoped to its operation,
-// and the outcome route asks about a key of one.
+// The operations' names on the server, which scope their keys.
 const (
 	OperationCreate = "demo-requests.create"
 	OperationCancel = "demo-requests.cancel"
@@ -103,9 +96,9 @@ type DemoRequest struct {
 	CancelledAt *time.Time `json:"cancelledAt,omitempty"`
 }
 
-// Intent is one idempotent request the caller means to happen once: what
-// it sends, and the key every attempt carries. Operation, Method, Path and
-// Key are required; NewIntent and NewCancelIntent fill them in.
+// Intent is one idempotent request the caller means to happen once, and
+// the key every attempt carries. Operation, Method, Path and Key are
+// required; NewIntent and NewCancelIntent fill them in.
 type Intent struct {
 	Operation string // the server's name for it, for the outcome route
 	Method    string // http.MethodPost
@@ -160,8 +153,7 @@ type Attempt struct {
 	Wait     time.Duration
 }
 
-// ProblemError is a definite refusal: a 4xx the client does not retry. The
-// same intent would get the same answer.
+// ProblemError is a definite refusal: a 4xx the client does not retry.
 type ProblemError struct {
 	Key    string
 	Status int
@@ -173,9 +165,8 @@ func (e *ProblemError) Error() string {
 	return fmt.Sprintf("client: refused: %d %s: %s", e.Status, e.Code, e.Detail)
 }
 
-// OutcomeUnknownError is returned when the budget ran out with no definite
-// answer: the request may or may not have run. Ask with
-// Resolve(Operation, Key); do not send it again with a new key.
+// OutcomeUnknownError is a budget spent with no definite answer: the request
+// may have run. Ask Resolve(Operation, Key); do not send it with a new key.
 type OutcomeUnknownError struct {
 	Operation string
 	Key       string
@@ -187,10 +178,8 @@ func (e *OutcomeUnknownError) Error() string {
 	return fmt.Sprintf("client: outcome unknown for %s key %s after %d attempts (last: %s): resolve the key", e.Operation, e.Key, e.Attempts, e.Last)
 }
 
-// RateLimitedError is returned when the budget ran out and every attempt
-// was answered 429: the server refused each before it ran anything, so
-// nothing was stored under the key. Send the intent again (the same key is
-// safe) after RetryAfter, the server's Retry-After on the last answer.
+// RateLimitedError is a budget spent on 429s only: nothing was stored under
+// the key. Send the intent again after RetryAfter (the last Retry-After).
 type RateLimitedError struct {
 	Operation  string
 	Key        string
@@ -204,46 +193,17 @@ func (e *RateLimitedError) Error() string {
 }
 
 // ErrContractBroken is wrapped by the error of an answer that breaks the
-// server's contract, such as a 201 whose body has no requestId. It is not
-// retried: the server would send it again.
+// contract, such as a 201 without a requestId. It is not retried.
 var ErrContractBroken = errors.New("client: the server broke the contract")
 
-// Create makes a new intent of in and sends it. Result.Request is the
-// created request. Errors: those of Send.
-func (c *Client) Create(ctx context.Context, in CreateInput) (Result, error) {
-	it, err := NewIntent(in)
-	if err != nil {
-		return Result{}, err
-	}
-	return c.Send(ctx, it)
-}
-
-// Cancel makes a new intent of the cancel of requestID and sends it.
-// Result.Request is the cancelled request. Errors: those of Send; a
-// *ProblemError of 404 not_found (no such request of the caller's), 422
-// request_not_cancellable (cancelled already, under another key, or
-// expedited) or 422 request_being_expedited (its expedite is unfinished).
-func (c *Client) Cancel(ctx context.Context, requestID string) (Result, error) {
-	it, err := NewCancelIntent(requestID)
-	if err != nil {
-		return Result{}, err
-	}
-	return c.Send(ctx, it)
-}
-
-// minAttempt is the least time left worth starting an attempt with: a
-// round trip and a little work, on a slow network.
+// minAttempt is the least time left worth an attempt: a round trip and a
+// little work, on a slow network.
 const minAttempt = 250 * time.Millisecond
 
 // nextWait decides the wait before the next attempt, with left of the
-// budget after the last one, and whether that attempt is made at all. The
-// wait is the backoff's, or the server's Retry-After when longer. The
-// backoff's wait is never shortened to squeeze in one more attempt: when
-// it would leave that attempt less than minAttempt, there is none, so the
-// end of a budget is no burst of attempts against a server that is down.
-// A Retry-After past the budget is shortened (never below the backoff's
-// wait) to leave a whole last attempt: the attempt timeout, or half of
-// what is left.
+// budget, and whether there is one: none with less than minAttempt, so a
+// budget does not end in a burst. A longer Retry-After is honoured, but
+// leaves a whole last attempt (the attempt timeout, or half of what is left).
 func nextWait(backoff, retryAfter, left, attemptTimeout time.Duration) (time.Duration, bool) {
 	wait := backoff
 	if retryAfter > wait {
@@ -253,8 +213,7 @@ func nextWait(backoff, retryAfter, left, attemptTimeout time.Duration) (time.Dur
 }
 
 // Send sends the intent until it gets a definite answer or its budget runs
-// out. Every operation of demo-api answers a 2xx whose body has a
-// requestId.
+// out. Every operation of demo-api answers a 2xx with a requestId.
 //
 // Errors: *ProblemError (definite refusal), *OutcomeUnknownError (budget
 // spent), *RateLimitedError (budget spent on 429s only), ErrContractBroken
@@ -272,11 +231,10 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 	bo := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.5,
 		Multiplier: 2, MaxInterval: time.Second}
 	bo.Reset()
-	last := ""
-	limited := rateLimitRun{}
+	last, limited, retryAfter := "", true, time.Duration(0) // limited: every attempt got 429
 	spent := func(attempts int) error {
-		if limited.all && attempts > 0 {
-			return &RateLimitedError{Operation: it.Operation, Key: it.Key, Attempts: attempts, RetryAfter: limited.retryAfter}
+		if limited && attempts > 0 {
+			return &RateLimitedError{Operation: it.Operation, Key: it.Key, Attempts: attempts, RetryAfter: retryAfter}
 		}
 		return &OutcomeUnknownError{Operation: it.Operation, Key: it.Key, Attempts: attempts, Last: last}
 	}
@@ -287,57 +245,46 @@ func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 		}
 		a := c.attempt(ctx, it, n, min(left, c.cfg.AttemptTimeout))
 		a.Elapsed = time.Since(start)
-		if a.result != nil {
+		var err error
+		switch {
+		case a.result != nil:
 			a.Decision = "done"
-			c.report(a.Attempt)
 			a.result.Attempts = n
+		case a.refusal != nil:
+			a.Decision, err = "stop: a definite answer, not retried", a.refusal
+		case errors.Is(a.Err, ErrContractBroken):
+			a.Decision, err = "stop: not retried, the server would answer the same", a.Err
+		case ctx.Err() != nil:
+			a.Decision, err = "stop: "+ctx.Err().Error(), ctx.Err()
+		default:
+			last = strings.TrimSpace(strconv.Itoa(a.Status) + " " + a.code)
+			if a.Err != nil {
+				last = a.Err.Error()
+			}
+			limited = limited && a.Err == nil && a.Status == http.StatusTooManyRequests
+			retryAfter = max(a.retryAfter, time.Second)
+			wait, again := nextWait(bo.NextBackOff(), a.retryAfter, time.Until(deadline), c.cfg.AttemptTimeout)
+			if again {
+				a.Decision, a.Wait = "retry in "+wait.Round(time.Millisecond).String(), wait
+			} else {
+				a.Decision, err = "give up: budget spent", spent(n)
+			}
+		}
+		if c.cfg.OnAttempt != nil {
+			c.cfg.OnAttempt(a.Attempt)
+		}
+		switch {
+		case a.result != nil:
 			return *a.result, nil
-		}
-		if a.refusal != nil {
-			a.Decision = "stop: a definite answer, not retried"
-			c.report(a.Attempt)
-			return Result{}, a.refusal
-		}
-		if errors.Is(a.Err, ErrContractBroken) {
-			a.Decision = "stop: not retried, the server would answer the same"
-			c.report(a.Attempt)
-			return Result{}, a.Err
-		}
-		if err := ctx.Err(); err != nil {
-			a.Decision = "stop: " + err.Error()
-			c.report(a.Attempt)
+		case err != nil:
 			return Result{}, err
 		}
-		last = a.seen()
-		limited.add(n, a)
-		wait, again := nextWait(bo.NextBackOff(), a.retryAfter, time.Until(deadline), c.cfg.AttemptTimeout)
-		if !again {
-			a.Decision = "give up: budget spent"
-			c.report(a.Attempt)
-			return Result{}, spent(n)
-		}
-		a.Decision, a.Wait = "retry in "+wait.Round(time.Millisecond).String(), wait
-		c.report(a.Attempt)
-		t := time.NewTimer(wait)
 		select {
-		case <-t.C:
+		case <-time.After(a.Wait):
 		case <-ctx.Done():
-			t.Stop()
 			return Result{}, ctx.Err()
 		}
 	}
-}
-
-// rateLimitRun follows whether every attempt so far was answered 429, and
-// the last one's Retry-After.
-type rateLimitRun struct {
-	all        bool
-	retryAfter time.Duration
-}
-
-func (r *rateLimitRun) add(n int, a attemptResult) {
-	r.all = (n == 1 || r.all) && a.Err == nil && a.Status == http.StatusTooManyRequests
-	r.retryAfter = max(a.retryAfter, time.Second)
 }
 
 // attemptResult is one attempt and what it decided.
@@ -347,16 +294,6 @@ type attemptResult struct {
 	refusal    *ProblemError
 	retryAfter time.Duration
 	code       string
-}
-
-func (a attemptResult) seen() string {
-	switch {
-	case a.Err != nil:
-		return a.Err.Error()
-	case a.code != "":
-		return strconv.Itoa(a.Status) + " " + a.code
-	}
-	return strconv.Itoa(a.Status)
 }
 
 // maxAnswer bounds what the client reads of an answer.
@@ -375,19 +312,15 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
-	if len(it.Body) > 0 {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	req.Header.Set("Idempotency-Key", it.Key)
 	req.Header.Set("X-Client-Attempt", strconv.Itoa(n))
-	// Without GetBody the transport cannot resend on its own when a reused
-	// connection breaks, as it would for a request with an Idempotency-Key:
-	// every attempt is this loop's, numbered and within the budget.
+	// Without GetBody the transport does not resend on its own, as it would
+	// a request with an Idempotency-Key: every attempt is Send's. Without a
+	// body, one it cannot rewind (an empty chunked body), or it would resend.
 	req.GetBody = nil
-	if len(it.Body) == 0 {
-		// The transport resends a request without a body (http.NoBody)
-		// all the same: this one gets an empty body it cannot rewind,
-		// which goes out as an empty chunked body.
+	if len(it.Body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	} else {
 		req.Body = io.NopCloser(bytes.NewReader(nil))
 	}
 	// Wait for a running first attempt rather than take a 409, as long as
@@ -427,32 +360,17 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
 		a.retryAfter = time.Duration(secs) * time.Second
 	}
-	if !Retryable(resp.StatusCode, p.Code) {
+	inProgress := resp.StatusCode == http.StatusConflict && p.Code == "operation_in_progress"
+	if !inProgress && !slices.Contains(retried, resp.StatusCode) {
 		a.refusal = &ProblemError{Key: it.Key, Status: resp.StatusCode, Code: p.Code, Detail: p.Detail}
 	}
 	return a
 }
 
-// Retryable reports whether an answer with status and problem code is
-// worth sending again with the same key: the request did not run (409
-// operation_in_progress, 429, 503), ran and was released (500), or a proxy
-// could not reach the server (502, 504).
-func Retryable(status int, code string) bool {
-	switch status {
-	case http.StatusConflict:
-		return code == "operation_in_progress"
-	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
-}
-
-func (c *Client) report(a Attempt) {
-	if c.cfg.OnAttempt != nil {
-		c.cfg.OnAttempt(a)
-	}
-}
+// retried are the statuses sent again, beside a 409 operation_in_progress:
+// nothing ran (429, 503) or was kept (500), or a proxy failed (502, 504).
+var retried = []int{http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+	http.StatusServiceUnavailable, http.StatusGatewayTimeout}
 
 // Outcome is what the server knows of a key.
 type Outcome struct {
@@ -463,11 +381,9 @@ type Outcome struct {
 	LeaseRemainingSeconds int    `json:"leaseRemainingSeconds"` // when in progress: left on the owner's lease
 }
 
-// Resolve asks the server what became of key of operation, for an intent
-// whose outcome is unknown. It never sends the request: when the answer is
-// "unknown", the request did not run under this key (or its record
-// expired), and the caller decides whether to make a new intent. It ends by
-// ctx's deadline, or after the attempt timeout when ctx has none.
+// Resolve asks the server what became of key of operation, never sending
+// the request. "unknown": nothing ran under the key (or its record expired).
+// It ends by ctx's deadline, or after the attempt timeout.
 //
 // Errors: ErrContractBroken (a 200 without a known state), ctx's error, a
 // transport error, or one that names an unexpected status.

@@ -105,7 +105,8 @@ func TestRetryDecisions(t *testing.T) {
 			s := &script{answers: []func(http.ResponseWriter, *http.Request){tt.first, status(201, "", 0)}}
 			srv := httptest.NewServer(s)
 			defer srv.Close()
-			res, err := newClient(t, srv.URL, 3*time.Second).Create(context.Background(), client.CreateInput{Topic: "t"})
+			it, _ := client.NewIntent(client.CreateInput{Topic: "t"})
+			res, err := newClient(t, srv.URL, 3*time.Second).Send(context.Background(), it)
 			srv.Close() // waits for the handlers: their records are complete
 			if tt.retried {
 				if err != nil || res.Attempts != 2 {
@@ -249,7 +250,8 @@ func TestEveryAttemptIsTheClientsWithoutABody(t *testing.T) {
 	defer srv.Close()
 	c := newClient(t, srv.URL, 5*time.Second)
 	for _, id := range []string{"r1", "r2"} { // the first leaves an idle connection, which the second reuses
-		if _, err := c.Cancel(context.Background(), id); err != nil {
+		it, _ := client.NewCancelIntent(id)
+		if _, err := c.Send(context.Background(), it); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -319,7 +321,8 @@ func TestSuccessWithoutRequestIDIsAnError(t *testing.T) {
 	}}}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	res, err := newClient(t, srv.URL, 5*time.Second).Create(context.Background(), client.CreateInput{Topic: "t"})
+	it, _ := client.NewIntent(client.CreateInput{Topic: "t"})
+	res, err := newClient(t, srv.URL, 5*time.Second).Send(context.Background(), it)
 	if !errors.Is(err, client.ErrContractBroken) {
 		t.Fatalf("a 201 with {}: %+v, %v; want ErrContractBroken", res, err)
 	}
@@ -336,7 +339,8 @@ func TestCancelIsAnIntentLikeACreate(t *testing.T) {
 	s := &script{answers: []func(http.ResponseWriter, *http.Request){status(503, "unavailable", 0), status(200, "", 0)}}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	res, err := newClient(t, srv.URL, 3*time.Second).Cancel(context.Background(), "8a0d8f0e")
+	it, _ := client.NewCancelIntent("8a0d8f0e")
+	res, err := newClient(t, srv.URL, 3*time.Second).Send(context.Background(), it)
 	srv.Close()
 	if err != nil || res.Status != http.StatusOK || res.Request.RequestID == "" || res.Attempts != 2 {
 		t.Fatalf("got %+v, %v; want the 200 on the second attempt", res, err)

@@ -1,9 +1,7 @@
 // Package demo is the business of the service: an actor files a demo request
 // on a topic, and may cancel it. It decides what a valid request is, which
-// requests are refused, and what a created or cancelled request looks like.
-// It writes nothing and knows nothing of idempotency keys: its decisions go
-// to the transport, which renders them, and to the store, which commits them
-// with the key that made them safe to retry.
+// are refused, and what a created or cancelled request is; it writes nothing
+// and knows nothing of idempotency keys.
 package demo
 
 import (
@@ -39,9 +37,7 @@ type Request struct {
 	Note        string     `json:"note" db:"note"`
 	CreatedAt   time.Time  `json:"createdAt" db:"created_at"`
 	CancelledAt *time.Time `json:"cancelledAt,omitempty" db:"cancelled_at"`
-	// Delivery is the state of its hand-over to the review desk (package
-	// delivery), as a read finds it: not part of the create's answer, which
-	// is replayed as it was.
+	// Delivery is its hand-over to the review desk, as a read finds it.
 	Delivery string `json:"delivery,omitempty" db:"delivery"`
 }
 
@@ -49,9 +45,8 @@ type Request struct {
 type CreateInput struct {
 	Topic string `json:"topic"`
 	Note  string `json:"note"`
-	// ClientLabel is display-only: a label the client shows for its own
-	// attempt (say "retry 2"). It is checked but is not part of the intent, so
-	// it does not change the fingerprint and is not stored.
+	// ClientLabel is display-only (say "retry 2"): checked, but not part of
+	// the intent's fingerprint, and not stored.
 	ClientLabel string `json:"clientLabel,omitempty"`
 }
 
@@ -72,8 +67,8 @@ func (in CreateInput) Validate() error {
 	return nil
 }
 
-// blank reports whether s has no visible character: only white space and
-// format characters (zero-width spaces and joiners, the byte order mark).
+// blank reports whether s has only white space and format characters
+// (zero-width spaces and joiners, the byte order mark).
 func blank(s string) bool {
 	for _, r := range s {
 		if !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
@@ -97,17 +92,15 @@ type Store interface {
 // Service decides creates and cancels, and reads requests.
 type Service struct {
 	Store Store
-	// RefusedTopics are topics the review desk does not take. A refusal is
-	// decided after the claim, so it is stored and replayed like a success.
+	// RefusedTopics are topics the review desk does not take: a refusal is
+	// stored and replayed like a success.
 	RefusedTopics map[string]bool
-	// CancelRule, if set, is a reason of the service's own to refuse the
-	// cancel of an accepted request r (an *apperr.Error of a 4xx), or nil.
-	// Its store must enforce it when the cancel commits, too.
+	// CancelRule, if set, may refuse the cancel of an accepted request (an
+	// *apperr.Error of a 4xx); its store enforces it when the cancel commits.
 	CancelRule func(ctx context.Context, r Request) error
 }
 
-// Create decides the request that actor files with in at now: a new id, or
-// a refusal.
+// Create decides the request that actor files with in at now, or refuses it.
 //
 // Errors: topic_refused.
 func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, error) {
@@ -124,10 +117,8 @@ func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, 
 	}, nil
 }
 
-// Cancel decides the cancellation of the actor's request id at now: the
-// request as it will be once cancelled. It reads the request; the store's
-// write checks the same rule when it commits (still accepted). A service
-// may add a reason of its own to refuse (CancelRule).
+// Cancel decides the cancel of the actor's request id at now: the request
+// once cancelled. The store's write checks it is still accepted.
 //
 // Errors: not_found; request_not_cancellable (already cancelled); those of
 // CancelRule.

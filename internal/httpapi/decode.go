@@ -2,15 +2,15 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
 	"reflect"
-	"strconv"
+	"regexp"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/demo-api/demo-api/internal/apperr"
@@ -19,11 +19,10 @@ import (
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 64 << 10
 
-// decodeJSON decodes the body of r into v, a pointer to a struct: exactly
-// one JSON object, of media type application/json, at most MaxBodyBytes long,
-// whose members are fields of v spelled exactly, each once, none null.
-// (encoding/json alone would match names case-insensitively, let the last of
-// two duplicates win, and read null as the zero value.)
+// DecodeJSON decodes the body of r into v, a pointer to a struct: one JSON
+// object of type application/json, at most MaxBodyBytes, whose members are
+// fields of v spelled exactly, each once, none null (encoding/json alone
+// would take another case, the last of two duplicates, null as zero).
 //
 // Errors: unsupported_media_type, body_too_large, malformed_json,
 // unknown_field, invalid_field.
@@ -49,31 +48,28 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && typeErr.Field != "" {
-			return apperr.Errorf(apperr.InvalidField, "%s must be a %s", typeErr.Field, jsonKind(typeErr.Type.Kind()))
+			return apperr.Errorf(apperr.InvalidField, "%s must be a %s", typeErr.Field, cmp.Or(jsonKinds[typeErr.Type.Kind()], "number"))
 		}
 		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
 }
 
-// ReadBody reads the body of r, at most limit bytes: the one way every
-// route reads a body, so that a body too large, or one that breaks off or
-// never arrives (the server's read timeout), gets the same answer on every
-// route.
+// ReadBody reads the body of r, at most limit bytes: every route reads a
+// body so, and answers one too large, or cut off, the same way.
 //
 // Errors: body_too_large, malformed_json (the body could not be read).
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	tooLarge := apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
 	if r.ContentLength > limit {
-		// Declared over the limit: answered before the body is read, not
-		// after the read timeout of a body that may never come. On a
-		// connection it keeps, Go's server would first read (and wait for)
-		// an unread body of up to 256 KiB: this one is closed instead.
+		// Answered before a body that may never come is read; the
+		// connection closes, or Go's server would read it first.
 		w.Header().Set("Connection", "close")
-		return nil, apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
+		return nil, tooLarge
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-		return nil, apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
+	if _, over := errors.AsType[*http.MaxBytesError](err); over {
+		return nil, tooLarge
 	} else if err != nil {
 		return nil, apperr.Errorf(apperr.MalformedJSON, "the body could not be read")
 	}
@@ -108,6 +104,7 @@ func checkMembers(body []byte, fields map[string]bool) error {
 		if err := dec.Decode(&value); err != nil {
 			return malformed(err)
 		}
+		esc := badEscape(value)
 		switch {
 		case !fields[name]:
 			return apperr.Errorf(apperr.UnknownField, "%q is not a field of this request", name)
@@ -115,10 +112,10 @@ func checkMembers(body []byte, fields map[string]bool) error {
 			return apperr.Errorf(apperr.InvalidField, "%s appears twice", name)
 		case string(value) == "null":
 			return apperr.Errorf(apperr.InvalidField, "%s must not be null; leave it out instead", name)
-		case loneSurrogate(value):
-			return apperr.Errorf(apperr.InvalidField, "%s holds a lone UTF-16 surrogate escape (such as \\ud800), which is no character", name)
-		case hasNUL(value):
+		case esc == `\u0000`:
 			return apperr.Errorf(apperr.InvalidField, "%s must not contain the NUL character", name)
+		case esc != "":
+			return apperr.Errorf(apperr.InvalidField, "%s holds a lone UTF-16 surrogate escape (such as \\ud800), which is no character", name)
 		}
 		seen[name] = true
 	}
@@ -143,61 +140,29 @@ func jsonFields(v any) map[string]bool {
 	return fields
 }
 
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.String:
-		return "string"
-	case reflect.Struct, reflect.Map:
-		return "object"
-	case reflect.Slice, reflect.Array:
-		return "array"
-	case reflect.Bool:
-		return "boolean"
-	default:
-		return "number"
-	}
+// jsonKinds names the JSON type of a Go kind; the others are numbers.
+var jsonKinds = map[reflect.Kind]string{
+	reflect.String: "string",
+	reflect.Struct: "object",
+	reflect.Map:    "object",
+	reflect.Slice:  "array",
+	reflect.Array:  "array",
+	reflect.Bool:   "boolean",
 }
 
-// loneSurrogate reports whether the JSON text v holds a \u escape of a
-// UTF-16 surrogate that is not half of a pair: encoding/json would read it as
-// U+FFFD, so "\ud800" and "\ufffd" would be the same intent.
-func loneSurrogate(v []byte) bool {
-	s := string(v)
-	for i := 0; i+6 <= len(s); i++ {
-		if s[i] == '\\' && s[i+1] == '\\' {
-			i++ // an escaped backslash: what follows is text
-			continue
-		}
-		if s[i] != '\\' || s[i+1] != 'u' {
-			continue
-		}
-		r := hexRune(s[i+2 : i+6])
-		switch {
-		case utf16.IsSurrogate(r) && r < 0xDC00: // high: a low must follow
-			if i+12 > len(s) || s[i+6:i+8] != `\u` || !(hexRune(s[i+8:i+12]) >= 0xDC00 && hexRune(s[i+8:i+12]) <= 0xDFFF) {
-				return true
-			}
-			i += 11
-		case utf16.IsSurrogate(r): // a low on its own
-			return true
-		default:
-			i += 5
+// escapes matches, left to right, an escaped backslash (what follows it is
+// text), a pair of \u escapes of UTF-16 surrogates, and one on its own or of NUL.
+var escapes = regexp.MustCompile(`(?i)\\\\|\\ud[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|\\u(?:d[89a-f][0-9a-f]{2}|0000)`)
+
+// badEscape returns the first \u escape in the JSON text v of a character
+// not stored as sent, or "": a lone UTF-16 surrogate, which encoding/json
+// reads as U+FFFD ("\ud800" and "\ufffd" would be the same intent), or NUL,
+// which PostgreSQL cannot store in text.
+func badEscape(v []byte) string {
+	for _, m := range escapes.FindAll(v, -1) {
+		if len(m) == len(`\u0000`) {
+			return string(m)
 		}
 	}
-	return false
-}
-
-func hexRune(h string) rune {
-	n, err := strconv.ParseUint(h, 16, 32)
-	if err != nil {
-		return -1
-	}
-	return rune(n)
-}
-
-// hasNUL reports whether the JSON string v holds the NUL character, which
-// PostgreSQL cannot store in text.
-func hasNUL(v []byte) bool {
-	var s string
-	return len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil && strings.ContainsRune(s, 0)
+	return ""
 }

@@ -19,22 +19,15 @@ type Deliveries interface {
 	Reconcile(ctx context.Context, actor, id string) (delivery.Status, error)
 }
 
-// handleDelivery answers a request's delivery as get finds it: GET
-// …/delivery reads it; POST …/delivery/reconcile asks the desk now and
-// records its answer, and never sends, so it needs no key: a repeat asks
-// again and records the same.
+// handleDelivery answers a request's delivery as get finds it: GET reads
+// it; POST …/reconcile asks the desk and records its answer, and never
+// sends, so it needs no key: a repeat records the same.
 func handleDelivery(logger *slog.Logger, get func(ctx context.Context, actor, id string) (delivery.Status, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handleRead(logger, func(r *http.Request) (delivery.Status, error) {
 		id := chi.URLParam(r, "id")
 		if !demo.IsID(id) {
-			WriteError(logger, w, r, apperr.Errorf(apperr.NotFound, "no demo request %q", id))
-			return
+			return delivery.Status{}, apperr.Errorf(apperr.NotFound, "no demo request %q", id)
 		}
-		st, err := get(r.Context(), ActorOf(r), id)
-		if err != nil {
-			WriteError(logger, w, r, err)
-			return
-		}
-		WriteJSON(w, http.StatusOK, st)
+		return get(r.Context(), ActorOf(r), id)
 	})
 }

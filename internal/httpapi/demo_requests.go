@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"time"
@@ -16,9 +17,8 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// operations are the routes of the API's operations: the demo requests'
-// create and cancel, then the service's own (Deps.Routes). A new operation is
-// its constructor below and one line here; NewServer refuses an incomplete one.
+// operations are the routes of the operations: the demo requests', then the
+// service's own (Deps.Routes). A new one is a constructor and a line here.
 func (s *Server) operations() ([]Route, error) {
 	var routes []Route
 	var errs []error
@@ -32,9 +32,8 @@ func (s *Server) operations() ([]Route, error) {
 	return routes, errors.Join(errs...)
 }
 
-// createDemoRequest is POST /v1/demo-requests: file a demo request. Its work
-// is one database write decided in Go (the id, the refusal rule, the answer),
-// so it takes the one-phase path.
+// createDemoRequest is POST /v1/demo-requests: its work is one database
+// write decided in Go (id, refusal, answer), so it takes the one-phase path.
 func createDemoRequest(svc *demo.Service, writes Writes) Operation[demo.CreateInput, demo.Request] {
 	return Operation[demo.CreateInput, demo.Request]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests",
@@ -58,31 +57,21 @@ func createDemoRequest(svc *demo.Service, writes Writes) Operation[demo.CreateIn
 	}
 }
 
-// OneRequest is what an operation on one request names: the request, from
-// the path. A key reused for another request is a different intent (422).
-type OneRequest struct{ ID string }
-
-// DecodeOneRequest reads the request named by the path's {id}.
-func DecodeOneRequest(_ http.ResponseWriter, r *http.Request) (OneRequest, error) {
-	return OneRequest{ID: chi.URLParam(r, "id")}, nil
-}
-
-// Significant is the request's id.
-func (in OneRequest) Significant() map[string]any { return map[string]any{"requestId": in.ID} }
-
-// cancelDemoRequest is POST /v1/demo-requests/{id}/cancel, idempotent on a
-// state change: the first cancel with a key answers 200 and its retries
-// replay it; a new key on a cancelled request gets 422
-// request_not_cancellable, stored and replayed like any answer.
-func cancelDemoRequest(svc *demo.Service, writes Writes) Operation[OneRequest, demo.Request] {
-	return Operation[OneRequest, demo.Request]{
+// cancelDemoRequest is POST /v1/demo-requests/{id}/cancel: the first cancel
+// answers 200 and its retries replay it; a new key on a cancelled request
+// gets 422 request_not_cancellable. Its input is the id: a key reused for
+// another request is another intent (422).
+func cancelDemoRequest(svc *demo.Service, writes Writes) Operation[string, demo.Request] {
+	return Operation[string, demo.Request]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests/{id}/cancel",
-		Name:        "demo-requests.cancel",
-		Path:        idempotency.OnePhase,
-		Decode:      DecodeOneRequest,
-		Significant: OneRequest.Significant,
-		Decide: func(ctx context.Context, actor string, in OneRequest, now time.Time) (demo.Request, error) {
-			return svc.Cancel(ctx, actor, in.ID, now)
+		Name: "demo-requests.cancel",
+		Path: idempotency.OnePhase,
+		Decode: func(_ http.ResponseWriter, r *http.Request) (string, error) {
+			return chi.URLParam(r, "id"), nil
+		},
+		Significant: func(id string) map[string]any { return map[string]any{"requestId": id} },
+		Decide: func(ctx context.Context, actor string, id string, now time.Time) (demo.Request, error) {
+			return svc.Cancel(ctx, actor, id, now)
 		},
 		Render: func(dr demo.Request) (idempotency.Response, error) {
 			return renderRequest(http.StatusOK, dr, nil)
@@ -98,9 +87,7 @@ func renderRequest(status int, dr demo.Request, header map[string]string) (idemp
 		return idempotency.Response{}, fmt.Errorf("encode demo request: %w", err)
 	}
 	h := map[string]string{"Content-Type": "application/json"}
-	for k, v := range header {
-		h[k] = v
-	}
+	maps.Copy(h, header)
 	return idempotency.Response{Status: status, Header: h, Body: body, ResultID: dr.ID}, nil
 }
 
@@ -109,13 +96,20 @@ func requestURL(id string) string { return "/v1/demo-requests/" + url.PathEscape
 // handleGetDemoRequest is GET /v1/demo-requests/{id}: the caller's own
 // request only; another actor's id is 404 like an unknown one.
 func handleGetDemoRequest(logger *slog.Logger, svc *demo.Service) http.Handler {
+	return handleRead(logger, func(r *http.Request) (demo.Request, error) {
+		return svc.Get(r.Context(), ActorOf(r), chi.URLParam(r, "id"))
+	})
+}
+
+// handleRead answers what read finds as JSON, or its error as a problem.
+func handleRead[T any](logger *slog.Logger, read func(r *http.Request) (T, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		dr, err := svc.Get(r.Context(), ActorOf(r), chi.URLParam(r, "id"))
+		v, err := read(r)
 		if err != nil {
 			WriteError(logger, w, r, err)
 			return
 		}
-		WriteJSON(w, http.StatusOK, dr)
+		WriteJSON(w, http.StatusOK, v)
 	})
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math"
@@ -27,15 +28,12 @@ type keyOutcome struct {
 	CreatedAt             time.Time  `json:"createdAt"`
 	CompletedAt           *time.Time `json:"completedAt,omitempty"`
 	ExpiresAt             time.Time  `json:"expiresAt"`
-	// Run is what the operation keeps beside its key (Route.Outcome),
-	// such as the run of an operation of several steps.
-	Run any `json:"run,omitempty"`
+	Run                   any        `json:"run,omitempty"` // what the operation keeps beside its key (Route.Outcome)
 }
 
-// handleKeyOutcome is GET /v1/idempotency-keys/{key}?operation=…: what became
-// of the caller's key, for a client whose retries ran out. It never runs
-// anything. An unknown or expired key is 404. The operation defaults to the
-// first of the table (the create).
+// handleKeyOutcome is GET /v1/idempotency-keys/{key}?operation=… (default:
+// the first of ops): what became of the caller's key, for a client whose
+// retries ran out; it never runs anything. Unknown or expired: 404.
 func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Duration, ops []Route) http.Handler {
 	var names []string
 	outcomes := map[string]func(context.Context, idempotency.Scope) (any, error){}
@@ -45,56 +43,44 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Dura
 			outcomes[o.Operation] = o.Outcome
 		}
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		op := r.URL.Query().Get("operation")
-		if op == "" {
-			op = names[0]
-		}
+	return handleRead(logger, func(r *http.Request) (keyOutcome, error) {
+		op := cmp.Or(r.URL.Query().Get("operation"), names[0])
 		if !slices.Contains(names, op) {
-			WriteError(logger, w, r, apperr.Errorf(apperr.InvalidQuery, "operation must be one of %s", strings.Join(names, ", ")))
-			return
+			return keyOutcome{}, apperr.Errorf(apperr.InvalidQuery, "operation must be one of %s", strings.Join(names, ", "))
 		}
 		raw := chi.URLParam(r, "key")
 		if r.URL.RawPath != "" { // chi routed the escaped path: decode the key once
 			var err error
 			if raw, err = url.PathUnescape(raw); err != nil {
-				WriteError(logger, w, r, apperr.Errorf(apperr.KeyInvalid, "the key in the path is not valid percent-encoding"))
-				return
+				return keyOutcome{}, apperr.Errorf(apperr.KeyInvalid, "the key in the path is not valid percent-encoding")
 			}
 		}
 		key, err := idempotency.ParseKey([]string{raw})
 		if err != nil {
-			WriteError(logger, w, r, err)
-			return
+			return keyOutcome{}, err
 		}
 		scope := idempotency.Scope{Actor: ActorOf(r), Operation: op, Key: key}
 		noteKey(r, scope)
 		rec, now, err := keys.Lookup(r.Context(), scope)
 		if err != nil {
-			WriteError(logger, w, r, err)
-			return
+			return keyOutcome{}, err
 		}
 		if rec == nil || rec.Expired(now) {
-			WriteError(logger, w, r, apperr.Errorf(apperr.NotFound, "this key was never seen, or its record expired"))
-			return
+			return keyOutcome{}, apperr.Errorf(apperr.NotFound, "this key was never seen, or its record expired")
 		}
 		out := keyOutcome{Key: key, Operation: op, State: string(rec.State), CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt}
 		switch {
 		case rec.State == idempotency.StateCompleted:
 			out.Status, out.ResultID, out.CompletedAt = rec.Response.Status, rec.Response.ResultID, &rec.CompletedAt
 		case rec.LeaseUntil.Sub(now) > ttl:
-			// Held longer than any key is kept: no lease to count down
-			// (the Runner answers such a key 409 without Retry-After).
+			// Held longer than any key is kept: no lease to count down.
 		default:
 			left := int(math.Ceil(max(rec.LeaseUntil.Sub(now), 0).Seconds()))
 			out.LeaseRemainingSeconds = &left
 		}
 		if more := outcomes[op]; more != nil {
-			if out.Run, err = more(r.Context(), scope); err != nil {
-				WriteError(logger, w, r, err)
-				return
-			}
+			out.Run, err = more(r.Context(), scope)
 		}
-		WriteJSON(w, http.StatusOK, out)
+		return out, err
 	})
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +16,6 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/demo-api/demo-api/internal/apperr"
-	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/tracing"
 )
@@ -47,8 +47,6 @@ func info(r *http.Request) *logInfo {
 	return &logInfo{}
 }
 
-func noteCode(r *http.Request, code string) { info(r).code = code }
-
 // noteKey records a hash of the scope for the log: the raw key never is.
 func noteKey(r *http.Request, s idempotency.Scope) {
 	sum := sha256.Sum256([]byte(s.Actor + "\x00" + s.Operation + "\x00" + s.Key))
@@ -57,11 +55,8 @@ func noteKey(r *http.Request, s idempotency.Scope) {
 
 func requestID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
 
-// apiHeaders are the security headers of every answer of the server: what
-// it sends is never sniffed into another type, run as a page or framed
-// (its only HTML, a problem's page, needs nothing more), nor kept by a
-// cache (an answer is its actor's). The pages (package web) set their own
-// Content-Security-Policy and Cache-Control over these.
+// apiHeaders keep every answer from being sniffed, run as a page, framed or
+// cached (it is its actor's); the pages (package web) set their own policy.
 var apiHeaders = [...][2]string{
 	{"X-Content-Type-Options", "nosniff"},
 	{"Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"},
@@ -89,21 +84,14 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logInfoKey, li)))
 
 		d := time.Since(start)
-		route := chi.RouteContext(r.Context()).RoutePattern()
-		if route == "" {
-			route = "unmatched"
-		}
-		status, statusLabel := ww.Status(), ""
+		route := routeOf(r)
+		status := cmp.Or(ww.Status(), http.StatusOK) // nothing written: net/http sends 200
+		label := strconv.Itoa(status)
 		switch {
 		case li.dropped:
-			status, statusLabel = 0, "dropped" // no answer was sent
+			status, label = 0, "dropped" // no answer was sent
 		case li.clientGone:
-			status, statusLabel = 0, "client_gone" // no one to answer
-		case status == 0:
-			status = http.StatusOK // nothing written: net/http sends 200
-		}
-		if statusLabel == "" {
-			statusLabel = strconv.Itoa(status)
+			status, label = 0, "client_gone" // no one to answer
 		}
 		attrs := []slog.Attr{
 			slog.String("request_id", requestID(r)),
@@ -112,86 +100,81 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			slog.Int("status", status),
 			slog.Duration("duration", d),
 		}
-		if li.dropped {
-			attrs = append(attrs, slog.Bool("response_dropped", true))
-		}
-		if li.clientGone {
-			attrs = append(attrs, slog.Bool("client_gone", true))
-		}
-		if li.actor != "" {
-			attrs = append(attrs, slog.String("actor", li.actor))
-		}
-		if li.keyHash != "" {
-			attrs = append(attrs, slog.String("key_hash", li.keyHash))
-		}
-		if li.outcome != "" {
-			attrs = append(attrs, slog.String("outcome", string(li.outcome)), slog.String("path", string(li.path)))
-		}
-		if li.attempt > 0 {
-			attrs = append(attrs, slog.Int("client_attempt", li.attempt))
-		}
-		if li.code != "" {
-			attrs = append(attrs, slog.String("code", li.code))
-		}
-		if id := tracing.TraceID(r.Context()); id != "" {
-			attrs = append(attrs, slog.String("trace_id", id))
+		traceID := tracing.TraceID(r.Context())
+		for _, a := range []struct {
+			set  bool
+			attr slog.Attr
+		}{
+			{li.dropped, slog.Bool("response_dropped", true)},
+			{li.clientGone, slog.Bool("client_gone", true)},
+			{li.actor != "", slog.String("actor", li.actor)},
+			{li.keyHash != "", slog.String("key_hash", li.keyHash)},
+			{li.outcome != "", slog.String("outcome", string(li.outcome))},
+			{li.outcome != "", slog.String("path", string(li.path))},
+			{li.attempt > 0, slog.Int("client_attempt", li.attempt)},
+			{li.code != "", slog.String("code", li.code)},
+			{traceID != "", slog.String("trace_id", traceID)},
+		} {
+			if a.set {
+				attrs = append(attrs, a.attr)
+			}
 		}
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		if s.Metrics != nil {
-			s.Metrics.Request(route, statusLabel, d)
+			s.Metrics.Request(route, label, d)
 		}
 	})
 }
 
 // recoverPanics turns a panic into a 500, logged once with its stack.
-func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			defer func() {
-				if v := recover(); v != nil {
-					if v == http.ErrAbortHandler {
-						panic(v)
-					}
-					logger.ErrorContext(r.Context(), "panic", "panic", v, "stack", string(debug.Stack()), "request_id", requestID(r))
-					noteCode(r, apperr.Internal)
-					writeResponse(w, Render(nil), false)
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
 				}
-			}()
-			next.ServeHTTP(w, r)
-		})
-	}
+				s.Logger.ErrorContext(r.Context(), "panic", "panic", v, "stack", string(debug.Stack()), "request_id", requestID(r))
+				info(r).code = apperr.Internal
+				writeResponse(w, Render(nil), false)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
 }
 
-// authenticate resolves "Authorization: Bearer <token>" to an actor, or
-// answers 401. The token is hashed, never logged. A token that tokens do
-// not hold goes to check, if set (Deps.Authenticate), whose error the 401
-// adds to its detail.
-func authenticate(logger *slog.Logger, tokens auth.Tokens, check func(token string) (string, error)) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-			token = strings.TrimSpace(token)
-			refusal := "send Authorization: Bearer <token> with a known token"
-			actor, ok := tokens.Actor(token)
-			if !ok && check != nil {
-				var err error
-				if actor, err = check(token); err == nil {
-					ok = true
-				} else {
-					refusal += "; " + err.Error()
-				}
+// authenticate resolves "Authorization: Bearer <token>" to an actor (Tokens,
+// then Deps.Authenticate), or answers 401. The token is never logged.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		token = strings.TrimSpace(token)
+		refusal := "send Authorization: Bearer <token> with a known token"
+		actor, ok := s.Tokens.Actor(token)
+		if !ok && s.Authenticate != nil {
+			var err error
+			if actor, err = s.Authenticate(token); err == nil {
+				ok = true
+			} else {
+				refusal += "; " + err.Error()
 			}
-			if !strings.EqualFold(scheme, "Bearer") || !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="demo-api"`)
-				WriteError(logger, w, r, apperr.Errorf(apperr.Unauthorized, "%s", refusal))
-				return
-			}
-			info(r).actor = actor
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey, actor)))
-		})
-	}
+		}
+		if !strings.EqualFold(scheme, "Bearer") || !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="demo-api"`)
+			WriteError(s.Logger, w, r, apperr.Errorf(apperr.Unauthorized, "%s", refusal))
+			return
+		}
+		info(r).actor = actor
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey, actor)))
+	})
 }
 
+// routeOf is the route pattern the router matched r to, or "unmatched".
+func routeOf(r *http.Request) string {
+	return cmp.Or(chi.RouteContext(r.Context()).RoutePattern(), "unmatched")
+}
+
+// ActorOf is the actor that authenticate found for r.
 func ActorOf(r *http.Request) string {
 	actor, _ := r.Context().Value(actorKey).(string)
 	return actor

@@ -236,7 +236,8 @@ func TestClientRetriesRateLimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Create(context.Background(), client.CreateInput{Topic: "topic-billing"})
+	it, _ := client.NewIntent(client.CreateInput{Topic: "topic-billing"})
+	res, err := c.Send(context.Background(), it)
 	if err != nil {
 		t.Fatalf("client: %v (attempts %+v)", err, attempts)
 	}

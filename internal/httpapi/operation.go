@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,10 +15,9 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// Operation is everything the transport needs to make one operation safe to
-// retry: In is its decoded input, Out what it decides. Idempotent turns it
-// into a route that handles the key, replay, conflict and waiting once for
-// every operation.
+// Operation is what the transport needs to make one operation safe to
+// retry: In is its decoded input, Out what it decides. Idempotent makes it
+// a route that handles the key, replay, conflict and waiting.
 type Operation[In, Out any] struct {
 	Method, Pattern string // its route, e.g. POST /v1/demo-requests
 	Name            string // scopes the keys, e.g. "demo-requests.create"
@@ -40,8 +40,7 @@ type Route struct {
 	Method, Pattern string
 	Handler         http.Handler
 	Operation       string // the idempotent operation it serves, by name; "" for none
-	// Outcome, if set, is what the outcome route shows beside a key of the
-	// operation ("run"): what it keeps beside its key.
+	// Outcome, if set, is what the outcome route shows beside a key ("run").
 	Outcome func(ctx context.Context, s idempotency.Scope) (any, error)
 }
 
@@ -82,9 +81,8 @@ func (op Operation[In, Out]) check() error {
 	return nil
 }
 
-// HeaderClientAttempt is the client's attempt number for one intent (1,
-// 2, …, up to maxClientAttempt): logged, and counted when the intent gets
-// its answer.
+// HeaderClientAttempt is the client's attempt number for one intent (1 to
+// maxClientAttempt): logged, and counted when the intent gets its answer.
 const (
 	HeaderClientAttempt = "X-Client-Attempt"
 	maxClientAttempt    = 1000
@@ -119,10 +117,8 @@ func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 	})
 }
 
-// Intent is an attempt at an operation as the transport read it, before
-// anything runs. ReadIntent and Respond are the parts of every idempotent
-// route: an operation that runs its attempts its own way builds its
-// handler from them.
+// Intent is an attempt as the transport read it, before anything runs: an
+// operation that runs its attempts its own way uses ReadIntent and Respond.
 type Intent[In any] struct {
 	Request idempotency.Request
 	In      In
@@ -131,8 +127,7 @@ type Intent[In any] struct {
 	drop    bool
 }
 
-// ReadIntent reads and checks r as an attempt at op. Its errors are to be
-// answered, and nothing is stored.
+// ReadIntent reads r as an attempt at op; its errors are answered, storing nothing.
 func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, op Operation[In, Out]) (Intent[In], error) {
 	var it Intent[In]
 	key, err := idempotency.ParseKey(r.Header.Values("Idempotency-Key"))
@@ -151,10 +146,8 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return it, err
 	}
-	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: op.Path, Wait: preferWait(r), Retry: it.attempt >= 2}
-	if s.Path != "" {
-		it.Request.Path = s.Path
-	}
+	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: cmp.Or(s.Path, op.Path), // Deps.Path first
+		Wait: preferWait(r), Retry: it.attempt >= 2}
 	var d Decoration
 	if s.Decorate != nil {
 		if d, err = s.Decorate(r, &it.Request); err != nil {

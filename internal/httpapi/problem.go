@@ -18,11 +18,6 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-var (
-	errNoRoute = apperr.Errorf(apperr.NotFound, "no such route")
-	errMethod  = apperr.Errorf(apperr.MethodNotAllowed, "method not allowed on this route")
-)
-
 // problemType is the RFC 9457 type of a code: the page that explains it,
 // which the service serves itself (a URI reference relative to the API).
 func problemType(code string) string { return "/problems/" + code }
@@ -40,8 +35,7 @@ type problem struct {
 	Code   string `json:"code"`
 }
 
-// public returns what a client may see of err: its *apperr.Error, or a
-// generic internal error for anything else.
+// public is what a client may see of err: its *apperr.Error, else internal.
 func public(err error) *apperr.Error {
 	e, ok := errors.AsType[*apperr.Error](err)
 	if _, known := apperr.ProblemOf(apperr.Code(err)); !ok || !known || e.Code == apperr.Internal {
@@ -50,10 +44,8 @@ func public(err error) *apperr.Error {
 	return e
 }
 
-// Render is err as the answer to store and send, a problem: the status and
-// title its code declares (package apperr), which is the one place where an
-// error becomes a status; internal for an error that is not an
-// *apperr.Error.
+// Render is err as a problem to store and send, with the status and title
+// its code declares (package apperr): the one place an error becomes a status.
 func Render(err error) idempotency.Response {
 	e := public(err)
 	p, _ := apperr.ProblemOf(e.Code)
@@ -68,12 +60,11 @@ func Render(err error) idempotency.Response {
 	return idempotency.Response{Status: p.Status, Header: h, Body: body}
 }
 
-// writeError writes err as a problem, logging it once when it is ours (5xx).
+// WriteError writes err as a problem, logging it once when it is ours (5xx).
 func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		// The client left, and the request ended because it did (say while
-		// it waited for a database connection): not a server error. No one
-		// reads an answer; the request line says client_gone.
+		// The client left and the request ended with it: no server error,
+		// and no one to answer; the request line says client_gone.
 		info(r).clientGone = true
 		return
 	}
@@ -81,7 +72,7 @@ func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err
 	if resp.Status >= 500 {
 		logger.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r))
 	}
-	noteCode(r, public(err).Code)
+	info(r).code = public(err).Code
 	writeResponse(w, resp, false)
 }
 
@@ -97,8 +88,7 @@ func writeResponse(w http.ResponseWriter, resp idempotency.Response, replayed bo
 	w.Write(resp.Body)
 }
 
-// handleMethodNotAllowed answers 405 with the Allow header chi's own
-// handler would send.
+// handleMethodNotAllowed answers 405 with the Allow header chi would send.
 func handleMethodNotAllowed(logger *slog.Logger, routes chi.Routes) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var allow []string
@@ -108,7 +98,7 @@ func handleMethodNotAllowed(logger *slog.Logger, routes chi.Routes) http.Handler
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		WriteError(logger, w, r, errMethod)
+		WriteError(logger, w, r, apperr.Errorf(apperr.MethodNotAllowed, "method not allowed on this route"))
 	}
 }
 
@@ -126,8 +116,4 @@ func handleProblemPage(logger *slog.Logger) http.Handler {
 		fmt.Fprintf(w, "<!doctype html>\n<title>%s</title>\n<h1>%s</h1>\n<p>HTTP %d, code <code>%s</code>.</p>\n<p>%s</p>\n",
 			html.EscapeString(p.Title), html.EscapeString(p.Title), p.Status, html.EscapeString(code), html.EscapeString(p.About))
 	})
-}
-
-func handleProblem(logger *slog.Logger, err error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { WriteError(logger, w, r, err) }
 }

@@ -5,18 +5,32 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/demo-api/demo-api/internal/apperr"
 )
 
 // routes is the whole API surface; ops are the routes of the operations
-// (demo_requests.go lists them).
+// (demo_requests.go).
 func (s *Server) routes(ops []Route) http.Handler {
-	r := s.base()
+	r := chi.NewRouter()
+	r.Use(securityHeaders, middleware.RequestID, traceRequests, s.logRequests, s.recoverPanics)
+	r.NotFound(func(w http.ResponseWriter, rq *http.Request) {
+		WriteError(s.Logger, w, rq, apperr.Errorf(apperr.NotFound, "no such route"))
+	})
+	r.MethodNotAllowed(handleMethodNotAllowed(s.Logger, r))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"}) // the process serves
+	})
+	r.Method(http.MethodGet, "/readyz", handleReadyz(s.Logger, s.Ready, s.Replication))
+	if s.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
+	}
 	r.Method(http.MethodGet, "/problems/{code}", handleProblemPage(s.Logger))
 	for _, p := range s.Public {
 		r.Method(p.Method, p.Pattern, p.Handler)
 	}
 	r.Group(func(r chi.Router) {
-		r.Use(authenticate(s.Logger, s.Tokens, s.Authenticate))
+		r.Use(s.authenticate)
 		for _, op := range ops {
 			r.Method(op.Method, op.Pattern, op.Handler)
 		}
@@ -27,22 +41,5 @@ func (s *Server) routes(ops []Route) http.Handler {
 		}
 		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, s.TTL, ops))
 	})
-	return r
-}
-
-// base is what every server of the API has: the middleware (security
-// headers, request id, the request's span when tracing is on, its log line
-// and metrics, panic recovery), problem answers for unknown routes and
-// methods, /healthz, /readyz and /metrics.
-func (s *Server) base() chi.Router {
-	r := chi.NewRouter()
-	r.Use(securityHeaders, middleware.RequestID, traceRequests, s.logRequests, recoverPanics(s.Logger))
-	r.NotFound(handleProblem(s.Logger, errNoRoute))
-	r.MethodNotAllowed(handleMethodNotAllowed(s.Logger, r))
-	r.Method(http.MethodGet, "/healthz", handleHealthz())
-	r.Method(http.MethodGet, "/readyz", handleReadyz(s.Logger, s.Ready, s.Replication))
-	if s.Metrics != nil {
-		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
-	}
 	return r
 }

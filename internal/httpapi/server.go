@@ -1,8 +1,7 @@
 // Package httpapi is the HTTP transport: routes, authentication, request
-// decoding, problem responses and the idempotency headers. The decisions it
-// applies live in the idempotency and demo packages; one generic piece
-// (operation.go) makes any operation safe to retry, and a service adds its
-// own operations and routes through Deps.Routes.
+// decoding, problem responses and the idempotency headers. Its decisions
+// live in the idempotency and demo packages; operation.go makes any
+// operation safe to retry, and a service adds its own through Deps.Routes.
 package httpapi
 
 import (
@@ -25,21 +24,17 @@ type Deps struct {
 	Demo   *demo.Service
 	Writes Writes // the business changes that commit with a key
 	Tokens auth.Tokens
-	// Authenticate names the actor of a bearer token that Tokens do not
-	// hold: a service's own check; its error is added to the 401's detail.
+	// Authenticate names the actor of a token Tokens do not hold; its error goes in the 401.
 	Authenticate func(token string) (actor string, err error)
 	Deliveries   Deliveries                       // serves the delivery routes of a demo request
 	Routes       func(s *Server) ([]Route, error) // a service's own operations, behind authentication
 	Public       []Route                          // more routes that need no token (pages)
 	Ready        func(context.Context) error      // whether the database answers (/readyz)
-	// Replication is shown on /readyz: how the database replicates
-	// commits, as last read in the background (nil before the first).
-	Replication func() any
-	TTL         time.Duration // replay window of a completed key
-	Lease       time.Duration // ownership of a claim
-	MaxWait     time.Duration // caps Prefer: wait (default 10 s)
-	// NewKeysPerSecond and NewKeysBurst bound the new keys of each actor
-	// in this process (idempotency.Config); zero: no bound.
+	Replication  func() any                       // how commits replicate, as last read (/readyz); nil before the first
+	TTL          time.Duration                    // replay window of a completed key
+	Lease        time.Duration                    // ownership of a claim
+	MaxWait      time.Duration                    // caps Prefer: wait (default 10 s)
+	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys (idempotency.Config); 0: none.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
 	Decorate         Decorator        // changes each attempt before it runs (package workshop's knobs)
@@ -48,8 +43,7 @@ type Deps struct {
 	Path             idempotency.Path // makes every operation take this path; tests run every branch on both
 	Clock            func() time.Time // works decide with it and waits are measured by it (default time.Now)
 	// InWork runs inside every work before it decides (before Decorate's
-	// Hold), with the work's context and the client's request: tests hold
-	// or fail a request there.
+	// Hold): tests hold or fail a request there.
 	InWork func(ctx context.Context, r *http.Request) error
 }
 
@@ -68,8 +62,7 @@ type Metrics interface {
 	Handler() http.Handler
 }
 
-// Server is the API's handler as it is being made: Deps.Routes makes a
-// service's routes with it.
+// Server is the API's handler as it is made; Deps.Routes makes routes with it.
 type Server struct {
 	Deps
 	idem *idempotency.Runner

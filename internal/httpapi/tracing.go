@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -16,8 +15,7 @@ import (
 )
 
 // traceRequests makes a span of each request when tracing is on (package
-// tracing), named after its method and route pattern once the router has
-// matched it (GET /v1/demo-requests/{id}), never after its path. A
+// tracing), named after its method and route pattern, never its path; a
 // traceparent header continues the caller's trace. Off, it is next itself.
 func traceRequests(next http.Handler) http.Handler {
 	if !tracing.On() {
@@ -25,10 +23,7 @@ func traceRequests(next http.Handler) http.Handler {
 	}
 	named := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r)
-		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
-		}
+		route := routeOf(r)
 		span := trace.SpanFromContext(r.Context())
 		span.SetName(r.Method + " " + route)
 		span.SetAttributes(attribute.String("http.route", route))
@@ -37,27 +32,19 @@ func traceRequests(next http.Handler) http.Handler {
 		otelhttp.WithTracerProvider(tracing.Provider()), otelhttp.WithPropagators(tracing.Propagator))
 }
 
-// Attributes of the idempotency decision's span.
-const (
-	attrOperation = attribute.Key("idempotency.operation")
-	attrOutcome   = attribute.Key("idempotency.outcome")
-	attrPath      = attribute.Key("idempotency.path")
-	attrReplayed  = attribute.Key("idempotency.replayed")
-	attrCode      = attribute.Key("idempotency.code")
-)
-
 // do is the Runner's Do, in a span "idempotency" when tracing is on: the
 // operation, outcome, path, replay and error code; a 5xx is an error.
 func (s *Server) do(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
 	if !tracing.On() {
 		return s.idem.Do(ctx, req, work)
 	}
-	ctx, span := tracing.Start(ctx, "idempotency", trace.WithAttributes(attrOperation.String(req.Scope.Operation)))
+	ctx, span := tracing.Start(ctx, "idempotency", trace.WithAttributes(attribute.String("idempotency.operation", req.Scope.Operation)))
 	defer span.End()
 	res, err := s.idem.Do(ctx, req, work)
-	span.SetAttributes(attrOutcome.String(string(res.Outcome)), attrPath.String(string(res.Path)), attrReplayed.Bool(res.Replayed))
+	span.SetAttributes(attribute.String("idempotency.outcome", string(res.Outcome)),
+		attribute.String("idempotency.path", string(res.Path)), attribute.Bool("idempotency.replayed", res.Replayed))
 	if err != nil {
-		span.SetAttributes(attrCode.String(apperr.Code(err)))
+		span.SetAttributes(attribute.String("idempotency.code", apperr.Code(err)))
 		if Render(err).Status >= 500 {
 			span.SetStatus(codes.Error, apperr.Code(err))
 		}

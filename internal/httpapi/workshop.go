@@ -8,10 +8,9 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// Decorator changes an attempt at an idempotent operation before it runs,
-// reading its HTTP request: the workshop's knobs are one (package
-// workshop). It may refuse the attempt (its error is answered, and nothing
-// is stored) or change its request (its path, its TTL).
+// Decorator changes an attempt before it runs, reading its HTTP request
+// (package workshop's knobs): it may refuse it (answered, nothing stored)
+// or change its request (its path, its TTL).
 type Decorator func(r *http.Request, req *idempotency.Request) (Decoration, error)
 
 // Decoration is what a Decorator does to one attempt.
@@ -19,22 +18,18 @@ type Decoration struct {
 	// Hold, if set, runs inside the work before it decides: after the claim
 	// on the two-phase path, before the one statement on the one-phase path.
 	Hold func(context.Context) error
-	// DropAnswer closes the connection once the work is done, without the
-	// answer: the lost response a retry recovers.
+	// DropAnswer closes the connection without the answer: a lost response.
 	DropAnswer bool
 }
 
-// hold is what runs inside the work before it decides: the tests' seam
-// (Deps.InWork), then the decoration's Hold; nil when there is none.
+// hold is what runs inside the work before it decides: Deps.InWork, then
+// the decoration's Hold; nil when there is neither.
 func (s *Server) hold(r *http.Request, d Decoration) func(context.Context) error {
-	switch {
-	case s.InWork == nil:
+	if s.InWork == nil {
 		return d.Hold
-	case d.Hold == nil:
-		return func(ctx context.Context) error { return s.InWork(ctx, r) }
 	}
 	return func(ctx context.Context) error {
-		if err := s.InWork(ctx, r); err != nil {
+		if err := s.InWork(ctx, r); err != nil || d.Hold == nil {
 			return err
 		}
 		return d.Hold(ctx)

@@ -193,7 +193,8 @@ func TestClientAgainstTheServer(t *testing.T) {
 		}
 
 		again := &testenv.Recorder{}
-		_, err = newClient(again.Proxy(t, base), 5*time.Second, 2*time.Second).Cancel(ctx, id)
+		next, _ := client.NewCancelIntent(id)
+		_, err = newClient(again.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, next)
 		if p, ok := errors.AsType[*client.ProblemError](err); !ok || p.Status != 422 || p.Code != "request_not_cancellable" || len(again.Keys) != 1 {
 			t.Fatalf("a second cancel: %v after %d attempts; want one 422 request_not_cancellable", err, len(again.Keys))
 		}
