@@ -3,13 +3,9 @@
 // service, and keeps a record of what became of each hand-over.
 //
 // A call to another system cannot be made exactly once, so the dispatcher
-// makes it safe to repeat: it takes due outbox rows with FOR UPDATE SKIP
-// LOCKED under a lease token that fences its marks, sends each under the
-// same desk Idempotency-Key on every attempt (EventKey), asks the desk first
-// on any attempt after the first, never submits a cancelled request, and
-// after MaxAttempts leaves the row unknown for Reconcile. A request's events
-// reach the desk in the order they were queued. docs/how-it-works.md tells
-// the whole design and its races.
+// makes it safe to repeat: one desk Idempotency-Key per event (EventKey),
+// and a lookup before any resend. docs/how-it-works.md tells the whole
+// design: the lease, the order of a request's events, cancels, reconcile.
 package delivery
 
 import (
@@ -208,10 +204,8 @@ func (d *Dispatcher) defaults() {
 	})
 }
 
-// Run dispatches until ctx ends, taking due rows while there are free
-// places, then records the marks of the rows in flight. After a failed take
-// (the database is away) it pauses, twice as long after each failure in a
-// row, up to maxFailedPause.
+// Run dispatches until ctx ends, then records the marks of the rows in
+// flight. After failed takes it pauses longer, up to maxFailedPause.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.defaults()
 	decided := make(chan Mark, d.InFlight)
@@ -383,9 +377,8 @@ func (d *Dispatcher) record(ctx context.Context, marks []Mark) {
 }
 
 // attempt hands row to the desk once and decides its state. An attempt
-// after the first asks the desk first: the one before may have been
-// accepted. A submission of a cancelled request is never sent: the desk
-// holds it already (submitted) or never will (withdrawn).
+// after the first asks the desk first; a cancelled request's submission is
+// never sent.
 func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 	ctx, cancel := context.WithTimeout(reviewdesk.WithAccount(ctx, row.Actor), 2*d.CallTimeout)
 	defer cancel()
@@ -455,10 +448,8 @@ func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, er
 }
 
 // Reconcile asks the desk what became of actor's request id and of its
-// unknown events, and records its answers: accepted makes a row submitted,
-// never accepted puts it back in the queue. It never sends, so it is safe
-// to repeat. A delivery submitted or withdrawn is answered without a call.
-//
+// unknown events, and records its answers: accepted, or back in the queue.
+// It never sends, so it is safe to repeat.
 // Errors: not_found; unavailable (the desk did not answer clearly).
 func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, error) {
 	d.defaults()

@@ -113,12 +113,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// dbCollector serves gauges read from the database at scrape time, and
-// never lets the database fail or stall a scrape: a scrape waits for a read
-// at most readTimeout, else serves the last good values (none before the
-// first), and the collector's read_age_seconds and collect_errors_total
-// say so. One read runs at a time: in a partition lib/pq waits for a reply
-// past its context's deadline.
+// dbCollector serves gauges read from the database at scrape time; a scrape
+// waits for a read at most readTimeout, else serves the last good values.
+// One read runs at a time: in a partition lib/pq waits past its deadline.
 type dbCollector struct {
 	name      string
 	logger    *slog.Logger

@@ -98,11 +98,9 @@ func (c *Client) CancelStatus(ctx context.Context, key string) (Receipt, error) 
 	return c.exchange(ctx, "cancel_status", http.MethodGet, cancelStatusPath+url.PathEscape(key), key, nil)
 }
 
-// exchange makes the call op under key once and tells its outcomes apart:
-// a POST (Submit, Cancel) may be refused, a GET (a lookup) may find
-// nothing. A POST has no GetBody, so the transport cannot resend it on a
-// broken reused connection, as it would a request with an Idempotency-Key:
-// each send is the caller's decision.
+// exchange makes the call op under key once and tells its outcomes apart.
+// A POST has no GetBody, so the transport never resends it on its own, as
+// it would a request with an Idempotency-Key: each send is the caller's.
 func (c *Client) exchange(ctx context.Context, op, method, path, key string, body []byte) (Receipt, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {

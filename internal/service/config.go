@@ -124,10 +124,8 @@ func (s *Settings) Rate(p *float64, name, flagName string, def float64, help str
 
 var errNotPositive = errors.New("not a positive number")
 
-// loadConfig reads the environment (through getenv), then the flags in args,
-// into the settings of cmd, and those ext declares. With -h it prints the
-// flags to stdout and returns flag.ErrHelp; a bad flag prints them to
-// stderr.
+// loadConfig reads the environment, then the flags in args, into the
+// settings of cmd and those ext declares.
 func loadConfig(cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("demo-api "+cmd, flag.ContinueOnError)

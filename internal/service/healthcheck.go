@@ -17,10 +17,8 @@ const healthcheckTimeout = 3 * time.Second
 
 const healthcheckUsage = "usage: demo-api healthcheck [flags]\n\nGETs /healthz from the serve listening on -listen; exits 0 on a 200, 1 otherwise.\n"
 
-// healthcheckCmd asks the serve on this machine for /healthz and succeeds
-// on a 200: the container image's HEALTHCHECK, which has no curl. It asks
-// /healthz, not /readyz: replacing a container cures a stuck process, not a
-// database that is down.
+// healthcheckCmd is the image's HEALTHCHECK: /healthz, not /readyz, since
+// replacing a container cures a stuck process, not a database that is down.
 func healthcheckCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-api healthcheck", flag.ContinueOnError)
 	addr := fs.String("listen", cmp.Or(getenv("LISTEN_ADDR"), ":8080"), "the address serve listens on ($LISTEN_ADDR); an unspecified host is asked on loopback")

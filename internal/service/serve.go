@@ -22,9 +22,8 @@ import (
 	"github.com/demo-api/demo-api/internal/workshop"
 )
 
-// serve runs the API until ctx ends, then shuts down gracefully: it stops
-// accepting, lets in-flight requests finish, stops its chores, and returns
-// nil.
+// serve runs the API until ctx ends, then lets in-flight requests finish,
+// stops its chores, and returns nil.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
 	logger := NewLogger(cfg.logFormat, stderr)
 	stopTracing, err := startTracing(ctx, cfg, logger)
@@ -133,9 +132,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 // not answer yet; one that refuses (a wrong password) ends the start at once.
 const startWait = 30 * time.Second
 
-// openStore opens cfg's database with statements bounded by
-// statementTimeout, trying again each second for startWait while it is
-// unavailable; with migrate, it brings the schema up to date first.
+// openStore opens cfg's database, trying again each second for startWait
+// while it is unavailable; with migrate, it brings the schema up to date.
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, error) {
 	db, err := cfg.openDB(ctx, statementTimeout)
 	for deadline := time.Now().Add(startWait); err != nil && postgres.Unavailable(err) && time.Now().Before(deadline); {
