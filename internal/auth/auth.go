@@ -1,7 +1,5 @@
 // Package auth maps bearer tokens to actors. It keeps only the SHA-256 of
-// each token, so neither configuration nor memory holds a token in clear. A
-// service with tokens of another kind checks them itself
-// (httpapi.Deps.Authenticate).
+// each token, so neither configuration nor memory holds a token in clear.
 package auth
 
 import (
@@ -14,8 +12,7 @@ import (
 // Tokens maps the hex SHA-256 of a token to its actor.
 type Tokens map[string]string
 
-// Hash returns the hex SHA-256 of token, the form Tokens and the
-// configuration hold.
+// Hash returns the hex SHA-256 of token, as Tokens holds it.
 func Hash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])

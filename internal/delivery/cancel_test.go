@@ -37,7 +37,7 @@ func (e *env) cancel(t *testing.T, id, key string) idempotency.KeyWrite {
 }
 
 func (e *env) deskCancels(t *testing.T, id string) int {
-	return e.desk.Cancels(delivery.CancelKey(id), delivery.ProviderKey(id))
+	return e.desk.Cancels(delivery.EventKey(id, delivery.KindCancel, 1), delivery.ProviderKey(id))
 }
 
 // TestACancelBeforeDeliveryNeverReachesTheDesk: a request cancelled before

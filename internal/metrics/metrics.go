@@ -1,5 +1,5 @@
-// Package metrics exposes what an operator watches, in the Prometheus format:
-// idempotency outcomes, request latency, in-progress claims and the sweeper.
+// Package metrics exposes what an operator watches, in the Prometheus format
+// (docs/observability.md lists it).
 package metrics
 
 import (
@@ -61,7 +61,18 @@ func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 			Help: "1 when a commit waits for a synchronous standby before it is acknowledged, 0 when it does not (asynchronous: a failover can lose acknowledged keys); absent until read.",
 		}),
 	}
-	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, claimGauges(claims, logger),
+	claimGauges := newDBCollector("idempotency_claims", logger, func(ctx context.Context) ([]float64, error) {
+		n, oldest, now, err := claims.InProgress(ctx)
+		oldestAge := 0.0
+		if n > 0 {
+			oldestAge = max(now.Sub(oldest).Seconds(), 0)
+		}
+		return []float64{float64(n), oldestAge}, err
+	}, prometheus.NewDesc("demo_api_idempotency_in_progress_claims",
+		"Claims in progress, including those whose owner died and whose lease passed.", nil, nil),
+		prometheus.NewDesc("demo_api_idempotency_oldest_in_progress_seconds",
+			"Age of the oldest claim in progress (0 when there is none).", nil, nil))
+	m.reg.MustRegister(m.outcomes, m.answered, m.latency, m.swept, claimGauges,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -83,9 +94,8 @@ func (m *Metrics) Request(route, status string, d time.Duration) {
 	m.latency.WithLabelValues(route, status).Observe(d.Seconds())
 }
 
-// CommitWaits sets whether a commit waits for a synchronous standby. The
-// gauge is exported from its first reading on: before it, no value rather
-// than a made-up 0.
+// CommitWaits sets whether a commit waits for a synchronous standby; the
+// gauge is exported from its first reading on.
 func (m *Metrics) CommitWaits(waits bool) {
 	m.waitsOn.Do(func() { m.reg.MustRegister(m.waits) })
 	v := 0.0
@@ -103,88 +113,16 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-var (
-	inProgressDesc = prometheus.NewDesc("demo_api_idempotency_in_progress_claims",
-		"Claims in progress, including those whose owner died and whose lease passed.", nil, nil)
-	oldestDesc = prometheus.NewDesc("demo_api_idempotency_oldest_in_progress_seconds",
-		"Age of the oldest claim in progress (0 when there is none).", nil, nil)
-)
-
-// claimGauges reads the in-progress claims from the database at scrape time.
-func claimGauges(claims ClaimCounter, logger *slog.Logger) prometheus.Collector {
-	return newDBCollector("idempotency_claims", logger, func(ctx context.Context) ([]float64, error) {
-		n, oldest, now, err := claims.InProgress(ctx)
-		oldestAge := 0.0
-		if n > 0 {
-			oldestAge = max(now.Sub(oldest).Seconds(), 0)
-		}
-		return []float64{float64(n), oldestAge}, err
-	}, inProgressDesc, oldestDesc)
-}
-
-// dbCollector serves gauges read from the database at scrape time. The
-// database never fails nor stalls the scrape: when it does not answer in
-// time, the gauges keep their last good values (none before the first),
-// demo_api_metrics_read_age_seconds says how old they are, and
-// demo_api_metrics_collect_errors_total counts the scrape; both carry the
-// collector's name.
+// dbCollector serves gauges read from the database at scrape time; a scrape
+// waits for a read at most readTimeout, else serves the last good values.
+// One read runs at a time: in a partition lib/pq waits past its deadline.
 type dbCollector struct {
 	name      string
 	logger    *slog.Logger
 	read      func(context.Context) ([]float64, error) // one value per gauge, in order
 	gauges    []*prometheus.Desc
 	errs, age *prometheus.Desc
-	last      lastGood
-}
 
-func newDBCollector(name string, logger *slog.Logger, read func(context.Context) ([]float64, error),
-	gauges ...*prometheus.Desc) *dbCollector {
-	c := &dbCollector{name: name, logger: logger, read: read, gauges: gauges}
-	c.errs, c.age = readDescs(name)
-	return c
-}
-
-func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range append(c.gauges, c.errs, c.age) {
-		ch <- d
-	}
-}
-
-func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
-	r, readAt, failed, err := c.last.get(c.read)
-	if err != nil {
-		c.logger.Error("collect metrics from the database", "collector", c.name, "err", err, "last_good_read_at", readAt)
-	}
-	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(failed))
-	if readAt.IsZero() {
-		return // never read: no value rather than a made-up 0
-	}
-	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, time.Since(readAt).Seconds())
-	for i, v := range r {
-		ch <- prometheus.MustNewConstMetric(c.gauges[i], prometheus.GaugeValue, v)
-	}
-}
-
-// readDescs describes the health of a collector that reads the database
-// through a lastGood, under its own label value.
-func readDescs(collector string) (errs, age *prometheus.Desc) {
-	labels := prometheus.Labels{"collector": collector}
-	return prometheus.NewDesc("demo_api_metrics_collect_errors_total",
-			"Scrapes at which a collector could not read the database in time and served its last good values.", nil, labels),
-		prometheus.NewDesc("demo_api_metrics_read_age_seconds",
-			"Seconds since a collector last read its values from the database: how old the values it serves are.", nil, labels)
-}
-
-// readTimeout is how long a scrape waits for a database read.
-const readTimeout = time.Second
-
-// lastGood reads values from the database for the scrapes, without letting
-// the database fail or stall them: a scrape waits for a read at most
-// readTimeout, and otherwise gets the last good value. At most one read runs
-// at a time: in a partition lib/pq waits for a reply past its context's
-// deadline (until TCP gives up), so a scrape neither waits for a late read
-// nor starts another. Its zero value is ready to use.
-type lastGood struct {
 	mu       sync.Mutex
 	value    []float64
 	readAt   time.Time     // of value; zero until a read succeeds
@@ -194,47 +132,72 @@ type lastGood struct {
 	err      error         // of the last read that returned
 }
 
-// get returns the last good value, when it was read (zero if never), how
-// many scrapes so far got no fresh value, and, if this one did not, why.
-func (l *lastGood) get(read func(context.Context) ([]float64, error)) (v []float64, readAt time.Time, failed int, err error) {
-	l.mu.Lock()
-	if l.inFlight == nil {
-		l.inFlight, l.deadline = make(chan struct{}), time.Now().Add(readTimeout)
-		go l.run(read, l.inFlight)
-	}
-	done, wait := l.inFlight, time.Until(l.deadline)
-	l.mu.Unlock()
+// readTimeout is how long a scrape waits for a database read.
+const readTimeout = time.Second
 
-	timer := time.NewTimer(max(wait, 0))
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
+func newDBCollector(name string, logger *slog.Logger, read func(context.Context) ([]float64, error), gauges ...*prometheus.Desc) *dbCollector {
+	labels := prometheus.Labels{"collector": name}
+	return &dbCollector{name: name, logger: logger, read: read, gauges: gauges,
+		errs: prometheus.NewDesc("demo_api_metrics_collect_errors_total",
+			"Scrapes at which a collector could not read the database in time and served its last good values.", nil, labels),
+		age: prometheus.NewDesc("demo_api_metrics_read_age_seconds",
+			"Seconds since a collector last read its values from the database: how old the values it serves are.", nil, labels)}
+}
+
+func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range append(c.gauges, c.errs, c.age) {
+		ch <- d
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+}
+
+func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	if c.inFlight == nil {
+		c.inFlight, c.deadline = make(chan struct{}), time.Now().Add(readTimeout)
+		go c.readOnce(c.inFlight)
+	}
+	done, wait := c.inFlight, time.Until(c.deadline)
+	c.mu.Unlock()
 	select {
 	case <-done:
-		err = l.err
+	case <-time.After(max(wait, 0)):
+	}
+	c.mu.Lock()
+	var err error
+	select {
+	case <-done:
+		err = c.err
 	default:
 		err = fmt.Errorf("the database did not answer within %v", readTimeout)
 	}
 	if err != nil {
-		l.failed++
+		c.failed++
 	}
-	return l.value, l.readAt, l.failed, err
+	value, readAt, failed := c.value, c.readAt, c.failed
+	c.mu.Unlock()
+	if err != nil {
+		c.logger.Error("collect metrics from the database", "collector", c.name, "err", err, "last_good_read_at", readAt)
+	}
+	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(failed))
+	if readAt.IsZero() {
+		return // never read: no value rather than a made-up 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, time.Since(readAt).Seconds())
+	for i, v := range value {
+		ch <- prometheus.MustNewConstMetric(c.gauges[i], prometheus.GaugeValue, v)
+	}
 }
 
-// run reads once and keeps what it read, if it could.
-func (l *lastGood) run(read func(context.Context) ([]float64, error), done chan struct{}) {
+// readOnce reads once and keeps what it read, if it could.
+func (c *dbCollector) readOnce(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
-	v, err := read(ctx)
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	v, err := c.read(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err == nil {
-		l.value, l.readAt = v, time.Now()
+		c.value, c.readAt = v, time.Now()
 	}
-	l.err, l.inFlight = err, nil
+	c.err, c.inFlight = err, nil
 	close(done)
 }

@@ -45,7 +45,7 @@ func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
 		}, []string{"call"}),
 	}
 	// Every label value is exported from the start, at 0: a rate over a
-	// series that appears only at its first event misses that event.
+	// series that appears at its first event misses that event.
 	for vec, values := range map[*prometheus.CounterVec][]string{
 		o.delivered: {"submitted", "failed", "unknown", "pending"},
 		o.lookups:   {"accepted", "not_found", "unclear"},
@@ -55,8 +55,12 @@ func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
 			vec.WithLabelValues(v)
 		}
 	}
-	m.reg.MustRegister(o.delivered, o.attempts, o.lookups, o.calls,
-		backlogGauges(backlog, logger))
+	backlogGauges := newDBCollector("outbox_backlog", logger, func(ctx context.Context) ([]float64, error) {
+		n, oldestDue, err := backlog.Backlog(ctx)
+		return []float64{float64(n), oldestDue.Seconds()}, err
+	}, prometheus.NewDesc("demo_api_outbox_backlog", "Deliveries pending: due, taken by a dispatcher, or waiting for a retry.", nil, nil),
+		prometheus.NewDesc("demo_api_outbox_oldest_due_seconds", "How long the delivery due longest has been due (0 when none is).", nil, nil))
+	m.reg.MustRegister(o.delivered, o.attempts, o.lookups, o.calls, backlogGauges)
 	return o
 }
 
@@ -73,18 +77,3 @@ func (o *Outbox) LookedUp(answer string) { o.lookups.WithLabelValues(answer).Inc
 
 // Called counts a call to the desk.
 func (o *Outbox) Called(op string) { o.calls.WithLabelValues(op).Inc() }
-
-var (
-	backlogDesc = prometheus.NewDesc("demo_api_outbox_backlog",
-		"Deliveries pending: due, taken by a dispatcher, or waiting for a retry.", nil, nil)
-	oldestDueDesc = prometheus.NewDesc("demo_api_outbox_oldest_due_seconds",
-		"How long the delivery due longest has been due (0 when none is).", nil, nil)
-)
-
-// backlogGauges reads the outbox backlog from the database at scrape time.
-func backlogGauges(backlog BacklogCounter, logger *slog.Logger) prometheus.Collector {
-	return newDBCollector("outbox_backlog", logger, func(ctx context.Context) ([]float64, error) {
-		n, oldestDue, err := backlog.Backlog(ctx)
-		return []float64{float64(n), oldestDue.Seconds()}, err
-	}, backlogDesc, oldestDueDesc)
-}

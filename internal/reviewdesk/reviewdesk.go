@@ -1,8 +1,6 @@
 // Package reviewdesk is the Go client of the review desk provider. It tells
-// a caller apart the three outcomes of a call to another system: accepted, a
-// definite refusal, and unclear — the call may or may not have been accepted,
-// so the caller must ask (Status, or the call's own lookup) before it sends
-// again.
+// apart the three outcomes of a call: accepted, a definite refusal, and
+// unclear, after which the caller must ask before it sends again.
 package reviewdesk
 
 import (
@@ -21,8 +19,8 @@ import (
 // desk never accepted the key.
 var ErrNotFound = errors.New("reviewdesk: the provider holds nothing under this key")
 
-// RefusedError is a keyed call's (Submit, Cancel) definite refusal, a 4xx
-// other than 408, 409, 425 and 429: sending the same again cannot succeed.
+// RefusedError is a definite refusal of Submit or Cancel: a 4xx other than
+// 408, 409, 425 and 429.
 type RefusedError struct {
 	Status       int
 	Code, Detail string
@@ -32,8 +30,8 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("reviewdesk: refused (%d %s): %s", e.Status, e.Code, e.Detail)
 }
 
-// UnclearError is any other failure: a timeout, a broken connection, a 5xx,
-// a 429. The call may or may not have been accepted.
+// UnclearError is any other failure (a timeout, a broken connection, a 5xx,
+// a 429): the call may or may not have been accepted.
 type UnclearError struct {
 	Op  string // submit, status, cancel, cancel_status, or decode (an answer that is not a receipt)
 	Err error
@@ -62,105 +60,73 @@ func New(baseURL string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
 }
 
-// accountKey carries the account a call is made for.
 type accountKey struct{}
 
 // WithAccount returns ctx for calls made for account, the actor whose
-// request they carry: each names it to the desk (AccountHeader), which aims
-// that account's faults at it.
+// request they carry: each names it to the desk (AccountHeader).
 func WithAccount(ctx context.Context, account string) context.Context {
 	return context.WithValue(ctx, accountKey{}, account)
 }
 
-// setAccount names ctx's account on req, if it has one.
-func setAccount(ctx context.Context, req *http.Request) {
-	if a, _ := ctx.Value(accountKey{}).(string); a != "" {
-		req.Header.Set(AccountHeader, a)
-	}
-}
-
-// Submit sends s under key, the sender's idempotency key for this
-// submission: the same key for every attempt of one submission. A nil error
-// means accepted, the first time or again.
+// Submit sends s under key, the same for every attempt of one submission.
+// A nil error means accepted, the first time or again.
 //
-// Errors: *RefusedError (definite), *UnclearError (ask Status before sending
-// again).
+// Errors: *RefusedError, *UnclearError (ask Status before sending again).
 func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt, error) {
 	body, _ := json.Marshal(s)
-	return c.send(ctx, "submit", submitPath, key, body)
+	return c.exchange(ctx, "submit", http.MethodPost, submitPath, key, body)
 }
 
-// Cancel asks the desk to cancel the submission under submissionKey, with
-// key, the sender's idempotency key for this cancel: the same for every
-// attempt. The desk keeps a cancel that comes before its submission. A nil
-// error means accepted, the first time or again.
+// Cancel asks the desk to cancel the submission under submissionKey, under
+// key, the same for every attempt; the desk keeps a cancel that comes before
+// its submission. A nil error means accepted, the first time or again.
 //
-// Errors: *RefusedError (definite), *UnclearError (ask CancelStatus before
-// sending again).
+// Errors: *RefusedError, *UnclearError (ask CancelStatus before sending again).
 func (c *Client) Cancel(ctx context.Context, key, submissionKey string) (Receipt, error) {
-	return c.send(ctx, "cancel", fmt.Sprintf(cancelPath, url.PathEscape(submissionKey)), key, []byte("{}"))
-}
-
-// send POSTs body to path under key once, and tells its three outcomes
-// apart. The request has a body and no GetBody: the transport cannot resend
-// it on its own when a reused connection breaks, as it would a request with
-// an Idempotency-Key (with no body, even without GetBody). Each send is the
-// caller's decision, and a lost answer reaches it.
-func (c *Client) send(ctx context.Context, op, path, key string, body []byte) (Receipt, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return Receipt{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idempotencyKeyHeader, key)
-	setAccount(ctx, req)
-	req.GetBody = nil
-	status, answer, err := c.call(req, op, key)
-	if err != nil {
-		return Receipt{}, &UnclearError{Op: op, Err: err}
-	}
-	switch {
-	case status == http.StatusOK || status == http.StatusCreated:
-		return decodeReceipt(answer)
-	case refused(status):
-		var p problem
-		_ = json.Unmarshal(answer, &p) // a body that is no problem leaves them empty
-		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
-	}
-	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}
+	return c.exchange(ctx, "cancel", http.MethodPost, fmt.Sprintf(cancelPath, url.PathEscape(submissionKey)), key, []byte("{}"))
 }
 
 // Status asks what became of the submission under key.
-//
-// Errors: ErrNotFound (the desk never accepted it: sending is safe),
-// *UnclearError.
+// Errors: ErrNotFound (never accepted: sending is safe), *UnclearError.
 func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "status", submissionStatusPath, key)
+	return c.exchange(ctx, "status", http.MethodGet, submissionStatusPath+url.PathEscape(key), key, nil)
 }
 
-// CancelStatus asks what became of the cancel under key (Cancel's key).
-//
-// Errors: ErrNotFound (the desk never accepted it: sending is safe),
-// *UnclearError.
+// CancelStatus asks what became of the cancel under key.
+// Errors: ErrNotFound (never accepted: sending is safe), *UnclearError.
 func (c *Client) CancelStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.lookup(ctx, "cancel_status", cancelStatusPath, key)
+	return c.exchange(ctx, "cancel_status", http.MethodGet, cancelStatusPath+url.PathEscape(key), key, nil)
 }
 
-// lookup asks, as op, for what the desk holds under key at prefix+key.
-func (c *Client) lookup(ctx context.Context, op, prefix, key string) (Receipt, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+prefix+url.PathEscape(key), nil)
+// exchange makes the call op under key once and tells its outcomes apart.
+// A POST has no GetBody, so the transport never resends it on its own, as
+// it would a request with an Idempotency-Key: each send is the caller's.
+func (c *Client) exchange(ctx context.Context, op, method, path, key string, body []byte) (Receipt, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return Receipt{}, err
 	}
-	setAccount(ctx, req)
+	post := method == http.MethodPost
+	if post {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idempotencyKeyHeader, key)
+		req.GetBody = nil
+	}
+	if a, _ := ctx.Value(accountKey{}).(string); a != "" {
+		req.Header.Set(AccountHeader, a)
+	}
 	status, answer, err := c.call(req, op, key)
 	switch {
 	case err != nil:
 		return Receipt{}, &UnclearError{Op: op, Err: err}
-	case status == http.StatusOK:
+	case status == http.StatusOK || (post && status == http.StatusCreated):
 		return decodeReceipt(answer)
-	case status == http.StatusNotFound:
+	case !post && status == http.StatusNotFound:
 		return Receipt{}, ErrNotFound
+	case post && refused(status):
+		var p problem
+		_ = json.Unmarshal(answer, &p) // a body that is no problem leaves them empty
+		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
 	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}
 }

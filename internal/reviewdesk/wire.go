@@ -2,12 +2,9 @@ package reviewdesk
 
 import "time"
 
-// The review desk's wire words: its routes, its headers and the JSON fields
-// of what it takes and answers. They belong to the desk, the other system,
-// not to this service: a rename of the example (demo requests, their
-// cancel, into your own) must leave every string in this file as it is, as
-// it must the test double that speaks them (testenv/deskdouble.go). They
-// change only when the desk does.
+// The review desk's wire words: its routes, headers and JSON fields. They
+// belong to the desk, not to this service: a rename of the example leaves
+// them as they are.
 
 // The desk's routes. A %s is a key, path-escaped; a path ending in / takes
 // the key after it (a lookup).
@@ -36,9 +33,8 @@ type Receipt struct {
 	Key        string    `json:"key"`
 	Reference  string    `json:"reference"`
 	AcceptedAt time.Time `json:"acceptedAt"`
-	// State is what became of it, as the lookups answer it (a submission:
-	// accepted or cancelled; a cancel: accepted). Empty in the answer to
-	// Submit and Cancel.
+	// State is what became of it, in a lookup's answer: accepted, or a
+	// submission cancelled.
 	State string `json:"state,omitempty"`
 }
 

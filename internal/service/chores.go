@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,18 +13,12 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
-// purger deletes expired idempotency records in batches.
-type purger interface {
-	PurgeExpired(ctx context.Context, batch int, mark postgres.SweepMark) (int64, *postgres.SweepMark, error)
-}
-
-// purgeAll deletes expired records batch by batch, so no statement holds
-// many locks or runs long, until a batch finds fewer than batch: each batch
-// goes on after the last record the one before picked, deleted or not (a
-// trigger may keep a record: it is not picked again in this sweep).
-func purgeAll(ctx context.Context, p purger, batch int) (int64, error) {
+// purgeAll deletes expired records in batches of batch, each after the
+// last record the one before picked, deleted or not (a trigger may keep
+// one), until a batch finds fewer.
+func purgeAll(ctx context.Context, p *postgres.Store, batch int) (int64, error) {
 	var total int64
-	var mark postgres.SweepMark // the start
+	var mark postgres.SweepMark
 	for {
 		n, next, err := p.PurgeExpired(ctx, batch, mark)
 		total += n
@@ -38,7 +31,7 @@ func purgeAll(ctx context.Context, p purger, batch int) (int64, error) {
 
 // sweep runs purgeAll every interval until ctx ends, and tells swept how
 // many records it deleted.
-func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Duration, batch int, swept func(int64)) {
+func sweep(ctx context.Context, logger *slog.Logger, p *postgres.Store, interval time.Duration, batch int, swept func(int64)) {
 	Every(ctx, interval, func() {
 		n, err := purgeAll(ctx, p, batch)
 		swept(n)
@@ -50,8 +43,7 @@ func sweep(ctx context.Context, logger *slog.Logger, p purger, interval time.Dur
 	})
 }
 
-// Every runs chore every interval until ctx ends: the loop of serve's and
-// dispatch's background chores.
+// Every runs chore every interval until ctx ends.
 func Every(ctx context.Context, interval time.Duration, chore func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -86,8 +78,7 @@ func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Wri
 	}
 	defer db.Close()
 	switch {
-	case direction == "down" && ext.Migrations != nil:
-		// A service's own schema is built on the template's: it goes first.
+	case direction == "down" && ext.Migrations != nil: // a service's own schema goes first
 		err = postgres.MigrateFS(db, ext.Migrations.FS, ".", ext.Migrations.Table, -1)
 	case direction == "down":
 		err = postgres.Migrate(db, -1)
@@ -98,10 +89,7 @@ func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Wri
 		}
 	}
 	if err != nil {
-		if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {
-			return fmt.Errorf("%w: set DATABASE_URL to PostgreSQL itself for demo-api migrate", err)
-		}
-		return err
+		return migrateHint(err)
 	}
 	fmt.Fprintf(stdout, "migrate %s: done\n", direction)
 	return nil
@@ -120,14 +108,12 @@ func migrateUp(ctx context.Context, db *sqlx.DB, m *Migrations) (postgres.Distri
 	return postgres.Distribute(ctx, db)
 }
 
-// replicationEvery is how often serve reads how its commits replicate:
-// /readyz and the gauge show the last reading, so a readiness probe costs
-// no more than a ping.
+// replicationEvery is how often serve reads how its commits replicate;
+// /readyz shows the last reading.
 const replicationEvery = 30 * time.Second
 
 // replicationWatch keeps the last reading of how the database replicates
-// this service's commits (postgres.Replication), logs it at start and when
-// it changes, and sets the gauge.
+// this service's commits, logs it when it changes, and sets the gauge.
 type replicationWatch struct {
 	logger *slog.Logger
 	read   func(context.Context) (postgres.Replication, error)
@@ -143,8 +129,7 @@ func (w *replicationWatch) latest() any {
 	return nil
 }
 
-// check reads once, and logs the reading when it is the first or differs
-// from the one before.
+// check reads once, and logs a reading that is new.
 func (w *replicationWatch) check(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -162,9 +147,4 @@ func (w *replicationWatch) check(ctx context.Context) {
 			"synchronous_standby_names", r.StandbyNames, "synchronous_standbys_attached", r.Attached)
 	}
 	w.gauge(r.CommitWaits)
-}
-
-// run checks every replicationEvery until ctx ends.
-func (w *replicationWatch) run(ctx context.Context) {
-	Every(ctx, replicationEvery, func() { w.check(ctx) })
 }

@@ -1,21 +1,18 @@
 package service
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/idempotency"
-	"github.com/demo-api/demo-api/internal/serving"
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
@@ -58,11 +55,10 @@ var commandUsage = map[string]string{
 	"dispatch":      "usage: demo-api dispatch [flags]\n\nHands accepted demo requests to the review desk until stopped (serve does it too, unless DISPATCH=false).",
 }
 
-// Settings declares the settings of a command: each has an environment
-// variable and a flag of the same meaning, and a flag wins. A value of an
-// environment variable that does not parse is an error naming the
-// variable, unless its flag is given too. A service built on this one
-// declares its own with it (Extension.Settings).
+// Settings declares the settings of a command, each an environment
+// variable and a flag of the same meaning; a flag wins. A value of the
+// environment that does not parse is an error naming the variable, unless
+// its flag is given too.
 type Settings struct {
 	fs      *flag.FlagSet
 	getenv  func(string) string
@@ -74,79 +70,65 @@ type envErr struct {
 	err  error
 }
 
-// env is the value of the environment variable name, or def.
-func (s *Settings) env(name, def string) string {
-	if v := s.getenv(name); v != "" {
-		return v
+// declare declares the setting name, -flagName, through define: def, or the
+// value of the environment as parse reads it (want says what it takes).
+func declare[T any](s *Settings, define func(*T, string, T, string), p *T, name, flagName string, def T, help, want string, parse func(string) (T, error)) {
+	v := def
+	if env := s.getenv(name); env != "" {
+		if x, err := parse(env); err != nil {
+			s.envErrs = append(s.envErrs, envErr{flagName, fmt.Errorf("%s: %q is not %s", name, env, want)})
+		} else {
+			v = x
+		}
 	}
-	return def
+	define(p, flagName, v, help+" ($"+name+")")
 }
 
 // String declares a setting of text.
 func (s *Settings) String(p *string, name, flagName, def, help string) {
-	s.fs.StringVar(p, flagName, s.env(name, def), help+" ($"+name+")")
+	declare(s, s.fs.StringVar, p, name, flagName, def, help, "", func(v string) (string, error) { return v, nil })
 }
 
 // Duration declares a setting of a duration, such as 30s.
 func (s *Settings) Duration(p *time.Duration, name, flagName, def, help string) {
-	d, err := time.ParseDuration(s.env(name, def))
-	if err != nil {
-		s.envErrs = append(s.envErrs, envErr{flagName, fmt.Errorf("%s: %q is not a duration (e.g. 30s, 5m, 24h)", name, s.getenv(name))})
-		d, _ = time.ParseDuration(def)
-	}
-	s.fs.DurationVar(p, flagName, d, help+" ($"+name+")")
+	d, _ := time.ParseDuration(def)
+	declare(s, s.fs.DurationVar, p, name, flagName, d, help, "a duration (e.g. 30s, 5m, 24h)", time.ParseDuration)
 }
 
 // Bool declares a setting of true or false.
 func (s *Settings) Bool(p *bool, name, flagName string, def bool, help string) {
-	b := def
-	if v := s.getenv(name); v != "" {
-		var err error
-		if b, err = strconv.ParseBool(v); err != nil {
-			s.envErrs = append(s.envErrs, envErr{flagName, fmt.Errorf("%s: %q is not a boolean (use true or false)", name, v)})
-			b = def
-		}
-	}
-	s.fs.BoolVar(p, flagName, b, help+" ($"+name+")")
+	declare(s, s.fs.BoolVar, p, name, flagName, def, help, "a boolean (use true or false)", strconv.ParseBool)
 }
 
 // Positive declares a setting of a whole number of at least 1.
 func (s *Settings) Positive(p *int, name, flagName string, def int, help string) {
-	n, err := strconv.Atoi(s.env(name, strconv.Itoa(def)))
-	if err != nil || n < 1 {
-		s.envErrs = append(s.envErrs, envErr{flagName, fmt.Errorf("%s: %q is not a positive number", name, s.getenv(name))})
-		n = def
-	}
-	s.fs.IntVar(p, flagName, n, help+" ($"+name+")")
+	declare(s, s.fs.IntVar, p, name, flagName, def, help, "a positive number", func(v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err == nil && n < 1 {
+			err = errNotPositive
+		}
+		return n, err
+	})
 }
 
 // Rate declares a setting of a positive number, such as 2.5.
 func (s *Settings) Rate(p *float64, name, flagName string, def float64, help string) {
-	f, err := strconv.ParseFloat(s.env(name, strconv.FormatFloat(def, 'g', -1, 64)), 64)
-	if err != nil || !(f > 0) || math.IsInf(f, 0) {
-		s.envErrs = append(s.envErrs, envErr{flagName, fmt.Errorf("%s: %q is not a positive number", name, s.getenv(name))})
-		f = def
-	}
-	s.fs.Float64Var(p, flagName, f, help+" ($"+name+")")
+	declare(s, s.fs.Float64Var, p, name, flagName, def, help, "a positive number", func(v string) (float64, error) {
+		f, err := strconv.ParseFloat(v, 64)
+		if err == nil && (!(f > 0) || math.IsInf(f, 0)) {
+			err = errNotPositive
+		}
+		return f, err
+	})
 }
 
-// loadConfig reads the environment (through getenv), then the flags in args,
-// into the settings of cmd, and those ext declares. With -h it prints the
-// flags to stdout and returns flag.ErrHelp; a bad flag prints them to
-// stderr.
+var errNotPositive = errors.New("not a positive number")
+
+// loadConfig reads the environment, then the flags in args, into the
+// settings of cmd and those ext declares.
 func loadConfig(cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("demo-api "+cmd, flag.ContinueOnError)
-	// The usage goes to stdout for -h, to stderr after a bad flag; the flag
-	// package's own error line is left out (run's caller prints the error).
-	var usage bytes.Buffer
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
-		fmt.Fprintf(&usage, "%s\n\nEach flag has an environment variable, named in its help; a flag wins.\n\n", commandUsage[cmd])
-		fs.SetOutput(&usage)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
 	set := &Settings{fs: fs, getenv: getenv}
 	str, dur, boolean, positive, rate := set.String, set.Duration, set.Bool, set.Positive, set.Rate
 	str(&c.databaseURL, "DATABASE_URL", "database-url", "", "PostgreSQL URL")
@@ -159,7 +141,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	positive(&c.sweepBatch, "SWEEP_BATCH", "sweep-batch", 500, "rows the sweeper deletes per statement")
 	rate(&c.newKeysPerSecond, "NEW_KEYS_PER_SECOND", "new-keys-per-second", 10, "new idempotency keys each actor may store per second, in this process; over it: 429 rate_limited")
 	positive(&c.newKeysBurst, "NEW_KEYS_BURST", "new-keys-burst", 50, "new idempotency keys each actor may store at once before NEW_KEYS_PER_SECOND applies")
-	fs.StringVar(&c.tokens, "tokens", set.env("API_TOKENS", ""), "bearer tokens as actor:sha256hex,… ($API_TOKENS; see hash-token)")
+	str(&c.tokens, "API_TOKENS", "tokens", "", "bearer tokens as actor:sha256hex,… (see hash-token)")
 	boolean(&c.Workshop, "WORKSHOP", "workshop", false, "accept the Workshop-* headers")
 	str(&c.refusedTopics, "REFUSED_TOPICS", "refused-topics", "blocked", "comma-separated topics the review desk refuses")
 	str(&c.logFormat, "LOG_FORMAT", "log-format", "json", "json or text")
@@ -182,13 +164,13 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	// -h must not print a password or the token hashes found in the environment.
 	fs.Lookup("database-url").DefValue = ""
 	fs.Lookup("tokens").DefValue = ""
-
-	if err := fs.Parse(args); err != nil {
-		w := stderr
-		if errors.Is(err, flag.ErrHelp) {
-			w = stdout
+	usage := commandUsage[cmd] + "\n\nEach flag has an environment variable, named in its help; a flag wins.\n"
+	if err := ParseFlags(fs, args, usage, stdout); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, usage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
 		}
-		io.Copy(w, &usage)
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -201,8 +183,23 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 			return c, e.err
 		}
 	}
-	if c.databaseURL == "" {
-		return c, fmt.Errorf("set DATABASE_URL (or -database-url) to a PostgreSQL URL")
+	for _, bad := range []struct {
+		is  bool
+		err string
+	}{
+		{c.databaseURL == "", "set DATABASE_URL (or -database-url) to a PostgreSQL URL"},
+		{(cmd == "serve" || cmd == "dispatch") && (c.Lease <= 0 || c.TTL < c.Lease), "IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL: " +
+			"a retry told to wait out a claim (Retry-After, at most the lease) must still find its answer"},
+		{cmd == "dispatch" && c.ProviderURL == "", "set PROVIDER_URL (or -provider-url) to the review desk's URL"},
+		{cmd == "serve" && (!(c.newKeysPerSecond > 0) || math.IsInf(c.newKeysPerSecond, 0)),
+			"NEW_KEYS_PER_SECOND must be a positive number: the bound on new keys per actor is always on (raise it to loosen it)"},
+		{cmd == "serve" && c.newKeysBurst < 1, "NEW_KEYS_BURST must be at least 1: an actor must be able to store one new key"},
+		{c.path != "" && c.path != string(idempotency.OnePhase) && c.path != string(idempotency.TwoPhase), "IDEMPOTENCY_PATH must be one_phase, two_phase or empty"},
+		{c.logFormat != "json" && c.logFormat != "text", "LOG_FORMAT must be json or text"},
+	} {
+		if bad.is {
+			return c, errors.New(bad.err)
+		}
 	}
 	if cmd == "serve" {
 		tokens, err := auth.Parse(c.tokens)
@@ -220,30 +217,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 				"set actor:sha256hex,… (demo-api hash-token TOKEN prints the hash)")
 		}
 	}
-	if (cmd == "serve" || cmd == "dispatch") && (c.Lease <= 0 || c.TTL < c.Lease) {
-		return c, fmt.Errorf("IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL: a retry told to wait out a claim (Retry-After, at most the lease) must still find its answer")
-	}
-	if cmd == "dispatch" && c.ProviderURL == "" {
-		return c, fmt.Errorf("set PROVIDER_URL (or -provider-url) to the review desk's URL")
-	}
-	if cmd == "serve" && (!(c.newKeysPerSecond > 0) || math.IsInf(c.newKeysPerSecond, 0)) {
-		return c, fmt.Errorf("NEW_KEYS_PER_SECOND must be a positive number: the bound on new keys per actor is always on (raise it to loosen it)")
-	}
-	if cmd == "serve" && c.newKeysBurst < 1 {
-		return c, fmt.Errorf("NEW_KEYS_BURST must be at least 1: an actor must be able to store one new key")
-	}
-	if c.path != "" && c.path != string(idempotency.OnePhase) && c.path != string(idempotency.TwoPhase) {
-		return c, fmt.Errorf("IDEMPOTENCY_PATH must be one_phase, two_phase or empty")
-	}
-	if c.logFormat != "json" && c.logFormat != "text" {
-		return c, fmt.Errorf("LOG_FORMAT must be json or text")
-	}
 	c.tracing = tracing.FromEnv(getenv)
 	return c, nil
 }
-
-// Logger is the log of a command, in LOG_FORMAT.
-func (c Config) Logger(w io.Writer) *slog.Logger { return NewLogger(c.logFormat, w) }
 
 // NewLogger is a log to w in format, json or text.
 func NewLogger(format string, w io.Writer) *slog.Logger {
@@ -262,11 +238,4 @@ func (c Config) Refused() map[string]bool {
 		}
 	}
 	return m
-}
-
-// HTTPServer is an HTTP server of h with the timeouts every server of the
-// project has (the API, the review desk, the dispatcher's metrics), reading
-// a request for at most c.readTimeout.
-func (c Config) HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
-	return serving.NewServer(h, logger, c.readTimeout)
 }

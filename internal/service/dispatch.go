@@ -12,38 +12,36 @@ import (
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
+	"github.com/demo-api/demo-api/internal/serving"
 )
 
-// dispatcher returns the dispatcher of cfg on store; its Desk is nil when
-// no PROVIDER_URL is set (it then dispatches nothing, and reconcile answers
-// 503).
+// dispatcher returns the dispatcher of cfg on store; its Desk is nil
+// without PROVIDER_URL.
 func dispatcher(cfg Config, store *postgres.Store, logger *slog.Logger, m delivery.Metrics) *delivery.Dispatcher {
 	d := &delivery.Dispatcher{Store: store, Logger: logger, Metrics: m, MaxAttempts: cfg.dispatchAttempts,
 		FirstRetry: cfg.dispatchRetry, CallTimeout: cfg.dispatchTimeout}
 	if cfg.ProviderURL != "" {
-		// A connection per call in flight, kept between rounds.
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 256
-		d.Desk = reviewdesk.New(cfg.ProviderURL, &http.Client{Transport: t})
+		d.Desk = reviewdesk.New(cfg.ProviderURL, &http.Client{Transport: t}) // a connection per call in flight
 	}
 	return d
 }
 
-// dispatch runs the dispatcher alone until ctx ends; several may run, with
-// or without serve, on one database. With cfg.metricsAddr it serves its
-// metrics there (GET /metrics), as serve does on its own address.
+// dispatch runs the dispatcher alone until ctx ends, and serves its metrics
+// on cfg.metricsAddr if set.
 func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
-	logger := cfg.Logger(stderr).With("service", "dispatcher")
+	logger := NewLogger(cfg.logFormat, stderr).With("service", "dispatcher")
 	stopTracing, err := startTracing(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
-	store, db, err := openStore(ctx, cfg, logger, postgres.LongStatements, ext)
+	store, err := openStore(ctx, cfg, logger, postgres.LongStatements, ext)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer store.DB().Close()
 	m := metrics.New(store, logger)
 	if cfg.metricsAddr != "" {
 		ln, err := Listen(cfg.metricsAddr, "METRICS_ADDR")
@@ -52,7 +50,7 @@ func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Ex
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.Handler())
-		srv := cfg.HTTPServer(mux, logger)
+		srv := serving.NewServer(mux, logger, cfg.readTimeout)
 		go func() { _ = srv.Serve(ln) }() // ends with ErrServerClosed when run returns
 		defer func() { _ = srv.Close() }()
 		fmt.Fprintf(stdout, "dispatcher metrics on http://%s/metrics\n", ln.Addr())

@@ -15,24 +15,14 @@ import (
 // healthcheckTimeout bounds the whole check, connection and answer.
 const healthcheckTimeout = 3 * time.Second
 
-// healthcheckCmd asks the serve on this machine for /healthz and succeeds
-// on a 200: the container image's HEALTHCHECK, which has no shell or curl
-// to do it with. It asks /healthz, not /readyz: what acts on a container's
-// health (Compose's --wait, Swarm's replacement of an unhealthy task) should
-// see a process that serves, and replacing it cures a stuck process but not
-// a database that is down, which /readyz and the 503s already tell clients.
-func healthcheckCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+const healthcheckUsage = "usage: demo-api healthcheck [flags]\n\nGETs /healthz from the serve listening on -listen; exits 0 on a 200, 1 otherwise.\n"
+
+// healthcheckCmd is the image's HEALTHCHECK: /healthz, not /readyz, since
+// replacing a container cures a stuck process, not a database that is down.
+func healthcheckCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-api healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	addr := fs.String("listen", cmp.Or(getenv("LISTEN_ADDR"), ":8080"), "the address serve listens on ($LISTEN_ADDR); an unspecified host is asked on loopback")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: demo-api healthcheck [flags]\n\nGETs /healthz from the serve listening on -listen; exits 0 on a 200, 1 otherwise.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if wantsHelp(args) {
-		fs.SetOutput(stdout)
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := ParseFlags(fs, args, healthcheckUsage, stdout); err != nil {
 		return err
 	}
 	url, err := healthzURL(*addr)

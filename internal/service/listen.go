@@ -7,9 +7,8 @@ import (
 	"syscall"
 )
 
-// Listen listens on addr, the value of the setting that chose it. An
-// address that another process holds says what to do about it: a second
-// make run is the usual reason.
+// Listen listens on addr, the value of setting; an address that another
+// process holds says what to do about it.
 func Listen(addr, setting string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	switch {

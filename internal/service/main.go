@@ -1,8 +1,6 @@
-// Package service is the program of demo-api: its commands (usage lists
-// them), serve with its chores, and their configuration, from environment
-// variables that each have a flag of the same meaning (config.go).
-// cmd/demo-api runs it as it is; a service built on this one (the full
-// demo, demo/) runs it with an Extension of its own.
+// Package service is the program of demo-api: its commands, serve with its
+// chores, and their configuration (config.go). A service built on this one
+// (the full demo, demo/) runs it with an Extension of its own.
 package service
 
 import (
@@ -26,27 +24,23 @@ import (
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
-// Extension is what a service built on this one adds to its commands and
-// to serve: the full demo (demo/) adds the review desk's stand-in, the
-// expedite with its completer, the pages and the workshop.
+// Extension is what a service built on this one adds to the commands and
+// to serve.
 type Extension struct {
 	Commands []Command
-	Settings func(s *Settings) // more settings of serve and dispatch
-	// Serve adds to serve and to dispatch once their database is open and
-	// its schema current.
-	Serve func(ctx context.Context, s *Serving) error
-	// Migrations are a schema of the service's own: migrate up applies them
-	// after the template's, and migrate down takes the last of them down.
+	Settings func(s *Settings)                           // more settings of serve and dispatch
+	Serve    func(ctx context.Context, s *Serving) error // adds to serve and dispatch once the schema is current
+	// Migrations are a schema of the service's own, applied after the
+	// template's and taken down before it.
 	Migrations *Migrations
-	// Authenticate, if set, returns serve's check of a bearer token that
-	// API_TOKENS (tokens, maybe none) do not hold (httpapi.Deps.Authenticate),
-	// or nil for none, or why c refuses it; with a check, API_TOKENS may be
+	// Authenticate, if set, returns serve's check of the bearer tokens that
+	// API_TOKENS does not hold (nil: none); with a check, API_TOKENS may be
 	// empty.
 	Authenticate func(c Config, tokens auth.Tokens) (func(token string) (actor string, err error), error)
 }
 
-// Migrations are golang-migrate files at the root of FS, recorded in a
-// migrations table of their own.
+// Migrations are golang-migrate files at the root of FS, in a table of
+// their own.
 type Migrations struct {
 	FS    fs.FS
 	Table string
@@ -68,16 +62,14 @@ type Serving struct {
 	Metrics *metrics.Metrics
 	Desk    *reviewdesk.Client                // nil without PROVIDER_URL
 	Stdout  io.Writer                         // where the command prints its lines
-	Deps    *httpapi.Deps                     // the API's, in serve only (nil in dispatch): set Routes, Public and the rest there
+	Deps    *httpapi.Deps                     // the API's, in serve only (nil in dispatch)
 	Chore   func(f func(ctx context.Context)) // runs f beside serve or dispatch until they stop
-	// Listening, if set, is called once serve listens at addr, after its
-	// line "demo-api listening on …".
+	// Listening, if set, is called once serve listens at addr.
 	Listening func(addr *net.TCPAddr)
 }
 
-// Main runs the program with args (the command and its flags), as a
-// process would: a command's -h prints its flags to stdout and is no
-// error.
+// Main runs the program with args (the command and its flags): a command's
+// -h prints its flags to stdout and is no error.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) error {
 	err := runCommand(ctx, args, getenv, stdout, stderr, ext)
 	if errors.Is(err, flag.ErrHelp) {
@@ -87,9 +79,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 }
 
 // ParseFlags parses a command's args into fs. With -h it prints usage and
-// the flags to stdout and returns flag.ErrHelp (Main: no error); a bad flag
-// is refused.
+// the flags to stdout and returns flag.ErrHelp; a bad flag is refused.
 func ParseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usage+"\n")
@@ -103,8 +95,8 @@ func ParseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer)
 	return nil
 }
 
-// Exit runs Main as the process: on SIGINT or SIGTERM it stops gracefully,
-// and its error, printed, sets the exit status.
+// Exit runs Main as the process: SIGINT or SIGTERM stops it gracefully, and
+// its error, printed, sets the exit status.
 func Exit(ext *Extension) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := Main(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, ext)
@@ -118,7 +110,7 @@ func Exit(ext *Extension) {
 	}
 }
 
-const usage = `usage: demo-api <command> [flags]
+const usageFormat = `usage: demo-api <command> [flags]
 
 commands:
   serve               run the HTTP API and the sweeper (applies migrations first)
@@ -131,20 +123,15 @@ commands:
 %s
 run "demo-api <command> -h" for the flags and environment variables.`
 
-// usageOf is the program's usage, with ext's commands.
-func usageOf(ext *Extension) string {
-	var more strings.Builder
-	for _, c := range ext.Commands {
-		fmt.Fprintf(&more, "  %-19s %s\n", c.Name, c.Usage)
-	}
-	return fmt.Sprintf(usage, more.String())
-}
-
 func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) error {
 	if ext == nil {
 		ext = &Extension{}
 	}
-	usage := usageOf(ext)
+	var more strings.Builder
+	for _, c := range ext.Commands {
+		fmt.Fprintf(&more, "  %-19s %s\n", c.Name, c.Usage)
+	}
+	usage := fmt.Sprintf(usageFormat, more.String())
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("no command")
@@ -179,9 +166,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		return purgeCmd(ctx, cfg, stdout)
 	case "send":
-		return sendCmd(ctx, args, stdout, stderr)
+		return sendCmd(ctx, args, stdout)
 	case "healthcheck":
-		return healthcheckCmd(ctx, args, getenv, stdout, stderr)
+		return healthcheckCmd(ctx, args, getenv, stdout)
 	case "hash-token":
 		const hashUsage = "usage: demo-api hash-token TOKEN\n\nPrints the hex SHA-256 of TOKEN, as API_TOKENS holds it (actor:sha256hex,…)."
 		if wantsHelp(args) {

@@ -73,8 +73,8 @@ func TestOutboxEndToEnd(t *testing.T) {
 	}) {
 		t.Fatalf("the cancel's delivery is %+v, want submitted:\n%s", deliveryOf().Cancel, p.Log())
 	}
-	if n := desk.Cancels(delivery.CancelKey(id), delivery.ProviderKey(id)); n != 1 {
-		t.Fatalf("the desk holds %d cancels of %s under %s, want 1", n, delivery.ProviderKey(id), delivery.CancelKey(id))
+	if n := desk.Cancels(delivery.EventKey(id, delivery.KindCancel, 1), delivery.ProviderKey(id)); n != 1 {
+		t.Fatalf("the desk holds %d cancels of %s under %s, want 1", n, delivery.ProviderKey(id), delivery.EventKey(id, delivery.KindCancel, 1))
 	}
 	if n, c, bad := desk.Submissions(t), desk.AllCancels(t), desk.Invalid(); n != 1 || c != 1 || bad != 0 {
 		t.Fatalf("the desk holds %d submissions and %d cancels and refused %d calls, want 1, 1 and 0", n, c, bad)

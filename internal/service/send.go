@@ -29,19 +29,6 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// headerFlags are repeatable "Name: value" flags.
-type headerFlags http.Header
-
-func (h headerFlags) String() string { return "" }
-func (h headerFlags) Set(v string) error {
-	name, value, ok := strings.Cut(v, ":")
-	if !ok || strings.TrimSpace(name) == "" {
-		return fmt.Errorf("want 'Name: value', got %q", v)
-	}
-	http.Header(h).Add(strings.TrimSpace(name), strings.TrimSpace(value))
-	return nil
-}
-
 const sendUsage = `usage: demo-api send [flags]
 
 Creates a demo request (or, with --cancel ID, cancels one) through the Go
@@ -54,9 +41,8 @@ limited: every attempt was answered 429, nothing was stored, send again
 `
 
 // sendCmd is demo-api send.
-func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func sendCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-api send", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	base := fs.String("base", "http://localhost:8080", "the API's base URL")
 	token := fs.String("token", "dev-alice", "bearer token")
 	key := fs.String("key", "", "reuse this idempotency key (default: a new one)")
@@ -67,8 +53,15 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cancel := fs.String("cancel", "", "cancel the request of this requestId instead of creating one")
 	resolve := fs.String("resolve", "", "ask what became of this key instead of sending")
 	operation := fs.String("operation", client.OperationCreate, "the operation of the --resolve key: "+client.OperationCreate+" or "+client.OperationCancel)
-	headers := headerFlags{}
-	fs.Var(headers, "header", "extra header 'Name: value' on every attempt, e.g. 'Workshop-Delay: 3s' (repeatable)")
+	header := http.Header{}
+	fs.Func("header", "extra header 'Name: value' on every attempt, e.g. 'Workshop-Delay: 3s' (repeatable)", func(v string) error {
+		name, value, ok := strings.Cut(v, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return fmt.Errorf("want 'Name: value', got %q", v)
+		}
+		header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+		return nil
+	})
 	if err := ParseFlags(fs, args, sendUsage, stdout); err != nil {
 		return err
 	}
@@ -108,7 +101,7 @@ func sendCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *key != "" {
 		it.Key = *key
 	}
-	it.Header = http.Header(headers)
+	it.Header = header
 	fmt.Fprintf(stdout, "intent: key %s, budget %s\n", it.Key, *budget)
 	res, err := c.Send(ctx, it)
 	var refused *client.ProblemError

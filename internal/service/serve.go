@@ -22,11 +22,10 @@ import (
 	"github.com/demo-api/demo-api/internal/workshop"
 )
 
-// serve runs the API until ctx ends, then shuts down gracefully: it stops
-// accepting, lets in-flight requests finish (their finish runs on a context of
-// its own), stops the sweeper and the dispatcher, and returns nil.
+// serve runs the API until ctx ends, then lets in-flight requests finish,
+// stops its chores, and returns nil.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
-	logger := cfg.Logger(stderr)
+	logger := NewLogger(cfg.logFormat, stderr)
 	stopTracing, err := startTracing(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -39,18 +38,17 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		}
 		defer pprofLn.Close()
 	}
-	store, db, err := openStore(ctx, cfg, logger, postgres.KeyStatements, ext)
+	store, err := openStore(ctx, cfg, logger, postgres.KeyStatements, ext)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	// The sweeper's and the dispatcher's batches run on a pool of their
-	// own, with the long bound.
-	chores, choresDB, err := openStore(ctx, cfg, logger, postgres.LongStatements, nil)
+	defer store.DB().Close()
+	// The chores' batches have a pool of their own, with the long bound.
+	chores, err := openStore(ctx, cfg, logger, postgres.LongStatements, nil)
 	if err != nil {
 		return err
 	}
-	defer choresDB.Close()
+	defer chores.DB().Close()
 	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig; maybe none, with an Extension's Authenticate
 	m := metrics.New(store, logger)
 	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
@@ -98,9 +96,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 	if err != nil {
 		return err
 	}
-	srv := cfg.HTTPServer(handler, logger)
+	srv := serving.NewServer(handler, logger, cfg.readTimeout)
 	wg.Go(func() { sweep(sweepCtx, logger, chores, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
-	wg.Go(func() { repl.run(sweepCtx) })
+	wg.Go(func() { Every(sweepCtx, replicationEvery, func() { repl.check(sweepCtx) }) })
 	if disp.Desk != nil && cfg.dispatch {
 		wg.Go(func() { disp.Run(sweepCtx) })
 	}
@@ -115,8 +113,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 			"addr", ln.Addr().String())
 	}
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
-	if pprofLn != nil {
-		// After the line above, which tools read first (cmd/demo-bench).
+	if pprofLn != nil { // after the line above, which tools read first
 		fmt.Fprintf(stdout, "demo-api pprof on http://%s/debug/pprof/\n", pprofLn.Addr())
 		wg.Go(func() {
 			if err := serving.ServePprof(sweepCtx, logger, pprofLn); err != nil {
@@ -132,39 +129,36 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 }
 
 // startWait is how long a server waits at start for a database that does
-// not answer yet (one starting, restarting or slow under load). A database
-// that refuses (a wrong password, no such database) ends the start at once.
+// not answer yet; one that refuses (a wrong password) ends the start at once.
 const startWait = 30 * time.Second
 
-// openStore opens cfg's database with statements bounded by
-// statementTimeout, trying again each second for startWait while it is
-// unavailable, and returns its store and its pool, to close; with migrate, it
-// brings the schema up to date first, the template's and then ext's own.
-func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, *sqlx.DB, error) {
+// openStore opens cfg's database, trying again each second for startWait
+// while it is unavailable; with migrate, it brings the schema up to date.
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, error) {
 	db, err := cfg.openDB(ctx, statementTimeout)
 	for deadline := time.Now().Add(startWait); err != nil && postgres.Unavailable(err) && time.Now().Before(deadline); {
 		logger.Warn("the database does not answer yet; trying again", "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, nil, err
+			return nil, err
 		case <-time.After(time.Second):
 		}
 		db, err = cfg.openDB(ctx, statementTimeout)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if migrate != nil {
 		d, err := migrateUp(ctx, db, migrate.Migrations)
 		if err != nil {
 			db.Close()
-			return nil, nil, migrateHint(err)
+			return nil, migrateHint(err)
 		}
 		if d.Citus != "" {
 			logger.Info("migrate: " + d.String())
 		}
 	}
-	return postgres.New(db), db, nil
+	return postgres.New(db), nil
 }
 
 // openDB opens cfg's database with statements bounded by statementTimeout,
@@ -177,7 +171,7 @@ func (c Config) openDB(ctx context.Context, statementTimeout time.Duration) (*sq
 // pooler DATABASE_URL reaches.
 func migrateHint(err error) error {
 	if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {
-		return fmt.Errorf("%w: `demo-api migrate up` with DATABASE_URL set to PostgreSQL itself, then start this again", err)
+		return fmt.Errorf("%w: run demo-api migrate with DATABASE_URL set to PostgreSQL itself", err)
 	}
 	return err
 }

@@ -11,10 +11,8 @@ import (
 )
 
 // ListenPprof listens for the profiler on addr (PPROF_ADDR), which must be
-// on this machine: 127.0.0.1:6060, [::1]:6060 or localhost:6060 (port 0:
-// any free one). A profile shows what the server runs, and its handlers
-// can keep the process busy for as long as they are asked to, so an address
-// that other machines reach (or none, which is every interface) is refused.
+// on this machine: a profile shows what the server runs, and its handlers
+// keep the process busy for as long as they are asked to.
 func ListenPprof(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -31,10 +29,7 @@ func ListenPprof(addr string) (net.Listener, error) {
 }
 
 // ServePprof serves net/http/pprof's pages under /debug/pprof/ on ln until
-// ctx ends, on a server of its own: the API's routes, middleware and
-// metrics never see it. A CPU profile of the API under load:
-//
-//	go tool pprof -top http://127.0.0.1:6060/debug/pprof/profile?seconds=10
+// ctx ends, on a server of its own, apart from the API's routes.
 func ServePprof(ctx context.Context, logger *slog.Logger, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -42,12 +37,11 @@ func ServePprof(ctx context.Context, logger *slog.Logger, ln net.Listener) error
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// No ReadTimeout nor WriteTimeout: a profile may take a minute.
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	// A profile of up to a minute must be written out: no WriteTimeout,
-	// and the shutdown does not wait for it.
 	return Serve(ctx, slog.New(slog.DiscardHandler), srv, ln, time.Second)
 }

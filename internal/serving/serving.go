@@ -1,6 +1,5 @@
-// Package serving runs an HTTP server until its context ends, then stops it
-// gracefully. Every server of the project runs this way: the API, the review
-// desk and the bench's baseline.
+// Package serving runs every HTTP server of the project until its context
+// ends, then stops it gracefully.
 package serving
 
 import (
@@ -13,10 +12,8 @@ import (
 	"time"
 )
 
-// NewServer is an HTTP server of h with the timeouts every server of the
-// project has: a client that sends its request slowly (past readTimeout for
-// the whole request, 5 s for its headers), or keeps an idle connection, is
-// cut off.
+// NewServer is an HTTP server of h that cuts off a client that sends its
+// request slowly (past readTimeout, or 5 s for its headers) or idles.
 func NewServer(h http.Handler, logger *slog.Logger, readTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -28,9 +25,8 @@ func NewServer(h http.Handler, logger *slog.Logger, readTimeout time.Duration) *
 	}
 }
 
-// Serve serves srv on ln until ctx ends, then shuts it down: it stops
-// accepting and gives the requests in flight up to timeout to finish. It
-// returns nil after a graceful stop, else what stopped it.
+// Serve serves srv on ln until ctx ends, then gives the requests in flight
+// up to timeout to finish; it returns nil after a graceful stop.
 func Serve(ctx context.Context, logger *slog.Logger, srv *http.Server, ln net.Listener, timeout time.Duration) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

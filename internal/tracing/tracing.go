@@ -1,12 +1,7 @@
 // Package tracing decides whether the service makes spans, and exports
-// them. It is off unless the standard OTEL_EXPORTER_OTLP_ENDPOINT (or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: then spans are sent in batches
-// over OTLP/HTTP with protobuf. Off, nothing is made: callers ask On and skip
-// their spans, and Start hands out a span that records nothing.
-//
-// The spans: the HTTP request (named after its route), the idempotency
-// decision inside it, each SQL statement inside a recording span (named
-// after its file), and the dispatcher's delivery with its calls to the desk.
+// them in batches over OTLP/HTTP with protobuf when the standard
+// OTEL_EXPORTER_OTLP_ENDPOINT (or its _TRACES_ variant) is set. Off, Start
+// hands out a span that records nothing.
 package tracing
 
 import (
@@ -46,8 +41,7 @@ var current atomic.Pointer[tracing]
 // On reports whether spans are made.
 func On() bool { return current.Load() != nil }
 
-// Use makes spans with tp from now on (nil: none). Setup calls it; tests
-// call it with a provider of the SDK that records in memory.
+// Use makes spans with tp from now on (nil: none).
 func Use(tp trace.TracerProvider) {
 	if tp == nil {
 		current.Store(nil)
@@ -76,10 +70,7 @@ func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 
 // TraceID is the trace id of ctx's span when it is recording, else "".
 func TraceID(ctx context.Context) string {
-	if !On() {
-		return ""
-	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+	if span := trace.SpanFromContext(ctx); On() && span.IsRecording() {
 		return span.SpanContext().TraceID().String()
 	}
 	return ""
@@ -111,9 +102,8 @@ func FromEnv(getenv func(string) string) Config {
 }
 
 // Setup turns tracing on as c says, or leaves it off when c has no
-// endpoint. The returned shutdown exports the spans still buffered and
-// stops. The exporter reads its other standard variables (headers,
-// timeout, …) from the process's environment, and logs through logger.
+// endpoint; shutdown exports the spans still buffered and stops. The
+// exporter reads its other standard variables from the environment.
 func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(context.Context) error, err error) {
 	if c.Endpoint == "" {
 		Use(nil)
@@ -122,7 +112,8 @@ func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(co
 	if c.Protocol != "http/protobuf" {
 		return nil, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_PROTOCOL %q: only http/protobuf is supported", c.Protocol)
 	}
-	if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, err := url.Parse(c.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("tracing: the OTLP endpoint %q is not an http:// or https:// URL", c.Endpoint)
 	}
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(c.Endpoint))
@@ -133,8 +124,7 @@ func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(co
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
-	// OpenTelemetry's own default prints plain text on stderr, inside the
-	// service's JSON log.
+	// OpenTelemetry's own default prints plain text inside the JSON log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { logger.Warn("tracing: export", "err", err) }))
 	otel.SetLogger(logr.FromSlogHandler(logger.Handler()))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
@@ -142,6 +132,7 @@ func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(co
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(Propagator)
 	Use(tp)
+	logger.Info("tracing", "endpoint", u.Redacted(), "protocol", c.Protocol, "service_name", c.ServiceName)
 	return func(ctx context.Context) error {
 		Use(nil)
 		return tp.Shutdown(ctx)

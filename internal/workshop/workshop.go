@@ -1,7 +1,6 @@
 // Package workshop is the workshop's knobs: request headers that reproduce
-// each branch of the contract on demand, on any idempotent operation. They
-// decorate an operation's work (httpapi.Decorator): serve installs Knobs
-// when WORKSHOP=true, and Off, which refuses them, when not.
+// each branch of the contract on demand, on any idempotent operation, as a
+// decorator of its work (httpapi.Decorator).
 package workshop
 
 import (
@@ -15,39 +14,27 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// The knobs. A request that carries one takes the two-phase path when its
-// operation would take the one-phase path, so that it has a claim to hold,
-// fail or answer late.
+// The knobs. A request that carries one takes the two-phase path, so that
+// it has a claim to hold, fail or answer late.
 const (
-	// HeaderDelay holds the work after the claim, e.g. "10s": meanwhile a
-	// retry with the same key gets 409 operation_in_progress.
-	HeaderDelay = "Workshop-Delay"
-	// HeaderFail, "after-claim", fails the work after the claim: the claim is
-	// released and the answer is 503, so the same key can run again.
-	HeaderFail = "Workshop-Fail"
-	// HeaderDropResponse, "true", closes the connection after the finish
-	// committed, without a response: the lost response a retry recovers.
-	HeaderDropResponse = "Workshop-Drop-Response"
-	// HeaderTTL, a duration from MinTTL to MaxTTL such as "5s", makes the
-	// key of this request, if it writes it, replayed that long instead of
-	// the server's TTL: expiry shown without a restart.
-	HeaderTTL = "Workshop-TTL"
+	HeaderDelay        = "Workshop-Delay"         // e.g. 10s: holds the work after the claim; a retry meanwhile gets 409
+	HeaderFail         = "Workshop-Fail"          // after-claim: the work fails, the claim is released, the answer is 503
+	HeaderDropResponse = "Workshop-Drop-Response" // true: the connection closes after the commit, with no response
+	HeaderTTL          = "Workshop-TTL"           // e.g. 5s, from minTTL to maxTTL: how long this request's key is replayed
 )
 
-// The bounds of Workshop-TTL.
 const (
-	MinTTL = time.Second
-	MaxTTL = 10 * time.Minute
+	minTTL = time.Second
+	maxTTL = 10 * time.Minute
 )
 
 // Knobs is the decorator of the knobs; maxDelay bounds Workshop-Delay (half
 // the lease, the work's budget). Errors: invalid_header.
 func Knobs(maxDelay time.Duration) httpapi.Decorator {
 	return func(r *http.Request, req *idempotency.Request) (httpapi.Decoration, error) {
-		var d httpapi.Decoration
 		k, err := read(r, maxDelay)
-		if err != nil || !k.set() {
-			return d, err
+		if err != nil || k == (knobs{}) {
+			return httpapi.Decoration{}, err
 		}
 		if req.Path == idempotency.OnePhase {
 			req.Path = idempotency.TwoPhase
@@ -55,17 +42,16 @@ func Knobs(maxDelay time.Duration) httpapi.Decorator {
 		if k.ttl > 0 {
 			req.TTL = k.ttl
 		}
+		d := httpapi.Decoration{DropAnswer: k.drop}
 		if k.delay > 0 || k.fail {
 			d.Hold = k.hold
 		}
-		d.DropAnswer = k.drop
 		return d, nil
 	}
 }
 
-// Off is the decorator of a server without the knobs: a request that
-// carries one is refused, saying how to turn them on. Errors:
-// workshop_disabled.
+// Off is the decorator of a server without the knobs: it refuses them.
+// Errors: workshop_disabled.
 func Off(r *http.Request, _ *idempotency.Request) (httpapi.Decoration, error) {
 	for _, h := range []string{HeaderDelay, HeaderFail, HeaderDropResponse, HeaderTTL} {
 		if r.Header.Get(h) != "" {
@@ -82,8 +68,6 @@ type knobs struct {
 	drop  bool
 	ttl   time.Duration // 0: the server's
 }
-
-func (k knobs) set() bool { return k.delay > 0 || k.fail || k.drop || k.ttl > 0 }
 
 // read reads the knobs of r. Errors: invalid_header.
 func read(r *http.Request, maxDelay time.Duration) (knobs, error) {
@@ -107,15 +91,14 @@ func read(r *http.Request, maxDelay time.Duration) (knobs, error) {
 		}
 	}
 	if v := r.Header.Get(HeaderTTL); v != "" {
-		if k.ttl, err = time.ParseDuration(v); err != nil || k.ttl < MinTTL || k.ttl > MaxTTL {
-			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration from %s to %s, such as 5s", HeaderTTL, MinTTL, MaxTTL)
+		if k.ttl, err = time.ParseDuration(v); err != nil || k.ttl < minTTL || k.ttl > maxTTL {
+			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration from %s to %s, such as 5s", HeaderTTL, minTTL, maxTTL)
 		}
 	}
 	return k, nil
 }
 
-// hold runs inside the work, before it decides: the delay, then the
-// failure.
+// hold runs inside the work, before it decides.
 func (k knobs) hold(ctx context.Context) error {
 	if k.delay > 0 {
 		select {
