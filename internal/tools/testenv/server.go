@@ -113,7 +113,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		Lease:      Lease,
 		InWork: func(ctx context.Context, r *http.Request) error {
 			e.Works.Add(1)
-			if hook := e.hook.Load(); hook != nil {
+			if hook := e.hook.Load(); hook != nil && *hook != nil {
 				return (*hook)(ctx, r)
 			}
 			return nil
