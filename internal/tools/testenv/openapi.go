@@ -163,12 +163,9 @@ func (c *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // routeMissing reports whether errs only say the route is not in the
 // contract.
 func routeMissing(errs []*valerrors.ValidationError) bool {
-	for _, e := range errs {
-		if !e.IsPathMissingError() && !e.IsOperationMissingError() {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(errs, func(e *valerrors.ValidationError) bool {
+		return !e.IsPathMissingError() && !e.IsOperationMissingError()
+	})
 }
 
 // checkUnrouted checks that an unknown route or method is a 404 or 405
