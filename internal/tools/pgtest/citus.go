@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +15,9 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
-// On a Citus coordinator a cloned database would lack the workers' half of
-// its distributed tables: each test gets a schema of the one database,
-// migrated and distributed as migrate does it, reached through the URL's
-// search_path, and dropped once the test passed.
+// On a Citus coordinator a clone would lack the workers' half of its
+// distributed tables: each test gets a schema of the one database, migrated
+// and distributed, as its URL's search_path, dropped once the test passed.
 
 // citusVersion is the citus extension's version at dsn, "" without one.
 func citusVersion(ctx context.Context, dsn string) (string, error) {
@@ -41,19 +40,14 @@ func Citus() bool { return server != nil && server.Citus != "" }
 // freshCitus is a new schema of the Citus database for t.
 func freshCitus(t testing.TB) pgtestdb.Config {
 	t.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "test_" + hex.EncodeToString(b)
+	schema := "test_" + strings.ToLower(rand.Text())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := adminExec(ctx, "CREATE SCHEMA "+pq.QuoteIdentifier(schema)); err != nil {
 		t.Fatalf("pgtest: Citus: %v", err)
 	}
 	conf := server.Config
-	if conf.Options != "" {
-		conf.Options += "&"
-	}
-	conf.Options += "search_path=" + schema
+	conf.Options = strings.TrimPrefix(conf.Options+"&search_path="+schema, "&")
 	db, err := postgres.Open(ctx, conf.URL(), postgres.LongStatements)
 	if err != nil {
 		t.Fatalf("pgtest: Citus: %v", err)
@@ -61,8 +55,7 @@ func freshCitus(t testing.TB) pgtestdb.Config {
 	defer db.Close()
 	if err := postgres.Migrate(db, 0); err != nil {
 		t.Fatalf("pgtest: Citus: schema %s: %v", schema, err)
-	}
-	if _, err := postgres.Distribute(ctx, db); err != nil {
+	} else if _, err := postgres.Distribute(ctx, db); err != nil {
 		t.Fatalf("pgtest: Citus: schema %s: %v", schema, err)
 	}
 	t.Logf("testdbconf: %s (a schema of the Citus database)", conf.URL())

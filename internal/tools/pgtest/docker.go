@@ -9,18 +9,17 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ory/dockertest/v3"
 	"github.com/ory/dockertest/v3/docker"
-	"github.com/peterldowns/pgtestdb"
 )
 
 const dockerImage, dockerTag = "postgres", "15"
 
-// startDocker runs a postgres:15 container through dockertest, its port
-// published on loopback (the server trusts every connection) at a port
-// picked here, which a restart of the container keeps.
+// startDocker runs a postgres:15 container, its port published on loopback
+// (it trusts every connection) at a port picked here, which a restart keeps.
 func startDocker(ctx context.Context, opts Options) (*Server, error) {
 	pool, err := dockertest.NewPool("")
 	if err != nil {
@@ -64,18 +63,9 @@ func startDocker(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	c := &container{pool: pool, res: res}
-	s := &Server{
-		Config: pgtestdb.Config{DriverName: "postgres", Host: host, Port: strconv.Itoa(port), User: "postgres",
-			Password: "postgres", Database: "postgres", Options: "sslmode=disable"},
-		Source: fmt.Sprintf("dockertest (%s:%s)", dockerImage, dockerTag), stop: c.stop, restart: c.restart,
-	}
-	// The first start initialises the cluster: slow on a busy machine.
-	if err := ping(ctx, s.Config.URL(), 90*time.Second); err != nil {
-		logs := c.logs()
-		_ = c.stop()
-		return nil, fmt.Errorf("container %s:%s does not answer on %s: %w\ncontainer log:\n%s", dockerImage, dockerTag, s.addr(), err, logs)
-	}
-	return s, nil
+	s := &Server{Config: ownConfig(host, port, "postgres"), Source: fmt.Sprintf("dockertest (%s:%s)", dockerImage, dockerTag),
+		stop: sync.OnceValue(c.stop), restart: c.restart}
+	return s.answering(ctx, 90*time.Second, c.logs) // the first start runs initdb: slow on a busy machine
 }
 
 // container is a PostgreSQL container that dockertest started.
@@ -101,7 +91,7 @@ func (c *container) restart(ctx context.Context, mode string) error {
 		return fmt.Errorf("pgtest: wait for container %s to stop: %w", id[:12], err)
 	}
 	if err := c.pool.Client.StartContainerWithContext(id, nil, ctx); err != nil {
-		return fmt.Errorf("pgtest: start container %s again: %w\ncontainer log:\n%s", id[:12], err, c.logs())
+		return fmt.Errorf("pgtest: start container %s again: %w\n%s", id[:12], err, c.logs())
 	}
 	return nil
 }
@@ -124,7 +114,7 @@ func (c *container) logs() string {
 	err := c.pool.Client.Logs(docker.LogsOptions{Context: ctx, Container: c.res.Container.ID,
 		OutputStream: &out, ErrorStream: &out, Stdout: true, Stderr: true, Tail: "30"})
 	if err != nil {
-		return fmt.Sprintf("(cannot read: %v)", err)
+		return fmt.Sprintf("(cannot read the container log: %v)", err)
 	}
-	return out.String()
+	return "container log:\n" + out.String()
 }

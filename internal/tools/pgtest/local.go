@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -15,13 +17,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/peterldowns/pgtestdb"
 )
 
-// pgUser is the OS user PostgreSQL and PgBouncer run as when the process
-// is root, which both refuse.
+// pgUser runs PostgreSQL and PgBouncer when this process is root, which
+// both refuse.
 const pgUser = "postgres"
 
 const installHint = "install the PostgreSQL server binaries: `sudo apt-get install postgresql` (Debian, Ubuntu), " +
@@ -32,9 +35,17 @@ const installHint = "install the PostgreSQL server binaries: `sudo apt-get insta
 type local struct {
 	bindir, dir, data, log string
 	prefix                 []string // runuser -u postgres -- when root
-	watchdogW              *os.File // closing it (or dying) has the watchdog clean up
-	watchdog               *exec.Cmd
+	unwatch                func()   // stops the watchdog, which then finds nothing to do
 }
+
+// localWatchdog stops the cluster and removes its folder once its stdin
+// closes: at stop, or when this process dies without it (a timeout's
+// panic, SIGKILL). Best effort: stop works without it.
+const localWatchdog = `trap '' HUP INT QUIT TERM
+dir=$1; shift
+read -r _ || :
+if [ -f "$dir/data/postmaster.pid" ]; then "$@" >/dev/null 2>&1; fi
+rm -rf "$dir"`
 
 func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	bindir, err := defaultBinSearch().find()
@@ -52,7 +63,8 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return fail(fmt.Errorf("initdb (%s): %w\n%s", bindir, err, out))
 	}
-	l.startWatchdog()
+	argv := append([]string{"/bin/sh", "-c", localWatchdog, "pgtest-watchdog", l.dir}, l.prefix...)
+	l.unwatch, _, _ = watch("/", append(argv, filepath.Join(l.bindir, "pg_ctl"), "stop", "-m", "immediate", "-D", l.data)...)
 	settings := append([]string{"listen_addresses=127.0.0.1"}, opts.settings()...)
 	if runtime.GOOS != "windows" {
 		settings = append(settings, "unix_socket_directories="+l.dir)
@@ -65,21 +77,31 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 		out, err := l.command(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", l.data, "-l", l.log,
 			"-o", strings.Join(o, " ")).CombinedOutput()
 		if err != nil {
-			log := tail(l.log, 30)
-			return strings.Contains(log, "could not bind"), fmt.Errorf("pg_ctl start (%s): %w\n%s\nserver log %s:\n%s", bindir, err, out, l.log, log)
+			log := l.logTail()
+			return strings.Contains(log, "could not bind"), fmt.Errorf("pg_ctl start (%s): %w\n%s\n%s", bindir, err, out, log)
 		}
 		return false, nil
 	})
 	if err != nil {
 		return fail(err)
 	}
-	s := &Server{
-		Config: pgtestdb.Config{DriverName: "postgres", Host: "127.0.0.1", Port: strconv.Itoa(port),
-			User: "postgres", Database: "postgres", Options: "sslmode=disable"}, // trust: no password
-		Source: fmt.Sprintf("local binaries (%s)", bindir), stop: l.stop, restart: l.restart,
-	}
-	if err := ping(ctx, s.Config.URL(), 10*time.Second); err != nil {
-		return fail(fmt.Errorf("started PostgreSQL (%s) does not answer: %w\nserver log %s:\n%s", bindir, err, l.log, tail(l.log, 30)))
+	s := &Server{Config: ownConfig("127.0.0.1", port, ""), Source: fmt.Sprintf("local binaries (%s)", bindir),
+		stop: sync.OnceValue(l.stop), restart: l.restart}
+	return s.answering(ctx, 10*time.Second, l.logTail)
+}
+
+// ownConfig is the admin connection of a server Start started.
+func ownConfig(host string, port int, password string) pgtestdb.Config {
+	return pgtestdb.Config{DriverName: "postgres", Host: host, Port: strconv.Itoa(port), User: "postgres",
+		Password: password, Database: "postgres", Options: "sslmode=disable"}
+}
+
+// answering is s once it answers within timeout; else s is stopped and the
+// error ends with log().
+func (s *Server) answering(ctx context.Context, timeout time.Duration, log func() string) (*Server, error) {
+	if err := ping(ctx, s.Config.URL(), timeout); err != nil {
+		msg := log()
+		return nil, errors.Join(fmt.Errorf("PostgreSQL from %s does not answer on %s: %w\n%s", s.Source, s.addr(), err, msg), s.Stop())
 	}
 	return s, nil
 }
@@ -94,48 +116,39 @@ func (l *local) command(ctx context.Context, name string, args ...string) *exec.
 	return cmd
 }
 
-// startWatchdog starts a shell that stops the cluster and removes its
-// folder once its stdin closes: at stop, or when this process dies without
-// it (a timeout's panic, SIGKILL). It ignores Ctrl-C, which ends the test
-// binary first. Best effort: stop works without it.
-func (l *local) startWatchdog() {
-	const script = `trap '' HUP INT QUIT TERM
-dir=$1; shift
-read -r _ || :
-if [ -f "$dir/data/postmaster.pid" ]; then "$@" >/dev/null 2>&1; fi
-rm -rf "$dir"`
-	args := append([]string{"-c", script, "pgtest-watchdog", l.dir}, l.prefix...)
-	cmd := exec.Command("/bin/sh", append(args, filepath.Join(l.bindir, "pg_ctl"), "stop", "-m", "immediate", "-D", l.data)...)
-	cmd.Dir = "/"
-	if w, err := guard(cmd); err == nil {
-		l.watchdog, l.watchdogW = cmd, w
-	}
-}
-
-// guard starts cmd with a pipe on its stdin and returns the pipe's end
-// whose closing tells cmd to finish.
-func guard(cmd *exec.Cmd) (*os.File, error) {
+// watch starts argv, a shell in dir that ignores Ctrl-C (which ends the
+// test binary first) and acts once its stdin closes: at stop, or when this
+// process dies. exited ends when the shell exits.
+func watch(dir string, argv ...string) (stop func(), exited context.Context, err error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer r.Close()
-	cmd.Stdin = r
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Stdin, cmd.Env = dir, r, append(os.Environ(), "LC_ALL=C")
 	if err := cmd.Start(); err != nil {
 		w.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return w, nil
+	exited, done := context.WithCancel(context.Background())
+	go func() {
+		_ = cmd.Wait() // its end is what matters
+		done()
+	}()
+	return sync.OnceFunc(func() { w.Close(); <-exited.Done() }), exited, nil
 }
 
 // restart runs pg_ctl restart, which keeps the start's options.
 func (l *local) restart(ctx context.Context, mode string) error {
 	out, err := l.command(ctx, "pg_ctl", "restart", "-m", mode, "-w", "-t", "60", "-D", l.data, "-l", l.log).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pg_ctl restart -m %s: %w\n%s\nserver log %s:\n%s", mode, err, out, l.log, tail(l.log, 30))
+		return fmt.Errorf("pg_ctl restart -m %s: %w\n%s\n%s", mode, err, out, l.logTail())
 	}
 	return nil
 }
+
+func (l *local) logTail() string { return "server log " + l.log + ":\n" + tail(l.log, 30) }
 
 // stop stops the cluster if it runs and removes its folder.
 func (l *local) stop() error {
@@ -146,16 +159,13 @@ func (l *local) stop() error {
 		}
 	}
 	errs = append(errs, os.RemoveAll(l.dir))
-	if l.watchdogW != nil {
-		l.watchdogW.Close()
-		_ = l.watchdog.Wait() // it finds nothing left to do
-		l.watchdogW = nil
+	if l.unwatch != nil {
+		l.unwatch()
 	}
 	return errors.Join(errs...)
 }
 
-// binSearch is where find looks for the server binaries; tests give it a
-// fake tree.
+// binSearch is where find looks for the server binaries.
 type binSearch struct {
 	pgConfig func() string                // `pg_config --bindir`, "" without one
 	lookPath func(string) (string, error) // exec.LookPath
@@ -205,7 +215,7 @@ func (b binSearch) find() (string, error) {
 }
 
 // globNewestFirst is the folders matching pattern, whose * is a version,
-// newest first ("latest", a Postgres.app link, before any number).
+// newest first.
 func globNewestFirst(pattern string) []string {
 	dirs, _ := filepath.Glob(pattern)
 	before, after, _ := strings.Cut(pattern, "*")
@@ -214,20 +224,16 @@ func globNewestFirst(pattern string) []string {
 	return dirs
 }
 
-// versionLess compares "9.6" < "15" numerically, part by part.
+// versionLess compares the major versions of folder names ("9.6" < "15");
+// a name ("latest", a Postgres.app link) is newer than any number.
 func versionLess(a, b string) bool {
-	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(pa) && i < len(pb); i++ {
-		na, ea := strconv.Atoi(pa[i])
-		nb, eb := strconv.Atoi(pb[i])
-		switch {
-		case (ea != nil || eb != nil) && pa[i] != pb[i]:
-			return pa[i] < pb[i]
-		case ea == nil && eb == nil && na != nb:
-			return na < nb
+	major := func(v string) float64 {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
 		}
+		return math.Inf(1)
 	}
-	return len(pa) < len(pb)
+	return major(a) < major(b)
 }
 
 func exeName(name string) string {
@@ -243,13 +249,14 @@ func isExec(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && (runtime.GOOS == "windows" || fi.Mode().Perm()&0o111 != 0)
 }
 
-// ownDir makes a folder of pattern for program, owned by pgUser when this
-// process is root, and returns it with the prefix that runs program as
-// pgUser (none when not root).
+// ownDir makes a folder of pattern for program, owned by pgUser in /tmp
+// when this process is root, and returns it with the prefix that runs
+// program as pgUser (none when not root).
 func ownDir(program, pattern string) (dir string, prefix []string, err error) {
 	uid, gid := -1, -1
 	base := os.TempDir()
 	if os.Geteuid() == 0 {
+		base = "/tmp" // where pgUser may enter, unlike root's TMPDIR maybe
 		u, err := user.Lookup(pgUser)
 		if err != nil {
 			return "", nil, fmt.Errorf("running as root, which %s refuses, and no %q OS user to run it as (e.g. `useradd --system %s`, which `apt-get install postgresql` does): %w", program, pgUser, pgUser, err)
@@ -261,9 +268,6 @@ func ownDir(program, pattern string) (dir string, prefix []string, err error) {
 			return "", nil, fmt.Errorf("running as root, which %s refuses, and no runuser (util-linux) to run it as %q: %w", program, pgUser, err)
 		}
 		prefix = []string{runuser, "-u", pgUser, "--"}
-		if !traversable(base) {
-			base = "/tmp"
-		}
 	}
 	if dir, err = os.MkdirTemp(base, pattern); err != nil {
 		return "", nil, err
@@ -275,21 +279,6 @@ func ownDir(program, pattern string) (dir string, prefix []string, err error) {
 		}
 	}
 	return dir, prefix, nil
-}
-
-// traversable reports whether others may enter dir and all its parents.
-func traversable(dir string) bool {
-	dir, err := filepath.Abs(dir)
-	for ; err == nil; dir = filepath.Dir(dir) {
-		fi, err := os.Stat(dir)
-		if err != nil || fi.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		if filepath.Dir(dir) == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // onFreePort calls try with a free loopback port until it succeeds or
@@ -335,10 +324,8 @@ func (o Options) settings() []string {
 	if !o.Durable {
 		out = append(out, "fsync=off", "synchronous_commit=off", "full_page_writes=off")
 	}
-	var extra []string
-	for name, value := range o.Settings {
-		extra = append(extra, name+"="+value)
+	for _, name := range slices.Sorted(maps.Keys(o.Settings)) {
+		out = append(out, name+"="+o.Settings[name])
 	}
-	sort.Strings(extra)
-	return append(out, extra...)
+	return out
 }

@@ -27,9 +27,8 @@ type PgBouncer struct {
 	Addr string // host:port, on 127.0.0.1
 	Log  string // the path of its log
 
-	dir       string
-	watchdogW *os.File      // closing it stops PgBouncer
-	exited    chan struct{} // closed once its shell has exited
+	dir  string
+	halt func() // stops PgBouncer and waits for it
 }
 
 // pgbouncerPaths are tried after PATH.
@@ -53,12 +52,11 @@ func findPgBouncer() (string, error) {
 // forwarding every database to target (host:port), or to the server Main
 // started when target is empty. Clients log in as the admin user or
 // pgtestdb's role, with no password. Without a pgbouncer binary the test
-// fails, saying what to install. A shell stops PgBouncer when the test
-// ends or this process dies.
+// fails, saying what to install.
 func NewPgBouncer(t testing.TB, target string) *PgBouncer {
 	t.Helper()
 	s := need(t)
-	b, err := s.startPgBouncer(context.Background(), cmp.Or(target, s.addr()))
+	b, err := s.startPgBouncer(cmp.Or(target, s.addr()))
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -71,7 +69,11 @@ func NewPgBouncer(t testing.TB, target string) *PgBouncer {
 	return b
 }
 
-func (s *Server) startPgBouncer(ctx context.Context, target string) (*PgBouncer, error) {
+// pgbouncerWatchdog runs PgBouncer until its stdin closes: at Stop, or when
+// this process dies.
+const pgbouncerWatchdog = "trap '' HUP INT QUIT TERM\n\"$@\" &\npid=$!\nread -r _ || :\nkill -TERM \"$pid\" 2>/dev/null\nwait \"$pid\""
+
+func (s *Server) startPgBouncer(target string) (*PgBouncer, error) {
 	bin, err := findPgBouncer()
 	if err != nil {
 		return nil, err
@@ -104,11 +106,16 @@ func (s *Server) startPgBouncer(ctx context.Context, target string) (*PgBouncer,
 		if err := os.WriteFile(ini, []byte(conf), 0o644); err != nil {
 			return false, err
 		}
-		if err := b.start(prefix, bin, ini); err != nil {
-			return false, err
+		argv := append(slices.Clone(prefix), "/bin/sh", "-c", pgbouncerWatchdog, "pgbouncer-watchdog", bin, ini)
+		var exited context.Context
+		if b.halt, exited, err = watch(b.dir, argv...); err != nil {
+			return false, fmt.Errorf("start pgbouncer: %w", err)
 		}
-		if err := b.waitUp(ctx, s); err != nil {
-			b.stopProcess()
+		if err := ping(exited, b.URL(s.URL("postgres")), 10*time.Second); err != nil {
+			if exited.Err() != nil {
+				err = errors.New("pgbouncer exited")
+			}
+			b.halt()
 			log := tail(b.Log, 20)
 			return strings.Contains(log, "in use"), fmt.Errorf("pgbouncer (%s) on %s: %w\nits log %s:\n%s", bin, b.Addr, err, b.Log, log)
 		}
@@ -118,45 +125,6 @@ func (s *Server) startPgBouncer(ctx context.Context, target string) (*PgBouncer,
 		return nil, errors.Join(err, b.Stop())
 	}
 	return b, nil
-}
-
-// start runs PgBouncer under a shell that stops it once the shell's stdin
-// closes: at Stop, or when this process dies.
-func (b *PgBouncer) start(prefix []string, bin, ini string) error {
-	const script = "trap '' HUP INT QUIT TERM\n\"$@\" &\npid=$!\nread -r _ || :\nkill -TERM \"$pid\" 2>/dev/null\nwait \"$pid\""
-	argv := append(slices.Clone(prefix), "/bin/sh", "-c", script, "pgbouncer-watchdog", bin, ini)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = b.dir, append(os.Environ(), "LC_ALL=C")
-	w, err := guard(cmd)
-	if err != nil {
-		return fmt.Errorf("start pgbouncer: %w", err)
-	}
-	b.watchdogW, b.exited = w, make(chan struct{})
-	go func() {
-		cmd.Wait() //nolint:errcheck // its end is what matters
-		close(b.exited)
-	}()
-	return nil
-}
-
-// waitUp connects through PgBouncer until it answers, exits or 10 s pass.
-func (b *PgBouncer) waitUp(ctx context.Context, s *Server) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-b.exited:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err := ping(ctx, b.URL(s.URL("postgres")), 10*time.Second)
-	select {
-	case <-b.exited:
-		return errors.New("pgbouncer exited")
-	default:
-		return err
-	}
 }
 
 // URL is dbURL (of the server, as NewURL gives) through PgBouncer.
@@ -169,16 +137,10 @@ func (b *PgBouncer) URL(dbURL string) string {
 	return u.String()
 }
 
-func (b *PgBouncer) stopProcess() {
-	if b.watchdogW != nil {
-		b.watchdogW.Close()
-		<-b.exited
-		b.watchdogW = nil
-	}
-}
-
 // Stop stops PgBouncer and removes its folder; it may be called again.
 func (b *PgBouncer) Stop() error {
-	b.stopProcess()
+	if b.halt != nil {
+		b.halt()
+	}
 	return os.RemoveAll(b.dir)
 }

@@ -1,14 +1,9 @@
 // Package pgtest starts a PostgreSQL for tests, benchmarks and tools, hands
-// out fresh migrated databases, and puts a fault proxy in front of one.
-//
-// A package's TestMain calls [Main]; each test then asks for its own
-// database with [NewDB] or [NewURL]: a clone of a template that pgtestdb
-// migrates once, or one an earlier passed test left, emptied (spare.go).
-//
-// The server is TEST_DATABASE_URL if set, else a throw-away cluster from
-// local binaries, else a postgres:15 container (dockertest);
-// PGTEST_SOURCE=local or docker takes that one only. With none, Main fails
-// the run: tests that need PostgreSQL never skip.
+// out fresh migrated databases ([NewDB], after [Main] in TestMain), and puts
+// a fault proxy in front of one. The server is TEST_DATABASE_URL if set,
+// else a throw-away cluster from local binaries, else a postgres:15
+// container (dockertest); PGTEST_SOURCE=local or docker takes that one
+// only. Without one Main fails the run: tests that need PostgreSQL never skip.
 package pgtest
 
 import (
@@ -22,7 +17,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,29 +37,21 @@ const (
 
 // Server is a PostgreSQL reachable for tests.
 type Server struct {
-	// Config is the admin connection (lib/pq); User and Password are
-	// URL-escaped, as pgtestdb.Config.URL pastes them verbatim.
+	// Config is the admin connection; User and Password are URL-escaped,
+	// as pgtestdb.Config.URL pastes them verbatim.
 	Config pgtestdb.Config
 	Source string // where it comes from, for messages
-	// Citus is the citus extension's version on a Citus coordinator
-	// (TEST_DATABASE_URL only): each test then gets a schema (citus.go).
-	Citus string
+	Citus  string // the citus version of a Citus coordinator: a schema per test (citus.go)
 
-	stopOnce sync.Once
-	stopErr  error
-	stop     func() error // nil: nothing to stop
-	restart  func(ctx context.Context, mode string) error
+	stop    func() error // once only; nil: nothing to stop
+	restart func(ctx context.Context, mode string) error
 }
 
 // Options tune a server Start starts; not TEST_DATABASE_URL.
 type Options struct {
-	// Durable keeps fsync, synchronous_commit and full_page_writes on;
-	// off by default, which is cheap and fine for a throw-away cluster.
-	Durable bool
-	// Settings are extra -c name=value, after (and over) the defaults.
-	Settings map[string]string
-	// Locale is initdb --locale (empty: C); it must exist (locale -a).
-	Locale string
+	Durable  bool              // fsync, synchronous_commit and full_page_writes on
+	Settings map[string]string // extra -c name=value, over the defaults
+	Locale   string            // initdb --locale (empty: C), one of locale -a
 }
 
 // sources are where Start looks for a server, past TEST_DATABASE_URL.
@@ -78,10 +64,8 @@ var sources = []struct {
 	{"docker", startDocker, ""},
 }
 
-// Start finds or starts a PostgreSQL: TEST_DATABASE_URL, else local
-// binaries (local.go says where it looks; as root it runs as the
-// `postgres` user), else dockertest. The error says what to install and
-// what each attempt said.
+// Start finds or starts a PostgreSQL, as the package comment says; its
+// error says what to install and what each attempt said.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	if raw := os.Getenv(envURL); raw != "" {
 		s, err := existing(ctx, raw)
@@ -147,12 +131,10 @@ func Own(t testing.TB, opts Options) *Server {
 
 // Stop stops and removes what Start started; it may be called again.
 func (s *Server) Stop() error {
-	s.stopOnce.Do(func() {
-		if s.stop != nil {
-			s.stopErr = s.stop()
-		}
-	})
-	return s.stopErr
+	if s.stop == nil {
+		return nil
+	}
+	return s.stop()
 }
 
 // Restart restarts the server as `pg_ctl restart -m mode` (fast: sessions
@@ -182,7 +164,6 @@ func (s *Server) addr() string {
 // server is the one Main started, set before any test runs.
 var server *Server
 
-// need is the server Main started, failing t without one.
 func need(t testing.TB) *Server {
 	t.Helper()
 	if server == nil {
@@ -197,9 +178,8 @@ func Addr(t testing.TB) string { return need(t).addr() }
 // Main is for TestMain: os.Exit(Run(m)).
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
-// Run starts a server, names its source on stderr, runs the tests, drops
-// the spares and stops the server; it returns the exit code, 1 without a
-// server.
+// Run starts a server, runs the tests, drops the spares and stops the
+// server; it returns the exit code.
 func Run(m *testing.M) int {
 	s, err := Start(context.Background(), Options{})
 	if err != nil {
@@ -216,14 +196,17 @@ func Run(m *testing.M) int {
 	return code
 }
 
-// migrator migrates the template; pgtestdb names it after the migrations'
-// hash, so it is migrated once per server and change.
+// migrator migrates the template, once per server and migrations' hash.
 var migrator pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
+
+// migrationTables record the migrations: emptying a spare keeps them.
+var migrationTables = []string{"schema_migrations"}
 
 // Extra adds to every test database the migrations of fsys's folder dir,
 // recorded in table; a module built on this one calls it before Main.
 func Extra(fsys fs.FS, dir, table string) {
 	migrator = extended{base: migrator, fsys: fsys, dir: dir, table: table}
+	migrationTables = append(migrationTables, table)
 }
 
 type extended struct {
@@ -248,17 +231,9 @@ func (e extended) Migrate(ctx context.Context, db *sql.DB, conf pgtestdb.Config)
 	return postgres.MigrateFS(sqlx.NewDb(db, "postgres"), e.fsys, e.dir, e.table, 0)
 }
 
-// migrationTables are the tables that record m's migrations.
-func migrationTables(m pgtestdb.Migrator) []string {
-	if e, ok := m.(extended); ok {
-		return append(migrationTables(e.base), e.table)
-	}
-	return []string{"schema_migrations"}
-}
-
 // NewDB connects to an empty migrated database of the test's own, as
-// pgtestdb's role (no superuser, no CREATEDB), which owns it. A failed
-// test keeps it for a look (its URL is in the log).
+// pgtestdb's role, its owner: a clone of the template, or a passed test's
+// emptied (spare.go). A failed test keeps it for a look.
 func NewDB(t testing.TB) *sqlx.DB {
 	t.Helper()
 	db, err := sqlx.Open("postgres", fresh(t).URL())
@@ -284,14 +259,11 @@ func parseURL(raw string) (pgtestdb.Config, error) {
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 		return pgtestdb.Config{}, fmt.Errorf("want a postgres:// URL, not %q", redact(raw))
 	}
-	conf := pgtestdb.Config{DriverName: "postgres", Host: u.Hostname(), Port: u.Port(), User: "postgres",
-		Database: strings.TrimPrefix(u.EscapedPath(), "/"), Options: u.RawQuery}
-	conf.Host, conf.Port, conf.Database = cmp.Or(conf.Host, "localhost"), cmp.Or(conf.Port, "5432"), cmp.Or(conf.Database, "postgres")
+	conf := pgtestdb.Config{DriverName: "postgres", Host: cmp.Or(u.Hostname(), "localhost"), Port: cmp.Or(u.Port(), "5432"),
+		User: url.User(cmp.Or(u.User.Username(), "postgres")).String(), Options: u.RawQuery,
+		Database: cmp.Or(strings.TrimPrefix(u.EscapedPath(), "/"), "postgres")}
 	if strings.Contains(conf.Host, ":") { // an IPv6 literal
 		conf.Host = "[" + conf.Host + "]"
-	}
-	if name := u.User.Username(); name != "" {
-		conf.User = url.User(name).String()
 	}
 	if pw, ok := u.User.Password(); ok {
 		conf.Password = url.User(pw).String()
@@ -307,7 +279,7 @@ func redact(raw string) string {
 	return "(unparsable URL)"
 }
 
-// ping connects to dsn until it answers or timeout passes.
+// ping connects to dsn until it answers, timeout passes or ctx ends.
 func ping(ctx context.Context, dsn string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -321,12 +293,10 @@ func ping(ctx context.Context, dsn string, timeout time.Duration) error {
 		if err = db.PingContext(ctx); err == nil {
 			return nil
 		}
-		if ctx.Err() == nil || last == nil {
-			last = err
-		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("cannot connect within %v: %w", timeout, last)
+			return fmt.Errorf("cannot connect within %v: %w", timeout, cmp.Or(last, err))
 		}
+		last = err
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -335,7 +305,7 @@ func ping(ctx context.Context, dsn string, timeout time.Duration) error {
 // timeout.
 func WaitDown(url string, timeout time.Duration) bool {
 	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		db, err := sqlx.Open("postgres", url)
+		db, err := sql.Open("postgres", url)
 		if err != nil {
 			return false
 		}

@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"encoding/binary"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -11,18 +12,11 @@ import (
 type Link int
 
 const (
-	// LinkUp forwards every byte both ways.
-	LinkUp Link = iota
-	// LinkCut closes every connection, and each new one at once.
-	LinkCut
-	// LinkBlackhole holds every byte either way until the link changes,
-	// as a partition does; held bytes go on if it comes back up.
-	LinkBlackhole
-	// LinkMute drops the server's answers: statements run, unanswered.
-	LinkMute
-	// LinkHangup closes the connection as the server's answer begins: a
-	// lost response.
-	LinkHangup
+	LinkUp        Link = iota // forwards every byte both ways
+	LinkCut                   // closes every connection, and each new one at once
+	LinkBlackhole             // holds every byte until the link changes, as a partition does
+	LinkMute                  // drops the server's answers: statements run, unanswered
+	LinkHangup                // closes the connection as the server's answer begins: a lost response
 )
 
 // Proxy is a TCP proxy on loopback in front of a PostgreSQL, which breaks
@@ -54,7 +48,7 @@ func StartProxy(target string) (*Proxy, error) {
 // Addr is the proxy's host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// RoundTrips counts the client's Sync and Query messages, each a wait for
+// RoundTrips counts the clients' Sync and Query messages, each a wait for
 // the server, since ResetRoundTrips.
 func (p *Proxy) RoundTrips() int64 { return p.trips.Load() }
 
@@ -99,10 +93,7 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil || !p.track(server) {
-		if server != nil {
-			server.Close()
-		}
+	if err != nil || !p.track(server) { // track closed a server it refused
 		p.untrack(client)
 		return
 	}
@@ -123,16 +114,12 @@ func (p *Proxy) pipe(dst, src net.Conn, scan func([]byte)) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			link, ok := p.pass()
-			if !ok {
-				return
-			}
-			switch {
-			case scan != nil:
+			switch link := p.pass(); {
+			case scan != nil && link != LinkCut:
 				scan(buf[:n])
 			case link == LinkMute:
 				continue
-			case link == LinkHangup:
+			case link == LinkCut || link == LinkHangup:
 				return
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
@@ -145,17 +132,14 @@ func (p *Proxy) pipe(dst, src net.Conn, scan func([]byte)) {
 	}
 }
 
-// pass waits out a blackhole; it reports the link and whether bytes pass.
-func (p *Proxy) pass() (Link, bool) {
+// pass waits out a blackhole and reports the link.
+func (p *Proxy) pass() Link {
 	for {
 		p.mu.Lock()
 		link, changed := p.link, p.changed
 		p.mu.Unlock()
-		switch link {
-		case LinkUp, LinkMute, LinkHangup:
-			return link, true
-		case LinkCut:
-			return link, false
+		if link != LinkBlackhole {
+			return link
 		}
 		<-changed
 	}
@@ -178,4 +162,51 @@ func (p *Proxy) untrack(c net.Conn) {
 	delete(p.conns, c)
 	p.mu.Unlock()
 	c.Close()
+}
+
+// The untyped requests a client may send before its startup message.
+const (
+	sslRequest    = 80877103
+	gssEncRequest = 80877104
+)
+
+// frontend counts the Sync and Query messages a client sends on one
+// connection, whatever its chunks; the first messages (SSL or GSS request,
+// startup) have no type byte.
+type frontend struct {
+	trips *atomic.Int64
+	typed bool    // past the startup message
+	hdr   [8]byte // the header being read: type and length, or length and code
+	n     int     // bytes of hdr read
+	skip  int64   // bytes of the current message's body still to pass
+}
+
+func (f *frontend) scan(b []byte) {
+	for len(b) > 0 {
+		if f.skip > 0 {
+			k := min(f.skip, int64(len(b)))
+			f.skip, b = f.skip-k, b[k:]
+			continue
+		}
+		size := 8
+		if f.typed {
+			size = 5
+		}
+		k := copy(f.hdr[f.n:size], b)
+		f.n, b = f.n+k, b[k:]
+		if f.n < size {
+			return
+		}
+		f.n = 0
+		if !f.typed {
+			f.skip = int64(binary.BigEndian.Uint32(f.hdr[:4])) - 8
+			code := binary.BigEndian.Uint32(f.hdr[4:8])
+			f.typed = code != sslRequest && code != gssEncRequest
+			continue
+		}
+		if f.hdr[0] == 'S' || f.hdr[0] == 'Q' {
+			f.trips.Add(1)
+		}
+		f.skip = int64(binary.BigEndian.Uint32(f.hdr[1:5])) - 4
+	}
 }

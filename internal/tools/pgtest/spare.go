@@ -1,7 +1,9 @@
 package pgtest
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,48 +15,38 @@ import (
 	"github.com/peterldowns/pgtestdb"
 )
 
-// A passed test's database is emptied and handed to the package's next
-// test: far cheaper than a new one. One whose schema changed is dropped.
-
-// spares are the emptied databases; cloneDigest is every clone's schema
-// digest, read from the first.
+// spares are the databases passed tests left, emptied for the next test:
+// far cheaper than a new clone. One whose schema is no longer the clones'
+// (digest, read once from the first clone) is dropped.
 var spares struct {
 	sync.Mutex
-	list        []pgtestdb.Config
-	cloneDigest string
+	list       []pgtestdb.Config
+	readDigest sync.Once
+	digest     string
+	digestErr  error
 }
 
 // fresh is an empty, migrated database for t: a spare, else a new clone.
 func fresh(t testing.TB) pgtestdb.Config {
 	t.Helper()
-	if server != nil && server.Citus != "" {
+	if Citus() {
 		return freshCitus(t)
 	}
 	spares.Lock()
-	if n := len(spares.list); n > 0 {
-		conf := spares.list[n-1]
-		spares.list = spares.list[:n-1]
-		spares.Unlock()
-		t.Logf("testdbconf: %s (emptied)", conf.URL()) // as pgtestdb logs a clone
-		t.Cleanup(func() { release(t, conf) })
-		return conf
+	n := len(spares.list)
+	var conf pgtestdb.Config
+	if n > 0 {
+		conf, spares.list = spares.list[n-1], spares.list[:n-1]
 	}
-	read := spares.cloneDigest == ""
 	spares.Unlock()
-	conf := *pgtestdb.Custom(noDrop{t}, need(t).Config, migrator)
-	if read { // two first clones may both read it: it is the same
-		db, err := sqlx.Open("postgres", conf.URL())
-		var digest string
-		if err == nil {
-			digest, err = schemaDigest(context.Background(), db)
-			db.Close()
+	if n > 0 {
+		t.Logf("testdbconf: %s (emptied)", conf.URL()) // as pgtestdb logs a clone
+	} else {
+		conf = *pgtestdb.Custom(noDrop{t}, need(t).Config, migrator)
+		spares.readDigest.Do(func() { spares.digest, spares.digestErr = schemaDigest(context.Background(), conf) })
+		if spares.digestErr != nil {
+			t.Fatalf("pgtest: reading the schema of %s: %v", conf.Database, spares.digestErr)
 		}
-		if err != nil {
-			t.Fatalf("pgtest: reading the schema of %s: %v", conf.Database, err)
-		}
-		spares.Lock()
-		spares.cloneDigest = digest
-		spares.Unlock()
 	}
 	t.Cleanup(func() { release(t, conf) })
 	return conf
@@ -74,7 +66,7 @@ func release(t testing.TB, conf pgtestdb.Config) {
 		return
 	}
 	t.Logf("pgtest: database %s not reused: %v", conf.Database, err)
-	if err := adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pq.QuoteIdentifier(conf.Database)+" WITH (FORCE)"); err != nil {
+	if err := dropDatabase(conf); err != nil {
 		t.Errorf("pgtest: %v", err)
 	}
 }
@@ -93,34 +85,29 @@ func empty(conf pgtestdb.Config) error {
 		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
 		return err
 	}
-	digest, err := schemaDigest(ctx, db)
-	if err != nil {
-		return err
-	}
-	spares.Lock()
-	same := digest == spares.cloneDigest
-	spares.Unlock()
-	if !same {
-		return fmt.Errorf("its schema changed")
+	if digest, err := schemaDigest(ctx, conf); err != nil || digest != spares.digest {
+		return cmp.Or(err, errors.New("its schema changed"))
 	}
 	var tables []string
 	if err := db.SelectContext(ctx, &tables, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
 		WHERE schemaname NOT IN ('pg_catalog', 'information_schema') AND tablename <> ALL ($1)`,
-		pq.Array(migrationTables(migrator))); err != nil {
+		pq.Array(migrationTables)); err != nil || len(tables) == 0 {
 		return err
-	}
-	if len(tables) == 0 {
-		return nil
 	}
 	_, err = db.ExecContext(ctx, "TRUNCATE "+strings.Join(tables, ", ")+" RESTART IDENTITY")
 	return err
 }
 
-// schemaDigest is a digest of the schema: columns, indexes, constraints,
-// functions and triggers.
-func schemaDigest(ctx context.Context, db *sqlx.DB) (string, error) {
+// schemaDigest is a digest of the database's schema: columns, indexes,
+// constraints, functions and triggers.
+func schemaDigest(ctx context.Context, conf pgtestdb.Config) (string, error) {
+	db, err := sqlx.Open("postgres", conf.URL())
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
 	var digest string
-	err := db.GetContext(ctx, &digest, `
+	err = db.GetContext(ctx, &digest, `
 WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast'))
 SELECT md5(string_agg(d, E'\n' ORDER BY d)) FROM (
 	SELECT format('%s %s %s %s', a.attrelid::regclass, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull)
@@ -141,12 +128,16 @@ func dropSpares() error {
 	spares.Lock()
 	defer spares.Unlock()
 	for _, conf := range spares.list {
-		if err := adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pq.QuoteIdentifier(conf.Database)+" WITH (FORCE)"); err != nil {
+		if err := dropDatabase(conf); err != nil {
 			return err
 		}
 	}
 	spares.list = nil
 	return nil
+}
+
+func dropDatabase(conf pgtestdb.Config) error {
+	return adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pq.QuoteIdentifier(conf.Database)+" WITH (FORCE)")
 }
 
 // adminExec runs query on the server Main started, as its admin.

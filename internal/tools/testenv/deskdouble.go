@@ -18,21 +18,13 @@ import (
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
-// DeskDouble stands in for the review desk the outbox delivers to: its
-// submissions and cancels held in memory, its fault knobs, and a record of
-// every call, so that the outbox's tests need neither the demo's stand-in
-// desk nor a second database.
-//
-// It keeps the desk's contract and wire format (reviewdesk/wire.go), which
-// the stand-in desk's contract test compares call by call: a body decoded
-// into reviewdesk.Submission, refused with an unknown field, without
-// requestId or topic, not JSON (400 invalid_body) or over 16 KiB (413
-// body_too_large); one Idempotency-Key of 1 to 255 characters (else 400
-// idempotency_key_invalid), accepted once (201, then 200 with its first
-// receipt; another payload is 422 key_payload_mismatch); a lookup answers
-// 200 or 404; a cancel may come before its submission. One rule differs:
-// it takes one cancel per key, not per submission, so that a service with
-// a reopen can cancel a request twice.
+// DeskDouble stands in for the review desk the outbox delivers to, in
+// memory, with fault knobs and a count of every call, so that the outbox's
+// tests need neither the demo's stand-in desk nor a second database. It
+// keeps the desk's contract and wire format (reviewdesk/wire.go), as the
+// stand-in's contract test checks call by call, but for one rule: it takes
+// one cancel per key, not per submission, so that a service with a reopen
+// can cancel a request twice.
 type DeskDouble struct {
 	URL    string
 	Client *reviewdesk.Client
@@ -44,7 +36,7 @@ type DeskDouble struct {
 	invalid int                             // calls refused for their key or body
 }
 
-// deskEntry is a submission (body) or a cancel (of the submission under of).
+// deskEntry is a submission (body) or a cancel (of the submission's key).
 type deskEntry struct {
 	receipt reviewdesk.Receipt
 	body    reviewdesk.Submission
@@ -97,59 +89,49 @@ func (d *DeskDouble) locked(f func()) {
 	f()
 }
 
+// read is what f reads of d under its lock.
+func read[T any](d *DeskDouble, f func() T) (v T) {
+	d.locked(func() { v = f() })
+	return v
+}
+
 // Submissions counts the submissions the double accepted.
-func (d *DeskDouble) Submissions(t testing.TB) (n int) {
-	d.locked(func() { n = len(d.held["submissions"]) })
-	return n
+func (d *DeskDouble) Submissions(testing.TB) int {
+	return read(d, func() int { return len(d.held["submissions"]) })
 }
 
 // AllCancels counts the cancels the double accepted.
-func (d *DeskDouble) AllCancels(t testing.TB) (n int) {
-	d.locked(func() { n = len(d.held["cancels"]) })
-	return n
+func (d *DeskDouble) AllCancels(testing.TB) int {
+	return read(d, func() int { return len(d.held["cancels"]) })
 }
 
-// Submission is the receipt of the submission under key, if accepted.
+// Submission is the receipt of the submission under key, if accepted (an
+// accepted call's receipt has its key).
 func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, bool) {
-	e, ok := d.submission(key)
-	return e.receipt, ok
+	e := read(d, func() deskEntry { return d.held["submissions"][key] })
+	return e.receipt, e.receipt.Key != ""
 }
 
-// Submitted is the body of the submission under key, as decoded, if
-// accepted.
+// Submitted is the body of the submission under key, if accepted.
 func (d *DeskDouble) Submitted(key string) (reviewdesk.Submission, bool) {
-	e, ok := d.submission(key)
-	return e.body, ok
-}
-
-func (d *DeskDouble) submission(key string) (e deskEntry, ok bool) {
-	d.locked(func() { e, ok = d.held["submissions"][key] })
-	return e, ok
-}
-
-// Invalid counts the calls refused for their key or body (400, 413).
-func (d *DeskDouble) Invalid() (n int) {
-	d.locked(func() { n = d.invalid })
-	return n
+	e := read(d, func() deskEntry { return d.held["submissions"][key] })
+	return e.body, e.receipt.Key != ""
 }
 
 // Cancels counts the cancels accepted under key of the submission under
 // submissionKey: 0 or 1.
-func (d *DeskDouble) Cancels(key, submissionKey string) (n int) {
-	d.locked(func() {
-		if c, ok := d.held["cancels"][key]; ok && c.of == submissionKey {
-			n = 1
-		}
-	})
-	return n
+func (d *DeskDouble) Cancels(key, submissionKey string) int {
+	if c := read(d, func() deskEntry { return d.held["cancels"][key] }); c.receipt.Key != "" && c.of == submissionKey {
+		return 1
+	}
+	return 0
 }
 
-// Calls counts the calls of route ("POST /v1/submissions",
-// "GET /v1/submissions/{key}").
-func (d *DeskDouble) Calls(route string) (n int) {
-	d.locked(func() { n = d.calls[route] })
-	return n
-}
+// Invalid counts the calls refused for their key or body (400, 413).
+func (d *DeskDouble) Invalid() int { return read(d, func() int { return d.invalid }) }
+
+// Calls counts the calls of a route, as DeskRoute writes it.
+func (d *DeskDouble) Calls(route string) int { return read(d, func() int { return d.calls[route] }) }
 
 func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
@@ -169,7 +151,7 @@ func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	switch {
 	case down:
-		dropConnection(w)
+		panic(http.ErrAbortHandler) // the connection closes unanswered
 	case fail:
 		w.Header().Set("Retry-After", "1")
 		writeDeskProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk failed this call (failNext)")
@@ -241,8 +223,7 @@ func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource str
 	}
 	d.mu.Unlock()
 	if drop {
-		dropConnection(w)
-		return
+		panic(http.ErrAbortHandler)
 	}
 	if !known && on && hold > 0 {
 		select {
@@ -322,15 +303,4 @@ func writeDeskProblem(w http.ResponseWriter, status int, code, detail string) {
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status,
 		"code": code, "detail": detail})
-}
-
-// dropConnection closes the connection without an answer.
-func dropConnection(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			conn.Close()
-			return
-		}
-	}
-	panic(http.ErrAbortHandler)
 }

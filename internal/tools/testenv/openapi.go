@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +36,7 @@ var specPath = func() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "api", "openapi.yaml")
 }()
 
-// extraSpec is the document Extend adds.
-var extraSpec string
+var extraSpec string // the document Extend adds
 
 // Extend adds the OpenAPI document at path to the contract: its paths and
 // components replace those of the same name and add to the rest. A service
@@ -107,56 +107,69 @@ var loadSpec = sync.OnceValue(func() error {
 	return nil
 })
 
-// checkOpenAPI fails the test when an exchange departs from the contract:
-// always the response (its status, headers, content type and body); the
-// request only when accepted (2xx), since the suite sends wrong ones on
-// purpose and the contract says what a client should send.
-func checkOpenAPI(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
-	t.Helper()
+// checkingTransport fails the test when an exchange departs from the
+// contract: always the response (status, headers, body); the request only
+// when accepted (2xx), since the suite sends wrong ones on purpose.
+type checkingTransport struct{ t testing.TB }
+
+func (c *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var reqBody []byte
+	if req.Body != nil {
+		var err error
+		if reqBody, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+	}
+	copyOf := func(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+	r := req.Clone(req.Context()) // the validator reads the bodies: its own copies
+	req.Body = copyOf(reqBody)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	respBody, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = copyOf(respBody)
+	if err != nil {
+		return nil, err
+	}
 	if err := loadSpec(); err != nil {
-		t.Errorf("openapi: %v", err)
-		return
+		c.t.Errorf("openapi: %v", err)
+		return resp, nil
 	}
 	var msgs []string
-
-	// The validator reads the bodies; give it its own copies.
-	r := req.Clone(req.Context())
-	r.Body = io.NopCloser(bytes.NewReader(reqBody))
 	rs := *resp
-	rs.Header = resp.Header.Clone()
-	rs.Body = io.NopCloser(bytes.NewReader(respBody))
-
+	r.Body, rs.Header, rs.Body = copyOf(reqBody), resp.Header.Clone(), copyOf(respBody)
 	if _, errs := spec.validator.ValidateHttpResponse(r, &rs); len(errs) > 0 {
 		if routeMissing(errs) {
-			// An unknown route or method must be a 404 or 405 problem.
 			msgs = append(msgs, checkUnrouted(resp, respBody)...)
 		} else {
 			msgs = append(msgs, describe("response", errs)...)
 		}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		r.Body = io.NopCloser(bytes.NewReader(reqBody))
+		r.Body = copyOf(reqBody)
 		if _, errs := spec.validator.ValidateHttpRequestSync(r); len(errs) > 0 {
 			msgs = append(msgs, describe("request", errs)...)
 		}
 	}
 	if len(msgs) > 0 {
-		t.Errorf("openapi: %s %s -> %d does not match %s:\n\t%s\n\tresponse body: %.300s",
+		c.t.Errorf("openapi: %s %s -> %d does not match %s:\n\t%s\n\tresponse body: %.300s",
 			req.Method, req.URL.RequestURI(), resp.StatusCode, specPath, strings.Join(msgs, "\n\t"), respBody)
 	}
+	return resp, nil
 }
 
 // routeMissing reports whether errs only say the route is not in the
 // contract.
 func routeMissing(errs []*valerrors.ValidationError) bool {
-	for _, e := range errs {
-		if !e.IsPathMissingError() && !e.IsOperationMissingError() {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(errs, func(e *valerrors.ValidationError) bool {
+		return !e.IsPathMissingError() && !e.IsOperationMissingError()
+	})
 }
 
+// checkUnrouted checks that an unknown route or method is a 404 or 405
+// problem.
 func checkUnrouted(resp *http.Response, body []byte) []string {
 	want := map[int]string{http.StatusNotFound: "not_found", http.StatusMethodNotAllowed: "method_not_allowed"}[resp.StatusCode]
 	if want == "" {
@@ -189,10 +202,8 @@ func describe(side string, errs []*valerrors.ValidationError) []string {
 		}
 		for _, f := range e.SchemaValidationErrors {
 			line += "; " + f.Reason
-			if f.FieldPath != "" {
-				line += " (at " + f.FieldPath + ")"
-			} else if f.KeywordLocation != "" {
-				line += " (at " + f.KeywordLocation + ")"
+			if at := cmp.Or(f.FieldPath, f.KeywordLocation); at != "" {
+				line += " (at " + at + ")"
 			}
 		}
 		out = append(out, line)
@@ -240,19 +251,12 @@ func CheckSpec(t *testing.T) {
 		t.Fatal("the contract has no operations")
 	}
 
-	codes := apperr.Codes()
 	var enum []string
 	for _, n := range spec.problem.Properties.GetOrZero("code").Schema().Enum {
 		enum = append(enum, n.Value)
 	}
-	for _, c := range []struct {
-		have, in []string
-		msg      string
-	}{{codes, enum, "apperr code %q is not in the Problem code enum"}, {enum, codes, "Problem code enum has %q, which is no apperr code"}} {
-		for _, code := range c.have {
-			if !slices.Contains(c.in, code) {
-				t.Errorf(c.msg, code)
-			}
-		}
+	set := func(s []string) []string { return slices.Compact(slices.Sorted(slices.Values(s))) }
+	if codes, enum := set(apperr.Codes()), set(enum); !slices.Equal(codes, enum) {
+		t.Errorf("the Problem code enum %v is not the apperr codes %v", enum, codes)
 	}
 }

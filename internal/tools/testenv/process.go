@@ -32,9 +32,9 @@ import (
 // Binary is the program Run built.
 var Binary string
 
-// Run builds the program of pkg (a folder, relative to the tests') into a
-// scratch folder as Binary, runs the tests with run (pgtest.Run), and
-// removes the folder on every way out, an interrupt too.
+// Run builds the program of pkg (a folder) into a scratch folder as Binary,
+// runs the tests with run (pgtest.Run), and removes the folder on every way
+// out, an interrupt too.
 func Run(m *testing.M, pkg string, run func(*testing.M) int) int {
 	dir, err := os.MkdirTemp("", "demo-api-e2e-")
 	if err != nil {
@@ -47,11 +47,9 @@ func Run(m *testing.M, pkg string, run func(*testing.M) int) int {
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(interrupted)
 	go func() {
-		if sig, ok := <-interrupted; ok {
-			fmt.Fprintf(os.Stderr, "demo-api tests: %v: removing the scratch folder\n", sig)
-			cleanUp()
-			os.Exit(1)
-		}
+		fmt.Fprintf(os.Stderr, "demo-api tests: %v: removing the scratch folder\n", <-interrupted)
+		cleanUp()
+		os.Exit(1)
 	}()
 	Binary = filepath.Join(dir, "demo-api")
 	if out, err := exec.Command("go", "build", "-o", Binary, pkg).CombinedOutput(); err != nil {
@@ -68,10 +66,10 @@ func Run(m *testing.M, pkg string, run func(*testing.M) int) int {
 
 // Proc is a running demo-api process: serve, or dispatch.
 type Proc struct {
-	Cmd     *exec.Cmd
-	URL     string // serve's base URL
-	logPath string // its stderr
-	Exited  chan error
+	Cmd    *exec.Cmd
+	URL    string // serve's base URL
+	stderr Buffer
+	Exited chan error
 }
 
 // Start runs demo-api serve on databaseURL with extra environment.
@@ -93,8 +91,7 @@ func listening(t *testing.T, stdout io.Reader, log func() string) string {
 	return strings.TrimSpace(strings.TrimPrefix(line, "demo-api listening on "))
 }
 
-// StartDispatch runs demo-api dispatch and returns once it logged that it
-// runs.
+// StartDispatch runs demo-api dispatch until it logs that it runs.
 func StartDispatch(t *testing.T, databaseURL string, env ...string) *Proc {
 	t.Helper()
 	p, stdout := Launch(t, "dispatch", databaseURL, env...)
@@ -105,24 +102,23 @@ func StartDispatch(t *testing.T, databaseURL string, env ...string) *Proc {
 	return p
 }
 
-// Launch starts demo-api command, its stderr in a file of the test's, and
-// kills it when the test ends.
+// serveEnv is the environment of a test's service on databaseURL, then env.
+func serveEnv(databaseURL string, env ...string) []string {
+	return append([]string{"DATABASE_URL=" + databaseURL, "LISTEN_ADDR=127.0.0.1:0", "WORKSHOP=true",
+		"API_TOKENS=alice:" + auth.Hash(TokenAlice)}, env...)
+}
+
+// Launch starts demo-api command and kills it when the test ends.
 func Launch(t *testing.T, command, databaseURL string, env ...string) (*Proc, io.Reader) {
 	t.Helper()
 	cmd := exec.Command(Binary, command)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + databaseURL, "LISTEN_ADDR=127.0.0.1:0",
-		"API_TOKENS=alice:" + auth.Hash(TokenAlice), "WORKSHOP=true"}, env...)
+	cmd.Env = serveEnv(databaseURL, append(env, "PATH="+os.Getenv("PATH"))...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proc{Cmd: cmd, logPath: filepath.Join(t.TempDir(), command+".log"), Exited: make(chan error, 1)}
-	logFile, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close() // the child has its own descriptor
-	cmd.Stderr = logFile
+	p := &Proc{Cmd: cmd, Exited: make(chan error, 1)}
+	cmd.Stderr = &p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,15 +134,12 @@ func Launch(t *testing.T, command, databaseURL string, env ...string) (*Proc, io
 }
 
 // Log is what the process wrote to stderr so far.
-func (p *Proc) Log() string {
-	b, _ := os.ReadFile(p.logPath)
-	return string(b)
-}
+func (p *Proc) Log() string { return p.stderr.String() }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.
 func (p *Proc) Kill(t *testing.T) {
 	t.Helper()
-	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Kill(); err != nil {
 		t.Fatalf("kill demo-api: %v", err)
 	}
 	<-p.Exited
@@ -185,17 +178,15 @@ func Get(t *testing.T, url string) string {
 	return string(b)
 }
 
-// ServeInProcess runs serve of run (a command's main, as service.Main with
-// its Extension) in this process on a fresh database, and returns its base
-// URL and the database. Its cancel at the end must stop it within 30 s
-// (SHUTDOWN_TIMEOUT's 25 s, and a little for its background work).
+// ServeInProcess runs serve of run (a command's main) in this process on a
+// fresh database, and returns its base URL and the database. Its cancel at
+// the end must stop it within 30 s (SHUTDOWN_TIMEOUT's 25 s, and a little).
 func ServeInProcess(t *testing.T, run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error,
 	env ...string) (string, *sqlx.DB) {
 	t.Helper()
 	dbURL := pgtest.NewURL(t)
-	vars := map[string]string{"DATABASE_URL": dbURL, "LISTEN_ADDR": "127.0.0.1:0", "WORKSHOP": "true",
-		"API_TOKENS": "alice:" + auth.Hash(TokenAlice), "LOG_FORMAT": "json"}
-	for _, kv := range env {
+	vars := map[string]string{}
+	for _, kv := range serveEnv(dbURL, append([]string{"LOG_FORMAT=json"}, env...)...) {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
@@ -223,10 +214,9 @@ func ServeInProcess(t *testing.T, run func(ctx context.Context, args []string, g
 	return url, db
 }
 
-// Recorder is a reverse proxy in front of a server that records each
-// POST (path, key, X-Client-Attempt, time, Authorization) and every call,
-// and adds headers to chosen attempts. A connection the server closed
-// unanswered is closed so to the client.
+// Recorder is a reverse proxy that records each POST (path, key,
+// X-Client-Attempt, time, Authorization) and every call, and adds headers
+// to chosen attempts; a connection closed unanswered stays so.
 type Recorder struct {
 	Mu                           sync.Mutex
 	Paths, Keys, Attempts, Auths []string
@@ -265,8 +255,7 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 	return srv.URL
 }
 
-// SetCut puts the server out of reach (every connection closed unanswered)
-// or back.
+// SetCut puts the server out of reach (closes every call unanswered) or back.
 func (rec *Recorder) SetCut(cut bool) {
 	rec.Mu.Lock()
 	rec.cut = cut
@@ -285,11 +274,10 @@ func (rec *Recorder) CheckAttempts(t *testing.T, key string) {
 	}
 }
 
-// Walkthrough runs the "## Try every branch" sh blocks of the README at
-// readmePath (but those with make run) in one shell, as a person pastes
-// them, from a checkout whose ./bin/demo-api is Binary, once for each
-// participant at once (ME=<participant>), with env, and checks every
-// status and exit code a comment names.
+// Walkthrough runs the sh blocks of the README's "## Try every branch" but
+// make run's in one shell as a person pastes them, with ./bin/demo-api
+// Binary, for each participant at once (ME=<participant>) with env, and
+// checks every status and exit code a comment names.
 func Walkthrough(t *testing.T, readmePath string, env []string, participants ...string) {
 	t.Helper()
 	for _, tool := range []string{"bash", "curl"} {
@@ -304,13 +292,9 @@ func Walkthrough(t *testing.T, readmePath string, env []string, participants ...
 	if n := strings.Count(string(readme), "\n"); n > 250 {
 		t.Errorf("%s has %d lines; keep it to 250 (link to docs/ for the rest)", readmePath, n)
 	}
-	start := strings.Index(string(readme), "## Try every branch")
-	if start < 0 {
+	section := regexp.MustCompile(`(?s)## Try every branch\n.*?(\n## |\z)`).FindString(string(readme))
+	if section == "" {
 		t.Fatal("the README has no walkthrough (## Try every branch)")
-	}
-	section := string(readme[start:])
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
 	}
 	var blocks []string
 	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {

@@ -1,15 +1,12 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,11 +45,8 @@ type Env struct {
 	// only when a test runs it.
 	Dispatcher *delivery.Dispatcher
 	Path       idempotency.Path
-	// Works counts the works that ran past the claim (on the one-phase
-	// path a work runs on every attempt: only rows tell).
-	Works atomic.Int64
-	mu    sync.Mutex
-	hook  func(ctx context.Context, r *http.Request) error
+	Works      atomic.Int64 // works run past the claim: on the one-phase path, every attempt's
+	hook       atomic.Pointer[func(ctx context.Context, r *http.Request) error]
 }
 
 // Option changes the server an Env makes.
@@ -89,8 +83,7 @@ func ForEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
 	}
 }
 
-// New makes an Env with the template's operations and deps, changed by
-// opts.
+// New makes an Env with the template's operations and deps, changed by opts.
 func New(t *testing.T, opts ...Option) *Env {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), pgtest.NewURL(t), postgres.KeyStatements)
@@ -98,8 +91,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &Env{T: t, DB: db, Logs: &Buffer{}}
-	e.Store = postgres.New(e.DB)
+	e := &Env{T: t, DB: db, Store: postgres.New(db), Logs: &Buffer{}}
 	tokens, err := auth.Parse("alice:" + auth.Hash(TokenAlice) + ",bob:" + auth.Hash(TokenBob))
 	if err != nil {
 		t.Fatal(err)
@@ -121,11 +113,8 @@ func New(t *testing.T, opts ...Option) *Env {
 		Lease:      Lease,
 		InWork: func(ctx context.Context, r *http.Request) error {
 			e.Works.Add(1)
-			e.mu.Lock()
-			hook := e.hook
-			e.mu.Unlock()
-			if hook != nil {
-				return hook(ctx, r)
+			if hook := e.hook.Load(); hook != nil && *hook != nil {
+				return (*hook)(ctx, r)
 			}
 			return nil
 		},
@@ -163,11 +152,7 @@ func New(t *testing.T, opts ...Option) *Env {
 }
 
 // SetHook runs h inside every work after the claim.
-func (e *Env) SetHook(h func(ctx context.Context, r *http.Request) error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.hook = h
-}
+func (e *Env) SetHook(h func(ctx context.Context, r *http.Request) error) { e.hook.Store(&h) }
 
 // Reply is a response as read.
 type Reply struct {
@@ -187,11 +172,8 @@ func (r Reply) Problem(t testing.TB) (code string) {
 		Status int    `json:"status"`
 		Code   string `json:"code"`
 	}
-	if err := json.Unmarshal(r.Body, &p); err != nil {
-		t.Fatalf("problem body %s: %v", r.Body, err)
-	}
-	if p.Status != r.Status || p.Type == "" || p.Code == "" {
-		t.Fatalf("problem %s does not match status %d", r.Body, r.Status)
+	if err := json.Unmarshal(r.Body, &p); err != nil || p.Status != r.Status || p.Type == "" || p.Code == "" {
+		t.Fatalf("problem %s does not match status %d: %v", r.Body, r.Status, err)
 	}
 	return p.Code
 }
@@ -206,44 +188,12 @@ func (r Reply) Request(t testing.TB) demo.Request {
 	return dr
 }
 
-// Req is one request to send.
-type Req struct {
-	Method, Path, Token, Body string
-	Header                    map[string]string
-	Keys                      []string // Idempotency-Key values, each a header line
-}
-
-// Do sends rq, once.
+// Do sends rq, once, to the Env's server.
 func (e *Env) Do(ctx context.Context, rq Req) (Reply, error) {
-	if rq.Method == "" {
-		rq.Method = http.MethodPost
-	}
-	r, err := http.NewRequestWithContext(ctx, rq.Method, e.Srv.URL+rq.Path, strings.NewReader(rq.Body))
-	if err != nil {
+	resp, body, err := send(ctx, e.Client, e.Srv.URL, rq)
+	if resp == nil {
 		return Reply{}, err
 	}
-	if rq.Token != "" {
-		r.Header.Set("Authorization", "Bearer "+rq.Token)
-	}
-	if rq.Body != "" {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	for _, k := range rq.Keys {
-		r.Header.Add("Idempotency-Key", k)
-	}
-	for k, v := range rq.Header {
-		r.Header.Set(k, v)
-	}
-	r.GetBody = nil // each attempt is the test's: no resend of a dropped response
-	if r.Body == http.NoBody {
-		r.Body = io.NopCloser(strings.NewReader(""))
-	}
-	resp, err := e.Client.Do(r)
-	if err != nil {
-		return Reply{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
 	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: body}, err
 }
 
@@ -269,8 +219,8 @@ func (e *Env) Count(query string, args ...any) int {
 	return Count(e.T, e.DB, query, args...)
 }
 
-// CheckWorks fails the test if, on the two-phase path, a claimed work ran
-// other than n times.
+// CheckWorks fails the test unless, on the two-phase path, the work ran n
+// times.
 func (e *Env) CheckWorks(n int64) {
 	e.T.Helper()
 	if got := e.Works.Load(); e.Path == idempotency.TwoPhase && got != n {
@@ -279,7 +229,7 @@ func (e *Env) CheckWorks(n int64) {
 }
 
 // HoldHeader marks a request Hold holds inside its work; Workshop-Delay
-// takes it on the two-phase path, so it holds a claim.
+// puts it on the two-phase path, so that it holds a claim.
 var HoldHeader = map[string]string{"Workshop-Delay": "1ms", "X-Test-Hold": "1"}
 
 // Hold holds every request with HoldHeader after its claim until release is
@@ -307,34 +257,7 @@ func checkNoSecrets(t testing.TB, logs string, words ...string) {
 	}
 }
 
-// checkingTransport checks every exchange against the contract.
-type checkingTransport struct{ t testing.TB }
-
-func (c *checkingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	var reqBody []byte
-	if r.Body != nil {
-		var err error
-		if reqBody, err = io.ReadAll(r.Body); err != nil {
-			return nil, err
-		}
-		r.Body = io.NopCloser(bytes.NewReader(reqBody))
-	}
-	resp, err := http.DefaultTransport.RoundTrip(r)
-	if err != nil {
-		return resp, err
-	}
-	respBody, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(respBody))
-	checkOpenAPI(c.t, r, reqBody, resp, respBody)
-	return resp, nil
-}
-
-// CloseOnce closes a channel a test may have closed already (held requests
-// are released in a t.Cleanup too, so a failed test cannot hang).
+// CloseOnce closes a channel a test may have closed already.
 func CloseOnce(ch chan struct{}) {
 	select {
 	case <-ch:

@@ -1,11 +1,11 @@
 // Package testenv runs the service in tests: in-process on a fresh
-// database with every exchange checked against the OpenAPI contract
-// (server.go), or as its built binary (process.go), with a stand-in for
-// the review desk (deskdouble.go) and the small pieces the suites share.
-// Only tests import it; a service built on the template uses it too.
+// database, every exchange checked against the OpenAPI contract (server.go),
+// or as its built binary (process.go), with a stand-in for the review desk
+// (deskdouble.go) and the small pieces the suites share.
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"net/http"
@@ -14,33 +14,26 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 )
 
-// Clock is a clock a test moves instead of sleeping (postgres.Store.Clock
-// = c.Now).
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is a clock a test moves instead of sleeping, in Unix nanoseconds.
+type Clock struct{ ns atomic.Int64 }
 
 // NewClock is a clock at the current second.
-func NewClock() *Clock { return &Clock{now: time.Now().UTC().Truncate(time.Second)} }
-
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
+func NewClock() *Clock {
+	c := &Clock{}
+	c.ns.Store(time.Now().Truncate(time.Second).UnixNano())
+	return c
 }
 
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func (c *Clock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // Count runs a query that returns one number, failing the test on error.
 func Count(t testing.TB, db *sqlx.DB, query string, args ...any) int {
@@ -68,29 +61,50 @@ func Eventually(timeout time.Duration, cond func() bool) bool {
 
 // PostCreate sends a create with Send.
 func PostCreate(ctx context.Context, baseURL, token, key, body string, header ...string) (*http.Response, []byte, error) {
-	return Send(ctx, http.MethodPost, baseURL+"/v1/demo-requests", token, key, body, append([]string{"Content-Type", "application/json"}, header...)...)
+	return Send(ctx, http.MethodPost, baseURL+"/v1/demo-requests", token, key, body, header...)
 }
 
-// Send sends method to url with the bearer token (none if empty), the key
-// (none if empty), the body and headers as name, value pairs, and reads
-// the answer. It is sent once: the transport does not resend a keyed
-// request when a reused connection closes unanswered.
+// Send sends method to url with the bearer token, the key (none if empty),
+// the body and headers as name, value pairs, and reads the answer.
 func Send(ctx context.Context, method, url, token, key, body string, header ...string) (*http.Response, []byte, error) {
-	r, err := http.NewRequestWithContext(ctx, method, url, io.NopCloser(strings.NewReader(body)))
+	rq := Req{Method: method, Token: token, Body: body, Header: map[string]string{}}
+	if key != "" {
+		rq.Keys = []string{key}
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		rq.Header[header[i]] = header[i+1]
+	}
+	return send(ctx, http.DefaultClient, url, rq)
+}
+
+// Req is one request to send, once: the transport does not resend a keyed
+// request when a reused connection closes unanswered.
+type Req struct {
+	Method, Path, Token, Body string // Method: POST if empty
+	Header                    map[string]string
+	Keys                      []string // Idempotency-Key values, each a header line
+}
+
+// send sends rq to baseURL+rq.Path with c, a JSON body, and reads the answer.
+func send(ctx context.Context, c *http.Client, baseURL string, rq Req) (*http.Response, []byte, error) {
+	r, err := http.NewRequestWithContext(ctx, cmp.Or(rq.Method, http.MethodPost), baseURL+rq.Path, io.NopCloser(strings.NewReader(rq.Body)))
 	if err != nil {
 		return nil, nil, err
 	}
-	r.GetBody = nil
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
+	r.ContentLength = int64(len(rq.Body)) // and no GetBody: nothing to resend
+	if rq.Token != "" {
+		r.Header.Set("Authorization", "Bearer "+rq.Token)
 	}
-	if key != "" {
-		r.Header.Set("Idempotency-Key", key)
+	if rq.Body != "" {
+		r.Header.Set("Content-Type", "application/json")
 	}
-	for i := 0; i+1 < len(header); i += 2 {
-		r.Header.Set(header[i], header[i+1])
+	for _, k := range rq.Keys {
+		r.Header.Add("Idempotency-Key", k)
 	}
-	resp, err := http.DefaultClient.Do(r)
+	for k, v := range rq.Header {
+		r.Header.Set(k, v)
+	}
+	resp, err := c.Do(r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,11 +131,10 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
-// CheckRetrySchedule fails t unless the attempts that reached a server
-// that never answered, from start, keep the clients' retry rule for a
-// budget ending at deadline: each wait at least half the backoff (100 ms
-// doubling to 1 s), none with under 250 ms of the budget left, at most two
-// in its last second.
+// CheckRetrySchedule fails t unless the attempts that reached a server that
+// never answered keep the clients' retry rule for a budget from start to
+// deadline: each wait at least half the backoff (100 ms doubling to 1 s),
+// none with under 250 ms of the budget left, at most two in its last second.
 func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.Time) {
 	t.Helper()
 	var times []string
@@ -161,8 +174,8 @@ func Context(t *testing.T) context.Context {
 	return ctx
 }
 
-// Long skips t under -short (make test-short), saying why. The contract's
-// branches are never long.
+// Long skips t under -short, saying why. The contract's branches are never
+// long.
 func Long(t testing.TB, why string) {
 	t.Helper()
 	if testing.Short() {
@@ -170,28 +183,20 @@ func Long(t testing.TB, why string) {
 	}
 }
 
-// WarmPool opens n connections of db's pool one at a time and leaves them
-// idle, for a test that floods the database: a pool opening them all at
-// once on a busy laptop can outlast the per-read bound and answer 503,
-// which is not what a flood test is about. A failed start is tried twice
-// more.
+// WarmPool opens n connections of db's pool one at a time, trying a failed
+// start twice more, and leaves them idle, for a test that floods the
+// database: opening them all at once on a busy laptop can outlast the
+// per-read bound and answer 503, which is not what it is about.
 func WarmPool(t testing.TB, db *sqlx.DB, n int) {
 	t.Helper()
 	conns := make([]*sqlx.Conn, 0, n)
 	for failed := 0; len(conns) < n; {
-		c, err := db.Connx(context.Background())
+		c, err := db.Connx(context.Background()) // a connection, started
 		if err == nil {
-			if err = c.PingContext(context.Background()); err != nil {
-				c.Close()
-			}
+			conns = append(conns, c)
+		} else if failed++; failed > 2 {
+			t.Fatalf("warming the pool: %v", err)
 		}
-		if err != nil {
-			if failed++; failed > 2 {
-				t.Fatalf("warming the pool: %v", err)
-			}
-			continue
-		}
-		conns = append(conns, c)
 	}
 	for _, c := range conns {
 		c.Close()
@@ -205,14 +210,17 @@ func WarmPool(t testing.TB, db *sqlx.DB, n int) {
 // names a file that is there, and every #anchor a heading of its page.
 func CheckLinks(t *testing.T, pages ...string) {
 	t.Helper()
-	drop := regexp.MustCompile("[^a-z0-9 _-]")
-	anchors := func(path string) map[string]bool {
+	read := func(path string) string {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
+		return string(b)
+	}
+	drop := regexp.MustCompile("[^a-z0-9 _-]")
+	anchors := func(path string) map[string]bool {
 		m := map[string]bool{}
-		for line := range strings.SplitSeq(string(b), "\n") {
+		for line := range strings.SplitSeq(read(path), "\n") {
 			if h, ok := strings.CutPrefix(line, "#"); ok {
 				h = strings.ToLower(strings.TrimSpace(strings.TrimLeft(h, "#")))
 				m[strings.ReplaceAll(drop.ReplaceAllString(h, ""), " ", "-")] = true
@@ -221,30 +229,20 @@ func CheckLinks(t *testing.T, pages ...string) {
 		return m
 	}
 	for _, page := range pages {
-		b, err := os.ReadFile(page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1) {
+		for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(read(page), -1) {
 			if strings.Contains(m[1], "://") || strings.HasPrefix(m[1], "mailto:") {
 				continue
 			}
 			file, anchor, _ := strings.Cut(m[1], "#")
 			path := page
 			if file != "" {
-				if path = filepath.Join(filepath.Dir(page), file); !exists(path) {
-					t.Errorf("%s links to %s, which is not there", page, m[1])
-					continue
-				}
+				path = filepath.Join(filepath.Dir(page), file)
 			}
-			if anchor != "" && !anchors(path)[anchor] {
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links to %s, which is not there", page, m[1])
+			} else if anchor != "" && !anchors(path)[anchor] {
 				t.Errorf("%s links to %s, a heading that is not there", page, m[1])
 			}
 		}
 	}
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }

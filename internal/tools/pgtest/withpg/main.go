@@ -1,10 +1,6 @@
-// Command withpg runs a command with one throw-away PostgreSQL for all of
-// it, in TEST_DATABASE_URL (unless already set), and stops it after:
-//
-//	go run ./internal/tools/pgtest/withpg go test -short ./...
-//
-// Each test package then clones its databases from that server instead of
-// starting its own. It exits with the command's status.
+// Command withpg runs a command (go test -short ./...) with one throw-away
+// PostgreSQL in TEST_DATABASE_URL, unless set, for every test package, and
+// exits with the command's status.
 package main
 
 import (
