@@ -24,9 +24,8 @@ import (
 // cancelled stays on the primary, with a warning only: the pool makes it
 // ErrNotReplicated, so nothing is acknowledged that a failover may lose.
 
-// boundConnector opens lib/pq connections whose statements are bounded,
-// and, when pooled, never prepared on the server. It is the pool's
-// driver.Driver too, so that Pooled can read the pool's mode.
+// boundConnector opens lib/pq connections whose statements are bounded; it
+// is the pool's driver.Driver too, so that Pooled can read the pool's mode.
 type boundConnector struct {
 	pq     driver.Connector
 	bound  time.Duration
@@ -92,9 +91,7 @@ func (c *boundConnector) Open(string) (driver.Conn, error) {
 }
 
 // Pooled reports whether db, a pool of Open, reaches PostgreSQL through a
-// pooler in transaction mode: one Open recognised (PgBouncer), or one it
-// was told of (Options.Pooled). There no statement is prepared on the
-// server, and migrations need a direct connection (Migrate).
+// pooler in transaction mode, recognised (PgBouncer) or told (Options.Pooled).
 func Pooled(db *sqlx.DB) bool {
 	if db == nil {
 		return false
@@ -234,10 +231,8 @@ func (t *boundTx) Commit() error {
 
 func (t *boundTx) Rollback() error { return t.pq.Rollback() }
 
-// boundRows are rows read under their statement's deadline, which ends
-// when they are closed. Their end, or their Close, is ErrNotReplicated
-// when the server warned that their statement's commit was not confirmed
-// by its standby.
+// boundRows are rows read under their statement's deadline, which ends when
+// they are closed; their end is ErrNotReplicated where the server said so.
 type boundRows struct {
 	pqRows
 	conn   *boundDriverConn

@@ -55,9 +55,7 @@ func citusCall(name string, lead int) string {
 var paramRE = regexp.MustCompile(`\$(\d+)`)
 
 // keyStatements are the statements of one kind of effect, one per path:
-// the one-phase write, and the two-phase finish, fenced by the claim token.
-// Each writes the business change FROM the key row it writes (the CTE
-// finished), so the change commits exactly with its key.
+// the one-phase write, and the two-phase finish fenced by the claim token.
 type keyStatements struct {
 	onePhase keyWrite
 	finish   keyWrite
@@ -125,9 +123,7 @@ type recordRow struct {
 var recordColumns = []string{"fingerprint", "state", "lease_until", "status_code", "response_body",
 	"response_headers", "result_id", "created_at", "completed_at", "expires_at"}
 
-// dest appends the scan destinations of r to d, in the order of
-// recordColumns (TestStatementsReturnTheColumnsTheStoreScans holds the
-// files to it).
+// dest appends the scan destinations of r to d, in the order of recordColumns.
 func (r *recordRow) dest(d ...any) []any {
 	return append(d, &r.Fingerprint, &r.State, &r.LeaseUntil, &r.StatusCode, &r.ResponseBody,
 		&r.ResponseHeaders, &r.ResultID, &r.CreatedAt, &r.CompletedAt, &r.ExpiresAt)
@@ -168,9 +164,8 @@ var (
 	lookupColumns = append([]string{"now"}, recordColumns...)
 )
 
-// write runs query, a statement that writes a key row, with args, in tx
-// if not nil, and returns what it found and how many rows its effect
-// changed.
+// write runs query, a statement that writes a key row, in tx if not nil,
+// and returns what it found and how many rows its effect changed.
 func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, int, error) {
 	var w idempotency.KeyWrite
 	var changed int
@@ -183,9 +178,8 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any
 	return w, changed, err
 }
 
-// WriteKey runs query, a statement that writes a key row as claim.sql
-// does (and may write a row of the service's own with it), with args, in
-// tx if not nil, and returns what it found.
+// WriteKey runs query, a statement that writes a key row as claim.sql does
+// (and maybe a row of the service's own), in tx if not nil.
 func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, error) {
 	w, _, err := s.write(ctx, tx, query, args)
 	return w, err
@@ -200,9 +194,8 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease
 	return s.WriteKey(ctx, nil, q, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()})
 }
 
-// CompleteAtomically implements idempotency.Store: one statement writes
-// the key completed with a's answer and, FROM it, a's change (for a
-// create, sql/create_demo_request.sql).
+// CompleteAtomically implements idempotency.Store (for a create,
+// sql/create_demo_request.sql).
 func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
 	q, args, e, err := s.statementOf(ctx, a, false,
 		[]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()})
@@ -223,8 +216,7 @@ func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp 
 	return w, nil
 }
 
-// FinishClaimAtomically implements idempotency.Store: one statement, fenced
-// by the claim token, completes the key and makes d's change (for a create,
+// FinishClaimAtomically implements idempotency.Store (for a create,
 // sql/finish_claim_create_demo_request.sql).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
 	q, args, e, err := s.statementOf(ctx, a, true,

@@ -355,9 +355,8 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// queryRow runs the prepared query with args ($1, $2, …), in tx if not nil
-// (else on a connection of the pool, awaited), and scans its one row into
-// dest, one destination per column in the query's order.
+// queryRow runs the prepared query in tx if not nil (else on the pool,
+// awaited), and scans its one row into dest, a destination per column.
 func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
 	run := func(ctx context.Context) error {
 		if s.Unprepared {
