@@ -423,7 +423,7 @@ func Unavailable(err error) bool {
 		return true
 	}
 	pqErr, ok := errors.AsType[*pq.Error](err) // connection, rollback, resources, operator intervention:
-	return ok && slices.Contains([]pq.ErrorClass{"08", "40", "53", "57"}, pqErr.Code.Class())
+	return ok && slices.Contains([]string{"08", "40", "53", "57"}, string(pqErr.Code.Class()))
 }
 
 // dbErr turns an error worth trying again as is (Unavailable) into apperr
