@@ -12,12 +12,9 @@ import (
 )
 
 // The machine codes, each declared once with how it is answered: its HTTP
-// status, a title, and the paragraph of the page its problem type names
-// (/problems/<code>). The HTTP layer reads them here (Problem); nothing else
-// maps a code to a status.
+// status, a title, and the paragraph of its problem page (/problems/<code>).
 var (
-	// A request the service cannot take: answered before anything is claimed,
-	// and nothing is stored.
+	// A request the service cannot take: nothing is claimed or stored.
 	KeyMissing = Define("idempotency_key_missing", 400, "Idempotency-Key header missing",
 		"This operation needs an Idempotency-Key header: 1 to 255 visible ASCII characters, bare (abc) or as a quoted string (\"abc\"). Make one key per intent, before the first attempt, and send the same key with every retry of that intent.")
 	KeyInvalid = Define("idempotency_key_invalid", 400, "Idempotency-Key header invalid",
@@ -55,8 +52,7 @@ var (
 	RateLimited = Define("rate_limited", 429, "Too many new keys",
 		"This actor sent more new idempotency keys than the service takes in a moment. Nothing was run or stored for this request. Send the same request, with the same key, after Retry-After seconds. A retry of a key the service already holds is never refused this way: the key is not a rate limit, and a client that makes a new key for every attempt meets this bound.")
 
-	// Refusals by a business rule, decided after the claim: stored and replayed
-	// like a success. A new operation's refusal is one more line here.
+	// Refusals by a business rule: stored and replayed like a success.
 	TopicRefused = Define("topic_refused", 422, "Topic refused",
 		"The review desk does not take requests on this topic. The refusal is the answer to this intent: it is stored, and a retry with the same key gets it again.")
 	NotCancellable = Define("request_not_cancellable", 422, "Request cannot be cancelled",
@@ -78,8 +74,7 @@ type Problem struct {
 
 var problems = map[string]Problem{}
 
-// Define declares code with how it is answered, and returns it: a service
-// declares its own codes with it, once each, as package variables.
+// Define declares code with how it is answered, once, and returns it.
 func Define(code string, status int, title, about string) string {
 	if _, dup := problems[code]; dup {
 		panic("apperr: code " + code + " declared twice")

@@ -33,19 +33,16 @@ const (
 	Mismatch                    // a different fingerprint: 422 key_payload_mismatch
 )
 
-// Decision is what a request does with a key. When Kind is InProgress, WorkLeft
-// is the time until the owner's work must have ended (its deadline, half the
-// lease after the claim) and LeaseLeft the time until another request may
-// take the key over.
+// Decision is what a request does with a key.
 type Decision struct {
 	Kind      Kind
-	WorkLeft  time.Duration
-	LeaseLeft time.Duration
+	WorkLeft  time.Duration // InProgress: until the owner's work must have ended (half the lease)
+	LeaseLeft time.Duration // InProgress: until another request may take the key over
 }
 
-// RetryAfter is how long a request that found the key in progress should wait
-// before it asks again: until the owner's deadline while the owner may still
-// be working, then until its lease passes; at least a second.
+// RetryAfter is how long a request that found the key in progress waits
+// before it asks again: until the owner's deadline, then until its lease
+// passes; at least a second.
 func (d Decision) RetryAfter() time.Duration {
 	if d.WorkLeft > 0 {
 		return max(d.WorkLeft, time.Second)
@@ -55,8 +52,7 @@ func (d Decision) RetryAfter() time.Duration {
 
 // Decide is the whole state machine of a key, for a request with fingerprint
 // fp arriving at now; prev is the stored record, nil if none. The store's
-// statements take a row over exactly where it returns TakeOverExpired or
-// TakeOverLease; a test runs this table against them.
+// statements take a row over exactly where it says so (a test holds them to it).
 func Decide(prev *Record, fp string, now time.Time) Decision {
 	switch {
 	case prev == nil:
@@ -75,9 +71,8 @@ func Decide(prev *Record, fp string, now time.Time) Decision {
 	}
 }
 
-// Expired reports whether the record's answer is past its TTL: such a record
-// is gone for every purpose (replay, lookup, sweeper). A record in progress
-// never expires, so no intent runs twice because its work outlasted the TTL.
+// Expired reports whether the record's answer is past its TTL: gone for
+// every purpose. A record in progress never expires.
 func (r *Record) Expired(now time.Time) bool {
 	return r.State == StateCompleted && !now.Before(r.ExpiresAt)
 }

@@ -8,13 +8,10 @@ import (
 	"unicode/utf8"
 )
 
-// Fingerprint returns the hex SHA-256 of the canonical encoding of a
-// request's significant fields, those that make two requests the same intent
-// (not display-only fields, not the scope). The encoding is JSON of the map,
-// with sorted keys, so neither field order nor whitespace changes it.
-//
-// A string that is not valid UTF-8 is an error: JSON would replace its bad
-// bytes with U+FFFD, and two different intents would share a fingerprint.
+// Fingerprint returns the hex SHA-256 of the JSON of a request's significant
+// fields (sorted keys: neither order nor whitespace changes it). A string
+// that is not valid UTF-8 is an error: JSON would replace its bad bytes with
+// U+FFFD, and two different intents would share a fingerprint.
 func Fingerprint(significant map[string]any) (string, error) {
 	for name, v := range significant {
 		if s, ok := v.(string); ok && !utf8.ValidString(s) {

@@ -3,14 +3,12 @@
 // the first attempt is still running (or wait for it), or refuse a key reused
 // for a different payload. It knows neither HTTP nor SQL: a Store keeps the
 // records, and any operation uses the same Runner by naming itself, its
-// fingerprint and its work.
-//
-// A work never writes: it returns what it decided, and the store commits the
-// change with the key's answer in one transaction, so a change never exists
-// without its stored answer.
+// fingerprint and its work. A work never writes: the store commits what it
+// decided with the key's answer, in one transaction.
 package idempotency
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,11 +56,10 @@ type Claim struct {
 	Token string
 }
 
-// KeyWrite is what a statement that writes a key found: it wrote the key
-// (Wrote), or Prev is the record that stopped it.
+// KeyWrite is what a statement that writes a key found.
 type KeyWrite struct {
 	Wrote bool
-	Prev  *Record // the row before this statement, nil if there was none
+	Prev  *Record // the row before the statement (that stopped it, if it did not write), nil for none
 	Now   time.Time
 }
 
@@ -71,16 +68,15 @@ var (
 	// the key (another request took it over); nothing was committed.
 	ErrLeaseLost = errors.New("idempotency: lease lost")
 	// ErrEffectNotApplied is returned when a business change found its row
-	// no longer as the work read it (a request cancelled meanwhile). Nothing
-	// was committed and a retry decides afresh, so it is transient: 503.
+	// no longer as the work read it; nothing was committed, and a retry
+	// decides afresh: 503.
 	ErrEffectNotApplied error = &apperr.Error{Code: apperr.Unavailable,
 		Message: "the resource changed while this request was decided; send it again", RetryAfter: time.Second}
 )
 
-// Store keeps the records. Its time is the database clock, so that replicas
-// agree on leases and expiry. Each write takes the key where Decide says a
-// request may (free, expired, or its lease passed), in one statement, and
-// otherwise changes nothing and returns the record that stopped it.
+// Store keeps the records, on the database clock so that replicas agree.
+// Each write takes the key where Decide says a request may, in one
+// statement, and otherwise returns the record that stopped it.
 type Store interface {
 	// Claim writes c's key in progress, committed before it returns.
 	Claim(ctx context.Context, c Claim, fp string, lease, ttl time.Duration) (KeyWrite, error)
@@ -102,14 +98,11 @@ type Store interface {
 type Path string
 
 const (
-	// OnePhase is for a work that is a database write decided beforehand:
-	// the work runs first, with no side effect, then one statement writes the
-	// key completed with the answer and the change (Store.CompleteAtomically).
+	// OnePhase is for a work that is a database write decided beforehand
+	// (Runner.completeAtomically).
 	OnePhase Path = "one_phase"
-	// TwoPhase is for a work outside the database (or held by a workshop
-	// knob): claim the key in its own commit, so a retry sees it in
-	// progress; run the work; finish, fenced by the claim token; release the
-	// claim on a transient failure.
+	// TwoPhase is for a work outside the database, or held by a workshop
+	// knob (Runner.claim, Runner.run).
 	TwoPhase Path = "two_phase"
 )
 
@@ -127,17 +120,14 @@ const (
 	OutcomeReleased         Outcome = "released"   // the work or its finish failed; the claim was released
 	OutcomeLeaseLost        Outcome = "lease_lost" // the finish found the claim taken over
 	OutcomeFailed           Outcome = "failed"     // the work, or the statement that writes the key, failed
-	// OutcomeRerun counts a statement run again because a row its snapshot
-	// could not see (a concurrent first request's) took the scope.
-	OutcomeRerun Outcome = "rerun"
+	OutcomeRerun            Outcome = "rerun"      // a row the statement's snapshot missed took the key
 )
 
 // Work decides an operation for an intent at time now, without writing: the
-// Runner commits what it returns under claim c. Any error it returns,
-// *apperr.Error too, is transient (the claim is released), except
-// operation_in_progress: a work that answers so still holds its key, as it
-// arranged with the store, and says when to ask again. A definite refusal
-// is an answer: a response with no effect.
+// Runner commits what it returns under claim c. Any error it returns is
+// transient (the claim is released), except operation_in_progress: the work
+// still holds its key, as it arranged with the store. A definite refusal is
+// an answer: a response with no effect.
 type Work func(ctx context.Context, c Claim, now time.Time) (Answer, error)
 
 // Request is one attempt at an operation.
@@ -170,9 +160,7 @@ type Config struct {
 	Clock   func() time.Time
 	Observe func(operation string, p Path, o Outcome) // if set, told every outcome (for metrics)
 	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys with a
-	// token bucket in this process (zero: no bound). A request that would
-	// store a new key over it is refused (rate_limited); one whose key is
-	// stored and unexpired never is.
+	// token bucket in this process (zero: no bound; newkeys.go).
 	NewKeysPerSecond float64
 	NewKeysBurst     int
 }
@@ -204,18 +192,15 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock}, newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst, cfg.Clock)}, nil
+	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock, m: map[Scope]*waitEntry{}},
+		newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst, cfg.Clock)}, nil
 }
 
 const (
-	// tries bounds the turns of Do's loop: a statement run again after its
-	// snapshot missed a row, a work decided again after its row changed.
-	tries          = 3
-	releaseTimeout = 5 * time.Second // bounds one attempt to release a claim
-	// releaseWait bounds how long a request waits for its release before it
-	// answers: plenty for a database that answers; the release goes on.
-	releaseWait       = time.Second
-	releaseBackoff    = 100 * time.Millisecond // spaces a failed release's retries
+	tries             = 3               // bounds the reruns of Do's statement
+	releaseTimeout    = 5 * time.Second // bounds one attempt to release a claim
+	releaseWait       = time.Second     // how long a request waits for its release; the release goes on
+	releaseBackoff    = 100 * time.Millisecond
 	maxReleaseBackoff = time.Second
 )
 
@@ -279,11 +264,8 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			}
 			// Wait no longer than the owner's deadline: past it the owner
 			// is gone, and only its lease keeps the key.
-			until := waitUntil
-			if deadline := r.cfg.Clock().Add(d.WorkLeft); deadline.Before(until) {
-				until = deadline
-			}
-			resp, end := r.waiters.await(ctx, req.Scope, until)
+			now := r.cfg.Clock()
+			resp, end := r.waiters.await(ctx, req.Scope, now.Add(min(waitUntil.Sub(now), d.WorkLeft)))
 			switch end {
 			case answered:
 				r.observe(req, OutcomeReplayed)
@@ -321,19 +303,16 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 }
 
 // admitNewKey admits req to its path's statement under the bound on new
-// keys (nil without one). Over the bound, a key not yet read is read first
-// (read, with the refusal: a stored key is answered from the read), a lease
-// to take over is the same intent's key, and a new key is refused.
+// keys. Over the bound, a key not yet read is read first (read, with the
+// refusal), a lease to take over is the same key, and a new key is refused.
 func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, err error) {
 	if r.newKeys == nil {
 		return nil, false, nil
 	}
-	p, retryAfter := r.newKeys.admit(req.Scope)
+	p, retryAfter := r.newKeys.admit(req.Scope, readKind == TakeOverLease)
 	switch {
 	case p != nil:
 		return p, false, nil
-	case readKind == TakeOverLease:
-		return r.newKeys.follow(req.Scope), false, nil
 	case readKind < 0:
 		return nil, true, rateLimited(retryAfter)
 	}
@@ -360,7 +339,7 @@ func (r *Runner) completeAtomically(ctx context.Context, req Request, c Claim, w
 	if err != nil {
 		return a, KeyWrite{}, err
 	}
-	w, err := r.cfg.Store.CompleteAtomically(ctx, c, req.Fingerprint, r.ttl(req), a)
+	w, err := r.cfg.Store.CompleteAtomically(ctx, c, req.Fingerprint, cmp.Or(req.TTL, r.cfg.TTL), a)
 	if err != nil && !errors.Is(err, ErrEffectNotApplied) {
 		err = fmt.Errorf("complete key: %w", err)
 	}
@@ -371,7 +350,7 @@ func (r *Runner) completeAtomically(ctx context.Context, req Request, c Claim, w
 // committed on its own so that a retry sees it.
 func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, error) {
 	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
-	w, err := r.cfg.Store.Claim(ctx, c, req.Fingerprint, r.cfg.Lease, r.ttl(req))
+	w, err := r.cfg.Store.Claim(ctx, c, req.Fingerprint, r.cfg.Lease, cmp.Or(req.TTL, r.cfg.TTL))
 	if err != nil {
 		// The claim may have committed with its reply lost: release it by
 		// its token, so that the key is not blocked for a lease.
@@ -382,10 +361,8 @@ func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, err
 }
 
 // run is the two-phase path after its claim: the work, then the finish
-// fenced by c's token, or the claim released on a failure. The work gets a
-// context detached from the client's, bounded by the work budget: a client
-// that hangs up must not cancel the finish, and the work must end well
-// before another request may take the key over.
+// fenced by c's token, or the claim released on a failure. A client that
+// hangs up must not cancel the finish (a detached context).
 func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work Work) (Result, error) {
 	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
@@ -411,12 +388,10 @@ func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work 
 	return res, err
 }
 
-// release deletes claim c (Store.Release) on a context of its own, since
-// the client may be gone. While the store cannot hear it, it retries in the
+// release deletes claim c, on a context of its own, retrying in the
 // background with jittered backoff until it succeeds or the lease ends at
-// leaseEnd: so the key is free as soon as the database answers, and the
-// owner's Retry-After holds. It returns the first attempt's error, waiting
-// for it at most releaseWait.
+// leaseEnd, so the key is free as soon as the database answers. It returns
+// the first attempt's error, waiting for it at most releaseWait.
 func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
 	first := make(chan error, 1)
 	go func() {
@@ -451,8 +426,7 @@ func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error
 }
 
 // wrote reports the outcome of req's statement that wrote its key where
-// Decide said kind, and spends p's token on a new key (a lease taken over
-// is the same key).
+// Decide said kind, and spends p's token on a new key.
 func (r *Runner) wrote(req Request, kind Kind, p *pass) Outcome {
 	o := OutcomeClaimed
 	switch {
@@ -482,20 +456,12 @@ func (r *Runner) observe(req Request, o Outcome) {
 	}
 }
 
-func (r *Runner) ttl(req Request) time.Duration {
-	if req.TTL > 0 {
-		return req.TTL
-	}
-	return r.cfg.TTL
-}
-
 // workBudget is how long a work may run: half the lease, so that it ends
 // well before another request may take the key over.
 func (r *Runner) workBudget() time.Duration { return r.cfg.Lease / 2 }
 
-// InProgressError is the answer for a key another attempt owns: 409
-// operation_in_progress, retry after retryAfter (at least a second); 0: no
-// one can say when.
+// InProgressError is 409 operation_in_progress, retry after retryAfter (at
+// least a second); 0: no one can say when.
 func InProgressError(retryAfter time.Duration) error {
 	if retryAfter == 0 {
 		return &apperr.Error{Code: apperr.OperationInProgress, Message: "a request with this idempotency key is held, and no one can say until when"}

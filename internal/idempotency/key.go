@@ -9,12 +9,9 @@ import (
 // MaxKeyLen is the longest key accepted, in bytes.
 const MaxKeyLen = 255
 
-// ParseKey returns the key carried by the Idempotency-Key header values.
-//
-// The header holds a structured-field string ("abc", RFC 8941) as the IETF
-// draft asks, or the same characters bare (abc) as most clients send them;
-// both name the same key. The key itself is 1 to 255 visible ASCII
-// characters (0x21 to 0x7E).
+// ParseKey returns the key carried by the Idempotency-Key header values: a
+// structured-field string ("abc", RFC 8941) as the IETF draft asks, or the
+// same characters bare (abc); 1 to 255 visible ASCII characters.
 //
 // Errors: idempotency_key_missing when there is no header;
 // idempotency_key_invalid when it is sent more than once or is malformed.
@@ -48,9 +45,8 @@ func ParseKey(values []string) (string, error) {
 	return key, nil
 }
 
-// unquote decodes a structured-field string: a quoted run in which only \"
-// and \\ are escapes. Anything after the closing quote (such as parameters)
-// makes it invalid.
+// unquote decodes a structured-field string, where only \" and \\ are
+// escapes; anything after the closing quote makes it invalid.
 func unquote(v string) (string, bool) {
 	var b strings.Builder
 	for i := 1; i < len(v); i++ {

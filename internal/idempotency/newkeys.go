@@ -10,21 +10,15 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// OutcomeRateLimited counts a request refused because its actor is over
-// the bound on new keys (Config.NewKeysPerSecond): nothing was stored.
+// OutcomeRateLimited counts a request refused under the bound on new keys.
 const OutcomeRateLimited Outcome = "rate_limited"
 
 // newKeys bounds the new keys of each actor with a token bucket per actor in
-// this process. A token pays for a key written where none was stored or one
-// had expired, never for a replay, a retry in progress or a mismatch: only
-// the statement that wrote a new key takes it (pass.claimed).
-//
-// Before that statement, the first request of a scope in this process (its
-// leader) sets aside a token no other leader holds, until its statement
-// ends; a request whose scope has one in flight follows it without a token,
-// since the unique index lets only one of them write. So a storm of one key
-// costs one token. A request refused a token asks the store (Runner.admit)
-// before it is answered 429.
+// this process. Only a statement that wrote a new key (none stored, or
+// expired) takes a token (pass.claimed). Before it, the first request of a
+// scope here (its leader) sets a token aside; a request whose scope has one
+// in flight follows it without a token, since the unique index lets only
+// one of them write: a storm of one key costs one token.
 type newKeys struct {
 	limit rate.Limit
 	burst int
@@ -42,8 +36,8 @@ type actorKeys struct {
 	scopes   map[Scope]int // requests in flight, by scope
 }
 
-// sweepIdle is how often actors with a full bucket and nothing in flight are
-// dropped: such an actor is as a new one, so only memory changes.
+// sweepIdle is how often actors with a full bucket and nothing in flight,
+// which are as new ones, are dropped.
 const sweepIdle = time.Minute
 
 func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
@@ -53,26 +47,30 @@ func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
 	return &newKeys{limit: rate.Limit(perSecond), burst: burst, clock: clock, actors: map[string]*actorKeys{}}
 }
 
-// pass is a request's admission to its path's statement. A nil pass (no
-// bound) does nothing.
+// pass is a request's admission to its path's statement; nil (no bound)
+// does nothing.
 type pass struct {
 	k      *newKeys
 	a      *actorKeys
 	scope  Scope
 	leader bool // it has a token set aside
-	took   bool // its statement wrote a new key, and took the token
 }
 
-// admit admits a request of scope s: as the leader of its scope, with a
-// token set aside, or as a follower of the request in flight. It returns
-// nil and how long until a token is free when the actor is over the bound.
-func (k *newKeys) admit(s Scope) (*pass, time.Duration) {
+// admit admits a request of scope s without a token, as a follower of the
+// request in flight on s or when the store holds its key (follow); else as
+// s's leader, with a token set aside. Over the bound it returns nil and how
+// long until a token is free.
+func (k *newKeys) admit(s Scope, follow bool) (*pass, time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := k.clock()
 	k.dropIdle(now)
-	a := k.actor(s.Actor)
-	if a.scopes[s] > 0 {
+	a := k.actors[s.Actor]
+	if a == nil {
+		a = &actorKeys{bucket: rate.NewLimiter(k.limit, k.burst), scopes: map[Scope]int{}}
+		k.actors[s.Actor] = a
+	}
+	if a.scopes[s] > 0 || follow {
 		a.scopes[s]++
 		return &pass{k: k, a: a, scope: s}, 0
 	}
@@ -85,31 +83,10 @@ func (k *newKeys) admit(s Scope) (*pass, time.Duration) {
 	return &pass{k: k, a: a, scope: s, leader: true}, 0
 }
 
-// actor is actor's bucket, new if need be. k.mu is held.
-func (k *newKeys) actor(actor string) *actorKeys {
-	a := k.actors[actor]
-	if a == nil {
-		a = &actorKeys{bucket: rate.NewLimiter(k.limit, k.burst), scopes: map[Scope]int{}}
-		k.actors[actor] = a
-	}
-	return a
-}
-
-// follow admits a request of scope s without a token: the store holds its
-// key, so its statement writes no new one.
-func (k *newKeys) follow(s Scope) *pass {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	a := k.actor(s.Actor)
-	a.scopes[s]++
-	return &pass{k: k, a: a, scope: s}
-}
-
-// claimed takes the token of the new key p's statement wrote: the
-// leader's, set aside; a follower's (its leader failed before writing) is
-// taken from the bucket as it stands, into debt if need be.
+// claimed takes the token of the new key p's statement wrote: the one set
+// aside, or for a follower the bucket's, into debt if need be.
 func (p *pass) claimed() {
-	if p == nil || p.took {
+	if p == nil {
 		return
 	}
 	p.k.mu.Lock()
@@ -120,7 +97,6 @@ func (p *pass) claimed() {
 		p.leader = false
 	}
 	p.a.bucket.ReserveN(now, 1)
-	p.took = true
 }
 
 // done ends p: a token still set aside goes back, unspent.

@@ -35,7 +35,7 @@ func TestNewKeysHoldTheirBoundUnderARace(t *testing.T) {
 	for c := range 8 {
 		wg.Go(func() {
 			for i := range 100 {
-				p, _ := k.admit(Scope{Actor: "alice", Key: strconv.Itoa(c) + "-" + strconv.Itoa(i)})
+				p, _ := k.admit(Scope{Actor: "alice", Key: strconv.Itoa(c) + "-" + strconv.Itoa(i)}, false)
 				if p != nil {
 					p.claimed()
 					taken.Add(1)

@@ -7,14 +7,13 @@ import (
 	"time"
 )
 
-// pollInterval is about how often a waiting request asks the store again
-// when no finish in this process wakes it (the owner runs on another replica).
+// pollInterval is about how often one waiter of a key asks the store again
+// when no owner in this process wakes it (it runs on another replica).
 const pollInterval = time.Second
 
 // waiters hands the answer of a key's owner in this process to the requests
-// here that wait for it (Prefer: wait) the moment it ends. When the owner runs
-// on another replica, one waiter per key polls the store and hands what it
-// finds to the others. A waiter holds no connection and no lock.
+// here that wait for it (Prefer: wait) the moment it ends. A waiter holds no
+// connection and no lock.
 type waiters struct {
 	clock func() time.Time // the Runner's
 	mu    sync.Mutex
@@ -28,14 +27,10 @@ type waitEntry struct {
 	nextPoll time.Time // when one of the waiters may ask the store again
 }
 
-// register adds a waiter on s; every register is followed by one
-// unregister, unless the owner's wake removed the entry first.
+// register adds a waiter on s, for one unregister.
 func (w *waiters) register(s Scope) *waitEntry {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[Scope]*waitEntry{}
-	}
 	e, ok := w.m[s]
 	if !ok {
 		e = &waitEntry{done: make(chan struct{})}
@@ -45,9 +40,8 @@ func (w *waiters) register(s Scope) *waitEntry {
 	return e
 }
 
-// unregister removes a waiter that stops waiting without being woken, and
-// the entry with the last one, so the map does not grow with keys whose
-// owners ran on other replicas.
+// unregister removes a waiter, and with the last one its entry, unless a
+// wake removed it.
 func (w *waiters) unregister(s Scope, e *waitEntry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -70,13 +64,12 @@ const (
 // await waits on s until until for the answer of the attempt that owns it.
 func (w *waiters) await(ctx context.Context, s Scope, until time.Time) (*Response, waitEnd) {
 	e := w.register(s)
+	defer w.unregister(s, e)
 	for {
 		switch {
 		case ctx.Err() != nil:
-			w.unregister(s, e)
 			return nil, left
 		case !w.clock().Before(until):
-			w.unregister(s, e)
 			return nil, timedOut
 		case w.wait(ctx, e, until):
 			if e.resp == nil {
@@ -84,15 +77,13 @@ func (w *waiters) await(ctx context.Context, s Scope, until time.Time) (*Respons
 			}
 			return e.resp, answered
 		case w.takePoll(e):
-			w.unregister(s, e)
 			return nil, poll
 		}
 	}
 }
 
-// wait blocks until the owner wakes e, the next poll is due (around
-// pollInterval, drawn afresh so that waiters do not ask at one instant),
-// until passes or ctx ends. It returns whether e was woken.
+// wait blocks until the owner wakes e, the next poll is due (a jittered
+// pollInterval), until passes or ctx ends. It returns whether e was woken.
 func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool {
 	poll := time.Duration(float64(pollInterval) * (0.5 + rand.Float64()))
 	t := time.NewTimer(min(until.Sub(w.clock()), poll))
@@ -107,7 +98,7 @@ func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool 
 }
 
 // takePoll reports whether the caller is the one waiter of e that asks the
-// store now: one read per key and process per pollInterval.
+// store now.
 func (w *waiters) takePoll(e *waitEntry) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -14,37 +14,18 @@ import (
 	"github.com/lib/pq"
 )
 
-// The statement bound of a pool, and what a pooler in transaction mode
-// (PgBouncer's) allows.
-//
-// A statement bound set at connection start (the statement_timeout startup
-// parameter) is refused by PgBouncer unless it is told to ignore it, and
-// then it is silently gone; a SET on a connection would stay on whichever
-// server connection ran it, for the next client. So the bound is kept by
-// the client: each statement runs under a context deadline of its pool's
-// bound, and at the deadline lib/pq asks the server to cancel it (a
-// CancelRequest on a connection of its own, which PgBouncer forwards to the
-// server connection running it) and drops the connection. The answer is
-// SQLSTATE 57014, as with statement_timeout, and so a 503. A partition,
-// where the cancel cannot arrive either, is bounded by the read deadline
-// of every connection (boundedConn).
-//
-// Behind a pooler in transaction mode, a statement prepared in one
-// transaction may not exist on the server connection of the next, or may
-// exist there under the same name as another client's statement. There,
-// a pool prepares nothing on the server: a statement that the code
-// prepares is sent unprepared each time it runs (with binary parameters,
-// still one round trip).
-//
-// A cancel that arrives while a commit waits for its synchronous standby
-// does not undo the commit: PostgreSQL keeps it on the primary and reports
-// it done, with a warning. The pool reads the connection's notices and
-// makes that an error (ErrNotReplicated), so that nothing is acknowledged
-// that a failover may lose.
+// A pool's statements are bounded by the client: each runs under a context
+// deadline of the pool's bound, at which lib/pq has the server cancel it
+// (SQLSTATE 57014, a 503); PgBouncer refuses a statement_timeout startup
+// parameter, and a SET would outlive its transaction there. A partition is
+// bounded by every connection's read deadline (boundedConn). Behind a pooler
+// in transaction mode nothing is prepared on the server: each run sends the
+// statement's text. A commit whose wait for its synchronous standby was
+// cancelled stays on the primary, with a warning only: the pool makes it
+// ErrNotReplicated, so nothing is acknowledged that a failover may lose.
 
-// boundConnector opens lib/pq connections whose statements are bounded,
-// and, when pooled, never prepared on the server. It is the pool's
-// driver.Driver too, so that Pooled can read the pool's mode.
+// boundConnector opens lib/pq connections whose statements are bounded; it
+// is the pool's driver.Driver too, so that Pooled can read the pool's mode.
 type boundConnector struct {
 	pq     driver.Connector
 	bound  time.Duration
@@ -93,7 +74,7 @@ func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("postgres: the driver's connection (%T) lacks what the pool needs", conn)
 	}
-	bc := &boundDriverConn{pq: pc, bound: c.bound, pooled: c.pooled, hear: c.hear}
+	bc := &boundDriverConn{pqConn: pc, bound: c.bound, pooled: c.pooled, hear: c.hear}
 	pq.SetNoticeHandler(conn, func(notice *pq.Error) {
 		if strings.Contains(notice.Message, "wait for synchronous replication") {
 			bc.notReplicated.Store(true)
@@ -110,9 +91,7 @@ func (c *boundConnector) Open(string) (driver.Conn, error) {
 }
 
 // Pooled reports whether db, a pool of Open, reaches PostgreSQL through a
-// pooler in transaction mode: one Open recognised (PgBouncer), or one it
-// was told of (Options.Pooled). There no statement is prepared on the
-// server, and migrations need a direct connection (Migrate).
+// pooler in transaction mode, recognised (PgBouncer) or told (Options.Pooled).
 func Pooled(db *sqlx.DB) bool {
 	if db == nil {
 		return false
@@ -124,7 +103,7 @@ func Pooled(db *sqlx.DB) bool {
 // boundDriverConn is a lib/pq connection whose statements each run under
 // a deadline of bound.
 type boundDriverConn struct {
-	pq     pqConn
+	pqConn
 	bound  time.Duration
 	pooled bool
 	hear   *hearing
@@ -147,18 +126,14 @@ func (c *boundDriverConn) replicated(err error) error {
 	return err
 }
 
-func (c *boundDriverConn) Prepare(query string) (driver.Stmt, error) {
-	return c.PrepareContext(context.Background(), query)
-}
-
 func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	if c.pooled {
-		return &unpreparedStmt{conn: c, query: query}, nil
+		return &boundStmt{conn: c, query: query}, nil
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	end := c.hear.begin(waiterOf(ctx))
-	st, err := c.pq.PrepareContext(ctx, query)
+	st, err := c.pqConn.PrepareContext(ctx, query)
 	if end(err); err != nil {
 		return nil, err
 	}
@@ -170,17 +145,11 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 	return &boundStmt{pq: ps, conn: c, query: query}, nil
 }
 
-func (c *boundDriverConn) Close() error { return c.pq.Close() }
-
-func (c *boundDriverConn) Begin() (driver.Tx, error) {
-	return c.BeginTx(context.Background(), driver.TxOptions{})
-}
-
 // BeginTx begins a transaction on ctx as it is: lib/pq watches it until
 // the transaction ends, and each statement in it has its own deadline.
 func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	end := c.hear.begin(waiterOf(ctx))
-	tx, err := c.pq.BeginTx(ctx, opts)
+	tx, err := c.pqConn.BeginTx(ctx, opts)
 	if end(err); err != nil {
 		return nil, err
 	}
@@ -188,42 +157,65 @@ func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (d
 }
 
 func (c *boundDriverConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	return c.exec(ctx, nil, query, args)
+}
+
+func (c *boundDriverConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.query(ctx, nil, query, args)
+}
+
+// exec runs query, prepared as st or unprepared (st nil), under c's bound:
+// traced, heard (hearing), and ErrNotReplicated where the server said so.
+func (c *boundDriverConn) exec(ctx context.Context, st pqStmt, query string, args []driver.NamedValue) (driver.Result, error) {
 	ctx, done := traceStatement(ctx, query)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	end := c.hear.begin(waiterOf(ctx))
-	res, err := c.pq.ExecContext(ctx, query, args)
+	var res driver.Result
+	var err error
+	if st != nil {
+		res, err = st.ExecContext(ctx, args)
+	} else {
+		res, err = c.pqConn.ExecContext(ctx, query, args)
+	}
 	end(err)
 	err = c.replicated(err)
-	if done(err); err != nil {
-		return nil, err
-	}
-	return res, nil
+	done(err)
+	return res, err
 }
 
-func (c *boundDriverConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+// query is exec for a statement with rows: its deadline ends when they are
+// closed.
+func (c *boundDriverConn) query(ctx context.Context, st pqStmt, query string, args []driver.NamedValue) (driver.Rows, error) {
 	ctx, done := traceStatement(ctx, query)
 	ctx, cancel := c.bounded(ctx)
 	end := c.hear.begin(waiterOf(ctx))
-	rows, err := c.pq.QueryContext(ctx, query, args)
+	var rows driver.Rows
+	var err error
+	if st != nil {
+		rows, err = st.QueryContext(ctx, args)
+	} else {
+		rows, err = c.pqConn.QueryContext(ctx, query, args)
+	}
 	end(err)
-	done(err)
-	return c.boundRowsOf(rows, err, cancel)
+	if done(err); err != nil {
+		cancel()
+		return nil, err
+	}
+	pr, ok := rows.(pqRows)
+	if !ok {
+		rows.Close()
+		cancel()
+		return nil, fmt.Errorf("postgres: the driver's rows (%T) lack what the pool needs", rows)
+	}
+	return &boundRows{pqRows: pr, conn: c, cancel: cancel}, nil
 }
 
 func (c *boundDriverConn) Ping(ctx context.Context) error {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	return c.pq.Ping(ctx)
+	return c.pqConn.Ping(ctx)
 }
-
-func (c *boundDriverConn) CheckNamedValue(nv *driver.NamedValue) error {
-	return c.pq.CheckNamedValue(nv)
-}
-
-func (c *boundDriverConn) ResetSession(ctx context.Context) error { return c.pq.ResetSession(ctx) }
-
-func (c *boundDriverConn) IsValid() bool { return c.pq.IsValid() }
 
 // boundTx is a transaction whose commit is an error when its standby did
 // not confirm it (ErrNotReplicated).
@@ -239,10 +231,8 @@ func (t *boundTx) Commit() error {
 
 func (t *boundTx) Rollback() error { return t.pq.Rollback() }
 
-// boundRows are rows read under their statement's deadline, which ends
-// when they are closed. Their end, or their Close, is ErrNotReplicated
-// when the server warned that their statement's commit was not confirmed
-// by its standby.
+// boundRows are rows read under their statement's deadline, which ends when
+// they are closed; their end is ErrNotReplicated where the server said so.
 type boundRows struct {
 	pqRows
 	conn   *boundDriverConn
@@ -257,36 +247,34 @@ func (r *boundRows) Next(dest []driver.Value) error {
 	return err
 }
 
-func (c *boundDriverConn) boundRowsOf(rows driver.Rows, err error, cancel context.CancelFunc) (driver.Rows, error) {
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	pr, ok := rows.(pqRows)
-	if !ok {
-		rows.Close()
-		cancel()
-		return nil, fmt.Errorf("postgres: the driver's rows (%T) lack what the pool needs", rows)
-	}
-	return &boundRows{pqRows: pr, conn: c, cancel: cancel}, nil
-}
-
 func (r *boundRows) Close() error {
 	err := r.pqRows.Close()
 	r.cancel()
 	return r.conn.replicated(err)
 }
 
-// boundStmt is a statement prepared on the server whose every run has a
-// deadline of its connection's bound.
+// boundStmt is a statement of a connection, run under its bound: prepared
+// on the server (pq), or on a pooled connection not prepared at all (pq
+// nil: each run sends query).
 type boundStmt struct {
 	pq    pqStmt
 	conn  *boundDriverConn
-	query string // its text, which names its span (traceStatement)
+	query string // its text, which also names its span (traceStatement)
 }
 
-func (s *boundStmt) Close() error  { return s.pq.Close() }
-func (s *boundStmt) NumInput() int { return s.pq.NumInput() }
+func (s *boundStmt) Close() error {
+	if s.pq == nil {
+		return nil
+	}
+	return s.pq.Close()
+}
+
+func (s *boundStmt) NumInput() int {
+	if s.pq == nil {
+		return -1 // the server counts them
+	}
+	return s.pq.NumInput()
+}
 
 func (s *boundStmt) Exec(args []driver.Value) (driver.Result, error) {
 	return s.ExecContext(context.Background(), named(args))
@@ -297,53 +285,11 @@ func (s *boundStmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	ctx, done := traceStatement(ctx, s.query)
-	ctx, cancel := s.conn.bounded(ctx)
-	defer cancel()
-	end := s.conn.hear.begin(waiterOf(ctx))
-	res, err := s.pq.ExecContext(ctx, args)
-	end(err)
-	err = s.conn.replicated(err)
-	if done(err); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return s.conn.exec(ctx, s.pq, s.query, args)
 }
 
 func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	ctx, done := traceStatement(ctx, s.query)
-	ctx, cancel := s.conn.bounded(ctx)
-	end := s.conn.hear.begin(waiterOf(ctx))
-	rows, err := s.pq.QueryContext(ctx, args)
-	end(err)
-	done(err)
-	return s.conn.boundRowsOf(rows, err, cancel)
-}
-
-// unpreparedStmt is a statement the code prepared on a pooled connection:
-// nothing is prepared on the server; each run sends its text.
-type unpreparedStmt struct {
-	conn  *boundDriverConn
-	query string
-}
-
-func (s *unpreparedStmt) Close() error  { return nil }
-func (s *unpreparedStmt) NumInput() int { return -1 } // the server counts them
-
-func (s *unpreparedStmt) Exec(args []driver.Value) (driver.Result, error) {
-	return s.ExecContext(context.Background(), named(args))
-}
-
-func (s *unpreparedStmt) Query(args []driver.Value) (driver.Rows, error) {
-	return s.QueryContext(context.Background(), named(args))
-}
-
-func (s *unpreparedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	return s.conn.ExecContext(ctx, s.query, args)
-}
-
-func (s *unpreparedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	return s.conn.QueryContext(ctx, s.query, args)
+	return s.conn.query(ctx, s.pq, s.query, args)
 }
 
 func named(args []driver.Value) []driver.NamedValue {
@@ -354,9 +300,7 @@ func named(args []driver.Value) []driver.NamedValue {
 	return nv
 }
 
-// ErrNotReplicated is the error of a commit that its synchronous standby
-// did not confirm before the statement's bound (or the caller's deadline)
-// cancelled the wait: PostgreSQL keeps such a commit on the primary and
-// reports it done with a warning only. A failover may lose it, so it is
-// not acknowledged: the store answers it as unavailable.
+// ErrNotReplicated is the error of a commit whose wait for its synchronous
+// standby was cancelled: a failover may lose it, so the store answers it as
+// unavailable.
 var ErrNotReplicated = errors.New("postgres: the commit was not confirmed by a synchronous standby (it holds on the primary only)")

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -18,21 +16,15 @@ import (
 
 // Distribution is what Distribute found and did.
 type Distribution struct {
-	// Citus is the version of the citus extension in the database; empty
-	// when it has none (one PostgreSQL).
-	Citus string
-	// Distributed says that this call distributed the tables; false when
-	// they were already, or the database is not Citus.
-	Distributed bool
+	Citus       string // the version of the citus extension; empty on one PostgreSQL
+	Distributed bool   // this call distributed the tables (they were not yet)
 }
 
-// Distribute distributes the key table, the business table and the outbox
-// by actor_id, co-located (migrations/citus/distribute.sql), and makes the
-// functions the store calls there for the key writes and the scans
-// (migrations/citus/key_writes.sql, scans.sql), when db is a Citus coordinator (the
-// citus extension is installed): the tables when they are not distributed
-// yet, the functions every time. On one PostgreSQL it changes nothing.
-// migrate calls it after the migrations.
+// Distribute, on a Citus coordinator (the citus extension is installed),
+// distributes the key table, the business table and the outbox by actor_id,
+// co-located, unless they are already (migrations/citus/distribute.sql), and
+// makes the functions the store calls there (key_writes.sql, scans.sql).
+// On one PostgreSQL it changes nothing. migrate calls it.
 func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 	var d Distribution
 	err := db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
@@ -53,20 +45,19 @@ func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 		}
 		d.Distributed = true
 	}
-	// A transaction of its own: Citus makes no function in the transaction
+	// Each its own transaction: Citus makes no function in the transaction
 	// that distributed the tables. CREATE OR REPLACE: every migrate brings
 	// them up to date.
-	if err := runCitusScript(ctx, db, "citus/key_writes.sql"); err != nil {
-		return d, fmt.Errorf("key writes on Citus %s: %w", d.Citus, err)
-	}
-	if err := runCitusScript(ctx, db, "citus/scans.sql"); err != nil {
-		return d, fmt.Errorf("scans on Citus %s: %w", d.Citus, err)
+	for _, name := range []string{"citus/key_writes.sql", "citus/scans.sql"} {
+		if err := runCitusScript(ctx, db, name); err != nil {
+			return d, fmt.Errorf("%s on Citus %s: %w", name, d.Citus, err)
+		}
 	}
 	return d, nil
 }
 
-// runCitusScript runs migrations/name. Without arguments, its statements
-// go as one simple query: one implicit transaction, all of them or none.
+// runCitusScript runs migrations/name as one simple query: one implicit
+// transaction, all of its statements or none.
 func runCitusScript(ctx context.Context, db *sqlx.DB, name string) error {
 	script, err := fs.ReadFile(migrations.Citus, name)
 	if err != nil {
@@ -89,27 +80,14 @@ func (d Distribution) String() string {
 }
 
 // scan is a statement that reads across actors with FOR UPDATE SKIP LOCKED,
-// or writes rows its arguments name without their actor, sql/name; and the
-// call of the function that runs it on one shard on Citus
-// (migrations/citus/scans.sql): $1 an actor of the shard, $2 the statement,
-// then its own parameters.
+// or writes rows named without their actor, sql/name; and the call that runs
+// it on one shard on Citus (migrations/citus/scans.sql): $1 an actor of the
+// shard, $2 the statement, then its own parameters.
 type scan struct {
 	sql, citus string
 }
 
-func scanOf(name string) scan {
-	q := statement(name)
-	n := 0
-	for _, m := range paramRE.FindAllStringSubmatch(q, -1) {
-		i, _ := strconv.Atoi(m[1])
-		n = max(n, i)
-	}
-	params := []string{"$1", "$2"}
-	for i := range n {
-		params = append(params, "$"+strconv.Itoa(i+3))
-	}
-	return scan{sql: q, citus: "SELECT * FROM " + strings.TrimSuffix(name, ".sql") + "(" + strings.Join(params, ", ") + ")"}
-}
+func scanOf(name string) scan { return scan{sql: statement(name), citus: citusCall(name, 2)} }
 
 // target is one run of a scan: the query, and the arguments that go before
 // the statement's own.
@@ -124,7 +102,7 @@ func (t target) with(args ...any) []any { return append(slices.Clone(t.args), ar
 // statement, once; on Citus its function's call, once per shard.
 func (s *Store) targets(ctx context.Context, sc scan) ([]target, error) {
 	c, err := s.onCitus(ctx)
-	if err != nil || c&citusScans == 0 {
+	if err != nil || !c.Scans {
 		return []target{{query: sc.sql}}, err
 	}
 	actors, err := s.shards(ctx)
@@ -148,7 +126,7 @@ func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]targ
 		all[i] = i
 	}
 	c, err := s.onCitus(ctx)
-	if err != nil || c&citusScans == 0 {
+	if err != nil || !c.Scans {
 		return []target{{query: sc.sql}}, [][]int{all}, err
 	}
 	var shards []int64

@@ -10,9 +10,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// The business writes' statements (keyStatements). Each writes FROM
-// finished, the key row its statement completes, so the change commits
-// exactly with the key's answer.
+// The business writes' statements (keyStatements).
 var (
 	createStatements = keyStatements{
 		onePhase: keyWriteOf("create_demo_request.sql"),
@@ -35,8 +33,7 @@ func (s *Store) CreateDemoRequest(r demo.Request) idempotency.Effect {
 // CancelDemoRequest is the cancel's write of r, as decided, committed with
 // the key (sql/cancel_demo_request.sql).
 func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
-	// The cancel was decided on a read: its write says what it expects
-	// to find (still accepted), and rolls back when it finds otherwise.
+	// Decided on a read: its write expects the request still accepted.
 	return &effect{what: "cancel demo request", stmts: &cancelStatements, args: []any{r.State, r.CancelledAt, r.ID}, conditional: true}
 }
 

@@ -11,15 +11,13 @@ import (
 	"github.com/lib/pq"
 )
 
-// A statement of a request first waits for one of the pool's connections,
-// and database/sql bounds that wait by the caller's context only: with the
-// database gone and ten times the pool in flight, the last ones would wait
-// for every statement ahead of them to reach its bound. So a pool keeps its
-// hearing: when the database last answered, and which exchanges with it
-// (statements, connects) are under way. A statement still waiting for a
-// connection gives up (ErrSilent, a 503) once the pool is silent: no answer
-// for silence while an exchange has been under way that long. A busy pool
-// whose statements still end keeps its waiters, however long they wait.
+// A statement first waits for a connection of its pool, and database/sql
+// bounds that wait by the caller's context only: with the database gone,
+// the last of ten times the pool would wait for every statement ahead to
+// reach its bound. So a pool keeps its hearing: when the database last
+// answered, and which exchanges with it are under way. A statement still
+// waiting for a connection gives up (ErrSilent, a 503) once the pool is
+// silent; a busy pool whose statements still end keeps its waiters.
 
 // silence is how long a pool hears nothing before its waiters give up.
 const silence = time.Second
@@ -34,10 +32,9 @@ type hearing struct {
 	underway map[*time.Time]struct{} // the exchanges under way, by their start
 }
 
-// begin notes an exchange starting, and returns its end, to be called with
-// its error. While a statement's exchange is under way, its waiter
-// (waiterOf its context) is not waiting for a connection; a connect's
-// (nil) still is.
+// begin notes an exchange (a statement, or a connect: w nil) starting, and
+// returns its end, to be called with its error. While it is under way, its
+// waiter w is not waiting for a connection.
 func (h *hearing) begin(w *atomic.Bool) func(error) {
 	if w != nil {
 		w.Store(true)
@@ -85,9 +82,9 @@ func waiterOf(ctx context.Context) *atomic.Bool {
 	return w
 }
 
-// await runs fn, whose statements take a connection of db's pool, on a
-// context that ends, while fn waits for a connection (no statement of it
-// under way), once the pool is silent: fn's error is then ErrSilent, as apperr unavailable.
+// await runs fn, whose statements take connections of db's pool, on a
+// context that ends once the pool is silent while fn waits for a connection:
+// fn's error is then ErrSilent, as apperr unavailable.
 func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) error {
 	c, ok := db.Driver().(*boundConnector)
 	if !ok {
@@ -96,25 +93,19 @@ func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) err
 	running := new(atomic.Bool) // while a statement of fn is under way (hearing.begin)
 	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, waiterKey{}, running))
 	defer cancel(nil)
-	var mu sync.Mutex // the timer, between its callback and the stop below
-	mu.Lock()
-	var timer *time.Timer
-	timer = time.AfterFunc(silence, func() {
-		mu.Lock()
-		defer mu.Unlock()
+	var check func() // after silence, then every silence/4 until fn ends
+	check = func() {
 		switch {
 		case ctx.Err() != nil:
 		case !running.Load() && c.hear.silent():
 			cancel(ErrSilent)
 		default:
-			timer.Reset(silence / 4)
+			time.AfterFunc(silence/4, check)
 		}
-	})
-	mu.Unlock()
+	}
+	timer := time.AfterFunc(silence, check)
+	defer timer.Stop()
 	err := fn(ctx)
-	mu.Lock()
-	timer.Stop()
-	mu.Unlock()
 	if err != nil && errors.Is(context.Cause(ctx), ErrSilent) {
 		return dbErr(ErrSilent)
 	}

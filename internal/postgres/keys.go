@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,42 +18,44 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// One concept has one name in Go, SQL and JSON: the scope is (actor_id,
-// operation, idem_key), the significant fields' hash is fingerprint, and a
-// claim's lease ends at lease_until. Every statement is a file of sql/ that
-// lists its parameters at its top, in the order the Go code passes them;
-// its time is $1, coalesce($1::timestamptz, now()): the database clock
-// unless a test sets Store.Clock. A statement that writes a key row takes
-// the row over where idempotency.Decide would (sql/create_demo_request.sql).
+// A statement's time is $1, coalesce($1::timestamptz, now()): the database
+// clock unless a test sets Store.Clock. A statement that writes a key row
+// takes the row over where idempotency.Decide would.
 
 var claimSQL = keyWriteOf("claim.sql")
 
 // keyWrite is a statement that writes a key row, sql/name, and the call of
-// the function of the same name, parameters and columns that stands in for
-// it on Citus (migrations/citus/key_writes.sql): there Citus routes no
-// statement that inserts in a CTE to one shard, and delegates the call to
-// the worker of the actor's shard.
+// the function that stands in for it on Citus (migrations/citus/
+// key_writes.sql), which routes no statement that inserts in a CTE to one
+// shard but delegates the call to the worker of the actor's shard.
 type keyWrite struct {
 	sql, citus string
 }
 
 func keyWriteOf(name string) keyWrite {
-	q := statement(name)
-	var params []string // $1 … $n: the file's header lists every one
-	for _, m := range paramRE.FindAllStringSubmatch(q, -1) {
-		for n, _ := strconv.Atoi(m[1]); len(params) < n; {
-			params = append(params, "$"+strconv.Itoa(len(params)+1))
-		}
+	return keyWrite{sql: statement(name), citus: citusCall(name, 0)}
+}
+
+// citusCall is the call of the function that stands in for sql/name on
+// Citus: lead parameters of its own, then the statement's ($1 … $n: the
+// file's header lists every one).
+func citusCall(name string, lead int) string {
+	n := lead
+	for _, m := range paramRE.FindAllStringSubmatch(statement(name), -1) {
+		i, _ := strconv.Atoi(m[1])
+		n = max(n, lead+i)
 	}
-	return keyWrite{sql: q, citus: "SELECT * FROM " + strings.TrimSuffix(name, ".sql") + "(" + strings.Join(params, ", ") + ")"}
+	params := make([]string, n)
+	for i := range params {
+		params[i] = "$" + strconv.Itoa(i+1)
+	}
+	return "SELECT * FROM " + strings.TrimSuffix(name, ".sql") + "(" + strings.Join(params, ", ") + ")"
 }
 
 var paramRE = regexp.MustCompile(`\$(\d+)`)
 
 // keyStatements are the statements of one kind of effect, one per path:
-// the one-phase write, and the two-phase finish, fenced by the claim token.
-// Each writes the business change FROM the key row it writes (the CTE
-// finished), so the change commits exactly with its key.
+// the one-phase write, and the two-phase finish fenced by the claim token.
 type keyStatements struct {
 	onePhase keyWrite
 	finish   keyWrite
@@ -74,46 +77,35 @@ type effect struct {
 
 func (e *effect) Describe() string { return e.what }
 
-// effectOf returns d's effect, nil for none (an answer only).
-func effectOf(d idempotency.Answer) (*effect, error) {
-	if d.Effect == nil {
-		return nil, nil
+// statementOf returns the text of a's one-phase write (or finish) on s's
+// database, its arguments (before, a's answer as the statements take it,
+// after, then the effect's), and a's effect, nil for none.
+func (s *Store) statementOf(ctx context.Context, a idempotency.Answer, finish bool, before, after []any) (string, []any, *effect, error) {
+	var e *effect
+	stmts, business := &answerOnly, []any(nil)
+	if a.Effect != nil {
+		var ok bool
+		if e, ok = a.Effect.(*effect); !ok {
+			return "", nil, nil, fmt.Errorf("postgres: %s is not an effect of this store", a.Effect.Describe())
+		}
+		stmts, business = e.stmts, e.args
 	}
-	e, ok := d.Effect.(*effect)
-	if !ok {
-		return nil, fmt.Errorf("postgres: %s is not an effect of this store", d.Effect.Describe())
-	}
-	return e, nil
-}
-
-// statementsOf returns the statements of e and its business arguments.
-func statementsOf(e *effect) (*keyStatements, []any) {
-	if e == nil {
-		return &answerOnly, nil
-	}
-	return e.stmts, e.args
-}
-
-// answer is the stored answer of an Answer, as the statements take it.
-type answer struct {
-	status   int
-	body     []byte
-	headers  string
-	resultID sql.NullString
-}
-
-func answerOf(d idempotency.Answer) (answer, error) {
-	headers, err := json.Marshal(d.Response.Header)
+	headers, err := json.Marshal(a.Response.Header)
 	if err != nil {
-		return answer{}, fmt.Errorf("encode headers: %w", err)
+		return "", nil, nil, fmt.Errorf("encode headers: %w", err)
 	}
-	return answer{status: d.Response.Status, body: d.Response.Body, headers: string(headers),
-		resultID: sql.NullString{String: d.Response.ResultID, Valid: d.Response.ResultID != ""}}, nil
+	k := stmts.onePhase
+	if finish {
+		k = stmts.finish
+	}
+	q, err := s.keyWrite(ctx, k)
+	args := slices.Concat(before, []any{a.Response.Status, a.Response.Body, string(headers),
+		sql.NullString{String: a.Response.ResultID, Valid: a.Response.ResultID != ""}}, after, business)
+	return q, args, e, err
 }
 
-// recordRow is a row of idempotency_keys as scanned: recordColumns, in
-// their order, as lookup_key.sql and the key statements (prev.*) return
-// them.
+// recordRow is a row of idempotency_keys as lookup_key.sql and the key
+// statements (prev.*) return it: recordColumns.
 type recordRow struct {
 	Fingerprint     sql.NullString
 	State           sql.NullString
@@ -131,9 +123,7 @@ type recordRow struct {
 var recordColumns = []string{"fingerprint", "state", "lease_until", "status_code", "response_body",
 	"response_headers", "result_id", "created_at", "completed_at", "expires_at"}
 
-// dest appends the scan destinations of r to d, in the order of
-// recordColumns (TestStatementsReturnTheColumnsTheStoreScans holds the
-// files to it).
+// dest appends the scan destinations of r to d, in the order of recordColumns.
 func (r *recordRow) dest(d ...any) []any {
 	return append(d, &r.Fingerprint, &r.State, &r.LeaseUntil, &r.StatusCode, &r.ResponseBody,
 		&r.ResponseHeaders, &r.ResultID, &r.CreatedAt, &r.CompletedAt, &r.ExpiresAt)
@@ -165,42 +155,31 @@ func (r recordRow) record() (*idempotency.Record, error) {
 	return rec, nil
 }
 
-// writeRow is what a statement that writes a key row returns: writeColumns,
-// in their order.
-type writeRow struct {
-	Now    time.Time
-	Wrote  bool
-	Effect int
-	recordRow
-}
-
-// writeColumns are the columns of a writeRow, in the order of dest.
-var writeColumns = append([]string{"now", "wrote", "effect"}, recordColumns...)
-
-// The columns of the finish statements (wrote, and how many rows the
-// effect changed) and of lookup_key.sql (the store's time and the row).
+// The columns the store scans by position: of a statement that writes a
+// key row (the store's time, whether it wrote, how many rows its effect
+// changed, and the row before), of a finish, and of lookup_key.sql.
 var (
+	writeColumns  = append([]string{"now", "wrote", "effect"}, recordColumns...)
 	finishColumns = []string{"wrote", "effect"}
 	lookupColumns = append([]string{"now"}, recordColumns...)
 )
 
-func (r *writeRow) dest() []any { return r.recordRow.dest(&r.Now, &r.Wrote, &r.Effect) }
-
-// write runs query, a statement that writes a key row, with args, in tx
-// if not nil, and returns what it found and how many rows its effect
-// changed.
+// write runs query, a statement that writes a key row, in tx if not nil,
+// and returns what it found and how many rows its effect changed.
 func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, int, error) {
-	var row writeRow
-	if err := s.queryRow(ctx, tx, query, args, row.dest()...); err != nil {
+	var w idempotency.KeyWrite
+	var changed int
+	var row recordRow
+	if err := s.queryRow(ctx, tx, query, args, row.dest(&w.Now, &w.Wrote, &changed)...); err != nil {
 		return idempotency.KeyWrite{}, 0, err
 	}
-	prev, err := row.record()
-	return idempotency.KeyWrite{Wrote: row.Wrote, Prev: prev, Now: row.Now}, row.Effect, err
+	var err error
+	w.Prev, err = row.record()
+	return w, changed, err
 }
 
-// WriteKey runs query, a statement that writes a key row as claim.sql
-// does (and may write a row of the service's own with it), with args, in
-// tx if not nil, and returns what it found.
+// WriteKey runs query, a statement that writes a key row as claim.sql does
+// (and maybe a row of the service's own), in tx if not nil.
 func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, error) {
 	w, _, err := s.write(ctx, tx, query, args)
 	return w, err
@@ -208,34 +187,21 @@ func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []
 
 // Claim implements idempotency.Store (sql/claim.sql).
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
-	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()}
 	q, err := s.keyWrite(ctx, claimSQL)
 	if err != nil {
 		return idempotency.KeyWrite{}, err
 	}
-	w, _, err := s.write(ctx, nil, q, args)
-	return w, err
+	return s.WriteKey(ctx, nil, q, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()})
 }
 
-// CompleteAtomically implements idempotency.Store: one statement writes
-// the key completed with a's answer and, FROM it, a's change (for a
-// create, sql/create_demo_request.sql).
+// CompleteAtomically implements idempotency.Store (for a create,
+// sql/create_demo_request.sql).
 func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
-	e, err := effectOf(a)
+	q, args, e, err := s.statementOf(ctx, a, false,
+		[]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()})
 	if err != nil {
 		return idempotency.KeyWrite{}, err
 	}
-	ans, err := answerOf(a)
-	if err != nil {
-		return idempotency.KeyWrite{}, err
-	}
-	stmts, effectArgs := statementsOf(e)
-	q, err := s.keyWrite(ctx, stmts.onePhase)
-	if err != nil {
-		return idempotency.KeyWrite{}, err
-	}
-	args := append([]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token,
-		ans.status, ans.body, ans.headers, ans.resultID, ttl.Microseconds()}, effectArgs...)
 	var w idempotency.KeyWrite
 	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var changed int
@@ -250,25 +216,14 @@ func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp 
 	return w, nil
 }
 
-// FinishClaimAtomically implements idempotency.Store: one statement, fenced
-// by the claim token, completes the key and makes d's change (for a create,
+// FinishClaimAtomically implements idempotency.Store (for a create,
 // sql/finish_claim_create_demo_request.sql).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
-	e, err := effectOf(a)
+	q, args, e, err := s.statementOf(ctx, a, true,
+		[]any{s.now()}, []any{c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token})
 	if err != nil {
 		return err
 	}
-	ans, err := answerOf(a)
-	if err != nil {
-		return err
-	}
-	stmts, effectArgs := statementsOf(e)
-	q, err := s.keyWrite(ctx, stmts.finish)
-	if err != nil {
-		return err
-	}
-	args := append([]any{s.now(), ans.status, ans.body, ans.headers, ans.resultID,
-		c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token}, effectArgs...)
 	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
 		var wrote bool // finishColumns
 		var changed int
@@ -296,10 +251,9 @@ func checkEffect(e *effect, wrote bool, n int) error {
 }
 
 // inTx runs fn in a transaction when e is conditional, so that fn's error
-// rolls its statement back; otherwise fn's one statement commits on its own
-// (fn gets a nil tx). A conditional effect that breaks a unique key met a
-// transition that committed while it waited for its row (its event took the
-// same position): it was decided on an old read, ErrEffectNotApplied.
+// rolls its statement back; otherwise fn gets a nil tx. A conditional
+// effect that breaks a unique key was decided on an old read (a transition
+// committed while it waited for its row): ErrEffectNotApplied.
 func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
 	if e == nil || !e.conditional {
 		return fn(nil)
@@ -327,9 +281,8 @@ var (
 )
 
 // Release implements idempotency.Store: it deletes the claim while it is
-// still c's and still in progress, so the next request with the key runs as a
-// first one. A finish whose commit went through unseen (the connection broke
-// after it) left the key completed, and the release leaves it alone.
+// still c's and in progress; a finish that committed unseen left the key
+// completed, and the release leaves it alone.
 func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
 	return await(ctx, s.db, func(ctx context.Context) error {
 		_, err := s.db.ExecContext(ctx, releaseClaimSQL, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
@@ -341,7 +294,6 @@ func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
 func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.Record, time.Time, error) {
 	var now time.Time // lookupColumns
 	var row recordRow
-	// Prepared, as the key statements are: a retry's replay is this read.
 	if err := s.queryRow(ctx, nil, lookupKeySQL, []any{s.now(), sc.Actor, sc.Operation, sc.Key}, row.dest(&now)...); err != nil {
 		return nil, time.Time{}, err
 	}

@@ -12,24 +12,20 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 )
 
-// The outbox statements (package delivery). They are not on a request's
-// path, so they run unprepared; each is one statement.
+// The outbox statements (package delivery), off a request's path, so
+// unprepared. The take and the marks run once per shard on Citus (scan).
 var (
-	// The take and the marks run once per shard on Citus (scan).
 	takeDue     = scanOf("outbox_take_due.sql")
 	settle      = scanOf("outbox_settle.sql")
 	deliverySQL = statement("outbox_delivery.sql")
 	backlogSQL  = statement("outbox_backlog.sql")
-	// The desk's answer about a request, as reconcile records it: accepted
-	// (a reference), or never accepted.
-	acceptedSQL = statement("outbox_accepted.sql")
-	requeuedSQL = statement("outbox_requeued.sql")
+	acceptedSQL = statement("outbox_accepted.sql") // reconcile: the desk accepted it
+	requeuedSQL = statement("outbox_requeued.sql") // reconcile: the desk never did
 )
 
 // TakeDue implements delivery.Store. On Citus it takes from one shard after
 // another, each time from the next one first, until it has n rows; a shard
-// that fails is passed over, and its error returned only when no row was
-// taken.
+// that fails is passed over, its error returned only when none gave rows.
 func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
 	if busy == nil {
 		busy = []string{} // an empty array, not NULL: no actor is left out

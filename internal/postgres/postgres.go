@@ -15,8 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"path"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepg "github.com/golang-migrate/migrate/v4/database/postgres"
+	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -34,13 +34,9 @@ import (
 )
 
 // Statement bounds for Open: how long one statement of a pool may run
-// (bound.go says how the bound is kept). A read or write on the pool's
-// connections waits that and a margin at most, so a partitioned database
-// is an error within it.
+// (bound.go).
 const (
-	// KeyStatements bounds a request's statements: the key statements (and
-	// the reads beside them) take milliseconds, so a partition is answered
-	// 503 within seconds.
+	// KeyStatements bounds a request's statements, which take milliseconds.
 	KeyStatements = 2 * time.Second
 	// LongStatements bounds the batches of the sweeper and the dispatcher,
 	// and the commands that run alone (migrate, purge, provider).
@@ -49,13 +45,9 @@ const (
 
 // Options are how OpenWith opens a pool.
 type Options struct {
-	// StatementTimeout bounds each statement: KeyStatements or
-	// LongStatements.
-	StatementTimeout time.Duration
-	// Pooled says that the URL reaches a pooler in transaction mode, for
-	// one that OpenWith does not recognise by itself (it recognises
-	// PgBouncer): nothing is then prepared on the server, and migrations
-	// need a direct connection. See Pooled.
+	StatementTimeout time.Duration // KeyStatements or LongStatements
+	// Pooled says that the URL reaches a pooler in transaction mode that
+	// OpenWith does not recognise by itself, as it does PgBouncer (Pooled).
 	Pooled bool
 }
 
@@ -64,19 +56,11 @@ func Open(ctx context.Context, url string, statementTimeout time.Duration) (*sql
 	return OpenWith(ctx, url, Options{StatementTimeout: statementTimeout})
 }
 
-// OpenWith connects to the database at url and checks that it answers.
-// Each statement of the pool runs for at most opts.StatementTimeout
-// (bound.go). url is a URL or lib/pq's keyword form, and may name several
-// hosts (ParseURL): each connection goes to the first that answers as
-// target_session_attrs asks.
-//
-// It recognises PgBouncer, whatever its pool mode, by its refusal of a
-// startup parameter it does not know, and then treats it as a pooler in
-// transaction mode (Pooled).
-//
-// It sets lib/pq's binary_parameters: a statement with arguments then costs one
-// network round trip (Parse, Bind, Execute in one go) instead of two, and
-// []byte arguments travel as raw bytes, which suits the bytea response body.
+// OpenWith connects to the database at url (a URL, of several hosts too:
+// ParseURL, or lib/pq's keyword form) and checks that it answers. Each
+// statement of the pool runs for at most opts.StatementTimeout. PgBouncer,
+// in whatever pool mode, is treated as a pooler in transaction mode (Pooled).
+// binary_parameters makes a statement with arguments one round trip, not two.
 func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	if opts.StatementTimeout <= 0 {
 		return nil, errors.New("open database: no statement bound")
@@ -90,17 +74,12 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
 	cfg.BinaryParameters = true
-	// Bound every wait on the database, so that an unreachable or
-	// partitioned database gives 503s within seconds, not hung requests: a
-	// connection attempt, and each read and write on a connection (the
-	// statements' own bound, and the work's deadline, bound the rest).
+	// A partitioned database gives 503s within seconds, not hung requests:
+	// a connect is bounded, and so is each read and write (boundedDialer).
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 3 * time.Second
 	}
-	// lib/pq does not stop reading at a context's deadline (it sends a
-	// cancel request, over the same partition), so each read and write on
-	// the connection gets a deadline of its own.
-	dialer := &boundedDialer{limit: ioLimit(opts.StatementTimeout)}
+	dialer := &boundedDialer{limit: opts.StatementTimeout + max(opts.StatementTimeout/5, 500*time.Millisecond)}
 	pooled := opts.Pooled
 	if !pooled {
 		if pooled, err = behindPgBouncer(ctx, cfg, dialer); err != nil {
@@ -142,49 +121,38 @@ func behindPgBouncer(ctx context.Context, cfg pq.Config, dialer pq.Dialer) (bool
 	conn, err := c.Connect(ctx)
 	if err == nil {
 		conn.Close()
-		return false, nil
+	} else if refusedParameter(err) == poolerProbe {
+		return true, nil
 	}
-	if param, ok := refusedStartupParameter(err); ok {
-		if param == poolerProbe {
-			return true, nil
-		}
-		return false, startupHint(err)
-	}
-	return false, err
+	return false, startupHint(err)
 }
 
-// refusedStartupParameter returns the startup parameter a pooler refused
-// in err, if that is what err says.
-func refusedStartupParameter(err error) (string, bool) {
-	pqErr, ok := errors.AsType[*pq.Error](err)
-	if !ok || pqErr.Code != "08P01" {
-		return "", false
+// refusedParameter returns the startup parameter a pooler refused in err,
+// "" if err says nothing of the kind.
+func refusedParameter(err error) string {
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "08P01" {
+		if param, ok := strings.CutPrefix(pqErr.Message, "unsupported startup parameter: "); ok {
+			return param
+		}
 	}
-	param, ok := strings.CutPrefix(pqErr.Message, "unsupported startup parameter: ")
-	return param, ok
+	return ""
 }
 
 // startupHint adds what to do to a pooler's refusal of a startup parameter
 // of the URL.
 func startupHint(err error) error {
-	if param, ok := refusedStartupParameter(err); ok && param != poolerProbe {
+	if param := refusedParameter(err); param != "" && param != poolerProbe {
 		return fmt.Errorf("%w (the pooler refuses the URL's parameter %s: remove it from the URL; "+
 			"statements are bounded without it)", err, param)
 	}
 	return err
 }
 
-// ioLimit is how long one read or write on a connection may block: the
-// statement bound and a margin for its error to arrive, a fifth of it and
-// at least half a second.
-func ioLimit(statementTimeout time.Duration) time.Duration {
-	return statementTimeout + max(statementTimeout/5, 500*time.Millisecond)
-}
-
 // boundedDialer dials connections whose every read and write fails after
-// limit: a database that stopped answering (a partition) is an error within
-// seconds, not a wait until TCP gives up. lib/pq reads only when it expects
-// an answer, so an idle pooled connection is not touched.
+// limit (the statement bound and a margin for its error to arrive): lib/pq
+// does not stop reading at a context's deadline, and its cancel request
+// would cross the same partition. lib/pq reads only when it expects an
+// answer, so an idle connection is not touched.
 type boundedDialer struct {
 	net.Dialer
 	limit time.Duration
@@ -224,13 +192,9 @@ func (c *boundedConn) Write(b []byte) (int, error) {
 }
 
 // Migrate applies the embedded migrations up (steps 0: all) or down (steps
-// < 0: that many). It is a no-op when there is nothing to apply.
-//
-// Through a pooler in transaction mode (Pooled) it migrates nothing:
-// golang-migrate holds a session's advisory lock while it migrates, and
-// there the lock would stay on whichever server connection took it. It
-// checks instead that the schema is current, and if not returns
-// ErrMigrateNeedsDirectURL.
+// < 0: that many). Through a pooler in transaction mode (Pooled), where
+// golang-migrate's session lock would outlive its transaction, it only
+// checks that the schema is current, else ErrMigrateNeedsDirectURL.
 func Migrate(db *sqlx.DB, steps int) error {
 	return MigrateFS(db, migrations.FS, ".", "", steps)
 }
@@ -248,20 +212,17 @@ func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 		return fmt.Errorf("read migrations: %w", err)
 	}
 	if Pooled(db) {
-		return schemaCurrent(db, fsys, dir, cmp.Or(table, migratepg.DefaultMigrationsTable), steps)
+		return schemaCurrent(db, src, cmp.Or(table, migratepg.DefaultMigrationsTable), steps)
 	}
-	// A connection of its own, given back when done: the pool keeps none
-	// for the migrations.
 	conn, err := db.Conn(context.Background())
 	if err != nil {
 		return fmt.Errorf("migrate: %w", dbErr(err))
 	}
+	var m *migrate.Migrate
 	drv, err := migratepg.WithConnection(context.Background(), conn, &migratepg.Config{MigrationsTable: table})
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("migrate: %w", err)
+	if err == nil {
+		m, err = migrate.NewWithInstance("iofs", src, "postgres", drv)
 	}
-	m, err := migrate.NewWithInstance("iofs", src, "postgres", drv)
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("migrate: %w", err)
@@ -279,24 +240,17 @@ func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 }
 
 // schemaCurrent returns nil when steps is 0 (all up) and the schema is at
-// the last migration of dir already, else ErrMigrateNeedsDirectURL.
-func schemaCurrent(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
-	ups, err := fs.Glob(fsys, path.Join(dir, "*.up.sql"))
-	if err != nil {
-		return fmt.Errorf("read migrations: %w", err)
-	}
-	var want uint64
-	for _, up := range ups {
-		n, _, _ := strings.Cut(path.Base(up), "_")
-		if v, err := strconv.ParseUint(n, 10, 64); err == nil {
-			want = max(want, v)
-		}
+// the last migration of src already, else ErrMigrateNeedsDirectURL.
+func schemaCurrent(db *sqlx.DB, src source.Driver, table string, steps int) error {
+	var want uint
+	for v, err := src.First(); err == nil; v, err = src.Next(v) {
+		want = v
 	}
 	var row struct {
-		Version uint64 `db:"version"`
-		Dirty   bool   `db:"dirty"`
+		Version uint `db:"version"`
+		Dirty   bool `db:"dirty"`
 	}
-	err = db.Get(&row, "SELECT version, dirty FROM "+pq.QuoteIdentifier(table)+" LIMIT 1")
+	err := db.Get(&row, "SELECT version, dirty FROM "+pq.QuoteIdentifier(table)+" LIMIT 1")
 	if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "42P01" { // no table: nothing applied
 		err = sql.ErrNoRows
 	}
@@ -310,18 +264,16 @@ func schemaCurrent(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error 
 		row.Version, map[bool]string{true: " (dirty)"}[row.Dirty], want, ErrMigrateNeedsDirectURL)
 }
 
-// sqlFiles holds every statement the store runs, one file each: the file is
-// what PostgreSQL runs, with its parameters ($1, $2, … in reading order)
-// listed at its top. The Go code passes them positionally.
+// sqlFiles holds every statement the store runs, one file each, with its
+// parameters ($1, $2, … in reading order) listed at its top.
 //
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
 func statement(name string) string { return Statement(sqlFiles, name) }
 
-// Statement returns the text of sql/name in fsys, as PostgreSQL runs it.
-// It is called for package variables, so a missing file stops the program
-// as it starts, by its name.
+// Statement returns the text of sql/name in fsys. Called for package
+// variables, it stops the program as it starts if the file is missing.
 func Statement(fsys fs.FS, name string) string {
 	b, err := fs.ReadFile(fsys, "sql/"+name)
 	if err != nil {
@@ -335,78 +287,58 @@ type Store struct {
 	db *sqlx.DB
 	// Clock, if set, replaces the database clock (tests move time with it).
 	Clock func() time.Time
-	// Unprepared runs every statement unprepared, for a pooler in
-	// transaction mode (such as PgBouncer's), where a prepared statement may
-	// not exist on the next transaction's connection. Each statement is then
-	// planned on every run. New sets it for a Pooled db; set it before the
-	// Store is used.
+	// Unprepared runs every statement unprepared, so planned on every run,
+	// as a pooler in transaction mode needs. New sets it for a Pooled db.
 	Unprepared bool
-	stmts      sync.Map // query text → *sqlx.Stmt
-	// citus says what runs as functions on Citus: 0 not known yet, else
-	// citusKnown with citusKeyWrites (keyWrite) and citusScans (scans).
-	citus atomic.Int32
+	stmts      sync.Map                  // query text → *sqlx.Stmt
+	citus      atomic.Pointer[citusFunc] // nil until onCitus asked
 	// shardActors are an actor of each shard, in the order of the shards
 	// (scans); read once.
 	shardActors struct {
 		sync.Mutex
 		list []string
 	}
-	// nextShard turns the shard a take starts with.
-	nextShard atomic.Uint32
+	nextShard atomic.Uint32 // turns the shard a take starts with
 }
 
-const (
-	citusKnown = 1 << iota
-	citusKeyWrites
-	citusScans
-)
+// citusFunc says which functions of migrations/citus run for the statements:
+// those a Citus coordinator has; none on one PostgreSQL.
+type citusFunc struct {
+	KeyWrites bool `db:"key_writes"` // keyWrite
+	Scans     bool `db:"scans"`      // scan
+}
 
-// onCitus returns what runs as functions on s's database (citus): on a
-// Citus coordinator, those of migrations/citus that exist. The first call
-// asks the database.
-func (s *Store) onCitus(ctx context.Context) (int32, error) {
-	if c := s.citus.Load(); c != 0 {
+// onCitus returns which functions run for the statements on s's database;
+// the first call asks it.
+func (s *Store) onCitus(ctx context.Context) (*citusFunc, error) {
+	if c := s.citus.Load(); c != nil {
 		return c, nil
 	}
-	var row struct {
-		KeyWrites bool `db:"key_writes"`
-		Scans     bool `db:"scans"`
-	}
+	c := new(citusFunc)
 	err := await(ctx, s.db, func(ctx context.Context) error {
-		return s.db.GetContext(ctx, &row, `SELECT c AND to_regproc('claim') IS NOT NULL AS key_writes,
+		return s.db.GetContext(ctx, c, `SELECT c AND to_regproc('claim') IS NOT NULL AS key_writes,
 				c AND to_regproc('on_shard') IS NOT NULL AS scans
 			FROM (SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS c) e`)
 	})
 	if err != nil {
-		return 0, dbErr(err)
-	}
-	c := int32(citusKnown)
-	if row.KeyWrites {
-		c |= citusKeyWrites
-	}
-	if row.Scans {
-		c |= citusScans
+		return nil, dbErr(err)
 	}
 	s.citus.Store(c)
 	return c, nil
 }
 
-// keyWrite returns the text that runs k on s's database: on a Citus
-// coordinator that has the key writes' functions, the call of k's; else
-// k's statement.
+// keyWrite returns the text that runs k on s's database: on Citus the call
+// of k's function, else k's statement.
 func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
 	c, err := s.onCitus(ctx)
-	if err != nil {
-		return "", err
+	if err != nil || !c.KeyWrites {
+		return k.sql, err
 	}
-	if c&citusKeyWrites != 0 {
-		return k.citus, nil
-	}
-	return k.sql, nil
+	return k.citus, nil
 }
 
 // prepared returns the statement of query prepared once per Store (and,
-// through database/sql, once per connection). The key statements cost
+// through database/sql, once per connection): the key statements cost
 // several times more to plan than to run.
 func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	if st, ok := s.stmts.Load(query); ok {
@@ -423,9 +355,8 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// queryRow runs the prepared query with args ($1, $2, …), in tx if not nil
-// (else on a connection of the pool, awaited), and scans its one row into
-// dest, one destination per column in the query's order.
+// queryRow runs the prepared query in tx if not nil (else on the pool,
+// awaited), and scans its one row into dest, a destination per column.
 func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
 	run := func(ctx context.Context) error {
 		if s.Unprepared {
@@ -465,12 +396,10 @@ func (s *Store) now() any {
 	return s.Clock()
 }
 
-// Ping reports whether the database answers.
-//
-// Idle connections die together when PostgreSQL restarts, and a ping on one
-// fails with driver.ErrBadConn without a retry, so one ping would call an
-// answering database down. Ping pings again on a bad connection: at most
-// once per connection open when it started and once more, or until ctx ends.
+// Ping reports whether the database answers. Idle connections die together
+// when PostgreSQL restarts, and a ping on one fails with driver.ErrBadConn,
+// so Ping pings again on a bad connection: once per open connection and
+// once more, or until ctx ends.
 func (s *Store) Ping(ctx context.Context) error {
 	var err error
 	for range s.db.Stats().OpenConnections + 1 {
@@ -482,11 +411,10 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Unavailable reports whether err is worth trying again as is: the
-// database was unreachable, shutting down, out of resources, cancelled a
-// statement or could not serialize.
+// database was unreachable (refused, reset, cut mid-answer, timed out),
+// shutting down, out of resources, cancelled a statement or could not
+// serialize.
 func Unavailable(err error) bool {
-	// Unreachable: refused, reset, cut mid-answer, or a timeout of the
-	// network or of the caller.
 	_, netErr := errors.AsType[net.Error](err)
 	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
@@ -494,15 +422,8 @@ func Unavailable(err error) bool {
 		errors.Is(err, ErrSilent) {
 		return true
 	}
-	pqErr, ok := errors.AsType[*pq.Error](err)
-	if !ok {
-		return false
-	}
-	switch pqErr.Code.Class() {
-	case "08", "40", "53", "57": // connection, rollback, resources, operator intervention
-		return true
-	}
-	return false
+	pqErr, ok := errors.AsType[*pq.Error](err) // connection, rollback, resources, operator intervention:
+	return ok && slices.Contains([]string{"08", "40", "53", "57"}, string(pqErr.Code.Class()))
 }
 
 // dbErr turns an error worth trying again as is (Unavailable) into apperr

@@ -11,9 +11,7 @@ import (
 type Replication struct {
 	SynchronousCommit string `json:"synchronousCommit"`       // the setting
 	StandbyNames      string `json:"synchronousStandbyNames"` // the setting; empty: none
-	// CommitWaits is true when a commit waits for a synchronous standby
-	// before it is acknowledged.
-	CommitWaits bool `json:"commitWaitsForStandby"`
+	CommitWaits       bool   `json:"commitWaitsForStandby"`   // before a commit is acknowledged
 	// Attached is how many synchronous standbys are connected now; -1 when
 	// the role may not see it (pg_read_all_stats).
 	Attached int `json:"synchronousStandbysAttached"`
@@ -30,9 +28,8 @@ func (r Replication) Describe() string {
 	return "synchronous: a commit waits for a synchronous standby"
 }
 
-// WritesHeld says why every write is answered 503 now: its commit waits for
-// a synchronous standby and none is attached, so it waits out its bound
-// unconfirmed (ErrNotReplicated). "" otherwise.
+// WritesHeld says why every write is answered 503 now (ErrNotReplicated),
+// "" when it is not.
 func (r Replication) WritesHeld() string {
 	if r.CommitWaits && r.Attached == 0 {
 		return "commits wait for a synchronous standby and none is attached: every write is answered 503 until one is"
@@ -42,8 +39,8 @@ func (r Replication) WritesHeld() string {
 
 var commitReplicationSQL = statement("commit_replication.sql")
 
-// Replication reads how the server replicates this pool's commits
-// (commit_replication.sql): one cheap read, for a periodic check.
+// Replication reads how the server replicates this pool's commits: one
+// cheap read, for a periodic check.
 func (s *Store) Replication(ctx context.Context) (Replication, error) {
 	var row struct {
 		Commit   string `db:"synchronous_commit"`

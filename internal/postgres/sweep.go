@@ -13,9 +13,8 @@ import (
 var purgeExpiredKeys = scanOf("purge_expired_keys.sql")
 
 // SweepMark is where a sweep has got to: the last key its last batch
-// picked, in the order the sweeper reads expired keys (expiry, then scope).
-// On Citus it is also the shard (the sweep goes through them in turn).
-// The zero value is the start of a sweep.
+// picked, by expiry then scope, and on Citus the shard (taken in turn). The
+// zero value is the start of a sweep.
 type SweepMark struct {
 	shard     int
 	expiresAt time.Time
@@ -24,16 +23,14 @@ type SweepMark struct {
 
 // PurgeExpired deletes up to batch expired records after mark: completed
 // ones past their TTL, and abandoned claims past both their TTL and their
-// lease. A claim whose lease is alive is never deleted. It returns how many
-// it deleted, and the mark of the next batch: nil when this one found fewer
-// than batch expired records, and the sweep is done. A record the delete
-// left (a trigger kept it) is passed over by the batches after it.
+// lease. It returns how many it deleted, and the mark of the next batch: nil
+// when this one found fewer than batch, and the sweep is done. A record the
+// delete left (a trigger kept it) is passed over by the batches after it.
 func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (deleted int64, next *SweepMark, err error) {
 	ts, err := s.targets(ctx, purgeExpiredKeys)
 	if err != nil {
 		return 0, nil, fmt.Errorf("purge expired keys: %w", err)
 	}
-	// On Citus, the shards from the mark's on, the rest of the batch on each.
 	rest := batch
 	for i := mark.shard; i < len(ts); i++ {
 		n, candidates, last, err := s.purgeOn(ctx, ts[i], rest, mark)

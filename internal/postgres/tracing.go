@@ -11,12 +11,10 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// traceStatement starts the span of one run of query inside ctx's span,
-// named after the statement's file (statementName), when tracing is on and
-// ctx's span is recording (a request's, a delivery's): a statement is
-// traced as part of what it serves, and the batches of the background
-// loops make no traces of their own. done ends the span with the
-// statement's error; for a query, when its rows are there to be read.
+// traceStatement starts the span of one run of query, named after its file,
+// inside ctx's span when tracing is on and that span is recording (a
+// request's, a delivery's): the background loops' batches make no traces
+// of their own. done ends the span with the statement's error.
 func traceStatement(ctx context.Context, query string) (context.Context, func(error)) {
 	if !tracing.On() || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, untraced
@@ -35,8 +33,7 @@ func traceStatement(ctx context.Context, query string) (context.Context, func(er
 func untraced(error) {}
 
 // statementName is the name of the file a statement comes from, which its
-// first line gives ("-- claim.sql: …"), or "sql" for
-// text that is no statement file's (a migration, a check).
+// first line gives ("-- claim.sql: …"), or "sql" for other text.
 func statementName(query string) string {
 	line, _, _ := strings.Cut(query, "\n")
 	rest, ok := strings.CutPrefix(line, "-- ")

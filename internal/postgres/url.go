@@ -1,54 +1,35 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 )
 
-// ParseURL returns the database URL url in a form lib/pq reads. A URL that
-// names several hosts, as pg_auto_failover and libpq write it,
-//
-//	postgres://user@db1:5432,db2:5433/app?target_session_attrs=read-write
-//
-// becomes lib/pq's keyword form,
-//
-//	dbname='app' host='db1,db2' port='5432,5433' target_session_attrs='read-write' user='user'
-//
-// since lib/pq's URL form takes one host and port only. lib/pq then tries
-// the hosts in order and keeps the first that target_session_attrs accepts
-// (read-write: the primary). Anything else (a URL of one host, the keyword
-// form) is returned as it is.
+// ParseURL returns the database URL url in a form lib/pq reads. lib/pq's URL
+// form takes one host, so a URL of several, as pg_auto_failover writes it
+// (postgres://user@db1:5432,db2:5433/app?target_session_attrs=read-write),
+// becomes its keyword form (dbname='app' host='db1,db2' port='5432,5433' …),
+// whose hosts lib/pq tries in order. Anything else is returned as it is.
 func ParseURL(raw string) (string, error) {
-	rest, ok := strings.CutPrefix(raw, "postgres://")
-	if !ok {
-		if rest, ok = strings.CutPrefix(raw, "postgresql://"); !ok {
-			return raw, nil
-		}
+	scheme, rest, _ := strings.Cut(raw, "://")
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
 	}
-	rest, query, _ := strings.Cut(rest, "?")
-	authority, dbname, _ := strings.Cut(rest, "/")
 	userinfo, hostlist := "", authority
 	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		userinfo, hostlist = authority[:at], authority[at+1:]
+		userinfo, hostlist = authority[:at+1], authority[at+1:]
 	}
-	if !strings.Contains(hostlist, ",") {
+	if (scheme != "postgres" && scheme != "postgresql") || !strings.Contains(hostlist, ",") {
 		return raw, nil
 	}
-
-	params := map[string]string{}
-	if userinfo != "" {
-		user, password, hasPassword := strings.Cut(userinfo, ":")
-		var err error
-		if params["user"], err = url.PathUnescape(user); err != nil {
-			return "", fmt.Errorf("user: %w", err)
-		}
-		if hasPassword {
-			if params["password"], err = url.PathUnescape(password); err != nil {
-				return "", fmt.Errorf("password: %w", err)
-			}
-		}
+	u, err := url.Parse(scheme + "://" + userinfo + "localhost" + tail) // the rest, as net/url reads it
+	if err != nil {
+		return "", err
 	}
 	var hosts, ports []string
 	anyPort := false
@@ -60,7 +41,9 @@ func ParseURL(raw string) (string, error) {
 		hosts, ports = append(hosts, host), append(ports, port)
 		anyPort = anyPort || port != ""
 	}
-	params["host"] = strings.Join(hosts, ",")
+	password, _ := u.User.Password()
+	params := map[string]string{"user": u.User.Username(), "password": password,
+		"dbname": strings.TrimPrefix(u.Path, "/"), "host": strings.Join(hosts, ",")}
 	if anyPort {
 		for i, p := range ports {
 			if p == "" {
@@ -69,70 +52,38 @@ func ParseURL(raw string) (string, error) {
 		}
 		params["port"] = strings.Join(ports, ",")
 	}
-	if dbname != "" {
-		name, err := url.PathUnescape(dbname)
-		if err != nil {
-			return "", fmt.Errorf("database name: %w", err)
-		}
-		params["dbname"] = name
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return "", fmt.Errorf("parameters: %w", err)
-	}
-	for k, v := range q {
-		if _, taken := params[k]; taken && (k == "host" || k == "port") {
+	for k, v := range u.Query() {
+		if params[k] != "" && (k == "host" || k == "port") {
 			return "", fmt.Errorf("parameter %s given both in the hosts and after ?", k)
 		}
 		params[k] = v[len(v)-1]
 	}
-
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(' ')
+	var kvs []string
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if params[k] != "" {
+			kvs = append(kvs, k+"='"+quote.Replace(params[k])+"'")
 		}
-		fmt.Fprintf(&b, "%s='%s'", k, quote.Replace(params[k]))
 	}
-	return b.String(), nil
+	return strings.Join(kvs, " "), nil
 }
 
 // splitHostPort splits one host of a URL's host list: host, host:port,
 // [v6], [v6]:port, or empty (the default host); the host is unescaped
 // (%2Ftmp is the socket folder /tmp).
 func splitHostPort(h string) (host, port string, err error) {
-	if strings.HasPrefix(h, "[") {
-		end := strings.IndexByte(h, ']')
-		if end < 0 {
-			return "", "", fmt.Errorf("no ] after [")
-		}
-		host, rest := h[1:end], h[end+1:]
-		if rest != "" {
-			var ok bool
-			if port, ok = strings.CutPrefix(rest, ":"); !ok {
-				return "", "", fmt.Errorf("%q after ]", rest)
-			}
-		}
-		return host, port, checkPort(port)
+	host = h
+	if i := strings.LastIndexByte(h, ':'); i > strings.LastIndexByte(h, ']') {
+		host, port = h[:i], h[i+1:]
 	}
-	host, port, _ = strings.Cut(h, ":")
-	if host, err = url.PathUnescape(host); err != nil {
-		return "", "", err
-	}
-	return host, port, checkPort(port)
-}
-
-func checkPort(port string) error {
-	for _, c := range port {
-		if c < '0' || c > '9' {
-			return fmt.Errorf("port %q is not a number", port)
+	if v6, ok := strings.CutPrefix(host, "["); ok {
+		if host, ok = strings.CutSuffix(v6, "]"); !ok {
+			return "", "", errors.New("no ] closes the [")
 		}
 	}
-	return nil
+	if strings.Trim(port, "0123456789") != "" {
+		return "", "", fmt.Errorf("port %q is not a number", port)
+	}
+	host, err = url.PathUnescape(host)
+	return host, port, err
 }
