@@ -298,7 +298,7 @@ func (d *Dispatcher) places() (free int, busy []string) {
 // attempt of each, which sends its mark on decided.
 func (d *Dispatcher) take(ctx context.Context, wg *sync.WaitGroup, n int, busy []string, decided chan<- Mark) (int, error) {
 	token := uuid.NewString()
-	due, err := d.Store.TakeDue(ctx, token, n, 3*d.CallTimeout, busy)
+	due, err := d.Store.TakeDue(ctx, token, n, d.lease(), busy)
 	if err != nil {
 		return 0, err
 	}
@@ -352,11 +352,15 @@ func (d *Dispatcher) recordAll(ctx context.Context, decided <-chan Mark) {
 	}
 }
 
+// lease is how long a take holds its rows: a lookup, a send and a margin.
+func (d *Dispatcher) lease() time.Duration { return 3 * d.CallTimeout }
+
 // record records marks, even when ctx ended meanwhile (an accepted
-// submission is best recorded now). A mark not recorded leaves its row
-// taken: due again when its lease passes, and asked about first.
+// submission is best recorded now), for as long as a lease: a mark not
+// recorded leaves its row taken, due again when its lease passes, and
+// asked about first; one recorded after it is fenced by its token.
 func (d *Dispatcher) record(ctx context.Context, marks []Mark) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.lease())
 	defer cancel()
 	settled, err := d.Store.Settle(ctx, marks)
 	if err != nil {

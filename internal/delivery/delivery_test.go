@@ -478,3 +478,38 @@ func TestAnActorAtItsShareIsReadOncePerPause(t *testing.T) {
 	}
 	t.Logf("%d rows in %v: %d takes found only the busy actor's rows", rows, took.Round(time.Millisecond), store.n)
 }
+
+// slowSettle is a Store whose Settle takes wait before it writes, or ends
+// with its context.
+type slowSettle struct {
+	delivery.Store
+	wait time.Duration
+}
+
+func (s slowSettle) Settle(ctx context.Context, marks []delivery.Mark) (int, error) {
+	select {
+	case <-time.After(s.wait):
+		return s.Store.Settle(ctx, marks)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// TestAMarkSlowerThanADeskCallIsRecorded: recording a mark is a database
+// write, bounded by the row's lease, not by a call to the desk. A mark that
+// takes longer than CallTimeout (a loaded database, a settle through a
+// Citus coordinator) is still recorded, so the row is not handed over again.
+func TestAMarkSlowerThanADeskCallIsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.accept(t, 1)
+	d, _ := e.dispatcher(8)
+	d.CallTimeout = 200 * time.Millisecond
+	d.Store = slowSettle{Store: e.store, wait: 2 * d.CallTimeout}
+	if _, err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.status(t, ids[0]); st.State != delivery.Submitted || st.Attempts != 1 {
+		t.Fatalf("delivery = %s after %d attempts, want submitted after 1: the slow mark was dropped", st.State, st.Attempts)
+	}
+}
