@@ -49,6 +49,7 @@ func TestEachFlawGetsItsVerdict(t *testing.T) {
 		flaw          target.Flaw
 		stateChange   bool // POST /things/{id}/reopen after a create and a close
 		noCount       bool // no --count-cmd: results are the ids the answers name
+		racy          bool // the retry may reach the target before the lost request: run until it did not
 		args          []string
 		draft, strict graded
 	}{
@@ -96,7 +97,7 @@ func TestEachFlawGetsItsVerdict(t *testing.T) {
 			draft:  graded{0, V{"mismatch": warn}},
 			strict: graded{1, V{"mismatch": fail}}},
 		{name: "a long Retry-After", flaw: target.LongRetryAfter, args: []string{"--repeat", "3"}},
-		{name: "a Retry-After past --settle", flaw: target.LongRetryAfter, args: []string{"--repeat", "2", "--settle", "1500ms", "--only", "lost-response"},
+		{name: "a Retry-After past --settle", flaw: target.LongRetryAfter, racy: true, args: []string{"--repeat", "1", "--settle", "1500ms", "--only", "lost-response"},
 			draft:  graded{0, V{"lost-response": unseen}},
 			strict: graded{0, V{"lost-response": unseen}}},
 		{name: "a 409 without Retry-After", flaw: target.NoRetryAfter,
@@ -158,6 +159,15 @@ func TestEachFlawGetsItsVerdict(t *testing.T) {
 				start := time.Now()
 				var stdout, stderr strings.Builder
 				code := run(context.Background(), args, &stdout, &stderr)
+				// A retry sent at once can reach the target before the lost
+				// request and run the work itself: a PASS the contract allows,
+				// which does not show the verdict this case is about.
+				for try := 1; tc.racy && try < 5 && !strings.Contains(stdout.String(), `"`+string(unseen)+`"`); try++ {
+					t.Logf("try %d: the retry came first; again", try)
+					stdout.Reset()
+					stderr.Reset()
+					code = run(context.Background(), args, &stdout, &stderr)
+				}
 				if code != want.exit {
 					t.Fatalf("exit %d, want %d\n%s%s", code, want.exit, stdout.String(), stderr.String())
 				}
