@@ -66,18 +66,20 @@ run: build
 # TEST_DATABASE_URL if set, else start a throw-away PostgreSQL from the local
 # binaries, else dockertest; they never skip.
 # The output lists every top-level test that ran and where its PostgreSQL
-# came from; subtest and per-test database lines are left out.
+# came from; subtest and per-test database lines are left out. go vet -race
+# checks the race build the tests run, so each package compiles once; the
+# conformance suite's tests mostly wait on their target, eight at a time.
 test:
 	scripts/setup.sh
 	@git ls-files -z 2>/dev/null | xargs -0 wc -c 2>/dev/null \
 	  | awk '$$2 != "total" && $$1 > 1048576 { print "tracked file over 1 MiB (build output?): " $$2; bad = 1 } END { exit bad }'
 	gofmt -l . | awk '{ print "not gofmt-ed: " $$0; bad = 1 } END { exit bad }'
-	$(GO) vet ./...
-	$(GO) vet -tags citus ./internal/postgres/ ./internal/service/ # make test-citus's tests, built here too
-	cd conformance && $(GO) vet ./...
+	$(GO) vet -race ./...
+	$(GO) vet -race -tags citus ./internal/postgres/ ./internal/service/ # make test-citus's tests, built here too
+	cd conformance && $(GO) vet -race ./...
 	set -o pipefail; $(GO) test -race -vet=off -count=1 -v ./... 2>&1 \
 	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
-	cd conformance && $(GO) test -race -vet=off -count=1 ./...
+	cd conformance && $(GO) test -race -vet=off -count=1 -parallel 8 ./...
 
 # The fast tier: every branch of the contract against a real PostgreSQL,
 # without the fault, restart and long end-to-end tests (each of those skips
