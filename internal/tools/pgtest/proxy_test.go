@@ -13,7 +13,7 @@ import (
 // answer would begin.
 func TestHangup(t *testing.T) {
 	heard := make(chan string, 1)
-	p, c := through(t, func(c net.Conn) {
+	p, c := through(t, nil, func(c net.Conn) {
 		line, err := bufio.NewReader(c).ReadString('\n')
 		if err == nil {
 			heard <- line
@@ -36,7 +36,7 @@ func TestHangup(t *testing.T) {
 // TestLinks: each link does to an echo server's connection what it says.
 func TestLinks(t *testing.T) {
 	heard := make(chan string, 10)
-	p, c := through(t, func(c net.Conn) {
+	p, c := through(t, nil, func(c net.Conn) {
 		r := bufio.NewReader(c)
 		for {
 			line, err := r.ReadString('\n')
@@ -81,9 +81,44 @@ func TestLinks(t *testing.T) {
 	}
 }
 
+// TestWrap: the wrap StartProxy is given sees the client's bytes on their
+// way to the server.
+func TestWrap(t *testing.T) {
+	saw, heard := make(chan string, 1), make(chan string, 1)
+	_, c := through(t, func(c net.Conn) net.Conn { return seeing{c, saw} }, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		heard <- line
+	})
+	if _, err := c.Write([]byte("request\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-heard; got != "request\n" {
+		t.Fatalf("the server heard %q", got)
+	}
+	select {
+	case got := <-saw:
+		if got != "request\n" {
+			t.Fatalf("the wrap saw %q", got)
+		}
+	default: // what the server heard went through the wrap first
+		t.Fatal("the wrap saw nothing")
+	}
+}
+
+// seeing is a connection that tells saw what is written to it.
+type seeing struct {
+	net.Conn
+	saw chan string
+}
+
+func (c seeing) Write(b []byte) (int, error) {
+	c.saw <- string(b)
+	return c.Conn.Write(b)
+}
+
 // through starts a server that runs serve on each connection, a proxy to
-// it, and a connection through the proxy; all end with the test.
-func through(t *testing.T, serve func(net.Conn)) (*pgtest.Proxy, net.Conn) {
+// it (with wrap), and a connection through the proxy; all end with the test.
+func through(t *testing.T, wrap func(net.Conn) net.Conn, serve func(net.Conn)) (*pgtest.Proxy, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -99,7 +134,7 @@ func through(t *testing.T, serve func(net.Conn)) (*pgtest.Proxy, net.Conn) {
 			go func() { defer c.Close(); serve(c) }()
 		}
 	}()
-	p, err := pgtest.StartProxy(ln.Addr().String(), nil)
+	p, err := pgtest.StartProxy(ln.Addr().String(), wrap)
 	if err != nil {
 		t.Fatal(err)
 	}
