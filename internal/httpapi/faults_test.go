@@ -85,7 +85,7 @@ func newPooledFaultEnv(t *testing.T, path idempotency.Path, where string) *fault
 
 func startProxy(t *testing.T, target string) *pgtest.Proxy {
 	t.Helper()
-	proxy, err := pgtest.StartProxy(target)
+	proxy, err := pgtest.StartProxy(target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

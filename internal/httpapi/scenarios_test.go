@@ -59,7 +59,7 @@ func testLostResponse(t *testing.T, path idempotency.Path) {
 // client's connection as the response begins, and returns its address.
 func hangup(t *testing.T, upstream string) string {
 	t.Helper()
-	p, err := pgtest.StartProxy(upstream)
+	p, err := pgtest.StartProxy(upstream, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

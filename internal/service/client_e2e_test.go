@@ -121,8 +121,8 @@ func TestClientAgainstTheServer(t *testing.T) {
 		it := intent("client-mismatch")
 		_, err := newClient(rec.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, it)
 		var p *client.ProblemError
-		if !errors.As(err, &p) || p.Code != "key_payload_mismatch" || len(rec.Keys) != 1 {
-			t.Fatalf("got %v after %d attempts; want one 422", err, len(rec.Keys))
+		if !errors.As(err, &p) || p.Code != "key_payload_mismatch" || len(rec.Posts) != 1 {
+			t.Fatalf("got %v after %d attempts; want one 422", err, len(rec.Posts))
 		}
 		if n := testenv.Rows(t, db) - before; n != 0 {
 			t.Fatalf("%d rows, want 0", n)
@@ -180,8 +180,8 @@ func TestClientAgainstTheServer(t *testing.T) {
 			t.Fatalf("got %+v, %v; want the replay of the 200 on attempt 2", res, err)
 		}
 		rec.CheckAttempts(t, it.Key)
-		if want := "/v1/demo-requests/" + id + "/cancel"; rec.Paths[0] != want || rec.Paths[1] != want {
-			t.Fatalf("the attempts went to %q, want %s", rec.Paths, want)
+		if want := "/v1/demo-requests/" + id + "/cancel"; rec.Posts[0].Path != want || rec.Posts[1].Path != want {
+			t.Fatalf("the attempts went to %+v, want %s", rec.Posts, want)
 		}
 		if n := testenv.Count(t, db, `SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled' AND cancelled_at = $2`,
 			id, res.Request.CancelledAt); n != 1 {
@@ -195,10 +195,10 @@ func TestClientAgainstTheServer(t *testing.T) {
 		again := &testenv.Recorder{}
 		next, _ := client.NewCancelIntent(id)
 		_, err = newClient(again.Proxy(t, base), 5*time.Second, 2*time.Second).Send(ctx, next)
-		if p, ok := errors.AsType[*client.ProblemError](err); !ok || p.Status != 422 || p.Code != "request_not_cancellable" || len(again.Keys) != 1 {
-			t.Fatalf("a second cancel: %v after %d attempts; want one 422 request_not_cancellable", err, len(again.Keys))
+		if p, ok := errors.AsType[*client.ProblemError](err); !ok || p.Status != 422 || p.Code != "request_not_cancellable" || len(again.Posts) != 1 {
+			t.Fatalf("a second cancel: %v after %d attempts; want one 422 request_not_cancellable", err, len(again.Posts))
 		}
-		if again.Keys[0] == it.Key {
+		if again.Posts[0].Key == it.Key {
 			t.Fatal("Cancel reused the first cancel's key; a new cancel is a new intent")
 		}
 	})

@@ -33,14 +33,14 @@ type page struct {
 	ctx  context.Context
 	base string
 	db   *sqlx.DB
-	rec  *testenv.Recorder
+	rec  *recorder
 }
 
 func openPage(t *testing.T, path string, env ...string) *page {
 	t.Helper()
 	server, db := testenv.ServeInProcess(t, run, env...)
-	p := &page{t: t, db: db, rec: &testenv.Recorder{}}
-	p.base = p.rec.Proxy(t, server)
+	p := &page{t: t, db: db, rec: &recorder{}}
+	p.base = p.rec.proxy(t, server)
 	p.tab = browsertest.NewTab(t)
 	p.ctx = p.tab.Ctx
 	p.do(chromedp.Navigate(p.base + path))
@@ -113,11 +113,11 @@ func (p *page) fill(topic, note string) {
 // creates returns the keys and attempt numbers of the creates that reached
 // the server.
 func (p *page) creates() (keys, attempts []string) {
-	p.rec.Mu.Lock()
-	defer p.rec.Mu.Unlock()
-	for i, path := range p.rec.Paths {
-		if path == "/v1/demo-requests" {
-			keys, attempts = append(keys, p.rec.Keys[i]), append(attempts, p.rec.Attempts[i])
+	p.rec.mu.Lock()
+	defer p.rec.mu.Unlock()
+	for _, post := range p.rec.posts {
+		if post.path == "/v1/demo-requests" {
+			keys, attempts = append(keys, post.key), append(attempts, post.attempt)
 		}
 	}
 	return keys, attempts
@@ -174,9 +174,9 @@ func TestBrowserDoubleClickAndEnterTwice(t *testing.T) {
 		{"Enter twice", chromedp.Steps(chromedp.KeyEvent("\r"), chromedp.KeyEvent("\r"))},
 	}
 	for i, c := range presses {
-		p.rec.Mu.Lock()
-		p.rec.Paths, p.rec.Keys, p.rec.Attempts, p.rec.Times, p.rec.Auths = nil, nil, nil, nil, nil
-		p.rec.Mu.Unlock()
+		p.rec.mu.Lock()
+		p.rec.posts = nil
+		p.rec.mu.Unlock()
 		p.fill("double "+strconv.Itoa(i), "pressed twice")
 		p.do(chromedp.Focus(chromedp.CSS("#topic")), c.press)
 		p.waitState("created", 10*time.Second)
@@ -273,12 +273,12 @@ func TestBrowserNeverSeenThenSendAgain(t *testing.T) {
 	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
-	p.rec.SetCut(true)
+	p.rec.setCut(true)
 	p.fill("unreachable", "the server is out of reach")
 	p.do(chromedp.Click(chromedp.CSS("#create-button")))
 	p.waitState("outcome-unknown", 8*time.Second)
 	key := p.oneKey()
-	p.rec.SetCut(false)
+	p.rec.setCut(false)
 	p.do(chromedp.Click(chromedp.CSS("#check-status")))
 	p.wait(`!document.querySelector('#send-again').hidden`, 5*time.Second)
 	if status := p.detail("status"); !strings.Contains(status, "never seen") {
@@ -329,21 +329,21 @@ func TestBrowserTheBudgetsTailIsNoBurst(t *testing.T) {
 	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	p := openPage(t, "/")
-	p.rec.SetCut(true)
+	p.rec.setCut(true)
 	p.fill("down", "the server is down")
 	p.do(chromedp.Click(chromedp.CSS("#create-button")))
 	p.waitState("outcome-unknown", 8*time.Second)
 	p.oneKey()
 	// An attempt the browser sent again on its own arrives twice: each
 	// attempt is counted at its first arrival.
-	p.rec.Mu.Lock()
+	p.rec.mu.Lock()
 	var arrived []time.Time
-	for i, a := range p.rec.Attempts {
-		if n, _ := strconv.Atoi(a); n == len(arrived)+1 {
-			arrived = append(arrived, p.rec.Times[i])
+	for _, post := range p.rec.posts {
+		if n, _ := strconv.Atoi(post.attempt); n == len(arrived)+1 {
+			arrived = append(arrived, post.at)
 		}
 	}
-	p.rec.Mu.Unlock()
+	p.rec.mu.Unlock()
 	// The page's deadline is a little earlier than 5 s after the first attempt.
 	testenv.CheckRetrySchedule(t, arrived, arrived[0], arrived[0].Add(5*time.Second))
 }
@@ -388,9 +388,9 @@ func TestBrowserChangedFieldsAfterOutcomeUnknown(t *testing.T) {
 	}
 	// The outcome route was asked about the old key before the new key's
 	// first attempt.
-	p.rec.Mu.Lock()
-	calls := slices.Clone(p.rec.Calls)
-	p.rec.Mu.Unlock()
+	p.rec.mu.Lock()
+	calls := slices.Clone(p.rec.calls)
+	p.rec.mu.Unlock()
 	asked := slices.IndexFunc(calls, func(c string) bool {
 		return strings.HasPrefix(c, "GET /v1/idempotency-keys/"+old+"?operation=demo-requests.create")
 	})
@@ -443,11 +443,11 @@ func TestBrowserSignOutEndsTheIntent(t *testing.T) {
 	p.fill("bob's topic", "")
 	p.do(set("#switch-delay", ""), chromedp.Click(chromedp.CSS("#create-button")))
 	p.waitState("created", 10*time.Second)
-	p.rec.Mu.Lock()
-	defer p.rec.Mu.Unlock()
-	for i, k := range p.rec.Keys {
-		if (k == alices) != (p.rec.Auths[i] == "Bearer "+testenv.TokenAlice) {
-			t.Errorf("a create with key %s went under %q", k, p.rec.Auths[i])
+	p.rec.mu.Lock()
+	defer p.rec.mu.Unlock()
+	for _, post := range p.rec.posts {
+		if (post.key == alices) != (post.auth == "Bearer "+testenv.TokenAlice) {
+			t.Errorf("a create with key %s went under %q", post.key, post.auth)
 		}
 	}
 	if !offered {
@@ -583,9 +583,9 @@ func TestBrowserRetriesARateLimit(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("the create that spends the bucket: %d, want 201", resp.StatusCode)
 	}
-	p.rec.Mu.Lock()
-	p.rec.Paths, p.rec.Keys, p.rec.Attempts, p.rec.Times, p.rec.Auths = nil, nil, nil, nil, nil
-	p.rec.Mu.Unlock()
+	p.rec.mu.Lock()
+	p.rec.posts = nil
+	p.rec.mu.Unlock()
 
 	p.do(chromedp.Click(chromedp.CSS("#create-button")))
 	p.waitState("created", 10*time.Second)
@@ -595,13 +595,13 @@ func TestBrowserRetriesARateLimit(t *testing.T) {
 		t.Fatalf("the page's attempts saw %q, want a 429 rate_limited, then a 201", seen)
 	}
 	// The server saw the key twice: refused (nothing stored), then created.
-	p.rec.Mu.Lock()
-	times := slices.Clone(p.rec.Times)
-	p.rec.Mu.Unlock()
-	if len(times) != 2 {
-		t.Fatalf("%d creates of key %s reached the server, want 2", len(times), key)
+	p.rec.mu.Lock()
+	posts := slices.Clone(p.rec.posts)
+	p.rec.mu.Unlock()
+	if len(posts) != 2 {
+		t.Fatalf("%d creates of key %s reached the server, want 2", len(posts), key)
 	}
-	if gap := times[1].Sub(times[0]); gap < time.Second {
+	if gap := posts[1].at.Sub(posts[0].at); gap < time.Second {
 		t.Errorf("the page sent again %s after the 429, before its Retry-After", gap)
 	}
 	limited := 0
@@ -643,9 +643,9 @@ func TestBrowserWorkshopChecksTheName(t *testing.T) {
 		t.Fatalf("for the name Ana the page shows %q, want the server's rule %q", shown, room.NameRule)
 	}
 	time.Sleep(500 * time.Millisecond) // what a run would have sent by now
-	p.rec.Mu.Lock()
-	sent := len(p.rec.Keys)
-	p.rec.Mu.Unlock()
+	p.rec.mu.Lock()
+	sent := len(p.rec.posts)
+	p.rec.mu.Unlock()
 	if verdicts := p.eval(`[...document.querySelectorAll('.step .verdict')].map(v => v.textContent).join('')`); sent != 0 || verdicts != "" {
 		t.Fatalf("with a bad name the page sent %d requests and shows verdicts %q; want none", sent, verdicts)
 	}

@@ -94,8 +94,8 @@ func TestBrowserWorkshopRoom(t *testing.T) {
 	names := roomNames[:2]
 	pages := make([]*page, len(names))
 	for i, name := range names {
-		p := &page{t: t, db: db, rec: &testenv.Recorder{}}
-		p.base = p.rec.Proxy(t, server)
+		p := &page{t: t, db: db, rec: &recorder{}}
+		p.base = p.rec.proxy(t, server)
 		p.tab = browsertest.NewTab(t)
 		p.ctx = p.tab.Ctx
 		p.do(chromedp.Navigate(p.base+"/workshop"), chromedp.WaitVisible(chromedp.CSS("#step-expiry")))
@@ -118,15 +118,15 @@ func TestBrowserWorkshopRoom(t *testing.T) {
 		if n := strings.Count(verdicts, " PASS "); n != len(web.Steps()) {
 			t.Errorf("%s: %d of %d steps passed:\n%s", names[i], n, len(web.Steps()), verdicts)
 		}
-		p.rec.Mu.Lock()
-		auths := slices.Clone(p.rec.Auths)
-		p.rec.Mu.Unlock()
-		if len(auths) == 0 {
+		p.rec.mu.Lock()
+		posts := slices.Clone(p.rec.posts)
+		p.rec.mu.Unlock()
+		if len(posts) == 0 {
 			t.Fatalf("%s's page sent no POST", names[i])
 		}
-		for _, auth := range auths {
-			if auth != "Bearer dev-"+names[i] {
-				t.Fatalf("%s's page sent Authorization %q, want Bearer dev-%s", names[i], auth, names[i])
+		for _, post := range posts {
+			if post.auth != "Bearer dev-"+names[i] {
+				t.Fatalf("%s's page sent Authorization %q, want Bearer dev-%s", names[i], post.auth, names[i])
 			}
 		}
 	}
@@ -143,8 +143,8 @@ func TestBrowserCreatePageInARoom(t *testing.T) {
 	testenv.Long(t, "drives a browser")
 	t.Parallel()
 	server, db := testenv.ServeInProcess(t, run, "WORKSHOP_ROOM=true")
-	p := &page{t: t, db: db, rec: &testenv.Recorder{}}
-	p.base = p.rec.Proxy(t, server)
+	p := &page{t: t, db: db, rec: &recorder{}}
+	p.base = p.rec.proxy(t, server)
 	p.tab = browsertest.NewTab(t)
 	p.ctx = p.tab.Ctx
 	p.do(chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
@@ -157,11 +157,11 @@ func TestBrowserCreatePageInARoom(t *testing.T) {
 	p.fill("billing", "from a room")
 	p.do(chromedp.Click(chromedp.CSS("#create-button")))
 	p.waitState("created", 10*time.Second)
-	p.rec.Mu.Lock()
-	auths := slices.Clone(p.rec.Auths)
-	p.rec.Mu.Unlock()
-	if len(auths) == 0 || auths[0] != "Bearer dev-ana" {
-		t.Fatalf("the page created under %q, want Bearer dev-ana", auths)
+	p.rec.mu.Lock()
+	posts := slices.Clone(p.rec.posts)
+	p.rec.mu.Unlock()
+	if len(posts) == 0 || posts[0].auth != "Bearer dev-ana" {
+		t.Fatalf("the page created under %+v, want Bearer dev-ana", posts)
 	}
 	var actor string
 	if err := db.Get(&actor, `SELECT actor_id FROM demo_requests`); err != nil || actor != "dev-ana" {

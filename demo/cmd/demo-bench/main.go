@@ -36,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -440,7 +441,8 @@ func (b *bench) floor(ctx context.Context, dbURL string) error {
 // second pair of servers whose database connections go through a counting
 // proxy.
 func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL, token string) error {
-	proxy, err := pgtest.StartProxy(host + ":" + port)
+	var trips atomic.Int64
+	proxy, err := pgtest.StartProxy(host+":"+port, func(c net.Conn) net.Conn { return &frontend{Conn: c, trips: &trips} })
 	if err != nil {
 		return err
 	}
@@ -473,7 +475,7 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 	after()
 	for _, sc := range scenarios {
 		req, after := cl.scenario(sc, 1)
-		proxy.ResetRoundTrips()
+		trips.Store(0)
 		var lr loadResult
 		pc, err := b.stats.measure(ctx, func() { lr = closedLoop(ctx, 1, 0, b.o.countRequests, req) })
 		after()
@@ -481,7 +483,7 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 			return err
 		}
 		rc := roundTripCount{scenario: sc, requests: lr.n, errors: lr.errors,
-			roundTrips: proxy.RoundTrips(), statements: pc.calls, firstErr: lr.firstErr, db: pc}
+			roundTrips: trips.Load(), statements: pc.calls, firstErr: lr.firstErr, db: pc}
 		b.rep.counts = append(b.rep.counts, rc)
 		b.logf("round trips %-8s: %.2f network, %.2f statements per request (errors %d %s)",
 			sc, rc.perReq(rc.roundTrips), rc.perReq(rc.statements), lr.errors, lr.firstErr)

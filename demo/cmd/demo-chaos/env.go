@@ -127,7 +127,7 @@ func setUp(ctx context.Context, progress io.Writer) (_ *env, err error) {
 	}
 	for i := range e.replicas {
 		r := &replica{}
-		if r.proxy, err = pgtest.StartProxy(net.JoinHostPort(e.pg.Config.Host, e.pg.Config.Port)); err != nil {
+		if r.proxy, err = pgtest.StartProxy(net.JoinHostPort(e.pg.Config.Host, e.pg.Config.Port), nil); err != nil {
 			return nil, err
 		}
 		u, _ := url.Parse(e.pg.URL("chaos"))

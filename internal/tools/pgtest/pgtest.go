@@ -326,7 +326,7 @@ func Proxied(t testing.TB, dbURL string) (string, *Proxy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := StartProxy(u.Host)
+	proxy, err := StartProxy(u.Host, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,17 +214,19 @@ func ServeInProcess(t *testing.T, run func(ctx context.Context, args []string, g
 	return url, db
 }
 
-// Recorder is a reverse proxy that records each POST (path, key,
-// X-Client-Attempt, time, Authorization) and every call, and adds headers
-// to chosen attempts; a connection closed unanswered stays so.
+// Recorder is a reverse proxy that records each POST and adds headers to
+// chosen attempts; a connection closed unanswered stays so.
 type Recorder struct {
-	Mu                           sync.Mutex
-	Paths, Keys, Attempts, Auths []string
-	Times                        []time.Time
-	Calls                        []string                     // method, path and query, key
-	Add                          map[string]map[string]string // X-Client-Attempt → headers
-	cut                          bool                         // the server is out of reach
+	mu    sync.Mutex
+	Posts []Post
+	Add   map[string]map[string]string // X-Client-Attempt → headers
+	// Each, if set, sees every call before it goes on; it may
+	// panic(http.ErrAbortHandler) to close the call unanswered.
+	Each func(*http.Request)
 }
+
+// Post is a POST that went through a Recorder.
+type Post struct{ Path, Key, Attempt string }
 
 // Proxy starts the recorder in front of target and returns its URL.
 func (rec *Recorder) Proxy(t *testing.T, target string) string {
@@ -232,22 +234,16 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { panic(http.ErrAbortHandler) }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec.Mu.Lock()
 		if r.Method == http.MethodPost {
-			rec.Paths = append(rec.Paths, r.URL.Path)
-			rec.Keys = append(rec.Keys, r.Header.Get("Idempotency-Key"))
-			rec.Attempts = append(rec.Attempts, r.Header.Get("X-Client-Attempt"))
-			rec.Times = append(rec.Times, time.Now())
-			rec.Auths = append(rec.Auths, r.Header.Get("Authorization"))
+			rec.mu.Lock()
+			rec.Posts = append(rec.Posts, Post{r.URL.Path, r.Header.Get("Idempotency-Key"), r.Header.Get("X-Client-Attempt")})
+			rec.mu.Unlock()
 			for k, v := range rec.Add[r.Header.Get("X-Client-Attempt")] {
 				r.Header.Set(k, v)
 			}
 		}
-		rec.Calls = append(rec.Calls, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Idempotency-Key"))
-		cut := rec.cut
-		rec.Mu.Unlock()
-		if cut {
-			panic(http.ErrAbortHandler)
+		if rec.Each != nil {
+			rec.Each(r)
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -255,21 +251,14 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 	return srv.URL
 }
 
-// SetCut puts the server out of reach (closes every call unanswered) or back.
-func (rec *Recorder) SetCut(cut bool) {
-	rec.Mu.Lock()
-	rec.cut = cut
-	rec.Mu.Unlock()
-}
-
 // CheckAttempts fails unless every attempt carried key, numbered 1..n.
 func (rec *Recorder) CheckAttempts(t *testing.T, key string) {
 	t.Helper()
-	rec.Mu.Lock()
-	defer rec.Mu.Unlock()
-	for i, k := range rec.Keys {
-		if k != key || rec.Attempts[i] != strconv.Itoa(i+1) {
-			t.Fatalf("attempt %d carried key %s, X-Client-Attempt %s; want %s, %d", i+1, k, rec.Attempts[i], key, i+1)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i, p := range rec.Posts {
+		if p.Key != key || p.Attempt != strconv.Itoa(i+1) {
+			t.Fatalf("attempt %d carried key %s, X-Client-Attempt %s; want %s, %d", i+1, p.Key, p.Attempt, key, i+1)
 		}
 	}
 }
