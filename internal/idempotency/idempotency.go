@@ -259,7 +259,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			return r.result(req, OutcomeMismatch), apperr.Errorf(apperr.KeyPayloadMismatch,
 				"this idempotency key was already used with a different request payload")
 		case InProgress:
-			if w.Prev.LeaseUntil.Sub(w.Prev.CreatedAt) > r.cfg.TTL { // held longer than a key is kept: no time to promise
+			if d.LeaseLeft > 2*r.cfg.TTL { // held far longer than a key is kept: no time to promise
 				return r.result(req, OutcomeInProgress), InProgressError(0)
 			}
 			// Wait no longer than the owner's deadline: past it the owner

@@ -100,3 +100,35 @@ func TestInProgressAlwaysSaysWhen(t *testing.T) {
 		t.Fatalf("Do: %v, want operation_in_progress with a Retry-After", err)
 	}
 }
+
+// TestARenewedLeaseSaysWhen: an operation of several steps renews its lease
+// as it goes, so the lease ends later than the key's creation plus its TTL.
+// That is still an ordinary hold, and a request meeting it is told when to
+// ask again.
+func TestARenewedLeaseSaysWhen(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	clock := testenv.NewClock()
+	store := postgres.New(db)
+	store.Clock = clock.Now
+	const lease = 4 * time.Second
+	r, err := idempotency.NewRunner(idempotency.Config{Store: store, TTL: lease, Lease: lease, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := idempotency.Scope{Actor: t.Name(), Operation: "op", Key: "k"}
+	if w, err := store.Claim(context.Background(), idempotency.Claim{Scope: sc, Token: "00000000-0000-4000-8000-000000000001"}, "fp", lease, lease); err != nil || !w.Wrote {
+		t.Fatalf("claim: %+v, %v", w, err)
+	}
+	clock.Advance(3 * time.Second) // a step ends and renews the lease
+	db.MustExec(`UPDATE idempotency_keys SET lease_until = $1 WHERE actor_id = $2`, clock.Now().Add(lease), sc.Actor)
+	_, err = r.Do(context.Background(), idempotency.Request{Scope: sc, Fingerprint: "fp", Path: idempotency.TwoPhase},
+		func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+			t.Fatal("the work ran while another request held the key")
+			return idempotency.Answer{}, nil
+		})
+	var ae *apperr.Error
+	if !errors.As(err, &ae) || ae.Code != apperr.OperationInProgress || ae.RetryAfter < time.Second {
+		t.Fatalf("Do: %v, want operation_in_progress with a Retry-After", err)
+	}
+}
