@@ -70,65 +70,50 @@ func TestNewRunnerRefusesIncompleteConfig(t *testing.T) {
 	}
 }
 
-// TestInProgressAlwaysSaysWhen: a statement's now is taken when it starts,
-// so a request that waited on the row of a concurrent claim sees that claim's
-// lease end a little more than a lease away. With a lease as long as the TTL
-// that is still an ordinary claim, and its 409 says when to ask again.
+// TestInProgressAlwaysSaysWhen: a request that meets a key held by an
+// ordinary claim gets 409 with a Retry-After, also where the lease ends a
+// little more than a lease away (a statement's now is taken when it starts,
+// before it waited on the claim's row), or later than the key's creation
+// plus its TTL (an operation of several steps renews its lease as it goes).
 func TestInProgressAlwaysSaysWhen(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
-	clock := testenv.NewClock()
-	owner, late := postgres.New(db), postgres.New(db)
-	owner.Clock = clock.Now
-	late.Clock = func() time.Time { return clock.Now().Add(-50 * time.Millisecond) }
-	const lease = 30 * time.Second
-	r, err := idempotency.NewRunner(idempotency.Config{Store: late, TTL: lease, Lease: lease})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := idempotency.Scope{Actor: t.Name(), Operation: "op", Key: "k"}
-	if w, err := owner.Claim(context.Background(), idempotency.Claim{Scope: sc, Token: "00000000-0000-4000-8000-000000000001"}, "fp", lease, lease); err != nil || !w.Wrote {
-		t.Fatalf("claim: %+v, %v", w, err)
-	}
-	_, err = r.Do(context.Background(), idempotency.Request{Scope: sc, Fingerprint: "fp", Path: idempotency.TwoPhase},
-		func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
-			t.Fatal("the work ran while another request held the key")
-			return idempotency.Answer{}, nil
+	const lease = 4 * time.Second // the TTL too
+	for _, tc := range []struct {
+		name  string
+		late  time.Duration // how far the request's statements' now is behind the claim's
+		renew bool          // a step ends 3 s after the claim and renews the lease
+	}{
+		{name: "read a moment late", late: 50 * time.Millisecond},
+		{name: "a renewed lease", renew: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := pgtest.NewDB(t)
+			clock := testenv.NewClock()
+			owner, reader := postgres.New(db), postgres.New(db)
+			owner.Clock = clock.Now
+			reader.Clock = func() time.Time { return clock.Now().Add(-tc.late) }
+			r, err := idempotency.NewRunner(idempotency.Config{Store: reader, TTL: lease, Lease: lease, Clock: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := idempotency.Scope{Actor: t.Name(), Operation: "op", Key: "k"}
+			if w, err := owner.Claim(context.Background(), idempotency.Claim{Scope: sc, Token: "00000000-0000-4000-8000-000000000001"}, "fp", lease, lease); err != nil || !w.Wrote {
+				t.Fatalf("claim: %+v, %v", w, err)
+			}
+			if tc.renew {
+				clock.Advance(3 * time.Second)
+				db.MustExec(`UPDATE idempotency_keys SET lease_until = $1 WHERE actor_id = $2`, clock.Now().Add(lease), sc.Actor)
+			}
+			_, err = r.Do(context.Background(), idempotency.Request{Scope: sc, Fingerprint: "fp", Path: idempotency.TwoPhase},
+				func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+					t.Fatal("the work ran while another request held the key")
+					return idempotency.Answer{}, nil
+				})
+			var ae *apperr.Error
+			if !errors.As(err, &ae) || ae.Code != apperr.OperationInProgress || ae.RetryAfter < time.Second {
+				t.Fatalf("Do: %v, want operation_in_progress with a Retry-After", err)
+			}
 		})
-	var ae *apperr.Error
-	if !errors.As(err, &ae) || ae.Code != apperr.OperationInProgress || ae.RetryAfter < time.Second {
-		t.Fatalf("Do: %v, want operation_in_progress with a Retry-After", err)
-	}
-}
-
-// TestARenewedLeaseSaysWhen: an operation of several steps renews its lease
-// as it goes, so the lease ends later than the key's creation plus its TTL.
-// That is still an ordinary hold, and a request meeting it is told when to
-// ask again.
-func TestARenewedLeaseSaysWhen(t *testing.T) {
-	t.Parallel()
-	db := pgtest.NewDB(t)
-	clock := testenv.NewClock()
-	store := postgres.New(db)
-	store.Clock = clock.Now
-	const lease = 4 * time.Second
-	r, err := idempotency.NewRunner(idempotency.Config{Store: store, TTL: lease, Lease: lease, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := idempotency.Scope{Actor: t.Name(), Operation: "op", Key: "k"}
-	if w, err := store.Claim(context.Background(), idempotency.Claim{Scope: sc, Token: "00000000-0000-4000-8000-000000000001"}, "fp", lease, lease); err != nil || !w.Wrote {
-		t.Fatalf("claim: %+v, %v", w, err)
-	}
-	clock.Advance(3 * time.Second) // a step ends and renews the lease
-	db.MustExec(`UPDATE idempotency_keys SET lease_until = $1 WHERE actor_id = $2`, clock.Now().Add(lease), sc.Actor)
-	_, err = r.Do(context.Background(), idempotency.Request{Scope: sc, Fingerprint: "fp", Path: idempotency.TwoPhase},
-		func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
-			t.Fatal("the work ran while another request held the key")
-			return idempotency.Answer{}, nil
-		})
-	var ae *apperr.Error
-	if !errors.As(err, &ae) || ae.Code != apperr.OperationInProgress || ae.RetryAfter < time.Second {
-		t.Fatalf("Do: %v, want operation_in_progress with a Retry-After", err)
 	}
 }
