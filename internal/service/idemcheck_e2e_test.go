@@ -26,6 +26,7 @@ import (
 // body for a cancel).
 func TestIdemcheckStrict(t *testing.T) {
 	testenv.Long(t, "builds the conformance module and runs its storms, hang-ups and expiry against the server")
+	t.Parallel() // mostly waiting on the server's timers: it overlaps TestCopyFollowsItsName's builds
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("the --count-cmd of this test runs curl: install it (scripts/setup.sh does)")
 	}

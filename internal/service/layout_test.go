@@ -49,14 +49,16 @@ func TestRootImportsNothingOfTheDemo(t *testing.T) {
 }
 
 // TestCopyFollowsItsName: the template as a team copies it (the files git
-// knows, without demo/, as .ci/run's copy_check makes it) and renames it
-// (make rename MODULE=example.com/acme/tickets) says tickets where an
-// operator looks, nothing of the old name anywhere, builds and vets, and
-// links no Markdown page at a file that is not there.
+// knows, without demo/) and renames it (make rename
+// MODULE=example.com/acme/tickets) says tickets where an operator looks,
+// nothing of the old name anywhere, builds, vets and passes its fast tier
+// with nothing of the demo there, and links no Markdown page at a file that
+// is not there.
 func TestCopyFollowsItsName(t *testing.T) {
 	if testing.Short() {
-		t.Skip("copies the tree, then builds and vets it under another module path: a few minutes")
+		t.Skip("copies the tree, then builds, vets and tests it under another module path: a few minutes")
 	}
+	t.Parallel() // mostly compiling: it overlaps TestIdemcheckStrict's waits
 	ls, err := exec.Command("git", "-C", "../..", "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
 		t.Skipf("not a git work tree (git ls-files: %v): the copy is made of the files git knows", err)
@@ -196,6 +198,9 @@ func TestCopyFollowsItsName(t *testing.T) {
 
 	inCopy("go", "build", "./...")
 	inCopy("go", "vet", "./...")
+	inCopy("git", "init", "-q")
+	inCopy("git", "add", "-A")
+	inCopy("go", "test", "-short", "-count=1", "-vet=off", "./...")
 	// A nested module (its own go.mod) builds too.
 	for _, gomod := range nested {
 		cmd := exec.Command("go", "vet", "./...")
