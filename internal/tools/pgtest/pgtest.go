@@ -12,7 +12,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -23,10 +22,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // driver "postgres"
 	"github.com/peterldowns/pgtestdb"
-	"github.com/peterldowns/pgtestdb/migrators/common"
 	"github.com/peterldowns/pgtestdb/migrators/golangmigrator"
 
-	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -196,40 +193,13 @@ func Run(m *testing.M) int {
 	return code
 }
 
-// migrator migrates the template, once per server and migrations' hash.
-var migrator pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
-
-// migrationTables record the migrations: emptying a spare keeps them.
-var migrationTables = []string{"schema_migrations"}
-
-// Extra adds to every test database the migrations of fsys's folder dir,
-// recorded in table; a module built on this one calls it before Main.
-func Extra(fsys fs.FS, dir, table string) {
-	migrator = extended{base: migrator, fsys: fsys, dir: dir, table: table}
-	migrationTables = append(migrationTables, table)
-}
-
-type extended struct {
-	base       pgtestdb.Migrator
-	fsys       fs.FS
-	dir, table string
-}
-
-func (e extended) Hash() (string, error) {
-	a, err := e.base.Hash()
-	if err != nil {
-		return "", err
-	}
-	b, err := common.HashDirs(e.fsys, "*.sql", e.dir)
-	return a + "-" + b, err
-}
-
-func (e extended) Migrate(ctx context.Context, db *sql.DB, conf pgtestdb.Config) error {
-	if err := e.base.Migrate(ctx, db, conf); err != nil {
-		return err
-	}
-	return postgres.MigrateFS(sqlx.NewDb(db, "postgres"), e.fsys, e.dir, e.table, 0)
-}
+// Migrator migrates the template the test databases clone (once per server
+// and hash), and MigrationTables record its migrations, which emptying a
+// spare keeps: a module built on this one adds its own before Main.
+var (
+	Migrator        pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
+	MigrationTables                   = []string{"schema_migrations"}
+)
 
 // NewDB connects to an empty migrated database of the test's own, as
 // pgtestdb's role, its owner: a clone of the template, or a passed test's

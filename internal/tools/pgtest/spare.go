@@ -42,7 +42,7 @@ func fresh(t testing.TB) pgtestdb.Config {
 	if n > 0 {
 		t.Logf("testdbconf: %s (emptied)", conf.URL()) // as pgtestdb logs a clone
 	} else {
-		conf = *pgtestdb.Custom(noDrop{t}, need(t).Config, migrator)
+		conf = *pgtestdb.Custom(noDrop{t}, need(t).Config, Migrator)
 		spares.readDigest.Do(func() { spares.digest, spares.digestErr = schemaDigest(context.Background(), conf) })
 		if spares.digestErr != nil {
 			t.Fatalf("pgtest: reading the schema of %s: %v", conf.Database, spares.digestErr)
@@ -91,7 +91,7 @@ func empty(conf pgtestdb.Config) error {
 	var tables []string
 	if err := db.SelectContext(ctx, &tables, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
 		WHERE schemaname NOT IN ('pg_catalog', 'information_schema') AND tablename <> ALL ($1)`,
-		pq.Array(migrationTables)); err != nil || len(tables) == 0 {
+		pq.Array(MigrationTables)); err != nil || len(tables) == 0 {
 		return err
 	}
 	_, err = db.ExecContext(ctx, "TRUNCATE "+strings.Join(tables, ", ")+" RESTART IDENTITY")
