@@ -19,10 +19,8 @@ import (
 	"github.com/peterldowns/pgtestdb"
 )
 
-// PgBouncer is a PgBouncer in transaction mode, configured as production
-// runs one: no ignore_startup_parameters, so a setting it does not track
-// is refused, and a session's state (a prepared statement, a SET) stays on
-// whichever server connection ran it.
+// PgBouncer is a PgBouncer in transaction mode as production runs one: no
+// ignore_startup_parameters, and a session's state stays on its connection.
 type PgBouncer struct {
 	Addr string // host:port, on 127.0.0.1
 	Log  string // the path of its log
@@ -48,11 +46,9 @@ func findPgBouncer() (string, error) {
 		strings.Join(pgbouncerPaths, ", "))
 }
 
-// NewPgBouncer starts a PgBouncer on 127.0.0.1 for the rest of the test,
-// forwarding every database to target (host:port), or to the server Main
-// started when target is empty. Clients log in as the admin user or
-// pgtestdb's role, with no password. Without a pgbouncer binary the test
-// fails, saying what to install.
+// NewPgBouncer starts a PgBouncer on 127.0.0.1 until the test ends, in
+// front of target (host:port; empty: the server Main started), for the
+// admin user and pgtestdb's role; without one the test fails.
 func NewPgBouncer(t testing.TB, target string) *PgBouncer {
 	t.Helper()
 	s := need(t)
@@ -88,8 +84,7 @@ func (s *Server) startPgBouncer(target string) (*PgBouncer, error) {
 		return nil, err
 	}
 	b.Log = filepath.Join(b.dir, "pgbouncer.log")
-	// PgBouncer logs in to the server as the client's user, with the
-	// password it has here (a test cluster trusts local connections).
+	// PgBouncer logs in to the server as the client's user, with this password.
 	adminUser, _ := url.PathUnescape(s.Config.User)
 	adminPassword, _ := url.PathUnescape(s.Config.Password)
 	users := fmt.Sprintf("%q %q\n%q %q\n", adminUser, adminPassword, pgtestdb.DefaultRoleUsername, pgtestdb.DefaultRolePassword)
@@ -128,14 +123,7 @@ func (s *Server) startPgBouncer(target string) (*PgBouncer, error) {
 }
 
 // URL is dbURL (of the server, as NewURL gives) through PgBouncer.
-func (b *PgBouncer) URL(dbURL string) string {
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		return dbURL
-	}
-	u.Host = b.Addr
-	return u.String()
-}
+func (b *PgBouncer) URL(dbURL string) string { return withHost(dbURL, b.Addr) }
 
 // Stop stops PgBouncer and removes its folder; it may be called again.
 func (b *PgBouncer) Stop() error {

@@ -1,9 +1,8 @@
-// Package pgtest starts a PostgreSQL for tests, benchmarks and tools, hands
-// out fresh migrated databases ([NewDB], after [Main] in TestMain), and puts
-// a fault proxy in front of one. The server is TEST_DATABASE_URL if set,
-// else a throw-away cluster from local binaries, else a postgres:15
-// container (dockertest); PGTEST_SOURCE=local or docker takes that one
-// only. Without one Main fails the run: tests that need PostgreSQL never skip.
+// Package pgtest starts a PostgreSQL for tests and tools, hands out fresh
+// migrated databases ([NewDB], after [Main] in TestMain), and puts a fault
+// proxy in front of one. The server is TEST_DATABASE_URL if set, else a
+// throw-away cluster from local binaries, else a postgres:15 container
+// (PGTEST_SOURCE=local or docker: that one only); without one, Main fails.
 package pgtest
 
 import (
@@ -51,15 +50,9 @@ type Options struct {
 	Locale   string            // initdb --locale (empty: C), one of locale -a
 }
 
-// sources are where Start looks for a server, past TEST_DATABASE_URL.
-var sources = []struct {
-	name  string
-	start func(context.Context, Options) (*Server, error)
-	hint  string
-}{
-	{"local", startLocal, "; " + installHint},
-	{"docker", startDocker, ""},
-}
+// sources are where Start looks for a server, in order, past
+// TEST_DATABASE_URL.
+var sources = map[string]func(context.Context, Options) (*Server, error){"local": startLocal, "docker": startDocker}
 
 // Start finds or starts a PostgreSQL, as the package comment says; its
 // error says what to install and what each attempt said.
@@ -71,23 +64,20 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		return s, nil
 	}
-	only := os.Getenv(envSource)
-	var errs []string
-	for _, src := range sources {
-		if only != "" && only != src.name {
-			continue
+	names := []string{"local", "docker"}
+	if only := os.Getenv(envSource); only != "" {
+		if sources[only] == nil {
+			return nil, fmt.Errorf("pgtest: %s=%q: want local, docker or nothing", envSource, only)
 		}
-		s, err := src.start(ctx, opts)
+		names = []string{only}
+	}
+	var errs []string
+	for _, name := range names {
+		s, err := sources[name](ctx, opts)
 		if err == nil {
 			return s, nil
 		}
-		if only != "" {
-			return nil, fmt.Errorf("pgtest: %s=%s: %w%s", envSource, only, err, src.hint)
-		}
-		errs = append(errs, fmt.Sprintf("  %s: %v", src.name, err))
-	}
-	if only != "" {
-		return nil, fmt.Errorf("pgtest: %s=%q: want local, docker or nothing", envSource, only)
+		errs = append(errs, fmt.Sprintf("  %s: %v", name, err))
 	}
 	return nil, fmt.Errorf("pgtest: no PostgreSQL for the tests: %s; or set %s to a server whose user may "+
 		"create roles and databases (e.g. `docker compose up -d --wait postgres-test` and "+
@@ -134,9 +124,8 @@ func (s *Server) Stop() error {
 	return s.stop()
 }
 
-// Restart restarts the server as `pg_ctl restart -m mode` (fast: sessions
-// end cleanly; immediate: as a crash, with recovery) and waits until it
-// answers. TEST_DATABASE_URL cannot be restarted.
+// Restart restarts the server as `pg_ctl restart -m mode` (fast, or
+// immediate: a crash) and waits until it answers.
 func (s *Server) Restart(ctx context.Context, mode string) error {
 	if s.restart == nil {
 		return fmt.Errorf("pgtest: a server from %s cannot be restarted here", s.Source)
@@ -201,9 +190,8 @@ var (
 	MigrationTables                   = []string{"schema_migrations"}
 )
 
-// NewDB connects to an empty migrated database of the test's own, as
-// pgtestdb's role, its owner: a clone of the template, or a passed test's
-// emptied (spare.go). A failed test keeps it for a look.
+// NewDB connects to an empty migrated database of the test's own, as its
+// owner: a clone of the template, or a passed test's emptied (spare.go).
 func NewDB(t testing.TB) *sqlx.DB {
 	t.Helper()
 	db, err := sqlx.Open("postgres", fresh(t).URL())
@@ -301,6 +289,15 @@ func Proxied(t testing.TB, dbURL string) (string, *Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	u.Host = proxy.Addr()
-	return u.String(), proxy
+	return withHost(dbURL, proxy.Addr()), proxy
+}
+
+// withHost is dbURL with host:port addr.
+func withHost(dbURL, addr string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	u.Host = addr
+	return u.String()
 }

@@ -15,9 +15,8 @@ import (
 	"github.com/peterldowns/pgtestdb"
 )
 
-// spares are the databases passed tests left, emptied for the next test:
-// far cheaper than a new clone. One whose schema is no longer the clones'
-// (digest, read once from the first clone) is dropped.
+// spares are the databases passed tests left, emptied for the next test,
+// far cheaper than a clone; one whose schema changed is dropped.
 var spares struct {
 	sync.Mutex
 	list       []pgtestdb.Config
@@ -71,8 +70,8 @@ func release(t testing.TB, conf pgtestdb.Config) {
 	}
 }
 
-// empty ends the database's other sessions, checks its schema is still a
-// clone's, and truncates every table but the migrations'.
+// empty ends the database's other sessions, checks its schema, and
+// truncates every table but the migrations'.
 func empty(conf pgtestdb.Config) error {
 	db, err := sqlx.Open("postgres", conf.URL())
 	if err != nil {
@@ -98,7 +97,7 @@ func empty(conf pgtestdb.Config) error {
 	return err
 }
 
-// schemaDigest is a digest of the database's schema: columns, indexes,
+// schemaDigest is a digest of the database's columns, indexes,
 // constraints, functions and triggers.
 func schemaDigest(ctx context.Context, conf pgtestdb.Config) (string, error) {
 	db, err := sqlx.Open("postgres", conf.URL())
