@@ -46,50 +46,45 @@ func findPgBouncer() (string, error) {
 		strings.Join(pgbouncerPaths, ", "))
 }
 
+// pgbouncerWatchdog runs PgBouncer until its stdin closes: at Stop, or when
+// this process dies.
+const pgbouncerWatchdog = "trap '' HUP INT QUIT TERM\n\"$@\" &\npid=$!\nread -r _ || :\nkill -TERM \"$pid\" 2>/dev/null\nwait \"$pid\""
+
 // NewPgBouncer starts a PgBouncer on 127.0.0.1 until the test ends, in
 // front of target (host:port; empty: the server Main started), for the
 // admin user and pgtestdb's role; without one the test fails.
 func NewPgBouncer(t testing.TB, target string) *PgBouncer {
 	t.Helper()
 	s := need(t)
-	b, err := s.startPgBouncer(cmp.Or(target, s.addr()))
+	bin, err := findPgBouncer()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("pgbouncer log (%s):\n%s", b.Log, tail(b.Log, 40))
-		}
-		b.Stop()
-	})
-	return b
-}
-
-// pgbouncerWatchdog runs PgBouncer until its stdin closes: at Stop, or when
-// this process dies.
-const pgbouncerWatchdog = "trap '' HUP INT QUIT TERM\n\"$@\" &\npid=$!\nread -r _ || :\nkill -TERM \"$pid\" 2>/dev/null\nwait \"$pid\""
-
-func (s *Server) startPgBouncer(target string) (*PgBouncer, error) {
-	bin, err := findPgBouncer()
+	host, port, err := net.SplitHostPort(cmp.Or(target, s.addr()))
 	if err != nil {
-		return nil, err
-	}
-	host, port, err := net.SplitHostPort(target)
-	if err != nil {
-		return nil, fmt.Errorf("pgbouncer target %q: %w", target, err)
+		t.Fatalf("pgtest: pgbouncer target %q: %v", target, err)
 	}
 	b := &PgBouncer{}
 	var prefix []string
 	if b.dir, prefix, err = ownDir("PgBouncer", "pgbouncer-"); err != nil {
-		return nil, err
+		t.Fatalf("pgtest: %v", err)
 	}
 	b.Log = filepath.Join(b.dir, "pgbouncer.log")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pgbouncer log (%s):\n%s", b.Log, tail(b.Log, 40))
+		}
+		if b.halt != nil {
+			b.halt()
+		}
+		os.RemoveAll(b.dir)
+	})
 	// PgBouncer logs in to the server as the client's user, with this password.
 	adminUser, _ := url.PathUnescape(s.Config.User)
 	adminPassword, _ := url.PathUnescape(s.Config.Password)
 	users := fmt.Sprintf("%q %q\n%q %q\n", adminUser, adminPassword, pgtestdb.DefaultRoleUsername, pgtestdb.DefaultRolePassword)
 	if err := os.WriteFile(filepath.Join(b.dir, "userlist.txt"), []byte(users), 0o644); err != nil { // in a 0700 folder
-		return nil, errors.Join(err, b.Stop())
+		t.Fatalf("pgtest: %v", err)
 	}
 	_, err = onFreePort(func(p int) (bool, error) {
 		b.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
@@ -117,18 +112,10 @@ func (s *Server) startPgBouncer(target string) (*PgBouncer, error) {
 		return false, nil
 	})
 	if err != nil {
-		return nil, errors.Join(err, b.Stop())
+		t.Fatalf("pgtest: %v", err)
 	}
-	return b, nil
+	return b
 }
 
 // URL is dbURL (of the server, as NewURL gives) through PgBouncer.
 func (b *PgBouncer) URL(dbURL string) string { return withHost(dbURL, b.Addr) }
-
-// Stop stops PgBouncer and removes its folder; it may be called again.
-func (b *PgBouncer) Stop() error {
-	if b.halt != nil {
-		b.halt()
-	}
-	return os.RemoveAll(b.dir)
-}

@@ -60,8 +60,8 @@ func StartDeskDouble(t testing.TB) *DeskDouble {
 	return d
 }
 
-// ServeUntilTheEnd serves h on a test server whose calls end with the
-// test: an answer still held, its sender gone, would keep Close waiting.
+// ServeUntilTheEnd serves h on a test server whose calls end with the test,
+// so that an answer still held does not keep Close waiting.
 func ServeUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -120,8 +120,7 @@ func (d *DeskDouble) Submitted(key string) (reviewdesk.Submission, bool) {
 	return e.body, ok
 }
 
-// Cancels counts the cancels accepted under key of the submission under
-// submissionKey: 0 or 1.
+// Cancels counts the cancels under key of submissionKey's: 0 or 1.
 func (d *DeskDouble) Cancels(key, submissionKey string) int {
 	if c, ok := d.entry("cancels", key); ok && c.of == submissionKey {
 		return 1
@@ -257,8 +256,7 @@ func cancelAnswer(c deskEntry) deskLookup {
 	return deskLookup{Receipt: c.receipt, SubmissionKey: c.of}
 }
 
-// lookup answers GET /v1/{submissions,cancels}/{key}: a submission is
-// cancelled by its last cancel.
+// lookup answers GET /v1/{submissions,cancels}/{key}.
 func (d *DeskDouble) lookup(w http.ResponseWriter, resource, key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
