@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -230,7 +229,7 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 	u, _ := url.Parse(target)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { panic(http.ErrAbortHandler) }
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return ServeUntilTheEnd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			rec.mu.Lock()
 			rec.Posts = append(rec.Posts, Post{r.URL.Path, r.Header.Get("Idempotency-Key"), r.Header.Get("X-Client-Attempt")})
@@ -243,9 +242,7 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 			rec.Each(r)
 		}
 		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	})).URL
 }
 
 // CheckAttempts fails unless every attempt carried key, numbered 1..n.
