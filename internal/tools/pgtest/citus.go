@@ -15,10 +15,6 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
-// On a Citus coordinator a clone would lack the workers' half of its
-// distributed tables: each test gets a schema of the one database, migrated
-// and distributed, as its URL's search_path, dropped once the test passed.
-
 // citusVersion is the citus extension's version at dsn, "" without one.
 func citusVersion(ctx context.Context, dsn string) (string, error) {
 	db, err := sql.Open("postgres", dsn)
@@ -37,7 +33,9 @@ func citusVersion(ctx context.Context, dsn string) (string, error) {
 // Citus reports whether the tests' server is a Citus coordinator.
 func Citus() bool { return server != nil && server.Citus != "" }
 
-// freshCitus is a new schema of the Citus database for t.
+// freshCitus is a new schema of the Citus database for t, migrated and
+// distributed, its URL's search_path: a clone would lack the workers' half
+// of its distributed tables.
 func freshCitus(t testing.TB) pgtestdb.Config {
 	t.Helper()
 	schema := "test_" + strings.ToLower(rand.Text())

@@ -23,8 +23,7 @@ import (
 	"github.com/peterldowns/pgtestdb"
 )
 
-// pgUser runs PostgreSQL and PgBouncer when this process is root, which
-// both refuse.
+// pgUser runs PostgreSQL and PgBouncer, which refuse root, when root.
 const pgUser = "postgres"
 
 const installHint = "install the PostgreSQL server binaries: `sudo apt-get install postgresql` (Debian, Ubuntu), " +
@@ -35,12 +34,11 @@ const installHint = "install the PostgreSQL server binaries: `sudo apt-get insta
 type local struct {
 	bindir, dir, data, log string
 	prefix                 []string // runuser -u postgres -- when root
-	unwatch                func()   // stops the watchdog, which then finds nothing to do
+	unwatch                func()   // stops the watchdog
 }
 
 // localWatchdog stops the cluster and removes its folder once its stdin
-// closes: at stop, or when this process dies without it (a timeout's
-// panic, SIGKILL). Best effort: stop works without it.
+// closes: at stop, or when this process dies (a timeout's panic, SIGKILL).
 const localWatchdog = `trap '' HUP INT QUIT TERM
 dir=$1; shift
 read -r _ || :
@@ -96,18 +94,16 @@ func ownConfig(host string, port int, password string) pgtestdb.Config {
 		Password: password, Database: "postgres", Options: "sslmode=disable"}
 }
 
-// answering is s once it answers within timeout; else s is stopped and the
-// error ends with log().
+// answering is s once it answers within timeout; else s is stopped.
 func (s *Server) answering(ctx context.Context, timeout time.Duration, log func() string) (*Server, error) {
 	if err := ping(ctx, s.Config.URL(), timeout); err != nil {
-		msg := log()
-		return nil, errors.Join(fmt.Errorf("PostgreSQL from %s does not answer on %s: %w\n%s", s.Source, s.addr(), err, msg), s.Stop())
+		return nil, errors.Join(fmt.Errorf("PostgreSQL from %s does not answer on %s: %w\n%s", s.Source, s.addr(), err, log()), s.Stop())
 	}
 	return s, nil
 }
 
-// command runs a PostgreSQL binary, as pgUser when root, in English (the
-// log is searched for "could not bind").
+// command runs a PostgreSQL binary as pgUser when root, in English (for
+// "could not bind").
 func (l *local) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	argv := append(slices.Clone(l.prefix), filepath.Join(l.bindir, exeName(name)))
 	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], args...)...)
@@ -116,9 +112,8 @@ func (l *local) command(ctx context.Context, name string, args ...string) *exec.
 	return cmd
 }
 
-// watch starts argv, a shell in dir that ignores Ctrl-C (which ends the
-// test binary first) and acts once its stdin closes: at stop, or when this
-// process dies. exited ends when the shell exits.
+// watch starts argv, a shell in dir that ignores Ctrl-C and acts once its
+// stdin closes: at stop, or when this process dies; exited ends with it.
 func watch(dir string, argv ...string) (stop func(), exited context.Context, err error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -172,8 +167,8 @@ type binSearch struct {
 	globs    []string                     // each * a version, newest tried first
 }
 
-// binGlobs are the packages' folders: Debian and Ubuntu, Homebrew (Apple
-// silicon, then Intel), Postgres.app.
+// binGlobs are the folders of Debian, Homebrew (Apple silicon, Intel) and
+// Postgres.app.
 var binGlobs = []string{"/usr/lib/postgresql/*/bin", "/opt/homebrew/opt/postgresql@*/bin",
 	"/usr/local/opt/postgresql@*/bin", "/Applications/Postgres.app/Contents/Versions/*/bin"}
 
@@ -188,9 +183,9 @@ func defaultBinSearch() binSearch {
 	return b
 }
 
-// find is the first folder holding initdb, pg_ctl and postgres, of: the
-// bindir of pg_config, the folders of initdb and pg_ctl on PATH (links
-// resolved, so all three come from one installation), then the globs.
+// find is the first folder holding initdb, pg_ctl and postgres, of:
+// pg_config's bindir, those of initdb and pg_ctl on PATH (links resolved),
+// then the globs.
 func (b binSearch) find() (string, error) {
 	dirs := []string{b.pgConfig()}
 	for _, name := range []string{"initdb", "pg_ctl"} {
@@ -214,8 +209,8 @@ func (b binSearch) find() (string, error) {
 		strings.Join(b.globs, ", "))
 }
 
-// globNewestFirst is the folders matching pattern, whose * is a version,
-// newest first.
+// globNewestFirst is the folders matching pattern, its * a version, newest
+// first.
 func globNewestFirst(pattern string) []string {
 	dirs, _ := filepath.Glob(pattern)
 	before, after, _ := strings.Cut(pattern, "*")
@@ -249,9 +244,8 @@ func isExec(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && (runtime.GOOS == "windows" || fi.Mode().Perm()&0o111 != 0)
 }
 
-// ownDir makes a folder of pattern for program, owned by pgUser in /tmp
-// when this process is root, and returns it with the prefix that runs
-// program as pgUser (none when not root).
+// ownDir makes a folder of pattern for program, and when root one of
+// pgUser's in /tmp with the prefix that runs program as pgUser.
 func ownDir(program, pattern string) (dir string, prefix []string, err error) {
 	uid, gid := -1, -1
 	base := os.TempDir()
@@ -281,9 +275,8 @@ func ownDir(program, pattern string) (dir string, prefix []string, err error) {
 	return dir, prefix, nil
 }
 
-// onFreePort calls try with a free loopback port until it succeeds or
-// fails otherwise than by a clash (the port taken between the pick and
-// the bind), three times at most, and returns the port.
+// onFreePort calls try with a free loopback port, up to three times while
+// it fails by a clash (the port taken since the pick), and returns the port.
 func onFreePort(try func(port int) (clash bool, err error)) (int, error) {
 	for attempt := 1; ; attempt++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -317,8 +310,8 @@ func tail(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// settings are the server's -c name=value: the defaults (fsync and the
-// like off unless Durable), then Settings sorted by name.
+// settings are the server's -c name=value: the defaults, then Settings
+// sorted by name.
 func (o Options) settings() []string {
 	out := []string{"max_connections=300", "shared_buffers=128MB"}
 	if !o.Durable {

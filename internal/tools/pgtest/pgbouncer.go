@@ -19,10 +19,8 @@ import (
 	"github.com/peterldowns/pgtestdb"
 )
 
-// PgBouncer is a PgBouncer in transaction mode, configured as production
-// runs one: no ignore_startup_parameters, so a setting it does not track
-// is refused, and a session's state (a prepared statement, a SET) stays on
-// whichever server connection ran it.
+// PgBouncer is a PgBouncer in transaction mode as production runs one: no
+// ignore_startup_parameters, and a session's state stays on its connection.
 type PgBouncer struct {
 	Addr string // host:port, on 127.0.0.1
 	Log  string // the path of its log
@@ -48,53 +46,45 @@ func findPgBouncer() (string, error) {
 		strings.Join(pgbouncerPaths, ", "))
 }
 
-// NewPgBouncer starts a PgBouncer on 127.0.0.1 for the rest of the test,
-// forwarding every database to target (host:port), or to the server Main
-// started when target is empty. Clients log in as the admin user or
-// pgtestdb's role, with no password. Without a pgbouncer binary the test
-// fails, saying what to install.
-func NewPgBouncer(t testing.TB, target string) *PgBouncer {
-	t.Helper()
-	s := need(t)
-	b, err := s.startPgBouncer(cmp.Or(target, s.addr()))
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("pgbouncer log (%s):\n%s", b.Log, tail(b.Log, 40))
-		}
-		b.Stop()
-	})
-	return b
-}
-
 // pgbouncerWatchdog runs PgBouncer until its stdin closes: at Stop, or when
 // this process dies.
 const pgbouncerWatchdog = "trap '' HUP INT QUIT TERM\n\"$@\" &\npid=$!\nread -r _ || :\nkill -TERM \"$pid\" 2>/dev/null\nwait \"$pid\""
 
-func (s *Server) startPgBouncer(target string) (*PgBouncer, error) {
+// NewPgBouncer starts a PgBouncer on 127.0.0.1 until the test ends, in
+// front of target (host:port; empty: the server Main started), for the
+// admin user and pgtestdb's role; without one the test fails.
+func NewPgBouncer(t testing.TB, target string) *PgBouncer {
+	t.Helper()
+	s := need(t)
 	bin, err := findPgBouncer()
 	if err != nil {
-		return nil, err
+		t.Fatalf("pgtest: %v", err)
 	}
-	host, port, err := net.SplitHostPort(target)
+	host, port, err := net.SplitHostPort(cmp.Or(target, s.addr()))
 	if err != nil {
-		return nil, fmt.Errorf("pgbouncer target %q: %w", target, err)
+		t.Fatalf("pgtest: pgbouncer target %q: %v", target, err)
 	}
 	b := &PgBouncer{}
 	var prefix []string
 	if b.dir, prefix, err = ownDir("PgBouncer", "pgbouncer-"); err != nil {
-		return nil, err
+		t.Fatalf("pgtest: %v", err)
 	}
 	b.Log = filepath.Join(b.dir, "pgbouncer.log")
-	// PgBouncer logs in to the server as the client's user, with the
-	// password it has here (a test cluster trusts local connections).
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pgbouncer log (%s):\n%s", b.Log, tail(b.Log, 40))
+		}
+		if b.halt != nil {
+			b.halt()
+		}
+		os.RemoveAll(b.dir)
+	})
+	// PgBouncer logs in to the server as the client's user, with this password.
 	adminUser, _ := url.PathUnescape(s.Config.User)
 	adminPassword, _ := url.PathUnescape(s.Config.Password)
 	users := fmt.Sprintf("%q %q\n%q %q\n", adminUser, adminPassword, pgtestdb.DefaultRoleUsername, pgtestdb.DefaultRolePassword)
 	if err := os.WriteFile(filepath.Join(b.dir, "userlist.txt"), []byte(users), 0o644); err != nil { // in a 0700 folder
-		return nil, errors.Join(err, b.Stop())
+		t.Fatalf("pgtest: %v", err)
 	}
 	_, err = onFreePort(func(p int) (bool, error) {
 		b.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
@@ -122,25 +112,10 @@ func (s *Server) startPgBouncer(target string) (*PgBouncer, error) {
 		return false, nil
 	})
 	if err != nil {
-		return nil, errors.Join(err, b.Stop())
+		t.Fatalf("pgtest: %v", err)
 	}
-	return b, nil
+	return b
 }
 
 // URL is dbURL (of the server, as NewURL gives) through PgBouncer.
-func (b *PgBouncer) URL(dbURL string) string {
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		return dbURL
-	}
-	u.Host = b.Addr
-	return u.String()
-}
-
-// Stop stops PgBouncer and removes its folder; it may be called again.
-func (b *PgBouncer) Stop() error {
-	if b.halt != nil {
-		b.halt()
-	}
-	return os.RemoveAll(b.dir)
-}
+func (b *PgBouncer) URL(dbURL string) string { return withHost(dbURL, b.Addr) }

@@ -1,9 +1,8 @@
-// Package pgtest starts a PostgreSQL for tests, benchmarks and tools, hands
-// out fresh migrated databases ([NewDB], after [Main] in TestMain), and puts
-// a fault proxy in front of one. The server is TEST_DATABASE_URL if set,
-// else a throw-away cluster from local binaries, else a postgres:15
-// container (dockertest); PGTEST_SOURCE=local or docker takes that one
-// only. Without one Main fails the run: tests that need PostgreSQL never skip.
+// Package pgtest starts a PostgreSQL for tests and tools, hands out fresh
+// migrated databases ([NewDB], after [Main] in TestMain), and puts a fault
+// proxy in front of one. The server is TEST_DATABASE_URL if set, else a
+// throw-away cluster from local binaries, else a postgres:15 container
+// (PGTEST_SOURCE=local or docker: that one only); without one, Main fails.
 package pgtest
 
 import (
@@ -12,7 +11,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -23,10 +21,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // driver "postgres"
 	"github.com/peterldowns/pgtestdb"
-	"github.com/peterldowns/pgtestdb/migrators/common"
 	"github.com/peterldowns/pgtestdb/migrators/golangmigrator"
 
-	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -54,15 +50,9 @@ type Options struct {
 	Locale   string            // initdb --locale (empty: C), one of locale -a
 }
 
-// sources are where Start looks for a server, past TEST_DATABASE_URL.
-var sources = []struct {
-	name  string
-	start func(context.Context, Options) (*Server, error)
-	hint  string
-}{
-	{"local", startLocal, "; " + installHint},
-	{"docker", startDocker, ""},
-}
+// sources are where Start looks for a server, in order, past
+// TEST_DATABASE_URL.
+var sources = map[string]func(context.Context, Options) (*Server, error){"local": startLocal, "docker": startDocker}
 
 // Start finds or starts a PostgreSQL, as the package comment says; its
 // error says what to install and what each attempt said.
@@ -74,23 +64,20 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		return s, nil
 	}
-	only := os.Getenv(envSource)
-	var errs []string
-	for _, src := range sources {
-		if only != "" && only != src.name {
-			continue
+	names := []string{"local", "docker"}
+	if only := os.Getenv(envSource); only != "" {
+		if sources[only] == nil {
+			return nil, fmt.Errorf("pgtest: %s=%q: want local, docker or nothing", envSource, only)
 		}
-		s, err := src.start(ctx, opts)
+		names = []string{only}
+	}
+	var errs []string
+	for _, name := range names {
+		s, err := sources[name](ctx, opts)
 		if err == nil {
 			return s, nil
 		}
-		if only != "" {
-			return nil, fmt.Errorf("pgtest: %s=%s: %w%s", envSource, only, err, src.hint)
-		}
-		errs = append(errs, fmt.Sprintf("  %s: %v", src.name, err))
-	}
-	if only != "" {
-		return nil, fmt.Errorf("pgtest: %s=%q: want local, docker or nothing", envSource, only)
+		errs = append(errs, fmt.Sprintf("  %s: %v", name, err))
 	}
 	return nil, fmt.Errorf("pgtest: no PostgreSQL for the tests: %s; or set %s to a server whose user may "+
 		"create roles and databases (e.g. `docker compose up -d --wait postgres-test` and "+
@@ -137,9 +124,8 @@ func (s *Server) Stop() error {
 	return s.stop()
 }
 
-// Restart restarts the server as `pg_ctl restart -m mode` (fast: sessions
-// end cleanly; immediate: as a crash, with recovery) and waits until it
-// answers. TEST_DATABASE_URL cannot be restarted.
+// Restart restarts the server as `pg_ctl restart -m mode` (fast, or
+// immediate: a crash) and waits until it answers.
 func (s *Server) Restart(ctx context.Context, mode string) error {
 	if s.restart == nil {
 		return fmt.Errorf("pgtest: a server from %s cannot be restarted here", s.Source)
@@ -196,44 +182,16 @@ func Run(m *testing.M) int {
 	return code
 }
 
-// migrator migrates the template, once per server and migrations' hash.
-var migrator pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
+// Migrator migrates the template the test databases clone (once per server
+// and hash), and MigrationTables record its migrations, which emptying a
+// spare keeps: a module built on this one adds its own before Main.
+var (
+	Migrator        pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
+	MigrationTables                   = []string{"schema_migrations"}
+)
 
-// migrationTables record the migrations: emptying a spare keeps them.
-var migrationTables = []string{"schema_migrations"}
-
-// Extra adds to every test database the migrations of fsys's folder dir,
-// recorded in table; a module built on this one calls it before Main.
-func Extra(fsys fs.FS, dir, table string) {
-	migrator = extended{base: migrator, fsys: fsys, dir: dir, table: table}
-	migrationTables = append(migrationTables, table)
-}
-
-type extended struct {
-	base       pgtestdb.Migrator
-	fsys       fs.FS
-	dir, table string
-}
-
-func (e extended) Hash() (string, error) {
-	a, err := e.base.Hash()
-	if err != nil {
-		return "", err
-	}
-	b, err := common.HashDirs(e.fsys, "*.sql", e.dir)
-	return a + "-" + b, err
-}
-
-func (e extended) Migrate(ctx context.Context, db *sql.DB, conf pgtestdb.Config) error {
-	if err := e.base.Migrate(ctx, db, conf); err != nil {
-		return err
-	}
-	return postgres.MigrateFS(sqlx.NewDb(db, "postgres"), e.fsys, e.dir, e.table, 0)
-}
-
-// NewDB connects to an empty migrated database of the test's own, as
-// pgtestdb's role, its owner: a clone of the template, or a passed test's
-// emptied (spare.go). A failed test keeps it for a look.
+// NewDB connects to an empty migrated database of the test's own, as its
+// owner: a clone of the template, or a passed test's emptied (spare.go).
 func NewDB(t testing.TB) *sqlx.DB {
 	t.Helper()
 	db, err := sqlx.Open("postgres", fresh(t).URL())
@@ -331,6 +289,15 @@ func Proxied(t testing.TB, dbURL string) (string, *Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	u.Host = proxy.Addr()
-	return u.String(), proxy
+	return withHost(dbURL, proxy.Addr()), proxy
+}
+
+// withHost is dbURL with host:port addr.
+func withHost(dbURL, addr string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	u.Host = addr
+	return u.String()
 }

@@ -15,9 +15,8 @@ import (
 	"github.com/peterldowns/pgtestdb"
 )
 
-// spares are the databases passed tests left, emptied for the next test:
-// far cheaper than a new clone. One whose schema is no longer the clones'
-// (digest, read once from the first clone) is dropped.
+// spares are the databases passed tests left, emptied for the next test,
+// far cheaper than a clone; one whose schema changed is dropped.
 var spares struct {
 	sync.Mutex
 	list       []pgtestdb.Config
@@ -42,7 +41,7 @@ func fresh(t testing.TB) pgtestdb.Config {
 	if n > 0 {
 		t.Logf("testdbconf: %s (emptied)", conf.URL()) // as pgtestdb logs a clone
 	} else {
-		conf = *pgtestdb.Custom(noDrop{t}, need(t).Config, migrator)
+		conf = *pgtestdb.Custom(noDrop{t}, need(t).Config, Migrator)
 		spares.readDigest.Do(func() { spares.digest, spares.digestErr = schemaDigest(context.Background(), conf) })
 		if spares.digestErr != nil {
 			t.Fatalf("pgtest: reading the schema of %s: %v", conf.Database, spares.digestErr)
@@ -71,8 +70,8 @@ func release(t testing.TB, conf pgtestdb.Config) {
 	}
 }
 
-// empty ends the database's other sessions, checks its schema is still a
-// clone's, and truncates every table but the migrations'.
+// empty ends the database's other sessions, checks its schema, and
+// truncates every table but the migrations'.
 func empty(conf pgtestdb.Config) error {
 	db, err := sqlx.Open("postgres", conf.URL())
 	if err != nil {
@@ -91,14 +90,14 @@ func empty(conf pgtestdb.Config) error {
 	var tables []string
 	if err := db.SelectContext(ctx, &tables, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
 		WHERE schemaname NOT IN ('pg_catalog', 'information_schema') AND tablename <> ALL ($1)`,
-		pq.Array(migrationTables)); err != nil || len(tables) == 0 {
+		pq.Array(MigrationTables)); err != nil || len(tables) == 0 {
 		return err
 	}
 	_, err = db.ExecContext(ctx, "TRUNCATE "+strings.Join(tables, ", ")+" RESTART IDENTITY")
 	return err
 }
 
-// schemaDigest is a digest of the database's schema: columns, indexes,
+// schemaDigest is a digest of the database's columns, indexes,
 // constraints, functions and triggers.
 func schemaDigest(ctx context.Context, conf pgtestdb.Config) (string, error) {
 	db, err := sqlx.Open("postgres", conf.URL())

@@ -18,13 +18,10 @@ import (
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
-// DeskDouble stands in for the review desk the outbox delivers to, in
-// memory, with fault knobs and a count of every call, so that the outbox's
-// tests need neither the demo's stand-in desk nor a second database. It
-// keeps the desk's contract and wire format (reviewdesk/wire.go), as the
-// stand-in's contract test checks call by call, but for one rule: it takes
-// one cancel per key, not per submission, so that a service with a reopen
-// can cancel a request twice.
+// DeskDouble is the review desk in memory, with fault knobs and a count of
+// every call: the desk's contract and wire format (reviewdesk/wire.go), but
+// one cancel per key, not per submission, so a request can be cancelled
+// twice.
 type DeskDouble struct {
 	URL    string
 	Client *reviewdesk.Client
@@ -36,7 +33,7 @@ type DeskDouble struct {
 	invalid int                             // calls refused for their key or body
 }
 
-// deskEntry is a submission (body) or a cancel (of the submission's key).
+// deskEntry is a submission (body) or a cancel (of a submission's key).
 type deskEntry struct {
 	receipt reviewdesk.Receipt
 	body    reviewdesk.Submission
@@ -63,8 +60,8 @@ func StartDeskDouble(t testing.TB) *DeskDouble {
 	return d
 }
 
-// ServeUntilTheEnd serves h on a test server whose calls end with the
-// test: an answer still held, its sender gone, would keep Close waiting.
+// ServeUntilTheEnd serves h on a test server whose calls end with the test,
+// so that an answer still held does not keep Close waiting.
 func ServeUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,23 +102,27 @@ func (d *DeskDouble) AllCancels(testing.TB) int {
 	return read(d, func() int { return len(d.held["cancels"]) })
 }
 
-// Submission is the receipt of the submission under key, if accepted (an
-// accepted call's receipt has its key).
+// entry is what the double holds of resource under key.
+func (d *DeskDouble) entry(resource, key string) (deskEntry, bool) {
+	e := read(d, func() deskEntry { return d.held[resource][key] })
+	return e, e.receipt.Key != ""
+}
+
+// Submission is the receipt of the submission under key, if accepted.
 func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, bool) {
-	e := read(d, func() deskEntry { return d.held["submissions"][key] })
-	return e.receipt, e.receipt.Key != ""
+	e, ok := d.entry("submissions", key)
+	return e.receipt, ok
 }
 
 // Submitted is the body of the submission under key, if accepted.
 func (d *DeskDouble) Submitted(key string) (reviewdesk.Submission, bool) {
-	e := read(d, func() deskEntry { return d.held["submissions"][key] })
-	return e.body, e.receipt.Key != ""
+	e, ok := d.entry("submissions", key)
+	return e.body, ok
 }
 
-// Cancels counts the cancels accepted under key of the submission under
-// submissionKey: 0 or 1.
+// Cancels counts the cancels under key of submissionKey's: 0 or 1.
 func (d *DeskDouble) Cancels(key, submissionKey string) int {
-	if c := read(d, func() deskEntry { return d.held["cancels"][key] }); c.receipt.Key != "" && c.of == submissionKey {
+	if c, ok := d.entry("cancels", key); ok && c.of == submissionKey {
 		return 1
 	}
 	return 0
@@ -170,9 +171,7 @@ func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decode decodes a submission's body, or refuses the call as the desk
-// does: over the limit, not JSON, a field the type lacks, or without
-// requestId or topic.
+// decode decodes a submission's body, or refuses it as the desk does.
 func (d *DeskDouble) decode(w http.ResponseWriter, r *http.Request) (reviewdesk.Submission, bool) {
 	const limit = 16 << 10
 	var s reviewdesk.Submission
@@ -195,8 +194,8 @@ func (d *DeskDouble) refuseInvalid(w http.ResponseWriter, status int, code, deta
 	writeDeskProblem(w, status, code, detail)
 }
 
-// accept takes a new submission or cancel, in, under key, applying the
-// knobs that act on a new call, or answers again one it holds.
+// accept takes a new submission or cancel under key, applying the knobs,
+// or answers again one it holds.
 func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource string, on bool, key string, in deskEntry) {
 	one := strings.TrimSuffix(resource, "s")
 	d.mu.Lock()
@@ -237,11 +236,11 @@ func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource str
 		status = http.StatusOK
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
+	var answer any = e.receipt
 	if resource == "cancels" {
-		writeDeskJSON(w, status, cancelAnswer(e))
-		return
+		answer = cancelAnswer(e)
 	}
-	writeDeskJSON(w, status, e.receipt)
+	writeDesk(w, status, "application/json", answer)
 }
 
 // deskLookup is the desk's answer to a lookup.
@@ -257,18 +256,17 @@ func cancelAnswer(c deskEntry) deskLookup {
 	return deskLookup{Receipt: c.receipt, SubmissionKey: c.of}
 }
 
-// lookup answers GET /v1/submissions/{key} and GET /v1/cancels/{key}: a
-// submission is cancelled by its last cancel.
+// lookup answers GET /v1/{submissions,cancels}/{key}.
 func (d *DeskDouble) lookup(w http.ResponseWriter, resource, key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.held[resource][key]
 	if !ok {
-		writeDeskJSON(w, http.StatusNotFound, map[string]string{"key": key, "state": "unknown"})
+		writeDesk(w, http.StatusNotFound, "application/json", map[string]string{"key": key, "state": "unknown"})
 		return
 	}
 	if resource == "cancels" {
-		writeDeskJSON(w, http.StatusOK, cancelAnswer(e))
+		writeDesk(w, http.StatusOK, "application/json", cancelAnswer(e))
 		return
 	}
 	answer := deskLookup{Receipt: e.receipt}
@@ -279,7 +277,7 @@ func (d *DeskDouble) lookup(w http.ResponseWriter, resource, key string) {
 			answer.State, answer.CancelReference, last = "cancelled", c.receipt.Reference, c.receipt.AcceptedAt
 		}
 	}
-	writeDeskJSON(w, http.StatusOK, answer)
+	writeDesk(w, http.StatusOK, "application/json", answer)
 }
 
 // DeskRoute is a desk path with its third segment, the key, written {key}.
@@ -291,16 +289,14 @@ func DeskRoute(path string) string {
 	return strings.Join(parts, "/")
 }
 
-func writeDeskJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+func writeDesk(w http.ResponseWriter, status int, contentType string, v any) {
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
 }
 
 // writeDeskProblem answers a refusal as the desk does.
 func writeDeskProblem(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status,
-		"code": code, "detail": detail})
+	writeDesk(w, status, "application/problem+json", map[string]any{"type": "about:blank",
+		"title": http.StatusText(status), "status": status, "code": code, "detail": detail})
 }

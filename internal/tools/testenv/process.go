@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -32,9 +31,8 @@ import (
 // Binary is the program Run built.
 var Binary string
 
-// Run builds the program of pkg (a folder) into a scratch folder as Binary,
-// runs the tests with run (pgtest.Run), and removes the folder on every way
-// out, an interrupt too.
+// Run builds the program of pkg (a folder) as Binary in a scratch folder,
+// runs the tests with run, and removes the folder, on an interrupt too.
 func Run(m *testing.M, pkg string, run func(*testing.M) int) int {
 	dir, err := os.MkdirTemp("", "demo-api-e2e-")
 	if err != nil {
@@ -179,8 +177,8 @@ func Get(t *testing.T, url string) string {
 }
 
 // ServeInProcess runs serve of run (a command's main) in this process on a
-// fresh database, and returns its base URL and the database. Its cancel at
-// the end must stop it within 30 s (SHUTDOWN_TIMEOUT's 25 s, and a little).
+// fresh database, and returns its base URL and the database; the test's end
+// must stop it within 30 s (SHUTDOWN_TIMEOUT's 25 s, and a little).
 func ServeInProcess(t *testing.T, run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error,
 	env ...string) (string, *sqlx.DB) {
 	t.Helper()
@@ -220,9 +218,7 @@ type Recorder struct {
 	mu    sync.Mutex
 	Posts []Post
 	Add   map[string]map[string]string // X-Client-Attempt → headers
-	// Each, if set, sees every call before it goes on; it may
-	// panic(http.ErrAbortHandler) to close the call unanswered.
-	Each func(*http.Request)
+	Each  func(*http.Request)          // sees every call; panic(http.ErrAbortHandler) closes it unanswered
 }
 
 // Post is a POST that went through a Recorder.
@@ -233,7 +229,7 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 	u, _ := url.Parse(target)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { panic(http.ErrAbortHandler) }
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return ServeUntilTheEnd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			rec.mu.Lock()
 			rec.Posts = append(rec.Posts, Post{r.URL.Path, r.Header.Get("Idempotency-Key"), r.Header.Get("X-Client-Attempt")})
@@ -246,9 +242,7 @@ func (rec *Recorder) Proxy(t *testing.T, target string) string {
 			rec.Each(r)
 		}
 		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	})).URL
 }
 
 // CheckAttempts fails unless every attempt carried key, numbered 1..n.
@@ -264,9 +258,9 @@ func (rec *Recorder) CheckAttempts(t *testing.T, key string) {
 }
 
 // Walkthrough runs the sh blocks of the README's "## Try every branch" but
-// make run's in one shell as a person pastes them, with ./bin/demo-api
-// Binary, for each participant at once (ME=<participant>) with env, and
-// checks every status and exit code a comment names.
+// make run's in one shell, ./bin/demo-api being Binary, for each participant
+// at once (ME=<participant>) with env, and checks the statuses and exit
+// codes the comments name.
 func Walkthrough(t *testing.T, readmePath string, env []string, participants ...string) {
 	t.Helper()
 	for _, tool := range []string{"bash", "curl"} {
@@ -321,8 +315,7 @@ func Walkthrough(t *testing.T, readmePath string, env []string, participants ...
 	}
 }
 
-// checkWalkthrough checks what the blocks printed for me against their
-// comments.
+// checkWalkthrough checks what the blocks printed for me against their comments.
 func checkWalkthrough(t *testing.T, me string, blocks []string, out string) {
 	t.Helper()
 	outs := regexp.MustCompile(`(?m)^@@ block [a-z]\n`).Split(out, -1)[1:]

@@ -41,8 +41,7 @@ type Env struct {
 	Srv    *httptest.Server
 	Client *http.Client
 	Logs   *Buffer
-	// Dispatcher serves the delivery routes; it calls a desk (WithDesk)
-	// only when a test runs it.
+	// Dispatcher serves the delivery routes; a test runs it (WithDesk).
 	Dispatcher *delivery.Dispatcher
 	Path       idempotency.Path
 	Works      atomic.Int64 // works run past the claim: on the one-phase path, every attempt's
@@ -72,8 +71,7 @@ func WithPath(p idempotency.Path) Option {
 	return func(d *httpapi.Deps, _ *postgres.Store) { d.Path = p }
 }
 
-// ForEachPath runs test on each path an operation commits by, as parallel
-// subtests.
+// ForEachPath runs test on each commit path, as parallel subtests.
 func ForEachPath(t *testing.T, test func(t *testing.T, p idempotency.Path)) {
 	for _, p := range []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase} {
 		t.Run(string(p), func(t *testing.T) {
@@ -135,8 +133,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		if !strings.Contains(logs, `"msg":"request"`) {
 			t.Errorf("no request was logged")
 		}
-		// The words the tests put in keys and bodies; on a failure, the
-		// server's first warnings (why a request was answered 503, say).
+		// The tests' words for keys and bodies; on a failure, the first warnings.
 		checkNoSecrets(t, logs, "key-", "topic-", "note-")
 		if t.Failed() {
 			n := 0
@@ -219,8 +216,7 @@ func (e *Env) Count(query string, args ...any) int {
 	return Count(e.T, e.DB, query, args...)
 }
 
-// CheckWorks fails the test unless, on the two-phase path, the work ran n
-// times.
+// CheckWorks fails the test unless the work ran n times (two-phase path).
 func (e *Env) CheckWorks(n int64) {
 	e.T.Helper()
 	if got := e.Works.Load(); e.Path == idempotency.TwoPhase && got != n {
@@ -228,12 +224,12 @@ func (e *Env) CheckWorks(n int64) {
 	}
 }
 
-// HoldHeader marks a request Hold holds inside its work; Workshop-Delay
-// puts it on the two-phase path, so that it holds a claim.
+// HoldHeader marks a request Hold holds inside its work, on the two-phase
+// path (Workshop-Delay), so that it holds a claim.
 var HoldHeader = map[string]string{"Workshop-Delay": "1ms", "X-Test-Hold": "1"}
 
-// Hold holds every request with HoldHeader after its claim until release is
-// closed; claimed receives once per held request.
+// Hold holds every request with HoldHeader after its claim until release
+// closes; claimed receives once per held request.
 func (e *Env) Hold() (claimed chan struct{}, release chan struct{}) {
 	claimed, release = make(chan struct{}, 16), make(chan struct{})
 	e.T.Cleanup(func() { CloseOnce(release) })

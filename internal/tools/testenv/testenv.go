@@ -1,7 +1,6 @@
-// Package testenv runs the service in tests: in-process on a fresh
-// database, every exchange checked against the OpenAPI contract (server.go),
-// or as its built binary (process.go), with a stand-in for the review desk
-// (deskdouble.go) and the small pieces the suites share.
+// Package testenv runs the service in tests, in-process with every exchange
+// checked against the contract (server.go) or as its binary (process.go),
+// with a review desk double (deskdouble.go) and pieces the suites share.
 package testenv
 
 import (
@@ -48,8 +47,7 @@ func Count(t testing.TB, db *sqlx.DB, query string, args ...any) int {
 // Rows counts the demo requests of db.
 func Rows(t testing.TB, db *sqlx.DB) int { return Count(t, db, `SELECT count(*) FROM demo_requests`) }
 
-// Eventually reports whether cond becomes true within timeout (a server
-// logs a request after it answered it, say).
+// Eventually reports whether cond becomes true within timeout.
 func Eventually(timeout time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -64,8 +62,8 @@ func PostCreate(ctx context.Context, baseURL, token, key, body string, header ..
 	return Send(ctx, http.MethodPost, baseURL+"/v1/demo-requests", token, key, body, header...)
 }
 
-// Send sends method to url with the bearer token, the key (none if empty),
-// the body and headers as name, value pairs, and reads the answer.
+// Send sends method to url with the token, key (if not empty), body and
+// headers as name, value pairs, and reads the answer.
 func Send(ctx context.Context, method, url, token, key, body string, header ...string) (*http.Response, []byte, error) {
 	rq := Req{Method: method, Token: token, Body: body, Header: map[string]string{}}
 	if key != "" {
@@ -77,21 +75,20 @@ func Send(ctx context.Context, method, url, token, key, body string, header ...s
 	return send(ctx, http.DefaultClient, url, rq)
 }
 
-// Req is one request to send, once: the transport does not resend a keyed
-// request when a reused connection closes unanswered.
+// Req is one request to send once: with no GetBody, it is never resent.
 type Req struct {
 	Method, Path, Token, Body string // Method: POST if empty
 	Header                    map[string]string
 	Keys                      []string // Idempotency-Key values, each a header line
 }
 
-// send sends rq to baseURL+rq.Path with c, a JSON body, and reads the answer.
+// send sends rq to baseURL+rq.Path with c and reads the answer.
 func send(ctx context.Context, c *http.Client, baseURL string, rq Req) (*http.Response, []byte, error) {
 	r, err := http.NewRequestWithContext(ctx, cmp.Or(rq.Method, http.MethodPost), baseURL+rq.Path, io.NopCloser(strings.NewReader(rq.Body)))
 	if err != nil {
 		return nil, nil, err
 	}
-	r.ContentLength = int64(len(rq.Body)) // and no GetBody: nothing to resend
+	r.ContentLength = int64(len(rq.Body))
 	if rq.Token != "" {
 		r.Header.Set("Authorization", "Bearer "+rq.Token)
 	}
@@ -131,10 +128,10 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
-// CheckRetrySchedule fails t unless the attempts that reached a server that
-// never answered keep the clients' retry rule for a budget from start to
-// deadline: each wait at least half the backoff (100 ms doubling to 1 s),
-// none with under 250 ms of the budget left, at most two in its last second.
+// CheckRetrySchedule fails t unless attempts to a server that never
+// answered keep the clients' rule for a budget from start to deadline: each
+// wait at least half the backoff (100 ms doubling to 1 s), none with under
+// 250 ms left, at most two in the last second.
 func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.Time) {
 	t.Helper()
 	var times []string
@@ -174,7 +171,7 @@ func Context(t *testing.T) context.Context {
 	return ctx
 }
 
-// Long skips t under -short, saying why. The contract's branches are never
+// Long skips t under -short, saying why; the contract's branches are never
 // long.
 func Long(t testing.TB, why string) {
 	t.Helper()
@@ -183,10 +180,9 @@ func Long(t testing.TB, why string) {
 	}
 }
 
-// WarmPool opens n connections of db's pool one at a time, trying a failed
-// start twice more, and leaves them idle, for a test that floods the
-// database: opening them all at once on a busy laptop can outlast the
-// per-read bound and answer 503, which is not what it is about.
+// WarmPool opens n idle connections in db's pool one at a time, trying a
+// failed one twice more: opened at once on a busy laptop, they could
+// outlast the per-read bound and answer 503.
 func WarmPool(t testing.TB, db *sqlx.DB, n int) {
 	t.Helper()
 	conns := make([]*sqlx.Conn, 0, n)
@@ -206,8 +202,8 @@ func WarmPool(t testing.TB, db *sqlx.DB, n int) {
 	}
 }
 
-// CheckLinks fails t unless every relative link of the Markdown pages
-// names a file that is there, and every #anchor a heading of its page.
+// CheckLinks fails t unless each relative link of the Markdown pages names
+// a file there, and each #anchor a heading of its page.
 func CheckLinks(t *testing.T, pages ...string) {
 	t.Helper()
 	read := func(path string) string {
