@@ -11,8 +11,7 @@ import (
 // flushTimeout bounds the export of the spans still buffered at the stop.
 const flushTimeout = 5 * time.Second
 
-// startTracing turns tracing on when cfg names an OTLP endpoint, and returns
-// what stops it, exporting the spans still buffered within flushTimeout.
+// startTracing turns tracing on as cfg says, and returns what stops it.
 func startTracing(ctx context.Context, cfg Config, logger *slog.Logger) (stop func(), err error) {
 	shutdown, err := tracing.Setup(ctx, cfg.tracing, logger)
 	if err != nil {
