@@ -11,9 +11,8 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// call is do for the call op under the desk's key, in a client span
-// "reviewdesk <op>" (package tracing) that the request carries in its
-// traceparent header. An unclear call (no answer, a 5xx) is an error.
+// call is do in a client span "reviewdesk <op>", which the request carries
+// in its traceparent header.
 func (c *Client) call(req *http.Request, op, key string) (int, []byte, error) {
 	ctx, span := tracing.Start(req.Context(), "reviewdesk "+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("reviewdesk.key", key), attribute.String("http.request.method", req.Method)))

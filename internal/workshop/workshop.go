@@ -1,6 +1,5 @@
-// Package workshop is the workshop's knobs: request headers that reproduce
-// each branch of the contract on demand, on any idempotent operation, as a
-// decorator of its work (httpapi.Decorator).
+// Package workshop is the knobs: request headers that reproduce each branch
+// of the contract on any idempotent operation (an httpapi.Decorator).
 package workshop
 
 import (
