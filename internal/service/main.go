@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -137,23 +138,21 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	switch cmd {
 	case "serve", "migrate", "dispatch", "purge-expired":
 		direction := ""
-		if cmd == "migrate" {
-			if len(args) > 0 && (args[0] == "up" || args[0] == "down") {
-				direction, args = args[0], args[1:]
-			} else if !wantsHelp(args) {
-				return errors.New(commandUsage[cmd])
-			}
+		if cmd == "migrate" && len(args) > 0 && (args[0] == "up" || args[0] == "down") {
+			direction, args = args[0], args[1:]
 		}
 		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
 		if err != nil {
 			return err
 		}
-		switch cmd {
-		case "serve":
+		switch {
+		case cmd == "serve":
 			return serve(ctx, cfg, stdout, stderr, ext)
-		case "migrate":
+		case cmd == "migrate" && direction == "":
+			return errors.New(commandUsage[cmd])
+		case cmd == "migrate":
 			return migrateCmd(ctx, cfg, direction, stdout, ext)
-		case "dispatch":
+		case cmd == "dispatch":
 			return dispatch(ctx, cfg, stdout, stderr, ext)
 		}
 		return purgeCmd(ctx, cfg, stdout)
@@ -163,7 +162,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return healthcheckCmd(ctx, args, getenv, stdout)
 	case "hash-token":
 		const hashUsage = "usage: demo-api hash-token TOKEN\n\nPrints the hex SHA-256 of TOKEN, as API_TOKENS holds it (actor:sha256hex,…)."
-		if wantsHelp(args) {
+		if len(args) == 1 && slices.Contains([]string{"-h", "-help", "--h", "--help"}, args[0]) {
 			fmt.Fprintln(stdout, hashUsage)
 			return nil
 		}
@@ -179,17 +178,4 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
-}
-
-// wantsHelp reports whether args ask for help, as the flag package reads it.
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "-h", "-help", "--h", "--help":
-			return true
-		case "--":
-			return false
-		}
-	}
-	return false
 }
