@@ -15,19 +15,17 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// Config is the configuration of every command. Each field has an
-// environment variable and a flag; a flag wins.
+// Config is the configuration of every command (loadConfig).
 type Config struct {
-	databaseURL   string
-	listenAddr    string
-	TTL           time.Duration
-	Lease         time.Duration
-	sweepInterval time.Duration
-	sweepBatch    int
-	tokens        string
-	Workshop      bool
-	// Extension.Authenticate's check of the tokens API_TOKENS does not hold.
-	authenticate     func(token string) (string, error)
+	databaseURL      string
+	listenAddr       string
+	TTL              time.Duration
+	Lease            time.Duration
+	sweepInterval    time.Duration
+	sweepBatch       int
+	tokens           string
+	Workshop         bool
+	authenticate     func(token string) (string, error) // Extension.Authenticate's check
 	refusedTopics    string
 	logFormat        string
 	shutdownTimeout  time.Duration
@@ -61,8 +59,7 @@ type Settings struct {
 	envs []env
 }
 
-// env is a flag's environment variable, what a value of it must be, and
-// the check of a value that parses (nil: none).
+// env is a flag's variable, what its value must be, and a check (nil: none).
 type env struct {
 	name, flag, want string
 	ok               func() bool
@@ -101,8 +98,7 @@ func (s *Settings) Rate(p *float64, name, flagName string, def float64, help str
 
 func positiveRate(f float64) bool { return f > 0 && !math.IsInf(f, 0) }
 
-// fromEnv sets each flag that args did not give from its environment
-// variable; a value that does not parse is an error naming the variable.
+// fromEnv sets each flag that args did not give from its variable.
 func (s *Settings) fromEnv(getenv func(string) string) error {
 	given := map[string]bool{}
 	s.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -118,8 +114,7 @@ func (s *Settings) fromEnv(getenv func(string) string) error {
 	return nil
 }
 
-// loadConfig reads the environment, then the flags in args, into the
-// settings of cmd and those ext declares.
+// loadConfig reads the settings of cmd and ext from args and the environment.
 func loadConfig(cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("demo-api "+cmd, flag.ContinueOnError)

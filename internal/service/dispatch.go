@@ -13,6 +13,7 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/serving"
+	"github.com/demo-api/demo-api/internal/tracing"
 )
 
 // dispatcher returns the dispatcher of cfg on store; Desk is nil without
@@ -32,11 +33,11 @@ func dispatcher(cfg Config, store *postgres.Store, logger *slog.Logger, m delive
 // METRICS_ADDR if set.
 func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
 	logger := NewLogger(cfg.logFormat, stderr).With("service", "dispatcher")
-	stopTracing, err := startTracing(ctx, cfg, logger)
+	stopTracing, err := tracing.Setup(ctx, cfg.tracing, logger)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	store, err := openStore(ctx, cfg, logger, postgres.LongStatements, ext)
 	if err != nil {
 		return err

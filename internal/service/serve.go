@@ -19,17 +19,18 @@ import (
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/serving"
+	"github.com/demo-api/demo-api/internal/tracing"
 	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // serve runs the API and its chores until ctx ends, then stops gracefully.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
 	logger := NewLogger(cfg.logFormat, stderr)
-	stopTracing, err := startTracing(ctx, cfg, logger)
+	stopTracing, err := tracing.Setup(ctx, cfg.tracing, logger)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	var pprofLn net.Listener // refused before anything starts when it is not on this machine
 	if cfg.pprofAddr != "" {
 		if pprofLn, err = serving.ListenPprof(cfg.pprofAddr); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
@@ -93,8 +94,12 @@ func FromEnv(getenv func(string) string) Config {
 	return c
 }
 
+// FlushTimeout bounds the export of the spans still buffered at the shutdown.
+const FlushTimeout = 5 * time.Second
+
 // Setup turns tracing on as c says (off without an endpoint); shutdown
-// exports the spans still buffered. The exporter reads the other variables.
+// exports the spans still buffered, and logs a failure. The exporter reads
+// the other variables.
 func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(context.Context) error, err error) {
 	if c.Endpoint == "" {
 		Use(nil)
@@ -126,6 +131,12 @@ func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(co
 	logger.Info("tracing", "endpoint", u.Redacted(), "protocol", c.Protocol, "service_name", c.ServiceName)
 	return func(ctx context.Context) error {
 		Use(nil)
-		return tp.Shutdown(ctx)
+		ctx, cancel := context.WithTimeout(ctx, FlushTimeout)
+		defer cancel()
+		err := tp.Shutdown(ctx)
+		if err != nil {
+			logger.Warn("tracing: spans not exported at the stop", "err", err)
+		}
+		return err
 	}, nil
 }
