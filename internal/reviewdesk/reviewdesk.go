@@ -8,9 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -111,36 +111,17 @@ func (c *Client) exchange(ctx context.Context, op, method, path, key string, bod
 	case err != nil:
 		return Receipt{}, &UnclearError{Op: op, Err: err}
 	case status == http.StatusOK || (post && status == http.StatusCreated):
-		return decodeReceipt(answer)
+		var r Receipt
+		if err := json.Unmarshal(answer, &r); err != nil || r.Reference == "" {
+			return Receipt{}, &UnclearError{Op: "decode", Err: fmt.Errorf("an answer that is not a receipt: %.100s", answer)}
+		}
+		return r, nil
 	case !post && status == http.StatusNotFound:
 		return Receipt{}, ErrNotFound
-	case post && refused(status):
+	case post && status >= 400 && status < 500 && !slices.Contains([]int{408, 409, 425, 429}, status): // a definite refusal
 		var p problem
 		_ = json.Unmarshal(answer, &p) // a body that is no problem leaves them empty
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
 	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}
-}
-
-// refused reports whether status is a definite refusal (RefusedError).
-func refused(status int) bool {
-	return status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 && status != 429
-}
-
-func (c *Client) do(req *http.Request) (int, []byte, error) {
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	return resp.StatusCode, b, err
-}
-
-func decodeReceipt(b []byte) (Receipt, error) {
-	var r Receipt
-	if err := json.Unmarshal(b, &r); err != nil || r.Reference == "" {
-		return Receipt{}, &UnclearError{Op: "decode", Err: fmt.Errorf("an answer that is not a receipt: %.100s", b)}
-	}
-	return r, nil
 }
