@@ -80,12 +80,8 @@ func ParseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer)
 		fmt.Fprint(stdout, usage+"\n")
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
-		return err
 	}
-	if err != nil {
-		return &ExitError{ExitRefused, err}
-	}
-	return nil
+	return err
 }
 
 // Exit runs Main as the process: SIGINT or SIGTERM stops it gracefully, and
