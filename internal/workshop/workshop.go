@@ -77,11 +77,8 @@ func read(r *http.Request, maxDelay time.Duration) (knobs, error) {
 			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration below %s (half the lease), such as %s", HeaderDelay, maxDelay, maxDelay/2)
 		}
 	}
-	switch r.Header.Get(HeaderFail) {
-	case "":
-	case "after-claim":
-		k.fail = true
-	default:
+	k.fail = r.Header.Get(HeaderFail) == "after-claim"
+	if !k.fail && r.Header.Get(HeaderFail) != "" {
 		return k, apperr.Errorf(apperr.InvalidHeader, "%s must be after-claim", HeaderFail)
 	}
 	if v := r.Header.Get(HeaderDropResponse); v != "" {
