@@ -1,27 +1,20 @@
 // Package client is a Go client of demo-api that retries its idempotent
-// requests safely: the create, the cancel, and any other operation that
-// takes an Idempotency-Key (an Intent of its own). It keeps the client's
-// half of the contract:
+// requests safely (the create, the cancel, or an Intent of the caller's
+// own), keeping the client's half of the contract:
 //
-//   - one key per intent: an Intent is one request the caller means to
-//     happen once, and its key (a UUID) is made before the first attempt;
-//     every attempt sends that key and the same bytes;
-//   - one time budget per intent (5 s by default), with a timeout per
-//     attempt inside it;
-//   - jittered exponential backoff between attempts, never shortened to
-//     fit the budget; a server's Retry-After is honoured as far as the
-//     budget allows;
-//   - X-Client-Attempt: n on each attempt, and Prefer: wait, so that a
-//     retry that finds the first attempt still running waits for its answer;
-//   - no definite answer within the budget: an *OutcomeUnknownError, and
-//     Resolve asks what became of the key, never sending again; or, when
-//     every attempt got 429 (refused before anything ran), a
-//     *RateLimitedError: nothing was stored, send again after Retry-After.
+//   - one key per intent, made before the first attempt; every attempt
+//     sends that key and the same bytes;
+//   - one time budget per intent (5 s by default), a timeout per attempt;
+//   - jittered exponential backoff, never shortened to fit the budget, and
+//     a server's Retry-After honoured as far as the budget allows;
+//   - X-Client-Attempt: n and Prefer: wait on each attempt;
+//   - no definite answer within the budget: *OutcomeUnknownError (ask
+//     Resolve, never send again), or *RateLimitedError when every attempt
+//     got 429 (nothing stored: send again after Retry-After).
 //
 // Retried with the same key and body: transport errors and timeouts, 409
-// operation_in_progress, 429, 500, 502, 503 and 504; any other 4xx is
-// definite. 500 is retried because demo-api releases the claim, storing
-// nothing, before it answers 500.
+// operation_in_progress, 429, 500 (the server released the claim), 502,
+// 503 and 504; any other 4xx is definite.
 package client
 
 import (
@@ -96,9 +89,8 @@ type DemoRequest struct {
 	CancelledAt *time.Time `json:"cancelledAt,omitempty"`
 }
 
-// Intent is one idempotent request the caller means to happen once, and
-// the key every attempt carries. Operation, Method, Path and Key are
-// required; NewIntent and NewCancelIntent fill them in.
+// Intent is one request the caller means to happen once, and the key every
+// attempt carries; NewIntent and NewCancelIntent fill it in.
 type Intent struct {
 	Operation string // the server's name for it, for the outcome route
 	Method    string // http.MethodPost
@@ -118,7 +110,7 @@ func NewIntent(in CreateInput) (*Intent, error) {
 }
 
 // NewCancelIntent makes the intent of a cancel of requestID, with a new
-// key. A cancel sends no body: the request it names is its payload.
+// key and no body: the request it names is its payload.
 func NewCancelIntent(requestID string) (*Intent, error) {
 	if requestID == "" {
 		return nil, errors.New("client: a cancel needs the requestId")
@@ -166,7 +158,7 @@ func (e *ProblemError) Error() string {
 }
 
 // OutcomeUnknownError is a budget spent with no definite answer: the request
-// may have run. Ask Resolve(Operation, Key); do not send it with a new key.
+// may have run. Ask Resolve(Operation, Key).
 type OutcomeUnknownError struct {
 	Operation string
 	Key       string
@@ -178,8 +170,8 @@ func (e *OutcomeUnknownError) Error() string {
 	return fmt.Sprintf("client: outcome unknown for %s key %s after %d attempts (last: %s): resolve the key", e.Operation, e.Key, e.Attempts, e.Last)
 }
 
-// RateLimitedError is a budget spent on 429s only: nothing was stored under
-// the key. Send the intent again after RetryAfter (the last Retry-After).
+// RateLimitedError is a budget spent on 429s only: nothing was stored. Send
+// the intent again after RetryAfter.
 type RateLimitedError struct {
 	Operation  string
 	Key        string
@@ -192,17 +184,15 @@ func (e *RateLimitedError) Error() string {
 		e.Operation, e.Key, e.Attempts, e.RetryAfter)
 }
 
-// ErrContractBroken is wrapped by the error of an answer that breaks the
-// contract, such as a 201 without a requestId. It is not retried.
+// ErrContractBroken wraps an answer that breaks the contract (a 201 without
+// a requestId); it is not retried.
 var ErrContractBroken = errors.New("client: the server broke the contract")
 
-// minAttempt is the least time left worth an attempt: a round trip and a
-// little work, on a slow network.
+// minAttempt is the least time left worth an attempt.
 const minAttempt = 250 * time.Millisecond
 
 // nextWait decides the wait before the next attempt, with left of the
-// budget, and whether there is one: none with less than minAttempt, so a
-// budget does not end in a burst. A longer Retry-After is honoured, but
+// budget, and whether there is one. A longer Retry-After is honoured, but
 // leaves a whole last attempt (the attempt timeout, or half of what is left).
 func nextWait(backoff, retryAfter, left, attemptTimeout time.Duration) (time.Duration, bool) {
 	wait := backoff
@@ -213,12 +203,8 @@ func nextWait(backoff, retryAfter, left, attemptTimeout time.Duration) (time.Dur
 }
 
 // Send sends the intent until it gets a definite answer or its budget runs
-// out. Every operation of demo-api answers a 2xx with a requestId.
-//
-// Errors: *ProblemError (definite refusal), *OutcomeUnknownError (budget
-// spent), *RateLimitedError (budget spent on 429s only), ErrContractBroken
-// (a 2xx without a requestId), ctx's error, or one that names what an
-// incomplete intent lacks.
+// out. Errors: *ProblemError, *OutcomeUnknownError, *RateLimitedError,
+// ErrContractBroken, ctx's error, or one naming what the intent lacks.
 func (c *Client) Send(ctx context.Context, it *Intent) (Result, error) {
 	if it.Operation == "" || it.Method == "" || it.Path == "" || it.Key == "" {
 		return Result{}, errors.New("client: an intent needs its Operation, Method, Path and Key")
@@ -314,9 +300,8 @@ func (c *Client) attempt(ctx context.Context, it *Intent, n int, timeout time.Du
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
 	req.Header.Set("Idempotency-Key", it.Key)
 	req.Header.Set("X-Client-Attempt", strconv.Itoa(n))
-	// Without GetBody the transport does not resend on its own, as it would
-	// a request with an Idempotency-Key: every attempt is Send's. Without a
-	// body, one it cannot rewind (an empty chunked body), or it would resend.
+	// Without GetBody (and with a body it cannot rewind) the transport never
+	// resends on its own, as it would a request with an Idempotency-Key.
 	req.GetBody = nil
 	if len(it.Body) > 0 {
 		req.Header.Set("Content-Type", "application/json")
@@ -382,11 +367,8 @@ type Outcome struct {
 }
 
 // Resolve asks the server what became of key of operation, never sending
-// the request. "unknown": nothing ran under the key (or its record expired).
-// It ends by ctx's deadline, or after the attempt timeout.
-//
-// Errors: ErrContractBroken (a 200 without a known state), ctx's error, a
-// transport error, or one that names an unexpected status.
+// the request, within ctx's deadline or else the attempt timeout. Errors:
+// ErrContractBroken, ctx's error, a transport error, or an unexpected status.
 func (c *Client) Resolve(ctx context.Context, operation, key string) (Outcome, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

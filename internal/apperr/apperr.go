@@ -1,6 +1,5 @@
-// Package apperr defines the one application error type: an error with a
-// machine-readable code that a client can act on. Any other error is internal
-// and reaches a client only as a generic 500.
+// Package apperr defines the one application error type, with a machine code
+// a client can act on; any other error reaches a client as a generic 500.
 package apperr
 
 import (

@@ -1,7 +1,5 @@
-// Package demo is the business of the service: an actor files a demo request
-// on a topic, and may cancel it. It decides what a valid request is, which
-// are refused, and what a created or cancelled request is; it writes nothing
-// and knows nothing of idempotency keys.
+// Package demo is the business: an actor files a demo request on a topic,
+// and may cancel it. It decides, writes nothing, and knows no keys.
 package demo
 
 import (
@@ -37,22 +35,17 @@ type Request struct {
 	Note        string     `json:"note" db:"note"`
 	CreatedAt   time.Time  `json:"createdAt" db:"created_at"`
 	CancelledAt *time.Time `json:"cancelledAt,omitempty" db:"cancelled_at"`
-	// Delivery is its hand-over to the review desk, as a read finds it.
-	Delivery string `json:"delivery,omitempty" db:"delivery"`
+	Delivery    string     `json:"delivery,omitempty" db:"delivery"` // its hand-over to the review desk, as a read finds it
 }
 
 // CreateInput is the body of a create.
 type CreateInput struct {
-	Topic string `json:"topic"`
-	Note  string `json:"note"`
-	// ClientLabel is display-only (say "retry 2"): checked, but not part of
-	// the intent's fingerprint, and not stored.
-	ClientLabel string `json:"clientLabel,omitempty"`
+	Topic       string `json:"topic"`
+	Note        string `json:"note"`
+	ClientLabel string `json:"clientLabel,omitempty"` // display-only (say "retry 2"): not fingerprinted, not stored
 }
 
-// Validate checks the input before anything is claimed.
-//
-// Errors: invalid_field.
+// Validate checks the input before anything is claimed. Errors: invalid_field.
 func (in CreateInput) Validate() error {
 	switch {
 	case blank(in.Topic):
@@ -68,7 +61,7 @@ func (in CreateInput) Validate() error {
 }
 
 // blank reports whether s has only white space and format characters
-// (zero-width spaces and joiners, the byte order mark).
+// (zero-width spaces, the byte order mark).
 func blank(s string) bool {
 	for _, r := range s {
 		if !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
@@ -91,18 +84,15 @@ type Store interface {
 
 // Service decides creates and cancels, and reads requests.
 type Service struct {
-	Store Store
-	// RefusedTopics are topics the review desk does not take: a refusal is
-	// stored and replayed like a success.
-	RefusedTopics map[string]bool
+	Store         Store
+	RefusedTopics map[string]bool // topics the review desk does not take
 	// CancelRule, if set, may refuse the cancel of an accepted request (an
 	// *apperr.Error of a 4xx); its store enforces it when the cancel commits.
 	CancelRule func(ctx context.Context, r Request) error
 }
 
-// Create decides the request that actor files with in at now, or refuses it.
-//
-// Errors: topic_refused.
+// Create decides the request that actor files with in at now. Errors:
+// topic_refused.
 func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, error) {
 	if s.RefusedTopics[strings.ToLower(strings.TrimSpace(in.Topic))] {
 		return Request{}, apperr.Errorf(apperr.TopicRefused, "the review desk does not take requests on topic %q", in.Topic)
@@ -117,11 +107,9 @@ func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, 
 	}, nil
 }
 
-// Cancel decides the cancel of the actor's request id at now: the request
-// once cancelled. The store's write checks it is still accepted.
-//
-// Errors: not_found; request_not_cancellable (already cancelled); those of
-// CancelRule.
+// Cancel decides the cancel of the actor's request id at now; the store's
+// write checks it is still accepted. Errors: not_found,
+// request_not_cancellable, those of CancelRule.
 func (s *Service) Cancel(ctx context.Context, actor, id string, now time.Time) (Request, error) {
 	r, err := s.Get(ctx, actor, id)
 	if err != nil {

@@ -17,8 +17,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// ClaimCounter reports the in-progress claims: their number, the claim time
-// of the oldest, and the store's time.
+// ClaimCounter reports the claims in progress, the oldest's claim time, and now.
 type ClaimCounter interface {
 	InProgress(ctx context.Context) (n int, oldest, now time.Time, err error)
 }
@@ -33,8 +32,7 @@ type Metrics struct {
 	waitsOn           sync.Once // registers waits at its first reading
 }
 
-// New registers the metrics, the Go runtime's and the process's; claims is
-// read at each scrape.
+// New registers the metrics, the Go runtime's and the process's.
 func New(claims ClaimCounter, logger *slog.Logger) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -82,20 +80,17 @@ func (m *Metrics) Outcome(operation string, p idempotency.Path, o idempotency.Ou
 	m.outcomes.WithLabelValues(operation, string(p), string(o)).Inc()
 }
 
-// Answered observes the client's attempt number n at which an intent got
-// its definite answer.
+// Answered observes the attempt n at which an intent got its definite answer.
 func (m *Metrics) Answered(operation string, n int) {
 	m.answered.WithLabelValues(operation).Observe(float64(n))
 }
 
-// Request observes one request; status is its code, or "dropped" when no
-// answer was sent.
+// Request observes one request; status is its code, or why there is none.
 func (m *Metrics) Request(route, status string, d time.Duration) {
 	m.latency.WithLabelValues(route, status).Observe(d.Seconds())
 }
 
-// CommitWaits sets whether a commit waits for a synchronous standby; the
-// gauge is exported from its first reading on.
+// CommitWaits sets whether a commit waits for a synchronous standby.
 func (m *Metrics) CommitWaits(waits bool) {
 	m.waitsOn.Do(func() { m.reg.MustRegister(m.waits) })
 	v := 0.0
@@ -113,9 +108,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// dbCollector serves gauges read from the database at scrape time; a scrape
-// waits for a read at most readTimeout, else serves the last good values.
-// One read runs at a time: in a partition lib/pq waits past its deadline.
+// dbCollector serves gauges read from the database at scrape time, or after
+// readTimeout the last good values. One read runs at a time: in a partition
+// lib/pq waits past its deadline.
 type dbCollector struct {
 	name      string
 	logger    *slog.Logger

@@ -8,8 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// BacklogCounter reports the pending deliveries and how long the one due
-// longest has been due.
+// BacklogCounter reports the pending deliveries and the longest one's wait.
 type BacklogCounter interface {
 	Backlog(ctx context.Context) (n int, oldestDue time.Duration, err error)
 }
@@ -22,8 +21,7 @@ type Outbox struct {
 	calls     *prometheus.CounterVec
 }
 
-// Outbox registers the dispatcher's metrics, and the backlog read from
-// backlog at each scrape. Call it once.
+// Outbox registers the dispatcher's metrics. Call it once.
 func (m *Metrics) Outbox(backlog BacklogCounter, logger *slog.Logger) *Outbox {
 	o := &Outbox{
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -1,6 +1,5 @@
-// Package reviewdesk is the Go client of the review desk provider. It tells
-// apart the three outcomes of a call: accepted, a definite refusal, and
-// unclear, after which the caller must ask before it sends again.
+// Package reviewdesk is the client of the review desk provider: a call is
+// accepted, refused, or unclear (ask before sending again).
 package reviewdesk
 
 import (
@@ -9,14 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
-// ErrNotFound is the answer of a lookup (Status, CancelStatus) when the
-// desk never accepted the key.
+// ErrNotFound is a lookup's answer when the desk never accepted the key.
 var ErrNotFound = errors.New("reviewdesk: the provider holds nothing under this key")
 
 // RefusedError is a definite refusal of Submit or Cancel: a 4xx other than
@@ -51,8 +49,7 @@ type Client struct {
 	hc   *http.Client
 }
 
-// New returns a client of the desk at baseURL (e.g. http://127.0.0.1:8090);
-// hc nil means http.DefaultClient.
+// New returns a client of the desk at baseURL; hc nil is http.DefaultClient.
 func New(baseURL string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = http.DefaultClient
@@ -62,45 +59,39 @@ func New(baseURL string, hc *http.Client) *Client {
 
 type accountKey struct{}
 
-// WithAccount returns ctx for calls made for account, the actor whose
-// request they carry: each names it to the desk (AccountHeader).
+// WithAccount returns ctx for calls made for account, which each names to
+// the desk (AccountHeader).
 func WithAccount(ctx context.Context, account string) context.Context {
 	return context.WithValue(ctx, accountKey{}, account)
 }
 
-// Submit sends s under key, the same for every attempt of one submission.
-// A nil error means accepted, the first time or again.
-//
+// Submit sends s under key, the same for every attempt; nil is accepted.
 // Errors: *RefusedError, *UnclearError (ask Status before sending again).
 func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt, error) {
 	body, _ := json.Marshal(s)
 	return c.exchange(ctx, "submit", http.MethodPost, submitPath, key, body)
 }
 
-// Cancel asks the desk to cancel the submission under submissionKey, under
-// key, the same for every attempt; the desk keeps a cancel that comes before
-// its submission. A nil error means accepted, the first time or again.
-//
-// Errors: *RefusedError, *UnclearError (ask CancelStatus before sending again).
+// Cancel cancels the submission under submissionKey, under key, even before
+// it arrives; nil is accepted. Errors: *RefusedError, *UnclearError (ask
+// CancelStatus before sending again).
 func (c *Client) Cancel(ctx context.Context, key, submissionKey string) (Receipt, error) {
 	return c.exchange(ctx, "cancel", http.MethodPost, fmt.Sprintf(cancelPath, url.PathEscape(submissionKey)), key, []byte("{}"))
 }
 
-// Status asks what became of the submission under key.
-// Errors: ErrNotFound (never accepted: sending is safe), *UnclearError.
+// Status asks what became of the submission under key. Errors: ErrNotFound
+// (sending is safe), *UnclearError.
 func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
 	return c.exchange(ctx, "status", http.MethodGet, submissionStatusPath+url.PathEscape(key), key, nil)
 }
 
-// CancelStatus asks what became of the cancel under key.
-// Errors: ErrNotFound (never accepted: sending is safe), *UnclearError.
+// CancelStatus is Status of the cancel under key.
 func (c *Client) CancelStatus(ctx context.Context, key string) (Receipt, error) {
 	return c.exchange(ctx, "cancel_status", http.MethodGet, cancelStatusPath+url.PathEscape(key), key, nil)
 }
 
 // exchange makes the call op under key once and tells its outcomes apart.
-// A POST has no GetBody, so the transport never resends it on its own, as
-// it would a request with an Idempotency-Key: each send is the caller's.
+// Without GetBody the transport never resends a POST on its own.
 func (c *Client) exchange(ctx context.Context, op, method, path, key string, body []byte) (Receipt, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
@@ -120,36 +111,17 @@ func (c *Client) exchange(ctx context.Context, op, method, path, key string, bod
 	case err != nil:
 		return Receipt{}, &UnclearError{Op: op, Err: err}
 	case status == http.StatusOK || (post && status == http.StatusCreated):
-		return decodeReceipt(answer)
+		var r Receipt
+		if err := json.Unmarshal(answer, &r); err != nil || r.Reference == "" {
+			return Receipt{}, &UnclearError{Op: "decode", Err: fmt.Errorf("an answer that is not a receipt: %.100s", answer)}
+		}
+		return r, nil
 	case !post && status == http.StatusNotFound:
 		return Receipt{}, ErrNotFound
-	case post && refused(status):
+	case post && status >= 400 && status < 500 && !slices.Contains([]int{408, 409, 425, 429}, status): // a definite refusal
 		var p problem
 		_ = json.Unmarshal(answer, &p) // a body that is no problem leaves them empty
 		return Receipt{}, &RefusedError{Status: status, Code: p.Code, Detail: p.Detail}
 	}
 	return Receipt{}, &UnclearError{Op: op, Err: fmt.Errorf("status %d", status)}
-}
-
-// refused reports whether status is a definite refusal (RefusedError).
-func refused(status int) bool {
-	return status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 && status != 429
-}
-
-func (c *Client) do(req *http.Request) (int, []byte, error) {
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	return resp.StatusCode, b, err
-}
-
-func decodeReceipt(b []byte) (Receipt, error) {
-	var r Receipt
-	if err := json.Unmarshal(b, &r); err != nil || r.Reference == "" {
-		return Receipt{}, &UnclearError{Op: "decode", Err: fmt.Errorf("an answer that is not a receipt: %.100s", b)}
-	}
-	return r, nil
 }

@@ -1,6 +1,7 @@
 package reviewdesk
 
 import (
+	"io"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -11,16 +12,20 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// call is do for the call op under the desk's key, in a client span
-// "reviewdesk <op>" (package tracing) that the request carries in its
-// traceparent header. An unclear call (no answer, a 5xx) is an error.
-func (c *Client) call(req *http.Request, op, key string) (int, []byte, error) {
+// call sends req and reads its answer in a client span "reviewdesk <op>",
+// which the request carries in its traceparent header.
+func (c *Client) call(req *http.Request, op, key string) (status int, answer []byte, err error) {
 	ctx, span := tracing.Start(req.Context(), "reviewdesk "+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("reviewdesk.key", key), attribute.String("http.request.method", req.Method)))
 	defer span.End()
 	req = req.WithContext(ctx)
 	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	status, answer, err := c.do(req)
+	resp, err := c.hc.Do(req)
+	if err == nil {
+		status = resp.StatusCode
+		answer, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		resp.Body.Close()
+	}
 	switch {
 	case err != nil:
 		span.RecordError(err)

@@ -2,12 +2,10 @@ package reviewdesk
 
 import "time"
 
-// The review desk's wire words: its routes, headers and JSON fields. They
-// belong to the desk, not to this service: a rename of the example leaves
-// them as they are.
+// The review desk's wire words: they belong to the desk, and a rename of the
+// example leaves them as they are.
 
-// The desk's routes. A %s is a key, path-escaped; a path ending in / takes
-// the key after it (a lookup).
+// The desk's routes: %s, or what follows a final /, is a key, path-escaped.
 const (
 	submitPath           = "/v1/submissions"           // POST: Submit
 	submissionStatusPath = "/v1/submissions/"          // GET: Status
@@ -33,9 +31,7 @@ type Receipt struct {
 	Key        string    `json:"key"`
 	Reference  string    `json:"reference"`
 	AcceptedAt time.Time `json:"acceptedAt"`
-	// State is what became of it, in a lookup's answer: accepted, or a
-	// submission cancelled.
-	State string `json:"state,omitempty"`
+	State      string    `json:"state,omitempty"` // in a lookup's answer: accepted, or cancelled
 }
 
 // problem is the desk's refusal body.

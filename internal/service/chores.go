@@ -13,9 +13,8 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 )
 
-// purgeAll deletes expired records in batches of batch, each after the
-// last record the one before picked, deleted or not (a trigger may keep
-// one), until a batch finds fewer.
+// purgeAll deletes expired records in batches, each after the last record
+// the one before picked (deleted or not), until a batch finds fewer.
 func purgeAll(ctx context.Context, p *postgres.Store, batch int) (int64, error) {
 	var total int64
 	var mark postgres.SweepMark
@@ -29,8 +28,7 @@ func purgeAll(ctx context.Context, p *postgres.Store, batch int) (int64, error) 
 	}
 }
 
-// sweep runs purgeAll every interval until ctx ends, and tells swept how
-// many records it deleted.
+// sweep runs purgeAll every interval until ctx ends.
 func sweep(ctx context.Context, logger *slog.Logger, p *postgres.Store, interval time.Duration, batch int, swept func(int64)) {
 	Every(ctx, interval, func() {
 		n, err := purgeAll(ctx, p, batch)
@@ -95,8 +93,8 @@ func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Wri
 	return nil
 }
 
-// migrateUp brings the schema up to date, the template's and then m's,
-// and distributes it when the database is Citus.
+// migrateUp applies the template's migrations, then m's, and distributes
+// the schema on Citus.
 func migrateUp(ctx context.Context, db *sqlx.DB, m *Migrations) (postgres.Distribution, error) {
 	err := postgres.Migrate(db, 0)
 	if err == nil && m != nil {
@@ -108,12 +106,11 @@ func migrateUp(ctx context.Context, db *sqlx.DB, m *Migrations) (postgres.Distri
 	return postgres.Distribute(ctx, db)
 }
 
-// replicationEvery is how often serve reads how its commits replicate;
-// /readyz shows the last reading.
+// replicationEvery is how often serve reads how its commits replicate.
 const replicationEvery = 30 * time.Second
 
 // replicationWatch keeps the last reading of how the database replicates
-// this service's commits, logs it when it changes, and sets the gauge.
+// commits (for /readyz), logs it when it changes, and sets the gauge.
 type replicationWatch struct {
 	logger *slog.Logger
 	read   func(context.Context) (postgres.Replication, error)
@@ -121,7 +118,7 @@ type replicationWatch struct {
 	last   atomic.Pointer[postgres.Replication]
 }
 
-// latest is the last reading, nil before the first (for /readyz).
+// latest is the last reading, nil before the first.
 func (w *replicationWatch) latest() any {
 	if r := w.last.Load(); r != nil {
 		return r

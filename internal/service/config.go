@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,19 +15,17 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// Config is the configuration of every command. Each field has an
-// environment variable and a flag; a flag wins.
+// Config is the configuration of every command (loadConfig).
 type Config struct {
-	databaseURL   string
-	listenAddr    string
-	TTL           time.Duration
-	Lease         time.Duration
-	sweepInterval time.Duration
-	sweepBatch    int
-	tokens        string
-	Workshop      bool
-	// Extension.Authenticate's check of the tokens API_TOKENS does not hold.
-	authenticate     func(token string) (string, error)
+	databaseURL      string
+	listenAddr       string
+	TTL              time.Duration
+	Lease            time.Duration
+	sweepInterval    time.Duration
+	sweepBatch       int
+	tokens           string
+	Workshop         bool
+	authenticate     func(token string) (string, error) // Extension.Authenticate's check
 	refusedTopics    string
 	logFormat        string
 	shutdownTimeout  time.Duration
@@ -55,81 +52,73 @@ var commandUsage = map[string]string{
 	"dispatch":      "usage: demo-api dispatch [flags]\n\nHands accepted demo requests to the review desk until stopped (serve does it too, unless DISPATCH=false).",
 }
 
-// Settings declares the settings of a command, each an environment
-// variable and a flag of the same meaning; a flag wins. A value of the
-// environment that does not parse is an error naming the variable, unless
-// its flag is given too.
+// Settings declares the settings of a command: each a flag, set by the
+// environment variable its help names unless the flag is given.
 type Settings struct {
-	fs      *flag.FlagSet
-	getenv  func(string) string
-	envErrs []envErr // the environment variables that did not parse
+	fs   *flag.FlagSet
+	envs []env
 }
 
-type envErr struct {
-	flag string
-	err  error
+// env is a flag's variable, what its value must be, and a check (nil: none).
+type env struct {
+	name, flag, want string
+	ok               func() bool
 }
 
-// declare declares the setting name, -flagName, through define: def, or the
-// value of the environment as parse reads it (want says what it takes).
-func declare[T any](s *Settings, define func(*T, string, T, string), p *T, name, flagName string, def T, help, want string, parse func(string) (T, error)) {
-	v := def
-	if env := s.getenv(name); env != "" {
-		if x, err := parse(env); err != nil {
-			s.envErrs = append(s.envErrs, envErr{flagName, fmt.Errorf("%s: %q is not %s", name, env, want)})
-		} else {
-			v = x
-		}
-	}
-	define(p, flagName, v, help+" ($"+name+")")
+func declare[T any](s *Settings, define func(*T, string, T, string), p *T, name, flagName string, def T, help, want string, ok func() bool) {
+	define(p, flagName, def, help+" ($"+name+")")
+	s.envs = append(s.envs, env{name, flagName, want, ok})
 }
 
 // String declares a setting of text.
 func (s *Settings) String(p *string, name, flagName, def, help string) {
-	declare(s, s.fs.StringVar, p, name, flagName, def, help, "", func(v string) (string, error) { return v, nil })
+	declare(s, s.fs.StringVar, p, name, flagName, def, help, "", nil)
 }
 
 // Duration declares a setting of a duration, such as 30s.
 func (s *Settings) Duration(p *time.Duration, name, flagName, def, help string) {
 	d, _ := time.ParseDuration(def)
-	declare(s, s.fs.DurationVar, p, name, flagName, d, help, "a duration (e.g. 30s, 5m, 24h)", time.ParseDuration)
+	declare(s, s.fs.DurationVar, p, name, flagName, d, help, "a duration (e.g. 30s, 5m, 24h)", nil)
 }
 
 // Bool declares a setting of true or false.
 func (s *Settings) Bool(p *bool, name, flagName string, def bool, help string) {
-	declare(s, s.fs.BoolVar, p, name, flagName, def, help, "a boolean (use true or false)", strconv.ParseBool)
+	declare(s, s.fs.BoolVar, p, name, flagName, def, help, "a boolean (use true or false)", nil)
 }
 
 // Positive declares a setting of a whole number of at least 1.
 func (s *Settings) Positive(p *int, name, flagName string, def int, help string) {
-	declare(s, s.fs.IntVar, p, name, flagName, def, help, "a positive number", func(v string) (int, error) {
-		n, err := strconv.Atoi(v)
-		if err == nil && n < 1 {
-			err = errNotPositive
-		}
-		return n, err
-	})
+	declare(s, s.fs.IntVar, p, name, flagName, def, help, "a positive number", func() bool { return *p >= 1 })
 }
 
 // Rate declares a setting of a positive number, such as 2.5.
 func (s *Settings) Rate(p *float64, name, flagName string, def float64, help string) {
-	declare(s, s.fs.Float64Var, p, name, flagName, def, help, "a positive number", func(v string) (float64, error) {
-		f, err := strconv.ParseFloat(v, 64)
-		if err == nil && (!(f > 0) || math.IsInf(f, 0)) {
-			err = errNotPositive
-		}
-		return f, err
-	})
+	declare(s, s.fs.Float64Var, p, name, flagName, def, help, "a positive number", func() bool { return positiveRate(*p) })
 }
 
-var errNotPositive = errors.New("not a positive number")
+func positiveRate(f float64) bool { return f > 0 && !math.IsInf(f, 0) }
 
-// loadConfig reads the environment, then the flags in args, into the
-// settings of cmd and those ext declares.
+// fromEnv sets each flag that args did not give from its variable.
+func (s *Settings) fromEnv(getenv func(string) string) error {
+	given := map[string]bool{}
+	s.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, e := range s.envs {
+		v := getenv(e.name)
+		if v == "" || given[e.flag] {
+			continue
+		}
+		if err := s.fs.Set(e.flag, v); err != nil || (e.ok != nil && !e.ok()) {
+			return fmt.Errorf("%s: %q is not %s", e.name, v, e.want)
+		}
+	}
+	return nil
+}
+
+// loadConfig reads the settings of cmd and ext from args and the environment.
 func loadConfig(cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("demo-api "+cmd, flag.ContinueOnError)
-	set := &Settings{fs: fs, getenv: getenv}
+	set := &Settings{fs: fs}
 	str, dur, boolean, positive, rate := set.String, set.Duration, set.Bool, set.Positive, set.Rate
 	str(&c.databaseURL, "DATABASE_URL", "database-url", "", "PostgreSQL URL")
 	str(&c.listenAddr, "LISTEN_ADDR", "listen", ":8080", "listen address")
@@ -161,9 +150,6 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	if cmd == "dispatch" {
 		str(&c.metricsAddr, "METRICS_ADDR", "metrics-listen", "", "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics")
 	}
-	// -h must not print a password or the token hashes found in the environment.
-	fs.Lookup("database-url").DefValue = ""
-	fs.Lookup("tokens").DefValue = ""
 	usage := commandUsage[cmd] + "\n\nEach flag has an environment variable, named in its help; a flag wins.\n"
 	if err := ParseFlags(fs, args, usage, stdout); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
@@ -176,12 +162,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (%s)", fs.Arg(0), commandUsage[cmd])
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for _, e := range set.envErrs {
-		if !given[e.flag] {
-			return c, e.err
-		}
+	if err := set.fromEnv(getenv); err != nil {
+		return c, err
 	}
 	for _, bad := range []struct {
 		is  bool
@@ -191,7 +173,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		{(cmd == "serve" || cmd == "dispatch") && (c.Lease <= 0 || c.TTL < c.Lease), "IDEMPOTENCY_LEASE must be positive and at most IDEMPOTENCY_TTL: " +
 			"a retry told to wait out a claim (Retry-After, at most the lease) must still find its answer"},
 		{cmd == "dispatch" && c.ProviderURL == "", "set PROVIDER_URL (or -provider-url) to the review desk's URL"},
-		{cmd == "serve" && (!(c.newKeysPerSecond > 0) || math.IsInf(c.newKeysPerSecond, 0)),
+		{cmd == "serve" && !positiveRate(c.newKeysPerSecond),
 			"NEW_KEYS_PER_SECOND must be a positive number: the bound on new keys per actor is always on (raise it to loosen it)"},
 		{cmd == "serve" && c.newKeysBurst < 1, "NEW_KEYS_BURST must be at least 1: an actor must be able to store one new key"},
 		{c.path != "" && c.path != string(idempotency.OnePhase) && c.path != string(idempotency.TwoPhase), "IDEMPOTENCY_PATH must be one_phase, two_phase or empty"},

@@ -13,10 +13,11 @@ import (
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/serving"
+	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// dispatcher returns the dispatcher of cfg on store; its Desk is nil
-// without PROVIDER_URL.
+// dispatcher returns the dispatcher of cfg on store; Desk is nil without
+// PROVIDER_URL.
 func dispatcher(cfg Config, store *postgres.Store, logger *slog.Logger, m delivery.Metrics) *delivery.Dispatcher {
 	d := &delivery.Dispatcher{Store: store, Logger: logger, Metrics: m, MaxAttempts: cfg.dispatchAttempts,
 		FirstRetry: cfg.dispatchRetry, CallTimeout: cfg.dispatchTimeout}
@@ -28,15 +29,15 @@ func dispatcher(cfg Config, store *postgres.Store, logger *slog.Logger, m delive
 	return d
 }
 
-// dispatch runs the dispatcher alone until ctx ends, and serves its metrics
-// on cfg.metricsAddr if set.
+// dispatch runs the dispatcher alone until ctx ends, with its metrics on
+// METRICS_ADDR if set.
 func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
 	logger := NewLogger(cfg.logFormat, stderr).With("service", "dispatcher")
-	stopTracing, err := startTracing(ctx, cfg, logger)
+	stopTracing, err := tracing.Setup(ctx, cfg.tracing, logger)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	store, err := openStore(ctx, cfg, logger, postgres.LongStatements, ext)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/tracing"
 )
 
 // TestContainerGraceOutlastsTheShutdown: a container runtime kills the
@@ -38,8 +39,8 @@ func TestContainerGraceOutlastsTheShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docker-compose.yml: the api's stop_grace_period %q: %v (docker's default is 10s)", compose.Services["demo-api"].StopGracePeriod, err)
 	}
-	if need := cfg.shutdownTimeout + flushTimeout; grace <= need {
+	if need := cfg.shutdownTimeout + tracing.FlushTimeout; grace <= need {
 		t.Fatalf("docker-compose.yml: the api's stop_grace_period is %v; serve may take %v (SHUTDOWN_TIMEOUT %v, then the spans' export %v)",
-			grace, need, cfg.shutdownTimeout, flushTimeout)
+			grace, need, cfg.shutdownTimeout, tracing.FlushTimeout)
 	}
 }

@@ -48,8 +48,8 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	return nil
 }
 
-// healthzURL is /healthz on addr, a listen address: a host that listens
-// on every interface (none, 0.0.0.0, ::) is asked on its loopback.
+// healthzURL is /healthz on the listen address addr; every interface
+// (none, 0.0.0.0, ::) is asked on loopback.
 func healthzURL(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

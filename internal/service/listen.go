@@ -7,8 +7,8 @@ import (
 	"syscall"
 )
 
-// Listen listens on addr, the value of setting; an address that another
-// process holds says what to do about it.
+// Listen listens on addr, the value of setting, and says what to do when
+// another process holds it.
 func Listen(addr, setting string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	switch {

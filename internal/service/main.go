@@ -1,6 +1,5 @@
-// Package service is the program of demo-api: its commands, serve with its
-// chores, and their configuration (config.go). A service built on this one
-// (the full demo, demo/) runs it with an Extension of its own.
+// Package service is the program of demo-api: its commands and their
+// configuration; a service built on it (demo/) adds an Extension.
 package service
 
 import (
@@ -14,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -24,23 +24,18 @@ import (
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
-// Extension is what a service built on this one adds to the commands and
-// to serve.
+// Extension is what a service built on this one adds to the program.
 type Extension struct {
-	Commands []Command
-	Settings func(s *Settings)                           // more settings of serve and dispatch
-	Serve    func(ctx context.Context, s *Serving) error // adds to serve and dispatch once the schema is current
-	// Migrations are a schema of the service's own, applied after the
-	// template's and taken down before it.
-	Migrations *Migrations
-	// Authenticate, if set, returns serve's check of the bearer tokens that
-	// API_TOKENS does not hold (nil: none); with a check, API_TOKENS may be
-	// empty.
+	Commands   []Command
+	Settings   func(s *Settings)                           // more settings of serve and dispatch
+	Serve      func(ctx context.Context, s *Serving) error // adds to serve and dispatch once the schema is current
+	Migrations *Migrations                                 // applied after the template's, taken down before them
+	// Authenticate, if set, returns serve's check of the tokens API_TOKENS
+	// does not hold (nil: none); with a check, API_TOKENS may be empty.
 	Authenticate func(c Config, tokens auth.Tokens) (func(token string) (actor string, err error), error)
 }
 
-// Migrations are golang-migrate files at the root of FS, in a table of
-// their own.
+// Migrations are golang-migrate files at the root of FS, with their own table.
 type Migrations struct {
 	FS    fs.FS
 	Table string
@@ -55,21 +50,19 @@ type Command struct {
 
 // Serving is what serve and dispatch have made, for an Extension to add to.
 type Serving struct {
-	Config  Config
-	Logger  *slog.Logger
-	Store   *postgres.Store // the requests' pool
-	Chores  *postgres.Store // the pool of the chores' batches (the long statement bound)
-	Metrics *metrics.Metrics
-	Desk    *reviewdesk.Client                // nil without PROVIDER_URL
-	Stdout  io.Writer                         // where the command prints its lines
-	Deps    *httpapi.Deps                     // the API's, in serve only (nil in dispatch)
-	Chore   func(f func(ctx context.Context)) // runs f beside serve or dispatch until they stop
-	// Listening, if set, is called once serve listens at addr.
-	Listening func(addr *net.TCPAddr)
+	Config    Config
+	Logger    *slog.Logger
+	Store     *postgres.Store // the requests' pool
+	Chores    *postgres.Store // the pool of the chores' batches (the long statement bound)
+	Metrics   *metrics.Metrics
+	Desk      *reviewdesk.Client                // nil without PROVIDER_URL
+	Stdout    io.Writer                         // where the command prints its lines
+	Deps      *httpapi.Deps                     // the API's, in serve only (nil in dispatch)
+	Chore     func(f func(ctx context.Context)) // runs f beside serve or dispatch until they stop
+	Listening func(addr *net.TCPAddr)           // if set, called once serve listens at addr
 }
 
-// Main runs the program with args (the command and its flags): a command's
-// -h prints its flags to stdout and is no error.
+// Main runs the program with args (the command and its flags); -h is no error.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) error {
 	err := runCommand(ctx, args, getenv, stdout, stderr, ext)
 	if errors.Is(err, flag.ErrHelp) {
@@ -78,8 +71,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	return err
 }
 
-// ParseFlags parses a command's args into fs. With -h it prints usage and
-// the flags to stdout and returns flag.ErrHelp; a bad flag is refused.
+// ParseFlags parses a command's args into fs; -h prints usage and the flags
+// to stdout and returns flag.ErrHelp.
 func ParseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -87,16 +80,12 @@ func ParseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer)
 		fmt.Fprint(stdout, usage+"\n")
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
-		return err
 	}
-	if err != nil {
-		return &ExitError{ExitRefused, err}
-	}
-	return nil
+	return err
 }
 
 // Exit runs Main as the process: SIGINT or SIGTERM stops it gracefully, and
-// its error, printed, sets the exit status.
+// its error sets the exit status.
 func Exit(ext *Extension) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := Main(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, ext)
@@ -145,23 +134,21 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	switch cmd {
 	case "serve", "migrate", "dispatch", "purge-expired":
 		direction := ""
-		if cmd == "migrate" {
-			if len(args) > 0 && (args[0] == "up" || args[0] == "down") {
-				direction, args = args[0], args[1:]
-			} else if !wantsHelp(args) {
-				return errors.New(commandUsage[cmd])
-			}
+		if cmd == "migrate" && len(args) > 0 && (args[0] == "up" || args[0] == "down") {
+			direction, args = args[0], args[1:]
 		}
 		cfg, err := loadConfig(cmd, args, getenv, stdout, stderr, ext)
 		if err != nil {
 			return err
 		}
-		switch cmd {
-		case "serve":
+		switch {
+		case cmd == "serve":
 			return serve(ctx, cfg, stdout, stderr, ext)
-		case "migrate":
+		case cmd == "migrate" && direction == "":
+			return errors.New(commandUsage[cmd])
+		case cmd == "migrate":
 			return migrateCmd(ctx, cfg, direction, stdout, ext)
-		case "dispatch":
+		case cmd == "dispatch":
 			return dispatch(ctx, cfg, stdout, stderr, ext)
 		}
 		return purgeCmd(ctx, cfg, stdout)
@@ -171,7 +158,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return healthcheckCmd(ctx, args, getenv, stdout)
 	case "hash-token":
 		const hashUsage = "usage: demo-api hash-token TOKEN\n\nPrints the hex SHA-256 of TOKEN, as API_TOKENS holds it (actor:sha256hex,…)."
-		if wantsHelp(args) {
+		if len(args) == 1 && slices.Contains([]string{"-h", "-help", "--h", "--help"}, args[0]) {
 			fmt.Fprintln(stdout, hashUsage)
 			return nil
 		}
@@ -187,17 +174,4 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
-}
-
-// wantsHelp reports whether args ask for help, as the flag package reads it.
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "-h", "-help", "--h", "--help":
-			return true
-		case "--":
-			return false
-		}
-	}
-	return false
 }

@@ -19,18 +19,18 @@ import (
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/serving"
+	"github.com/demo-api/demo-api/internal/tracing"
 	"github.com/demo-api/demo-api/internal/workshop"
 )
 
-// serve runs the API until ctx ends, then lets in-flight requests finish,
-// stops its chores, and returns nil.
+// serve runs the API and its chores until ctx ends, then stops gracefully.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
 	logger := NewLogger(cfg.logFormat, stderr)
-	stopTracing, err := startTracing(ctx, cfg, logger)
+	stopTracing, err := tracing.Setup(ctx, cfg.tracing, logger)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	var pprofLn net.Listener // refused before anything starts when it is not on this machine
 	if cfg.pprofAddr != "" {
 		if pprofLn, err = serving.ListenPprof(cfg.pprofAddr); err != nil {
@@ -43,7 +43,6 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		return err
 	}
 	defer store.DB().Close()
-	// The chores' batches have a pool of their own, with the long bound.
 	chores, err := openStore(ctx, cfg, logger, postgres.LongStatements, nil)
 	if err != nil {
 		return err
@@ -128,12 +127,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 	return serving.Serve(ctx, logger, srv, ln, cfg.shutdownTimeout)
 }
 
-// startWait is how long a server waits at start for a database that does
-// not answer yet; one that refuses (a wrong password) ends the start at once.
+// startWait is how long a start waits for a database that does not answer
+// yet; one that refuses (a wrong password) ends it at once.
 const startWait = 30 * time.Second
 
-// openStore opens cfg's database, trying again each second for startWait
-// while it is unavailable; with migrate, it brings the schema up to date.
+// openStore opens cfg's database, trying again each second for startWait;
+// with migrate, it brings the schema up to date.
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, error) {
 	db, err := cfg.openDB(ctx, statementTimeout)
 	for deadline := time.Now().Add(startWait); err != nil && postgres.Unavailable(err) && time.Now().Before(deadline); {
@@ -161,14 +160,12 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTi
 	return postgres.New(db), nil
 }
 
-// openDB opens cfg's database with statements bounded by statementTimeout,
-// as a pooler in transaction mode when DATABASE_UNPREPARED says so.
+// openDB opens cfg's database with statements bounded by statementTimeout.
 func (c Config) openDB(ctx context.Context, statementTimeout time.Duration) (*sqlx.DB, error) {
 	return postgres.OpenWith(ctx, c.databaseURL, postgres.Options{StatementTimeout: statementTimeout, Pooled: c.unprepared})
 }
 
-// migrateHint says what to do when migrations cannot run through the
-// pooler DATABASE_URL reaches.
+// migrateHint says what to do when migrations cannot run through a pooler.
 func migrateHint(err error) error {
 	if errors.Is(err, postgres.ErrMigrateNeedsDirectURL) {
 		return fmt.Errorf("%w: run demo-api migrate with DATABASE_URL set to PostgreSQL itself", err)

@@ -1,7 +1,5 @@
-// Package tracing decides whether the service makes spans, and exports
-// them in batches over OTLP/HTTP with protobuf when the standard
-// OTEL_EXPORTER_OTLP_ENDPOINT (or its _TRACES_ variant) is set. Off, Start
-// hands out a span that records nothing.
+// Package tracing makes spans, exported over OTLP/HTTP with protobuf, when
+// the standard OTEL_EXPORTER_OTLP_ENDPOINT (or its _TRACES_ variant) is set.
 package tracing
 
 import (
@@ -12,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
@@ -24,19 +23,14 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// scope names the service's tracer (the instrumentation scope of its spans).
+// scope is the instrumentation scope of the service's spans.
 const scope = "github.com/demo-api/demo-api"
 
 // Propagator carries a trace across HTTP calls: W3C traceparent and baggage.
 var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// tracing is what Use installed; nil is off.
-type tracing struct {
-	provider trace.TracerProvider
-	tracer   trace.Tracer
-}
-
-var current atomic.Pointer[tracing]
+// current is the provider Use installed; nil is off.
+var current atomic.Pointer[trace.TracerProvider]
 
 // On reports whether spans are made.
 func On() bool { return current.Load() != nil }
@@ -47,13 +41,13 @@ func Use(tp trace.TracerProvider) {
 		current.Store(nil)
 		return
 	}
-	current.Store(&tracing{provider: tp, tracer: tp.Tracer(scope)})
+	current.Store(&tp)
 }
 
 // Provider is the provider spans are made with: a no-op one when off.
 func Provider() trace.TracerProvider {
-	if t := current.Load(); t != nil {
-		return t.provider
+	if tp := current.Load(); tp != nil {
+		return *tp
 	}
 	return noop.TracerProvider{}
 }
@@ -61,11 +55,11 @@ func Provider() trace.TracerProvider {
 // Start starts a span named name, a child of ctx's span if it has one. Off,
 // it returns ctx and a span that records nothing.
 func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	t := current.Load()
-	if t == nil {
+	tp := current.Load()
+	if tp == nil {
 		return ctx, noop.Span{}
 	}
-	return t.tracer.Start(ctx, name, opts...)
+	return (*tp).Tracer(scope).Start(ctx, name, opts...)
 }
 
 // TraceID is the trace id of ctx's span when it is recording, else "".
@@ -83,9 +77,8 @@ type Config struct {
 	ServiceName string
 }
 
-// FromEnv reads the standard OpenTelemetry variables through getenv: the
-// traces' endpoint, else the base endpoint with /v1/traces; none when
-// OTEL_SDK_DISABLED=true.
+// FromEnv reads the standard OpenTelemetry variables: the traces' endpoint,
+// else the base one with /v1/traces; none when OTEL_SDK_DISABLED=true.
 func FromEnv(getenv func(string) string) Config {
 	c := Config{
 		Endpoint:    getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
@@ -101,9 +94,12 @@ func FromEnv(getenv func(string) string) Config {
 	return c
 }
 
-// Setup turns tracing on as c says, or leaves it off when c has no
-// endpoint; shutdown exports the spans still buffered and stops. The
-// exporter reads its other standard variables from the environment.
+// FlushTimeout bounds the export of the spans still buffered at the shutdown.
+const FlushTimeout = 5 * time.Second
+
+// Setup turns tracing on as c says (off without an endpoint); shutdown
+// exports the spans still buffered, and logs a failure. The exporter reads
+// the other variables.
 func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(context.Context) error, err error) {
 	if c.Endpoint == "" {
 		Use(nil)
@@ -135,6 +131,12 @@ func Setup(ctx context.Context, c Config, logger *slog.Logger) (shutdown func(co
 	logger.Info("tracing", "endpoint", u.Redacted(), "protocol", c.Protocol, "service_name", c.ServiceName)
 	return func(ctx context.Context) error {
 		Use(nil)
-		return tp.Shutdown(ctx)
+		ctx, cancel := context.WithTimeout(ctx, FlushTimeout)
+		defer cancel()
+		err := tp.Shutdown(ctx)
+		if err != nil {
+			logger.Warn("tracing: spans not exported at the stop", "err", err)
+		}
+		return err
 	}, nil
 }

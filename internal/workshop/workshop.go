@@ -1,6 +1,5 @@
-// Package workshop is the workshop's knobs: request headers that reproduce
-// each branch of the contract on demand, on any idempotent operation, as a
-// decorator of its work (httpapi.Decorator).
+// Package workshop is the knobs: request headers that reproduce each branch
+// of the contract on any idempotent operation (an httpapi.Decorator).
 package workshop
 
 import (
@@ -78,11 +77,8 @@ func read(r *http.Request, maxDelay time.Duration) (knobs, error) {
 			return k, apperr.Errorf(apperr.InvalidHeader, "%s must be a duration below %s (half the lease), such as %s", HeaderDelay, maxDelay, maxDelay/2)
 		}
 	}
-	switch r.Header.Get(HeaderFail) {
-	case "":
-	case "after-claim":
-		k.fail = true
-	default:
+	k.fail = r.Header.Get(HeaderFail) == "after-claim"
+	if !k.fail && r.Header.Get(HeaderFail) != "" {
 		return k, apperr.Errorf(apperr.InvalidHeader, "%s must be after-claim", HeaderFail)
 	}
 	if v := r.Header.Get(HeaderDropResponse); v != "" {
