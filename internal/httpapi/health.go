@@ -12,13 +12,12 @@ import (
 // readyTimeout is how long /readyz waits for the database.
 const readyTimeout = 2 * time.Second
 
-// writesHeld is what a replication reading (postgres.Replication) may say
-// of writes: why every one is answered 503 now, "" when they go through.
+// writesHeld is a replication reading (postgres.Replication) that says why
+// writes are answered 503 now, or "".
 type writesHeld interface{ WritesHeld() string }
 
-// handleReadyz answers 200 while the database answers, 503 otherwise, within
-// readyTimeout. It shows how commits replicate, and writes: unavailable when
-// they cannot be acknowledged: ready still, for reads and replays.
+// handleReadyz answers 200 while the database answers within readyTimeout,
+// with how commits replicate (writes: unavailable, ready for reads), else 503.
 func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replication func() any) http.Handler {
 	return handleRead(logger, func(r *http.Request) (map[string]any, error) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
@@ -40,8 +39,7 @@ func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replic
 }
 
 // untilDone returns f's error, or ctx's if ctx ends first: in a partition
-// lib/pq may wait past its context's deadline until TCP gives up, so f is
-// left to return in the background, its answer dropped.
+// lib/pq may outwait its deadline, so f is left to return in the background.
 func untilDone(ctx context.Context, f func(context.Context) error) error {
 	done := make(chan error, 1)
 	go func() { done <- f(ctx) }()
