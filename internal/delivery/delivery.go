@@ -188,7 +188,7 @@ func (d *Dispatcher) defaults() {
 }
 
 // Run dispatches until ctx ends, then records the marks of the rows in
-// flight. After failed takes it pauses longer, up to maxFailedPause.
+// flight. After failed takes it pauses longer, up to 5 s.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.defaults()
 	decided := make(chan Mark, d.InFlight)
@@ -217,7 +217,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			case <-ctx.Done():
 			case <-time.After(jitter(pause)):
 			}
-			pause = min(2*pause, maxFailedPause)
+			pause = min(2*pause, 5*time.Second)
 		case n == 0:
 			pause = d.Idle
 			if len(busy) > 0 {
@@ -245,9 +245,6 @@ func (d *Dispatcher) waitFreed(ctx context.Context, after time.Duration) {
 	case <-timeout:
 	}
 }
-
-// maxFailedPause bounds the pause after failed takes.
-const maxFailedPause = 5 * time.Second
 
 // Once takes up to Batch due rows, hands each over, records their marks,
 // and returns how many rows it took.

@@ -19,8 +19,8 @@ import (
 const MaxBodyBytes = 64 << 10
 
 // DecodeJSON decodes the body of r into v, a pointer to a struct: one JSON
-// object, at most MaxBodyBytes, whose members are fields of v spelled
-// exactly, each once, none null (encoding/json takes another case, duplicates, null).
+// object, at most MaxBodyBytes, whose members are fields of v spelled exactly,
+// each once, none null (encoding/json would take another case, duplicates, null).
 // Errors: unsupported_media_type, body_too_large, malformed_json,
 // unknown_field, invalid_field.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
@@ -36,8 +36,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return err
 	}
 	if !utf8.Valid(body) {
-		// encoding/json would replace the bad bytes with U+FFFD, and two
-		// different bodies would then be the same intent.
+		// encoding/json would read bad bytes as U+FFFD: two bodies, one intent.
 		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid UTF-8")
 	}
 	if err := checkMembers(body, jsonFields(v)); err != nil {

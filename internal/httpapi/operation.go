@@ -198,10 +198,8 @@ func preferWait(r *http.Request) time.Duration {
 	for _, h := range r.Header.Values("Prefer") {
 		for pref := range strings.SplitSeq(h, ",") {
 			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
-			if !strings.EqualFold(strings.TrimSpace(name), "wait") {
-				continue
-			}
-			if n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(value), `"`)); err == nil && n > 0 {
+			n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(value), `"`))
+			if strings.EqualFold(strings.TrimSpace(name), "wait") && err == nil && n > 0 {
 				return time.Duration(n) * time.Second
 			}
 		}
