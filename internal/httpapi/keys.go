@@ -48,11 +48,8 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Dura
 			return keyOutcome{}, apperr.Errorf(apperr.InvalidQuery, "operation must be one of %s", strings.Join(names, ", "))
 		}
 		raw := chi.URLParam(r, "key")
-		if r.URL.RawPath != "" { // chi routed the escaped path: decode the key once
-			var err error
-			if raw, err = url.PathUnescape(raw); err != nil {
-				return keyOutcome{}, apperr.Errorf(apperr.KeyInvalid, "the key in the path is not valid percent-encoding")
-			}
+		if r.URL.RawPath != "" { // chi routed the escaped path, which net/http checked: decode the key once
+			raw, _ = url.PathUnescape(raw)
 		}
 		key, err := idempotency.ParseKey([]string{raw})
 		if err != nil {
