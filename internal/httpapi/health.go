@@ -9,18 +9,12 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// readyTimeout is how long /readyz waits for the database.
-const readyTimeout = 2 * time.Second
-
-// writesHeld is a replication reading (postgres.Replication) that says why
-// writes are answered 503 now, or "".
-type writesHeld interface{ WritesHeld() string }
-
-// handleReadyz answers 200 while the database answers within readyTimeout,
-// with how commits replicate (writes: unavailable, ready for reads), else 503.
+// handleReadyz answers 200 while the database answers within 2 s, with how
+// commits replicate (writes: unavailable when a reading such as
+// postgres.Replication holds them, ready still for reads), else 503.
 func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replication func() any) http.Handler {
 	return handleRead(logger, func(r *http.Request) (map[string]any, error) {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := untilDone(ctx, ready); err != nil {
 			return nil, &apperr.Error{Code: apperr.Unavailable, Message: "the database does not answer", RetryAfter: time.Second, Err: err}
@@ -29,7 +23,7 @@ func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replic
 		if replication != nil {
 			if r := replication(); r != nil {
 				body["replication"] = r
-				if w, ok := r.(writesHeld); ok && w.WritesHeld() != "" {
+				if w, ok := r.(interface{ WritesHeld() string }); ok && w.WritesHeld() != "" {
 					body["writes"], body["detail"] = "unavailable", w.WritesHeld()
 				}
 			}
