@@ -1,11 +1,7 @@
-// Package delivery hands every accepted demo request, and its later events
-// (its cancels, a service's own kinds), to the review desk, an external
-// service, and keeps a record of what became of each hand-over.
-//
-// A call to another system cannot be made exactly once, so the dispatcher
-// makes it safe to repeat: one desk Idempotency-Key per event (EventKey),
-// and a lookup before any resend. docs/how-it-works.md tells the whole
-// design: the lease, the order of a request's events, cancels, reconcile.
+// Package delivery hands each accepted demo request, and its later events,
+// to the review desk (an external service), safe to repeat: one desk
+// Idempotency-Key per event (EventKey) and a lookup before any resend.
+// docs/how-it-works.md tells the design.
 package delivery
 
 import (
@@ -20,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
 
 	"github.com/demo-api/demo-api/internal/apperr"
@@ -42,9 +37,8 @@ const (
 	KindCancel = "cancel" // its cancel, queued by the request's cancel
 )
 
-// A Kind is how one kind of event is handed to the desk: Send sends event e
-// under key, and Status asks what became of an earlier send under key
-// (reviewdesk.ErrNotFound: the desk never accepted one).
+// A Kind is how one kind of event is handed to the desk: Send sends e under
+// key; Status asks about an earlier send (reviewdesk.ErrNotFound: none taken).
 type Kind struct {
 	Send   func(ctx context.Context, key string, e Due) (reviewdesk.Receipt, error)
 	Status func(ctx context.Context, key string) (reviewdesk.Receipt, error)
@@ -54,8 +48,7 @@ type Kind struct {
 func ProviderKey(requestID string) string { return "demo-request:" + requestID }
 
 // EventKey is the desk's Idempotency-Key of request id's seq-th event of
-// kind: ProviderKey, then ":<kind>" unless a submission, then ":<seq>"
-// after the first, such as demo-request:<id>:cancel:2.
+// kind, such as demo-request:<id>:cancel:2.
 func EventKey(requestID, kind string, seq int) string {
 	key := ProviderKey(requestID)
 	if kind != KindSubmit {
@@ -77,14 +70,12 @@ type Status struct {
 	ProviderKey       string     `json:"providerKey" db:"-"` // ProviderKey(RequestID)
 	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
 	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
-	// Events are the request's events after its submission, in the order
-	// they were queued; Cancel is the last of them that is a cancel.
+	// Events follow the submission in queue order; Cancel is the last cancel.
 	Events []Event `json:"events,omitempty" db:"-"`
 	Cancel *Event  `json:"cancel,omitempty" db:"-"`
 }
 
-// Event is the hand-over of one later event of a request, in the states of
-// a delivery.
+// Event is the hand-over of one later event of a request.
 type Event struct {
 	Kind              string     `json:"kind"`
 	State             string     `json:"state"`
@@ -109,8 +100,7 @@ type Due struct {
 	Cancelled bool   `db:"cancelled"` // the request was cancelled: a submission of it is never sent
 }
 
-// Mark is what one attempt decided for its row: the new state, and for a
-// pending row the wait before the next attempt.
+// Mark is what one attempt decided for its row.
 type Mark struct {
 	RequestID string
 	Kind      string
@@ -119,23 +109,20 @@ type Mark struct {
 	Token     string // the lease token the row was taken under
 	Actor     string // the row's: its store finds the row's shard by it
 	State     string
-	Reference string // Submitted
-	Error     string // the last error, if any
-	Retry     time.Duration
+	Reference string        // Submitted
+	Error     string        // the last error, if any
+	Retry     time.Duration // Pending: the wait before the next attempt
 }
 
 // Store keeps the outbox.
 type Store interface {
-	// TakeDue takes up to n due rows, but none of the busy actors', for
-	// lease under token.
+	// TakeDue leases up to n due rows, none of the busy actors', under token.
 	TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]Due, error)
-	// Settle records the marks of rows still taken under their tokens, and
-	// returns how many it recorded.
+	// Settle records the marks of rows still taken under their tokens: how many.
 	Settle(ctx context.Context, marks []Mark) (int, error)
 	// Delivery returns the delivery of actor's request id. Errors: not_found.
 	Delivery(ctx context.Context, actor, id string) (Status, error)
-	// Reconciled records the desk's answer about request id's seq-th row
-	// of kind: accepted with reference, or (reference "") never accepted.
+	// Reconciled records the desk's answer about a row: reference, or "" for none.
 	Reconciled(ctx context.Context, id, kind string, seq int, reference string) error
 }
 
@@ -146,31 +133,27 @@ type Metrics interface {
 	Called(op string)                     // a call to the desk: the event's kind, or that kind and _status
 }
 
-// Dispatcher hands due outbox rows to the desk. Each taken row is handed
-// over on its own and its mark recorded once decided, with the others
-// decided meanwhile: a slow call holds only its own row and place.
+// Dispatcher hands due outbox rows to the desk, each on its own: a slow
+// call holds only its own row and place.
 type Dispatcher struct {
-	Store  Store
-	Desk   *reviewdesk.Client
-	Logger *slog.Logger
-	// Kinds are how the events of a service's own kinds are handed over; an
-	// event of a kind no one knows is retried, and ends unknown.
-	Kinds       map[string]Kind
-	Metrics     Metrics       // optional
-	Batch       int           // rows one take asks for at most (default 32)
-	InFlight    int           // rows taken and not yet recorded, at most (default 256)
-	PerActor    int           // one actor's rows in flight, at most (default 128): a hung account fills only its own
-	CallTimeout time.Duration // of one call to the desk (default 5 s); a row's lease is three: a lookup, a send and a margin
-	MaxAttempts int           // when an unclear delivery becomes unknown (default 8)
-	FirstRetry  time.Duration // the wait after a first failed attempt (default 1 s), doubled after each up to a minute, jittered
-	Idle        time.Duration // the pause when nothing is due (default 200 ms, jittered)
+	Store       Store
+	Desk        *reviewdesk.Client
+	Logger      *slog.Logger
+	Kinds       map[string]Kind // a service's own kinds; an event of an unknown kind ends unknown
+	Metrics     Metrics         // optional
+	Batch       int             // rows one take asks for at most (default 32)
+	InFlight    int             // rows taken and not yet recorded, at most (default 256)
+	PerActor    int             // one actor's rows in flight, at most (default 128): a hung account fills only its own
+	CallTimeout time.Duration   // of one call to the desk (default 5 s); a row's lease is three: a lookup, a send and a margin
+	MaxAttempts int             // when an unclear delivery becomes unknown (default 8)
+	FirstRetry  time.Duration   // the wait after a first failed attempt (default 1 s), doubled after each up to a minute, jittered
+	Idle        time.Duration   // the pause when nothing is due (default 200 ms, jittered)
 
-	once     sync.Once
-	mu       sync.Mutex
-	inFlight int            // rows taken and not yet recorded
-	byActor  map[string]int // the same, by actor
-	freed    chan struct{}  // a place was freed
-	kinds    map[string]Kind
+	once    sync.Once
+	mu      sync.Mutex
+	byActor map[string]int // rows taken and not yet recorded, by actor
+	freed   chan struct{}  // a place was freed
+	kinds   map[string]Kind
 }
 
 // defaults fills the zero fields, once.
@@ -205,7 +188,7 @@ func (d *Dispatcher) defaults() {
 }
 
 // Run dispatches until ctx ends, then records the marks of the rows in
-// flight. After failed takes it pauses longer, up to maxFailedPause.
+// flight. After failed takes it pauses longer, up to 5 s.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.defaults()
 	decided := make(chan Mark, d.InFlight)
@@ -213,8 +196,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	go func() { defer close(recorded); d.recordAll(ctx, decided) }()
 	var wg sync.WaitGroup
 	pause := d.Idle
-	// A take that leaves the busy actors' rows still reads them: after one
-	// that found nothing else, wait for a freed place or a pause.
+	// A take that skips the busy actors' rows still reads them: after one found nothing, pause.
 	var othersIdleUntil time.Time
 	for ctx.Err() == nil {
 		free, busy := d.places()
@@ -233,15 +215,15 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			d.Logger.Warn("dispatch take failed", "err", err, "next_try_in", pause)
 			select {
 			case <-ctx.Done():
-			case <-time.After(pause/2 + rand.N(pause)):
+			case <-time.After(jitter(pause)):
 			}
-			pause = min(2*pause, maxFailedPause)
+			pause = min(2*pause, 5*time.Second)
 		case n == 0:
 			pause = d.Idle
 			if len(busy) > 0 {
 				othersIdleUntil = time.Now().Add(d.Idle)
 			}
-			d.waitFreed(ctx, d.Idle/2+rand.N(d.Idle))
+			d.waitFreed(ctx, jitter(d.Idle))
 		default:
 			pause = d.Idle
 		}
@@ -251,8 +233,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	<-recorded
 }
 
-// waitFreed waits until ctx ends, a place is freed, or after passes (0:
-// no bound).
+// waitFreed waits until ctx ends, a place is freed, or after passes (0: no bound).
 func (d *Dispatcher) waitFreed(ctx context.Context, after time.Duration) {
 	var timeout <-chan time.Time
 	if after > 0 {
@@ -264,9 +245,6 @@ func (d *Dispatcher) waitFreed(ctx context.Context, after time.Duration) {
 	case <-timeout:
 	}
 }
-
-// maxFailedPause bounds the pause after failed takes.
-const maxFailedPause = 5 * time.Second
 
 // Once takes up to Batch due rows, hands each over, records their marks,
 // and returns how many rows it took.
@@ -281,17 +259,18 @@ func (d *Dispatcher) Once(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// places returns how many more rows may be taken, and the actors that have
-// as many in flight as one may.
+// places returns how many more rows may be taken, and the actors at PerActor.
 func (d *Dispatcher) places() (free int, busy []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	free = d.InFlight
 	for actor, n := range d.byActor {
+		free -= n
 		if n >= d.PerActor {
 			busy = append(busy, actor)
 		}
 	}
-	return d.InFlight - d.inFlight, busy
+	return free, busy
 }
 
 // take takes up to n due rows of actors not busy and starts, on wg, the
@@ -303,7 +282,6 @@ func (d *Dispatcher) take(ctx context.Context, wg *sync.WaitGroup, n int, busy [
 		return 0, err
 	}
 	d.mu.Lock()
-	d.inFlight += len(due)
 	for _, row := range due {
 		d.byActor[row.Actor]++
 	}
@@ -324,22 +302,12 @@ func (d *Dispatcher) take(ctx context.Context, wg *sync.WaitGroup, n int, busy [
 func (d *Dispatcher) recordAll(ctx context.Context, decided <-chan Mark) {
 	for first := range decided {
 		batch := []Mark{first}
-	waiting:
-		for {
-			select {
-			case next, ok := <-decided:
-				if !ok {
-					break waiting
-				}
-				batch = append(batch, next)
-			default:
-				break waiting
-			}
+		for len(decided) > 0 { // the marks already waiting: no one else receives
+			batch = append(batch, <-decided)
 		}
 		d.record(ctx, batch)
 		d.mu.Lock()
 		for _, m := range batch {
-			d.inFlight--
 			if d.byActor[m.Actor]--; d.byActor[m.Actor] == 0 {
 				delete(d.byActor, m.Actor)
 			}
@@ -355,10 +323,8 @@ func (d *Dispatcher) recordAll(ctx context.Context, decided <-chan Mark) {
 // lease is how long a take holds its rows: a lookup, a send and a margin.
 func (d *Dispatcher) lease() time.Duration { return 3 * d.CallTimeout }
 
-// record records marks, even when ctx ended meanwhile (an accepted
-// submission is best recorded now), for as long as a lease: a mark not
-// recorded leaves its row taken, due again when its lease passes, and
-// asked about first; one recorded after it is fenced by its token.
+// record records marks, even after ctx ended, for as long as a lease: a
+// row not recorded is due again when its lease passes, and asked about first.
 func (d *Dispatcher) record(ctx context.Context, marks []Mark) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.lease())
 	defer cancel()
@@ -380,9 +346,8 @@ func (d *Dispatcher) record(ctx context.Context, marks []Mark) {
 	}
 }
 
-// attempt hands row to the desk once and decides its state. An attempt
-// after the first asks the desk first; a cancelled request's submission is
-// never sent.
+// attempt hands row to the desk once and decides its state: an attempt after
+// the first asks the desk first; a cancelled request's submission is never sent.
 func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
 	ctx, cancel := context.WithTimeout(reviewdesk.WithAccount(ctx, row.Actor), 2*d.CallTimeout)
 	defer cancel()
@@ -424,8 +389,7 @@ func (d *Dispatcher) call(ctx context.Context, op string, fn func(context.Contex
 	return fn(ctx)
 }
 
-// retry is the mark of an unclear attempt: pending after a backoff, or
-// unknown once the attempts ran out.
+// retry is the mark of an unclear attempt: pending after a backoff, or unknown at the last.
 func (d *Dispatcher) retry(row Due, err error) Mark {
 	if row.Attempt >= d.MaxAttempts {
 		return Mark{State: Unknown, Error: err.Error()}
@@ -433,27 +397,25 @@ func (d *Dispatcher) retry(row Due, err error) Mark {
 	return Mark{State: Pending, Error: err.Error(), Retry: d.backoff(row.Attempt)}
 }
 
-// backoff is the wait after attempt n (1 for the first): FirstRetry doubled
-// n-1 times, capped at a minute, jittered.
+// backoff is the wait after attempt n: FirstRetry doubled n-1 times, at most a minute.
 func (d *Dispatcher) backoff(n int) time.Duration {
-	b := &backoff.ExponentialBackOff{InitialInterval: d.FirstRetry, RandomizationFactor: 0.5,
-		Multiplier: 2, MaxInterval: time.Minute}
-	b.Reset()
-	wait := b.NextBackOff()
+	wait := d.FirstRetry
 	for range n - 1 {
-		wait = b.NextBackOff()
+		wait = min(2*wait, time.Minute)
 	}
-	return wait
+	return jitter(wait)
 }
+
+// jitter is d give or take half.
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
 
 // Delivery returns the delivery of actor's request id. Errors: not_found.
 func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, error) {
 	return d.Store.Delivery(ctx, actor, id)
 }
 
-// Reconcile asks the desk what became of actor's request id and of its
-// unknown events, and records its answers: accepted, or back in the queue.
-// It never sends, so it is safe to repeat.
+// Reconcile asks the desk what became of actor's request id and its unknown
+// events, and records the answers; it never sends, so it is safe to repeat.
 // Errors: not_found; unavailable (the desk did not answer clearly).
 func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, error) {
 	d.defaults()
@@ -485,16 +447,14 @@ func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, e
 		key := EventKey(id, e.Kind, e.Seq)
 		receipt, err := d.call(reviewdesk.WithAccount(ctx, actor), e.Kind+"_status",
 			func(ctx context.Context) (reviewdesk.Receipt, error) { return kind.Status(ctx, key) })
-		switch {
-		case err == nil:
-			err = d.Store.Reconciled(ctx, id, e.Kind, e.Seq, receipt.Reference)
-		case errors.Is(err, reviewdesk.ErrNotFound):
-			err = d.Store.Reconciled(ctx, id, e.Kind, e.Seq, "")
-		default:
+		var ref string // "": never accepted, back in the queue
+		if err == nil {
+			ref = receipt.Reference
+		} else if !errors.Is(err, reviewdesk.ErrNotFound) {
 			return Status{}, &apperr.Error{Code: apperr.Unavailable, Message: "the review desk does not answer clearly; try again",
 				RetryAfter: time.Second, Err: err}
 		}
-		if err != nil {
+		if err := d.Store.Reconciled(ctx, id, e.Kind, e.Seq, ref); err != nil {
 			return Status{}, err
 		}
 	}

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -20,10 +19,8 @@ import (
 const MaxBodyBytes = 64 << 10
 
 // DecodeJSON decodes the body of r into v, a pointer to a struct: one JSON
-// object of type application/json, at most MaxBodyBytes, whose members are
-// fields of v spelled exactly, each once, none null (encoding/json alone
-// would take another case, the last of two duplicates, null as zero).
-//
+// object, at most MaxBodyBytes, whose members are fields of v spelled exactly,
+// each once, none null (encoding/json would take another case, duplicates, null).
 // Errors: unsupported_media_type, body_too_large, malformed_json,
 // unknown_field, invalid_field.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
@@ -39,8 +36,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return err
 	}
 	if !utf8.Valid(body) {
-		// encoding/json would replace the bad bytes with U+FFFD, and two
-		// different bodies would then be the same intent.
+		// encoding/json would read bad bytes as U+FFFD: two bodies, one intent.
 		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid UTF-8")
 	}
 	if err := checkMembers(body, jsonFields(v)); err != nil {
@@ -48,22 +44,19 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && typeErr.Field != "" {
-			return apperr.Errorf(apperr.InvalidField, "%s must be a %s", typeErr.Field, cmp.Or(jsonKinds[typeErr.Type.Kind()], "number"))
+			return apperr.Errorf(apperr.InvalidField, "%s must not be a %s", typeErr.Field, typeErr.Value)
 		}
 		return apperr.Errorf(apperr.MalformedJSON, "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
 }
 
-// ReadBody reads the body of r, at most limit bytes: every route reads a
-// body so, and answers one too large, or cut off, the same way.
-//
+// ReadBody reads the body of r, at most limit bytes.
 // Errors: body_too_large, malformed_json (the body could not be read).
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	tooLarge := apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
 	if r.ContentLength > limit {
-		// Answered before a body that may never come is read; the
-		// connection closes, or Go's server would read it first.
+		// Answered before the body is read; the connection closes, or Go would read it first.
 		w.Header().Set("Connection", "close")
 		return nil, tooLarge
 	}
@@ -140,24 +133,13 @@ func jsonFields(v any) map[string]bool {
 	return fields
 }
 
-// jsonKinds names the JSON type of a Go kind; the others are numbers.
-var jsonKinds = map[reflect.Kind]string{
-	reflect.String: "string",
-	reflect.Struct: "object",
-	reflect.Map:    "object",
-	reflect.Slice:  "array",
-	reflect.Array:  "array",
-	reflect.Bool:   "boolean",
-}
-
-// escapes matches, left to right, an escaped backslash (what follows it is
-// text), a pair of \u escapes of UTF-16 surrogates, and one on its own or of NUL.
+// escapes matches an escaped backslash (what follows is text), a surrogate
+// pair, and a lone surrogate or NUL escape.
 var escapes = regexp.MustCompile(`(?i)\\\\|\\ud[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|\\u(?:d[89a-f][0-9a-f]{2}|0000)`)
 
-// badEscape returns the first \u escape in the JSON text v of a character
-// not stored as sent, or "": a lone UTF-16 surrogate, which encoding/json
-// reads as U+FFFD ("\ud800" and "\ufffd" would be the same intent), or NUL,
-// which PostgreSQL cannot store in text.
+// badEscape returns the first escape in the JSON text v of a character not
+// stored as sent, or "": a lone surrogate (encoding/json reads it as U+FFFD),
+// or NUL (PostgreSQL text cannot hold it).
 func badEscape(v []byte) string {
 	for _, m := range escapes.FindAll(v, -1) {
 		if len(m) == len(`\u0000`) {

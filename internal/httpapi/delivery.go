@@ -19,9 +19,8 @@ type Deliveries interface {
 	Reconcile(ctx context.Context, actor, id string) (delivery.Status, error)
 }
 
-// handleDelivery answers a request's delivery as get finds it: GET reads
-// it; POST …/reconcile asks the desk and records its answer, and never
-// sends, so it needs no key: a repeat records the same.
+// handleDelivery answers a request's delivery as get finds it; reconcile
+// never sends, so it needs no key.
 func handleDelivery(logger *slog.Logger, get func(ctx context.Context, actor, id string) (delivery.Status, error)) http.Handler {
 	return handleRead(logger, func(r *http.Request) (delivery.Status, error) {
 		id := chi.URLParam(r, "id")

@@ -57,10 +57,8 @@ func createDemoRequest(svc *demo.Service, writes Writes) Operation[demo.CreateIn
 	}
 }
 
-// cancelDemoRequest is POST /v1/demo-requests/{id}/cancel: the first cancel
-// answers 200 and its retries replay it; a new key on a cancelled request
-// gets 422 request_not_cancellable. Its input is the id: a key reused for
-// another request is another intent (422).
+// cancelDemoRequest is POST /v1/demo-requests/{id}/cancel; its input is the
+// id, so a key reused for another request is another intent (422).
 func cancelDemoRequest(svc *demo.Service, writes Writes) Operation[string, demo.Request] {
 	return Operation[string, demo.Request]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests/{id}/cancel",

@@ -9,19 +9,12 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// readyTimeout is how long /readyz waits for the database.
-const readyTimeout = 2 * time.Second
-
-// writesHeld is what a replication reading (postgres.Replication) may say
-// of writes: why every one is answered 503 now, "" when they go through.
-type writesHeld interface{ WritesHeld() string }
-
-// handleReadyz answers 200 while the database answers, 503 otherwise, within
-// readyTimeout. It shows how commits replicate, and writes: unavailable when
-// they cannot be acknowledged: ready still, for reads and replays.
+// handleReadyz answers 200 while the database answers within 2 s, with how
+// commits replicate (writes: unavailable when a reading such as
+// postgres.Replication holds them, ready still for reads), else 503.
 func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replication func() any) http.Handler {
 	return handleRead(logger, func(r *http.Request) (map[string]any, error) {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := untilDone(ctx, ready); err != nil {
 			return nil, &apperr.Error{Code: apperr.Unavailable, Message: "the database does not answer", RetryAfter: time.Second, Err: err}
@@ -30,7 +23,7 @@ func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replic
 		if replication != nil {
 			if r := replication(); r != nil {
 				body["replication"] = r
-				if w, ok := r.(writesHeld); ok && w.WritesHeld() != "" {
+				if w, ok := r.(interface{ WritesHeld() string }); ok && w.WritesHeld() != "" {
 					body["writes"], body["detail"] = "unavailable", w.WritesHeld()
 				}
 			}
@@ -40,8 +33,7 @@ func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replic
 }
 
 // untilDone returns f's error, or ctx's if ctx ends first: in a partition
-// lib/pq may wait past its context's deadline until TCP gives up, so f is
-// left to return in the background, its answer dropped.
+// lib/pq may outwait its deadline, so f is left to return in the background.
 func untilDone(ctx context.Context, f func(context.Context) error) error {
 	done := make(chan error, 1)
 	go func() { done <- f(ctx) }()

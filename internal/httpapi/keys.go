@@ -32,8 +32,7 @@ type keyOutcome struct {
 }
 
 // handleKeyOutcome is GET /v1/idempotency-keys/{key}?operation=… (default:
-// the first of ops): what became of the caller's key, for a client whose
-// retries ran out; it never runs anything. Unknown or expired: 404.
+// the first of ops): what became of the caller's key; it never runs anything.
 func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Duration, ops []Route) http.Handler {
 	var names []string
 	outcomes := map[string]func(context.Context, idempotency.Scope) (any, error){}
@@ -49,11 +48,8 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Dura
 			return keyOutcome{}, apperr.Errorf(apperr.InvalidQuery, "operation must be one of %s", strings.Join(names, ", "))
 		}
 		raw := chi.URLParam(r, "key")
-		if r.URL.RawPath != "" { // chi routed the escaped path: decode the key once
-			var err error
-			if raw, err = url.PathUnescape(raw); err != nil {
-				return keyOutcome{}, apperr.Errorf(apperr.KeyInvalid, "the key in the path is not valid percent-encoding")
-			}
+		if r.URL.RawPath != "" { // chi routed the escaped path, which net/http checked: decode the key once
+			raw, _ = url.PathUnescape(raw)
 		}
 		key, err := idempotency.ParseKey([]string{raw})
 		if err != nil {
@@ -72,8 +68,7 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Dura
 		switch {
 		case rec.State == idempotency.StateCompleted:
 			out.Status, out.ResultID, out.CompletedAt = rec.Response.Status, rec.Response.ResultID, &rec.CompletedAt
-		case rec.LeaseUntil.Sub(now) > ttl:
-			// Held longer than any key is kept: no lease to count down.
+		case rec.LeaseUntil.Sub(now) > ttl: // held longer than any key is kept: no countdown
 		default:
 			left := int(math.Ceil(max(rec.LeaseUntil.Sub(now), 0).Seconds()))
 			out.LeaseRemainingSeconds = &left

@@ -55,26 +55,6 @@ func noteKey(r *http.Request, s idempotency.Scope) {
 
 func requestID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
 
-// apiHeaders keep every answer from being sniffed, run as a page, framed or
-// cached (it is its actor's); the pages (package web) set their own policy.
-var apiHeaders = [...][2]string{
-	{"X-Content-Type-Options", "nosniff"},
-	{"Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"},
-	{"Referrer-Policy", "no-referrer"},
-	{"Cache-Control", "no-store"},
-}
-
-// securityHeaders sets apiHeaders on every answer, before anything else
-// runs: a 404 of the router and a recovered panic get them too.
-func securityHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, h := range apiHeaders {
-			w.Header().Set(h[0], h[1])
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // logRequests logs one line per request, and reports it to the metrics.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -100,25 +80,21 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			slog.Int("status", status),
 			slog.Duration("duration", d),
 		}
-		traceID := tracing.TraceID(r.Context())
-		for _, a := range []struct {
-			set  bool
-			attr slog.Attr
-		}{
-			{li.dropped, slog.Bool("response_dropped", true)},
-			{li.clientGone, slog.Bool("client_gone", true)},
-			{li.actor != "", slog.String("actor", li.actor)},
-			{li.keyHash != "", slog.String("key_hash", li.keyHash)},
-			{li.outcome != "", slog.String("outcome", string(li.outcome))},
-			{li.outcome != "", slog.String("path", string(li.path))},
-			{li.attempt > 0, slog.Int("client_attempt", li.attempt)},
-			{li.code != "", slog.String("code", li.code)},
-			{traceID != "", slog.String("trace_id", traceID)},
-		} {
-			if a.set {
-				attrs = append(attrs, a.attr)
+		add := func(set bool, a slog.Attr) {
+			if set {
+				attrs = append(attrs, a)
 			}
 		}
+		add(li.dropped, slog.Bool("response_dropped", true))
+		add(li.clientGone, slog.Bool("client_gone", true))
+		add(li.actor != "", slog.String("actor", li.actor))
+		add(li.keyHash != "", slog.String("key_hash", li.keyHash))
+		add(li.outcome != "", slog.String("outcome", string(li.outcome)))
+		add(li.outcome != "", slog.String("path", string(li.path)))
+		add(li.attempt > 0, slog.Int("client_attempt", li.attempt))
+		add(li.code != "", slog.String("code", li.code))
+		traceID := tracing.TraceID(r.Context())
+		add(traceID != "", slog.String("trace_id", traceID))
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		if s.Metrics != nil {
 			s.Metrics.Request(route, label, d)

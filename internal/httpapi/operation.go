@@ -16,20 +16,16 @@ import (
 )
 
 // Operation is what the transport needs to make one operation safe to
-// retry: In is its decoded input, Out what it decides. Idempotent makes it
-// a route that handles the key, replay, conflict and waiting.
+// retry: In is its decoded input, Out what it decides.
 type Operation[In, Out any] struct {
-	Method, Pattern string // its route, e.g. POST /v1/demo-requests
-	Name            string // scopes the keys, e.g. "demo-requests.create"
-	// Path is idempotency.OnePhase for a database write decided beforehand,
-	// TwoPhase for a work outside the database (a Decorator may change it).
-	Path idempotency.Path
-	// Decode reads and validates the request before anything is claimed:
-	// its errors are answered and nothing is stored.
+	Method, Pattern string           // its route, e.g. POST /v1/demo-requests
+	Name            string           // scopes the keys, e.g. "demo-requests.create"
+	Path            idempotency.Path // OnePhase for a database write, TwoPhase for a work outside it
+	// Decode reads and validates the request; its errors are answered, nothing stored.
 	Decode      func(w http.ResponseWriter, r *http.Request) (In, error)
 	Significant func(In) map[string]any // the fields that make two requests the same intent
-	// Decide decides at now, without writing. An *apperr.Error of a 4xx is a
-	// refusal, stored and replayed like a success; any other error is transient.
+	// Decide decides at now, without writing: an *apperr.Error of a 4xx is a
+	// refusal, stored and replayed; any other error is transient.
 	Decide func(ctx context.Context, actor string, in In, now time.Time) (Out, error)
 	Render func(Out) (idempotency.Response, error) // the answer to store and send
 	Effect func(Out) idempotency.Effect            // the business change that commits with the answer
@@ -44,8 +40,7 @@ type Route struct {
 	Outcome func(ctx context.Context, s idempotency.Scope) (any, error)
 }
 
-// Idempotent is the route of op, or an error naming what op lacks, so a
-// half-declared operation fails when the server is made, not on a request.
+// Idempotent is the route of op, or an error naming what op lacks.
 func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	if err := op.check(); err != nil {
 		return Route{}, err
@@ -55,34 +50,30 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 
 // check reports an operation that lacks a part, by its name.
 func (op Operation[In, Out]) check() error {
+	if op.Name == "" {
+		return errors.New("httpapi: an operation without a name")
+	}
 	var missing []string
-	for _, p := range []struct {
-		part   string
-		absent bool
-	}{
-		{"a method and pattern", op.Method == "" || op.Pattern == ""},
-		{"a path", op.Path == ""},
-		{"Decode", op.Decode == nil},
-		{"Significant", op.Significant == nil},
-		{"Decide", op.Decide == nil},
-		{"Render", op.Render == nil},
-		{"Effect", op.Effect == nil},
-	} {
-		if p.absent {
-			missing = append(missing, p.part)
+	lacks := func(absent bool, part string) {
+		if absent {
+			missing = append(missing, part)
 		}
 	}
-	switch {
-	case op.Name == "":
-		return errors.New("httpapi: an operation without a name")
-	case len(missing) > 0:
+	lacks(op.Method == "" || op.Pattern == "", "a method and pattern")
+	lacks(op.Path == "", "a path")
+	lacks(op.Decode == nil, "Decode")
+	lacks(op.Significant == nil, "Significant")
+	lacks(op.Decide == nil, "Decide")
+	lacks(op.Render == nil, "Render")
+	lacks(op.Effect == nil, "Effect")
+	if len(missing) > 0 {
 		return fmt.Errorf("httpapi: operation %s lacks %s", op.Name, strings.Join(missing, ", "))
 	}
 	return nil
 }
 
-// HeaderClientAttempt is the client's attempt number for one intent (1 to
-// maxClientAttempt): logged, and counted when the intent gets its answer.
+// HeaderClientAttempt is the client's attempt at one intent: logged, and
+// counted when the intent gets its answer.
 const (
 	HeaderClientAttempt = "X-Client-Attempt"
 	maxClientAttempt    = 1000
@@ -117,8 +108,8 @@ func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
 	})
 }
 
-// Intent is an attempt as the transport read it, before anything runs: an
-// operation that runs its attempts its own way uses ReadIntent and Respond.
+// Intent is an attempt as the transport read it, before anything runs (an
+// operation that runs its own way uses ReadIntent and Respond).
 type Intent[In any] struct {
 	Request idempotency.Request
 	In      In
@@ -188,9 +179,7 @@ func outcomeURL(s idempotency.Scope) string {
 	return "/v1/idempotency-keys/" + url.PathEscape(s.Key) + "?operation=" + url.QueryEscape(s.Operation)
 }
 
-// clientAttempt reads X-Client-Attempt: 0 when absent.
-//
-// Errors: invalid_header.
+// clientAttempt reads X-Client-Attempt: 0 when absent. Errors: invalid_header.
 func clientAttempt(r *http.Request) (int, error) {
 	v := r.Header.Values(HeaderClientAttempt)
 	if len(v) == 0 {
@@ -204,16 +193,13 @@ func clientAttempt(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// preferWait reads Prefer: wait=N (RFC 7240) from any Prefer header; other
-// preferences are ignored, as the RFC asks.
+// preferWait reads Prefer: wait=N (RFC 7240); other preferences are ignored.
 func preferWait(r *http.Request) time.Duration {
 	for _, h := range r.Header.Values("Prefer") {
 		for pref := range strings.SplitSeq(h, ",") {
 			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
-			if !strings.EqualFold(strings.TrimSpace(name), "wait") {
-				continue
-			}
-			if n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(value), `"`)); err == nil && n > 0 {
+			n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(value), `"`))
+			if strings.EqualFold(strings.TrimSpace(name), "wait") && err == nil && n > 0 {
 				return time.Duration(n) * time.Second
 			}
 		}

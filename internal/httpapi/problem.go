@@ -18,12 +18,10 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// problemType is the RFC 9457 type of a code: the page that explains it,
-// which the service serves itself (a URI reference relative to the API).
+// problemType is the RFC 9457 type of a code: the page, served here, that explains it.
 func problemType(code string) string { return "/problems/" + code }
 
-// describedBy are the codes whose answers link to their page, as the
-// Idempotency-Key draft asks for the errors of the key.
+// describedBy are the codes whose answers link to their page (the Idempotency-Key draft's).
 var describedBy = map[string]bool{apperr.KeyMissing: true, apperr.KeyInvalid: true, apperr.KeyPayloadMismatch: true}
 
 // problem is an RFC 9457 problem body with the machine code beside it.
@@ -44,8 +42,8 @@ func public(err error) *apperr.Error {
 	return e
 }
 
-// Render is err as a problem to store and send, with the status and title
-// its code declares (package apperr): the one place an error becomes a status.
+// Render is err as a problem to store and send: the one place an error
+// becomes a status (declared with its code in package apperr).
 func Render(err error) idempotency.Response {
 	e := public(err)
 	p, _ := apperr.ProblemOf(e.Code)
@@ -63,8 +61,7 @@ func Render(err error) idempotency.Response {
 // WriteError writes err as a problem, logging it once when it is ours (5xx).
 func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		// The client left and the request ended with it: no server error,
-		// and no one to answer; the request line says client_gone.
+		// The client left: no server error, and no one to answer.
 		info(r).clientGone = true
 		return
 	}
@@ -102,8 +99,7 @@ func handleMethodNotAllowed(logger *slog.Logger, routes chi.Routes) http.Handler
 	}
 }
 
-// handleProblemPage is GET /problems/{code}: the page a problem's type
-// names, made from the same declaration as the answers (package apperr).
+// handleProblemPage is GET /problems/{code}: the page a problem's type names.
 func handleProblemPage(logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code := chi.URLParam(r, "code")

@@ -9,11 +9,16 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// routes is the whole API surface; ops are the routes of the operations
-// (demo_requests.go).
+// routes is the whole API surface; ops are the operations' (demo_requests.go).
 func (s *Server) routes(ops []Route) http.Handler {
 	r := chi.NewRouter()
-	r.Use(securityHeaders, middleware.RequestID, traceRequests, s.logRequests, s.recoverPanics)
+	// Every answer, a 404 and a panic's too, is its actor's: never sniffed, run
+	// as a page, framed or cached (package web's pages set their own policy).
+	r.Use(middleware.SetHeader("X-Content-Type-Options", "nosniff"),
+		middleware.SetHeader("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
+		middleware.SetHeader("Referrer-Policy", "no-referrer"),
+		middleware.SetHeader("Cache-Control", "no-store"),
+		middleware.RequestID, traceRequests, s.logRequests, s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, rq *http.Request) {
 		WriteError(s.Logger, w, rq, apperr.Errorf(apperr.NotFound, "no such route"))
 	})

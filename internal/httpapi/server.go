@@ -1,7 +1,6 @@
-// Package httpapi is the HTTP transport: routes, authentication, request
-// decoding, problem responses and the idempotency headers. Its decisions
-// live in the idempotency and demo packages; operation.go makes any
-// operation safe to retry, and a service adds its own through Deps.Routes.
+// Package httpapi is the HTTP transport: routes, authentication, decoding,
+// problems and the idempotency headers; operation.go makes any operation
+// safe to retry, and a service adds its own through Deps.Routes.
 package httpapi
 
 import (
@@ -16,8 +15,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// Deps is what the server needs. Logger, Keys, Demo, Writes, Ready and a
-// token (Tokens, or Authenticate) are required.
+// Deps is what the server needs; NewServer names what it lacks.
 type Deps struct {
 	Logger *slog.Logger
 	Keys   idempotency.Store
@@ -42,13 +40,11 @@ type Deps struct {
 	Metrics          Metrics          // records outcomes and latencies, and serves /metrics
 	Path             idempotency.Path // makes every operation take this path; tests run every branch on both
 	Clock            func() time.Time // works decide with it and waits are measured by it (default time.Now)
-	// InWork runs inside every work before it decides (before Decorate's
-	// Hold): tests hold or fail a request there.
+	// InWork runs inside every work, before Decorate's Hold and the decision: a seam for tests.
 	InWork func(ctx context.Context, r *http.Request) error
 }
 
-// Writes makes the business changes of the operations; the store commits
-// each with the completion of its key.
+// Writes makes the operations' business changes, each committed with its key.
 type Writes interface {
 	CreateDemoRequest(demo.Request) idempotency.Effect
 	CancelDemoRequest(demo.Request) idempotency.Effect
@@ -68,8 +64,7 @@ type Server struct {
 	idem *idempotency.Runner
 }
 
-// NewServer returns the HTTP handler of the whole API, or an error naming
-// what d lacks.
+// NewServer returns the HTTP handler of the whole API, or what d lacks.
 func NewServer(d Deps) (http.Handler, error) {
 	switch {
 	case d.Logger == nil || d.Demo == nil || d.Writes == nil || d.Ready == nil:

@@ -8,22 +8,17 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// Decorator changes an attempt before it runs, reading its HTTP request
-// (package workshop's knobs): it may refuse it (answered, nothing stored)
-// or change its request (its path, its TTL).
+// Decorator changes an attempt before it runs (package workshop's knobs): it
+// may refuse it, nothing stored, or change its request (its path, its TTL).
 type Decorator func(r *http.Request, req *idempotency.Request) (Decoration, error)
 
 // Decoration is what a Decorator does to one attempt.
 type Decoration struct {
-	// Hold, if set, runs inside the work before it decides: after the claim
-	// on the two-phase path, before the one statement on the one-phase path.
-	Hold func(context.Context) error
-	// DropAnswer closes the connection without the answer: a lost response.
-	DropAnswer bool
+	Hold       func(context.Context) error // runs inside the work before it decides
+	DropAnswer bool                        // closes the connection without the answer
 }
 
-// hold is what runs inside the work before it decides: Deps.InWork, then
-// the decoration's Hold; nil when there is neither.
+// hold is Deps.InWork, then d.Hold; nil when there is neither.
 func (s *Server) hold(r *http.Request, d Decoration) func(context.Context) error {
 	if s.InWork == nil {
 		return d.Hold
