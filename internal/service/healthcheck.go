@@ -2,7 +2,6 @@ package service
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,7 +18,7 @@ const healthcheckUsage = "usage: demo-api healthcheck [flags]\n\nGETs /healthz f
 
 // healthcheckCmd is the image's HEALTHCHECK: /healthz, not /readyz, since
 // replacing a container cures a stuck process, not a database that is down.
-func healthcheckCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func healthcheckCmd(args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-api healthcheck", flag.ContinueOnError)
 	addr := fs.String("listen", cmp.Or(getenv("LISTEN_ADDR"), ":8080"), "the address serve listens on ($LISTEN_ADDR); an unspecified host is asked on loopback")
 	if err := ParseFlags(fs, args, healthcheckUsage, stdout); err != nil {
@@ -29,13 +28,7 @@ func healthcheckCmd(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, healthcheckTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: healthcheckTimeout}).Get(url)
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}

@@ -155,7 +155,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	case "send":
 		return sendCmd(ctx, args, stdout)
 	case "healthcheck":
-		return healthcheckCmd(ctx, args, getenv, stdout)
+		return healthcheckCmd(args, getenv, stdout)
 	case "hash-token":
 		const hashUsage = "usage: demo-api hash-token TOKEN\n\nPrints the hex SHA-256 of TOKEN, as API_TOKENS holds it (actor:sha256hex,…)."
 		if len(args) == 1 && slices.Contains([]string{"-h", "-help", "--h", "--help"}, args[0]) {
