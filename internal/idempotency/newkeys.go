@@ -13,12 +13,9 @@ import (
 // OutcomeRateLimited counts a request refused under the bound on new keys.
 const OutcomeRateLimited Outcome = "rate_limited"
 
-// newKeys bounds the new keys of each actor with a token bucket per actor in
-// this process. Only a statement that wrote a new key (none stored, or
-// expired) takes a token (pass.claimed). Before it, the first request of a
-// scope here (its leader) sets a token aside; a request whose scope has one
-// in flight follows it without a token, since the unique index lets only
-// one of them write: a storm of one key costs one token.
+// newKeys bounds each actor's new keys with a token bucket in this process
+// (docs/how-it-works.md): a scope's first request here sets a token aside,
+// the others follow it without one, and only a write of a new key spends it.
 type newKeys struct {
 	limit rate.Limit
 	burst int
@@ -36,8 +33,7 @@ type actorKeys struct {
 	scopes   map[Scope]int // requests in flight, by scope
 }
 
-// sweepIdle is how often actors with a full bucket and nothing in flight,
-// which are as new ones, are dropped.
+// sweepIdle is how often idle actors (as good as new ones) are dropped.
 const sweepIdle = time.Minute
 
 func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
@@ -47,8 +43,7 @@ func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
 	return &newKeys{limit: rate.Limit(perSecond), burst: burst, clock: clock, actors: map[string]*actorKeys{}}
 }
 
-// pass is a request's admission to its path's statement; nil (no bound)
-// does nothing.
+// pass is a request's admission to its path's statement; nil (no bound) does nothing.
 type pass struct {
 	k      *newKeys
 	a      *actorKeys
@@ -56,10 +51,8 @@ type pass struct {
 	leader bool // it has a token set aside
 }
 
-// admit admits a request of scope s without a token, as a follower of the
-// request in flight on s or when the store holds its key (follow); else as
-// s's leader, with a token set aside. Over the bound it returns nil and how
-// long until a token is free.
+// admit admits a request on s as a follower (s in flight, or follow), else as
+// its leader with a token set aside; over the bound, nil and when one is free.
 func (k *newKeys) admit(s Scope, follow bool) (*pass, time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -83,8 +76,7 @@ func (k *newKeys) admit(s Scope, follow bool) (*pass, time.Duration) {
 	return &pass{k: k, a: a, scope: s, leader: true}, 0
 }
 
-// claimed takes the token of the new key p's statement wrote: the one set
-// aside, or for a follower the bucket's, into debt if need be.
+// claimed spends the token set aside, or a follower's from the bucket, into debt if need be.
 func (p *pass) claimed() {
 	if p == nil {
 		return
@@ -114,8 +106,7 @@ func (p *pass) done() {
 	}
 }
 
-// dropIdle drops, at most once per sweepIdle, the actors with a full
-// bucket and nothing in flight. k.mu is held.
+// dropIdle drops, at most once per sweepIdle, the idle actors. k.mu is held.
 func (k *newKeys) dropIdle(now time.Time) {
 	if now.Sub(k.swept) < sweepIdle {
 		return
