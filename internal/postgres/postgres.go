@@ -1,7 +1,6 @@
 // Package postgres keeps the idempotency records and the business rows in
-// PostgreSQL. It is the only package that speaks SQL or reads SQLSTATE codes.
-// Every time it stores or compares comes from the database clock, unless a
-// test sets Store.Clock.
+// PostgreSQL, on the database clock (unless a test sets Store.Clock). It is
+// the only package that speaks SQL or reads SQLSTATE codes.
 package postgres
 
 import (
@@ -33,22 +32,16 @@ import (
 	"github.com/demo-api/demo-api/migrations"
 )
 
-// Statement bounds for Open: how long one statement of a pool may run
-// (bound.go).
+// Statement bounds for Open: how long one statement of a pool may run (bound.go).
 const (
-	// KeyStatements bounds a request's statements, which take milliseconds.
-	KeyStatements = 2 * time.Second
-	// LongStatements bounds the batches of the sweeper and the dispatcher,
-	// and the commands that run alone (migrate, purge, provider).
-	LongStatements = 10 * time.Second
+	KeyStatements  = 2 * time.Second  // a request's statements, which take milliseconds
+	LongStatements = 10 * time.Second // the sweeper's and dispatcher's batches, and the commands
 )
 
 // Options are how OpenWith opens a pool.
 type Options struct {
 	StatementTimeout time.Duration // KeyStatements or LongStatements
-	// Pooled says that the URL reaches a pooler in transaction mode that
-	// OpenWith does not recognise by itself, as it does PgBouncer (Pooled).
-	Pooled bool
+	Pooled           bool          // the URL reaches a pooler in transaction mode other than PgBouncer
 }
 
 // Open is OpenWith with the statement bound statementTimeout.
@@ -56,11 +49,9 @@ func Open(ctx context.Context, url string, statementTimeout time.Duration) (*sql
 	return OpenWith(ctx, url, Options{StatementTimeout: statementTimeout})
 }
 
-// OpenWith connects to the database at url (a URL, of several hosts too:
-// ParseURL, or lib/pq's keyword form) and checks that it answers. Each
-// statement of the pool runs for at most opts.StatementTimeout. PgBouncer,
-// in whatever pool mode, is treated as a pooler in transaction mode (Pooled).
-// binary_parameters makes a statement with arguments one round trip, not two.
+// OpenWith connects to the database at url (ParseURL) and checks that it
+// answers. PgBouncer, in any pool mode, is taken as Pooled. binary_parameters
+// makes a statement with arguments one round trip, not two.
 func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	if opts.StatementTimeout <= 0 {
 		return nil, errors.New("open database: no statement bound")
@@ -74,8 +65,7 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
 	cfg.BinaryParameters = true
-	// A partitioned database gives 503s within seconds, not hung requests:
-	// a connect is bounded, and so is each read and write (boundedDialer).
+	// A partition gives 503s within seconds: a connect is bounded, and so is each read and write.
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 3 * time.Second
 	}
@@ -103,13 +93,11 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	return db, nil
 }
 
-// poolerProbe is a startup parameter PostgreSQL accepts (a name with a
-// dot is a setting of an extension, kept as it is) and PgBouncer refuses
-// unless told to ignore it: nobody tells it to ignore this one.
+// poolerProbe is a startup parameter PostgreSQL accepts (an extension's
+// setting) and PgBouncer refuses, unless told to ignore it.
 const poolerProbe = "demo_api.pooler_probe"
 
-// behindPgBouncer connects once with poolerProbe as a startup parameter:
-// PgBouncer refuses it, PostgreSQL does not.
+// behindPgBouncer connects once with poolerProbe, which only PgBouncer refuses.
 func behindPgBouncer(ctx context.Context, cfg pq.Config, dialer pq.Dialer) (bool, error) {
 	probe := cfg.Clone()
 	probe.Runtime[poolerProbe] = "on"
@@ -138,8 +126,7 @@ func refusedParameter(err error) string {
 	return ""
 }
 
-// startupHint adds what to do to a pooler's refusal of a startup parameter
-// of the URL.
+// startupHint adds what to do to a pooler's refusal of the URL's startup parameter.
 func startupHint(err error) error {
 	if param := refusedParameter(err); param != "" && param != poolerProbe {
 		return fmt.Errorf("%w (the pooler refuses the URL's parameter %s: remove it from the URL; "+
@@ -149,10 +136,8 @@ func startupHint(err error) error {
 }
 
 // boundedDialer dials connections whose every read and write fails after
-// limit (the statement bound and a margin for its error to arrive): lib/pq
-// does not stop reading at a context's deadline, and its cancel request
-// would cross the same partition. lib/pq reads only when it expects an
-// answer, so an idle connection is not touched.
+// limit: lib/pq does not stop reading at a context's deadline, and its
+// cancel request would cross the same partition.
 type boundedDialer struct {
 	net.Dialer
 	limit time.Duration
@@ -192,15 +177,12 @@ func (c *boundedConn) Write(b []byte) (int, error) {
 }
 
 // Migrate applies the embedded migrations up (steps 0: all) or down (steps
-// < 0: that many). Through a pooler in transaction mode (Pooled), where
-// golang-migrate's session lock would outlive its transaction, it only
-// checks that the schema is current, else ErrMigrateNeedsDirectURL.
+// < 0: that many). Through a Pooled db it only checks that the schema is current.
 func Migrate(db *sqlx.DB, steps int) error {
 	return MigrateFS(db, migrations.FS, ".", "", steps)
 }
 
-// ErrMigrateNeedsDirectURL is the error of a migration through a pooler in
-// transaction mode.
+// ErrMigrateNeedsDirectURL is the error of a migration through a pooler in transaction mode.
 var ErrMigrateNeedsDirectURL = errors.New("migrations need a direct connection to PostgreSQL, not one through a pooler in " +
 	"transaction mode (where a session's lock outlives its transaction): run them with a URL of the server itself")
 
@@ -264,16 +246,14 @@ func schemaCurrent(db *sqlx.DB, src source.Driver, table string, steps int) erro
 		row.Version, map[bool]string{true: " (dirty)"}[row.Dirty], want, ErrMigrateNeedsDirectURL)
 }
 
-// sqlFiles holds every statement the store runs, one file each, with its
-// parameters ($1, $2, … in reading order) listed at its top.
+// sqlFiles holds every statement the store runs, one a file, its parameters listed at its top.
 //
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
 func statement(name string) string { return Statement(sqlFiles, name) }
 
-// Statement returns the text of sql/name in fsys. Called for package
-// variables, it stops the program as it starts if the file is missing.
+// Statement returns the text of sql/name in fsys; it panics if the file is missing.
 func Statement(fsys fs.FS, name string) string {
 	b, err := fs.ReadFile(fsys, "sql/"+name)
 	if err != nil {
@@ -287,13 +267,11 @@ type Store struct {
 	db *sqlx.DB
 	// Clock, if set, replaces the database clock (tests move time with it).
 	Clock func() time.Time
-	// Unprepared runs every statement unprepared, so planned on every run,
-	// as a pooler in transaction mode needs. New sets it for a Pooled db.
+	// Unprepared runs every statement unprepared, as a Pooled db needs.
 	Unprepared bool
 	stmts      sync.Map                  // query text → *sqlx.Stmt
 	citus      atomic.Pointer[citusFunc] // nil until onCitus asked
-	// shardActors are an actor of each shard, in the order of the shards
-	// (scans); read once.
+	// shardActors are an actor of each shard, in the shards' order; read once.
 	shardActors struct {
 		sync.Mutex
 		list []string
@@ -301,15 +279,13 @@ type Store struct {
 	nextShard atomic.Uint32 // turns the shard a take starts with
 }
 
-// citusFunc says which functions of migrations/citus run for the statements:
-// those a Citus coordinator has; none on one PostgreSQL.
+// citusFunc says which functions of migrations/citus the database has.
 type citusFunc struct {
 	KeyWrites bool `db:"key_writes"` // keyWrite
 	Scans     bool `db:"scans"`      // scan
 }
 
-// onCitus returns which functions run for the statements on s's database;
-// the first call asks it.
+// onCitus returns which functions run for the statements; the first call asks.
 func (s *Store) onCitus(ctx context.Context) (*citusFunc, error) {
 	if c := s.citus.Load(); c != nil {
 		return c, nil
@@ -327,8 +303,7 @@ func (s *Store) onCitus(ctx context.Context) (*citusFunc, error) {
 	return c, nil
 }
 
-// keyWrite returns the text that runs k on s's database: on Citus the call
-// of k's function, else k's statement.
+// keyWrite returns the text that runs k: on Citus its function's call, else its statement.
 func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
 	c, err := s.onCitus(ctx)
 	if err != nil || !c.KeyWrites {
@@ -337,9 +312,8 @@ func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
 	return k.citus, nil
 }
 
-// prepared returns the statement of query prepared once per Store (and,
-// through database/sql, once per connection): the key statements cost
-// several times more to plan than to run.
+// prepared returns query prepared once per Store (and per connection):
+// the key statements cost several times more to plan than to run.
 func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	if st, ok := s.stmts.Load(query); ok {
 		return st.(*sqlx.Stmt), nil
@@ -355,8 +329,7 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// queryRow runs the prepared query in tx if not nil (else on the pool,
-// awaited), and scans its one row into dest, a destination per column.
+// queryRow runs query in tx if not nil (else on the pool, awaited) and scans its one row into dest.
 func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
 	run := func(ctx context.Context) error {
 		if s.Unprepared {
@@ -387,8 +360,7 @@ func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db)} }
 // DB is the store's pool, for a store of a service's own beside the keys.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// now is the time argument of every statement: NULL means the database
-// clock, through coalesce($n::timestamptz, now()).
+// now is every statement's time argument: NULL is the database clock (coalesce($n::timestamptz, now())).
 func (s *Store) now() any {
 	if s.Clock == nil {
 		return nil
@@ -396,10 +368,8 @@ func (s *Store) now() any {
 	return s.Clock()
 }
 
-// Ping reports whether the database answers. Idle connections die together
-// when PostgreSQL restarts, and a ping on one fails with driver.ErrBadConn,
-// so Ping pings again on a bad connection: once per open connection and
-// once more, or until ctx ends.
+// Ping reports whether the database answers. After a restart every idle
+// connection is bad, so it pings again, up to once per open connection and once more.
 func (s *Store) Ping(ctx context.Context) error {
 	var err error
 	for range s.db.Stats().OpenConnections + 1 {
@@ -410,10 +380,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return err
 }
 
-// Unavailable reports whether err is worth trying again as is: the
-// database was unreachable (refused, reset, cut mid-answer, timed out),
-// shutting down, out of resources, cancelled a statement or could not
-// serialize.
+// Unavailable reports whether err is worth trying again as is: the database
+// was unreachable, shutting down, out of resources, cancelled or could not serialize.
 func Unavailable(err error) bool {
 	_, netErr := errors.AsType[net.Error](err)
 	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
@@ -426,8 +394,7 @@ func Unavailable(err error) bool {
 	return ok && slices.Contains([]string{"08", "40", "53", "57"}, string(pqErr.Code.Class()))
 }
 
-// dbErr turns an error worth trying again as is (Unavailable) into apperr
-// unavailable. Other errors pass unchanged.
+// dbErr turns an Unavailable error into apperr unavailable; others pass unchanged.
 func dbErr(err error) error {
 	if err == nil || !Unavailable(err) {
 		return err
