@@ -14,15 +14,10 @@ import (
 	"github.com/lib/pq"
 )
 
-// A pool's statements are bounded by the client: each runs under a context
-// deadline of the pool's bound, at which lib/pq has the server cancel it
-// (SQLSTATE 57014, a 503); PgBouncer refuses a statement_timeout startup
-// parameter, and a SET would outlive its transaction there. A partition is
-// bounded by every connection's read deadline (boundedConn). Behind a pooler
-// in transaction mode nothing is prepared on the server: each run sends the
-// statement's text. A commit whose wait for its synchronous standby was
-// cancelled stays on the primary, with a warning only: the pool makes it
-// ErrNotReplicated, so nothing is acknowledged that a failover may lose.
+// A pool's statements are bounded by the client (docs/running.md): each runs
+// under a deadline, at which lib/pq has the server cancel it (57014, a 503),
+// since PgBouncer refuses statement_timeout. A commit its synchronous standby
+// did not confirm is only a warning: the pool makes it ErrNotReplicated.
 
 // boundConnector opens lib/pq connections whose statements are bounded; it
 // is the pool's driver.Driver too, so that Pooled can read the pool's mode.
@@ -107,8 +102,7 @@ type boundDriverConn struct {
 	bound  time.Duration
 	pooled bool
 	hear   *hearing
-	// notReplicated is set by the server's warning that a commit's wait
-	// for its synchronous standby was cancelled (ErrNotReplicated).
+	// notReplicated: the server warned that a commit's wait for its standby was cancelled.
 	notReplicated atomic.Bool
 }
 
@@ -117,8 +111,7 @@ func (c *boundDriverConn) bounded(ctx context.Context) (context.Context, context
 	return context.WithTimeout(ctx, c.bound)
 }
 
-// replicated returns err, or ErrNotReplicated when err is nil and the
-// server warned that the commit was not confirmed by its standby.
+// replicated returns err, or ErrNotReplicated for a nil err after the server's warning.
 func (c *boundDriverConn) replicated(err error) error {
 	if err == nil && c.notReplicated.Load() {
 		return ErrNotReplicated
@@ -217,8 +210,7 @@ func (c *boundDriverConn) Ping(ctx context.Context) error {
 	return c.pqConn.Ping(ctx)
 }
 
-// boundTx is a transaction whose commit is an error when its standby did
-// not confirm it (ErrNotReplicated).
+// boundTx is a transaction whose commit its standby did not confirm is ErrNotReplicated.
 type boundTx struct {
 	pq   driver.Tx
 	conn *boundDriverConn
@@ -231,8 +223,7 @@ func (t *boundTx) Commit() error {
 
 func (t *boundTx) Rollback() error { return t.pq.Rollback() }
 
-// boundRows are rows read under their statement's deadline, which ends when
-// they are closed; their end is ErrNotReplicated where the server said so.
+// boundRows are rows read under their statement's deadline, which ends when they are closed.
 type boundRows struct {
 	pqRows
 	conn   *boundDriverConn
@@ -253,9 +244,8 @@ func (r *boundRows) Close() error {
 	return r.conn.replicated(err)
 }
 
-// boundStmt is a statement of a connection, run under its bound: prepared
-// on the server (pq), or on a pooled connection not prepared at all (pq
-// nil: each run sends query).
+// boundStmt is a statement run under its connection's bound: prepared on the
+// server (pq), or on a pooled connection not at all (pq nil).
 type boundStmt struct {
 	pq    pqStmt
 	conn  *boundDriverConn
@@ -276,13 +266,9 @@ func (s *boundStmt) NumInput() int {
 	return s.pq.NumInput()
 }
 
-func (s *boundStmt) Exec(args []driver.Value) (driver.Result, error) {
-	return s.ExecContext(context.Background(), named(args))
-}
-
-func (s *boundStmt) Query(args []driver.Value) (driver.Rows, error) {
-	return s.QueryContext(context.Background(), named(args))
-}
+// Exec and Query are there for driver.Stmt: database/sql calls the Context forms.
+func (s *boundStmt) Exec([]driver.Value) (driver.Result, error) { return nil, driver.ErrSkip }
+func (s *boundStmt) Query([]driver.Value) (driver.Rows, error)  { return nil, driver.ErrSkip }
 
 func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	return s.conn.exec(ctx, s.pq, s.query, args)
@@ -292,15 +278,6 @@ func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) 
 	return s.conn.query(ctx, s.pq, s.query, args)
 }
 
-func named(args []driver.Value) []driver.NamedValue {
-	nv := make([]driver.NamedValue, len(args))
-	for i, v := range args {
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
-	return nv
-}
-
 // ErrNotReplicated is the error of a commit whose wait for its synchronous
-// standby was cancelled: a failover may lose it, so the store answers it as
-// unavailable.
+// standby was cancelled: a failover may lose it (a 503).
 var ErrNotReplicated = errors.New("postgres: the commit was not confirmed by a synchronous standby (it holds on the primary only)")
