@@ -20,11 +20,9 @@ type Distribution struct {
 	Distributed bool   // this call distributed the tables (they were not yet)
 }
 
-// Distribute, on a Citus coordinator (the citus extension is installed),
-// distributes the key table, the business table and the outbox by actor_id,
-// co-located, unless they are already (migrations/citus/distribute.sql), and
-// makes the functions the store calls there (key_writes.sql, scans.sql).
-// On one PostgreSQL it changes nothing. migrate calls it.
+// Distribute, on a Citus coordinator, distributes the tables by actor_id
+// unless they are already (migrations/citus/distribute.sql), and makes the
+// functions the store calls there. On one PostgreSQL it changes nothing.
 func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 	var d Distribution
 	err := db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
@@ -45,9 +43,7 @@ func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 		}
 		d.Distributed = true
 	}
-	// Each its own transaction: Citus makes no function in the transaction
-	// that distributed the tables. CREATE OR REPLACE: every migrate brings
-	// them up to date.
+	// Each its own transaction: Citus makes no function in the one that distributed the tables.
 	for _, name := range []string{"citus/key_writes.sql", "citus/scans.sql"} {
 		if err := runCitusScript(ctx, db, name); err != nil {
 			return d, fmt.Errorf("%s on Citus %s: %w", name, d.Citus, err)
@@ -56,8 +52,7 @@ func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 	return d, nil
 }
 
-// runCitusScript runs migrations/name as one simple query: one implicit
-// transaction, all of its statements or none.
+// runCitusScript runs migrations/name as one simple query: all of it or nothing.
 func runCitusScript(ctx context.Context, db *sqlx.DB, name string) error {
 	script, err := fs.ReadFile(migrations.Citus, name)
 	if err != nil {
@@ -79,18 +74,15 @@ func (d Distribution) String() string {
 	}
 }
 
-// scan is a statement that reads across actors with FOR UPDATE SKIP LOCKED,
-// or writes rows named without their actor, sql/name; and the call that runs
-// it on one shard on Citus (migrations/citus/scans.sql): $1 an actor of the
-// shard, $2 the statement, then its own parameters.
+// scan is a statement across actors, and the call that runs it on one shard
+// on Citus (migrations/citus/scans.sql): an actor of the shard, the statement, its parameters.
 type scan struct {
 	sql, citus string
 }
 
 func scanOf(name string) scan { return scan{sql: statement(name), citus: citusCall(name, 2)} }
 
-// target is one run of a scan: the query, and the arguments that go before
-// the statement's own.
+// target is one run of a scan: the query, and the arguments before the statement's own.
 type target struct {
 	query string
 	args  []any
@@ -98,8 +90,7 @@ type target struct {
 
 func (t target) with(args ...any) []any { return append(slices.Clone(t.args), args...) }
 
-// targets returns the runs of sc on s's database: on one PostgreSQL its
-// statement, once; on Citus its function's call, once per shard.
+// targets returns the runs of sc: its statement once, or on Citus its call once per shard.
 func (s *Store) targets(ctx context.Context, sc scan) ([]target, error) {
 	c, err := s.onCitus(ctx)
 	if err != nil || !c.Scans {
@@ -116,10 +107,8 @@ func (s *Store) targets(ctx context.Context, sc scan) ([]target, error) {
 	return ts, nil
 }
 
-// targetsOf returns the runs of sc for rows of the given actors, with the
-// indexes of the actors each run is for: on one PostgreSQL its statement,
-// once, for all; on Citus its function's call once per shard that holds
-// some of them.
+// targetsOf returns the runs of sc for the given actors' rows, with the
+// indexes of the actors of each: on Citus one per shard that holds some.
 func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]target, [][]int, error) {
 	all := make([]int, len(actors))
 	for i := range all {
@@ -150,17 +139,15 @@ func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]targ
 	return ts, of, nil
 }
 
-// shards returns an actor of each shard of the key table, and so of the
-// tables co-located with it, in the order of the shards. It is read once:
-// moving a shard to another worker keeps it, splitting one needs a restart.
+// shards returns an actor of each shard of the key table, in order. It is read
+// once: moving a shard keeps it, splitting one needs a restart.
 func (s *Store) shards(ctx context.Context) ([]string, error) {
 	s.shardActors.Lock()
 	defer s.shardActors.Unlock()
 	if s.shardActors.list != nil {
 		return s.shardActors.list, nil
 	}
-	// The first of 0, 1, 2, … whose hash falls in each shard: 64 a shard
-	// cover them all (a shard is a 1/n of the hash range).
+	// The first of 0, 1, 2, … whose hash falls in each shard; 64 a shard cover them all.
 	var rows []struct {
 		Actor  string `db:"actor"`
 		Shards int    `db:"shards"`

@@ -9,12 +9,10 @@ import (
 // Replication says whether a commit waits for a synchronous standby: with
 // asynchronous replication an acknowledged key can be lost in a failover.
 type Replication struct {
-	SynchronousCommit string `json:"synchronousCommit"`       // the setting
-	StandbyNames      string `json:"synchronousStandbyNames"` // the setting; empty: none
-	CommitWaits       bool   `json:"commitWaitsForStandby"`   // before a commit is acknowledged
-	// Attached is how many synchronous standbys are connected now; -1 when
-	// the role may not see it (pg_read_all_stats).
-	Attached int `json:"synchronousStandbysAttached"`
+	SynchronousCommit string `json:"synchronousCommit"`           // the setting
+	StandbyNames      string `json:"synchronousStandbyNames"`     // the setting; empty: none
+	CommitWaits       bool   `json:"commitWaitsForStandby"`       // before a commit is acknowledged
+	Attached          int    `json:"synchronousStandbysAttached"` // connected now; -1: the role may not see
 }
 
 // Describe says it in a few words, for a log line.
@@ -39,8 +37,7 @@ func (r Replication) WritesHeld() string {
 
 var commitReplicationSQL = statement("commit_replication.sql")
 
-// Replication reads how the server replicates this pool's commits: one
-// cheap read, for a periodic check.
+// Replication reads how the server replicates this pool's commits.
 func (s *Store) Replication(ctx context.Context) (Replication, error) {
 	var row struct {
 		Commit   string `db:"synchronous_commit"`

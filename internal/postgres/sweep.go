@@ -12,20 +12,17 @@ import (
 
 var purgeExpiredKeys = scanOf("purge_expired_keys.sql")
 
-// SweepMark is where a sweep has got to: the last key its last batch
-// picked, by expiry then scope, and on Citus the shard (taken in turn). The
-// zero value is the start of a sweep.
+// SweepMark is where a sweep has got to: the last key picked, by expiry then
+// scope, and on Citus the shard. The zero value is the start.
 type SweepMark struct {
 	shard     int
 	expiresAt time.Time
 	scope     idempotency.Scope
 }
 
-// PurgeExpired deletes up to batch expired records after mark: completed
-// ones past their TTL, and abandoned claims past both their TTL and their
-// lease. It returns how many it deleted, and the mark of the next batch: nil
-// when this one found fewer than batch, and the sweep is done. A record the
-// delete left (a trigger kept it) is passed over by the batches after it.
+// PurgeExpired deletes up to batch expired records after mark (completed past
+// their TTL, abandoned claims past TTL and lease). It returns how many, and
+// the next batch's mark: nil when the sweep is done.
 func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (deleted int64, next *SweepMark, err error) {
 	ts, err := s.targets(ctx, purgeExpiredKeys)
 	if err != nil {
@@ -48,8 +45,7 @@ func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (de
 	return deleted, nil, nil
 }
 
-// purgeOn runs the purge of up to batch keys after mark on t: how many it
-// deleted, how many it picked, and the last of them.
+// purgeOn purges up to batch keys after mark on t: how many it deleted and picked, and the last.
 func (s *Store) purgeOn(ctx context.Context, t target, batch int, mark SweepMark) (deleted int64, candidates int, last SweepMark, err error) {
 	var after any // NULL: from the start
 	if !mark.expiresAt.IsZero() {

@@ -9,11 +9,9 @@ import (
 	"strings"
 )
 
-// ParseURL returns the database URL url in a form lib/pq reads. lib/pq's URL
-// form takes one host, so a URL of several, as pg_auto_failover writes it
-// (postgres://user@db1:5432,db2:5433/app?target_session_attrs=read-write),
-// becomes its keyword form (dbname='app' host='db1,db2' port='5432,5433' …),
-// whose hosts lib/pq tries in order. Anything else is returned as it is.
+// ParseURL returns a URL of several hosts, as pg_auto_failover writes it
+// (postgres://u@db1:5432,db2:5433/app), in lib/pq's keyword form, which
+// takes several (host='db1,db2' port='5432,5433' …); else url as it is.
 func ParseURL(raw string) (string, error) {
 	scheme, rest, _ := strings.Cut(raw, "://")
 	authority, tail := rest, ""
@@ -68,9 +66,8 @@ func ParseURL(raw string) (string, error) {
 	return strings.Join(kvs, " "), nil
 }
 
-// splitHostPort splits one host of a URL's host list: host, host:port,
-// [v6], [v6]:port, or empty (the default host); the host is unescaped
-// (%2Ftmp is the socket folder /tmp).
+// splitHostPort splits host, host:port, [v6], [v6]:port or empty; the host
+// is unescaped (%2Ftmp is the socket folder /tmp).
 func splitHostPort(h string) (host, port string, err error) {
 	host = h
 	if i := strings.LastIndexByte(h, ':'); i > strings.LastIndexByte(h, ']') {
