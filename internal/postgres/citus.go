@@ -142,10 +142,10 @@ func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]targ
 // shards returns an actor of each shard of the key table, in order. It is read
 // once: moving a shard keeps it, splitting one needs a restart.
 func (s *Store) shards(ctx context.Context) ([]string, error) {
-	s.shardActors.Lock()
-	defer s.shardActors.Unlock()
-	if s.shardActors.list != nil {
-		return s.shardActors.list, nil
+	s.shardsMu.Lock()
+	defer s.shardsMu.Unlock()
+	if s.shardActors != nil {
+		return s.shardActors, nil
 	}
 	// The first of 0, 1, 2, … whose hash falls in each shard; 64 a shard cover them all.
 	var rows []struct {
@@ -163,7 +163,7 @@ func (s *Store) shards(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("find the shards: an actor for %d shards", len(rows))
 	}
 	for _, r := range rows {
-		s.shardActors.list = append(s.shardActors.list, r.Actor)
+		s.shardActors = append(s.shardActors, r.Actor)
 	}
-	return s.shardActors.list, nil
+	return s.shardActors, nil
 }

@@ -143,14 +143,10 @@ type boundedDialer struct {
 	limit time.Duration
 }
 
-func (d *boundedDialer) Dial(network, addr string) (net.Conn, error) {
-	return d.DialContext(context.Background(), network, addr)
-}
-
-func (d *boundedDialer) DialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return d.DialContext(ctx, network, addr)
+// Dial and DialTimeout are there for pq.Dialer: lib/pq calls DialContext.
+func (d *boundedDialer) Dial(string, string) (net.Conn, error) { return nil, errors.ErrUnsupported }
+func (d *boundedDialer) DialTimeout(string, string, time.Duration) (net.Conn, error) {
+	return nil, errors.ErrUnsupported
 }
 
 func (d *boundedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -264,19 +260,14 @@ func Statement(fsys fs.FS, name string) string {
 
 // Store implements the idempotency store and the business store.
 type Store struct {
-	db *sqlx.DB
-	// Clock, if set, replaces the database clock (tests move time with it).
-	Clock func() time.Time
-	// Unprepared runs every statement unprepared, as a Pooled db needs.
-	Unprepared bool
-	stmts      sync.Map                  // query text → *sqlx.Stmt
-	citus      atomic.Pointer[citusFunc] // nil until onCitus asked
-	// shardActors are an actor of each shard, in the shards' order; read once.
-	shardActors struct {
-		sync.Mutex
-		list []string
-	}
-	nextShard atomic.Uint32 // turns the shard a take starts with
+	db          *sqlx.DB
+	Clock       func() time.Time // if set, replaces the database clock (tests move time with it)
+	Unprepared  bool             // runs every statement unprepared, as a Pooled db needs
+	stmts       sync.Map         // query text → *sqlx.Stmt
+	citus       atomic.Pointer[citusFunc]
+	shardsMu    sync.Mutex
+	shardActors []string      // an actor of each shard, in the shards' order; read once
+	nextShard   atomic.Uint32 // turns the shard a take starts with
 }
 
 // citusFunc says which functions of migrations/citus the database has.
