@@ -25,28 +25,6 @@ type waitEntry struct {
 	nextPoll time.Time // when one of the waiters may ask the store again
 }
 
-// register adds a waiter on s, for one unregister.
-func (w *waiters) register(s Scope) *waitEntry {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, ok := w.m[s]
-	if !ok {
-		e = &waitEntry{done: make(chan struct{})}
-		w.m[s] = e
-	}
-	e.n++
-	return e
-}
-
-// unregister removes a waiter, and with the last one its entry unless a wake did.
-func (w *waiters) unregister(s Scope, e *waitEntry) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if e.n--; e.n == 0 && w.m[s] == e {
-		delete(w.m, s)
-	}
-}
-
 // waitEnd says how a wait ended.
 type waitEnd int
 
@@ -60,8 +38,21 @@ const (
 
 // await waits on s until until for the answer of the attempt that owns it.
 func (w *waiters) await(ctx context.Context, s Scope, until time.Time) (*Response, waitEnd) {
-	e := w.register(s)
-	defer w.unregister(s, e)
+	w.mu.Lock()
+	e, ok := w.m[s]
+	if !ok {
+		e = &waitEntry{done: make(chan struct{})}
+		w.m[s] = e
+	}
+	e.n++
+	w.mu.Unlock()
+	defer func() { // the last waiter removes the entry, unless a wake did
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if e.n--; e.n == 0 && w.m[s] == e {
+			delete(w.m, s)
+		}
+	}()
 	for {
 		switch {
 		case ctx.Err() != nil:
