@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -28,7 +27,8 @@ type boundConnector struct {
 	hear   *hearing
 }
 
-// pqConn is what a lib/pq connection implements and the pool uses.
+// pqConn, pqRows and pqStmt are what lib/pq's connections, rows and
+// statements implement and the pool forwards.
 type pqConn interface {
 	driver.Conn
 	driver.ConnBeginTx
@@ -41,7 +41,6 @@ type pqConn interface {
 	driver.Validator
 }
 
-// pqRows is what lib/pq's rows implement.
 type pqRows interface {
 	driver.Rows
 	driver.RowsNextResultSet
@@ -51,7 +50,6 @@ type pqRows interface {
 	driver.RowsColumnTypePrecisionScale
 }
 
-// pqStmt is what lib/pq's prepared statements implement.
 type pqStmt interface {
 	driver.Stmt
 	driver.StmtExecContext
@@ -64,12 +62,7 @@ func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if end(err); err != nil {
 		return nil, err
 	}
-	pc, ok := conn.(pqConn)
-	if !ok {
-		conn.Close()
-		return nil, fmt.Errorf("postgres: the driver's connection (%T) lacks what the pool needs", conn)
-	}
-	bc := &boundDriverConn{pqConn: pc, bound: c.bound, pooled: c.pooled, hear: c.hear}
+	bc := &boundDriverConn{pqConn: conn.(pqConn), bound: c.bound, pooled: c.pooled, hear: c.hear}
 	pq.SetNoticeHandler(conn, func(notice *pq.Error) {
 		if strings.Contains(notice.Message, "wait for synchronous replication") {
 			bc.notReplicated.Store(true)
@@ -130,12 +123,7 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 	if end(err); err != nil {
 		return nil, err
 	}
-	ps, ok := st.(pqStmt)
-	if !ok {
-		st.Close()
-		return nil, fmt.Errorf("postgres: the driver's statement (%T) lacks what the pool needs", st)
-	}
-	return &boundStmt{pq: ps, conn: c, query: query}, nil
+	return &boundStmt{pq: st.(pqStmt), conn: c, query: query}, nil
 }
 
 // BeginTx begins a transaction on ctx as it is: lib/pq watches it until
@@ -195,13 +183,7 @@ func (c *boundDriverConn) query(ctx context.Context, st pqStmt, query string, ar
 		cancel()
 		return nil, err
 	}
-	pr, ok := rows.(pqRows)
-	if !ok {
-		rows.Close()
-		cancel()
-		return nil, fmt.Errorf("postgres: the driver's rows (%T) lack what the pool needs", rows)
-	}
-	return &boundRows{pqRows: pr, conn: c, cancel: cancel}, nil
+	return &boundRows{pqRows: rows.(pqRows), conn: c, cancel: cancel}, nil
 }
 
 func (c *boundDriverConn) Ping(ctx context.Context) error {
