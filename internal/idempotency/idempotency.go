@@ -170,9 +170,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	case cfg.NewKeysPerSecond < 0 || (cfg.NewKeysPerSecond > 0 && cfg.NewKeysBurst < 1):
 		return nil, errors.New("idempotency: a bound on new keys needs a positive rate and a burst of at least 1")
 	}
-	if cfg.MaxWait == 0 {
-		cfg.MaxWait = 10 * time.Second
-	}
+	cfg.MaxWait = cmp.Or(cfg.MaxWait, 10*time.Second)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}

@@ -66,9 +66,7 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	}
 	cfg.BinaryParameters = true
 	// A partition gives 503s within seconds: a connect is bounded, and so is each read and write.
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 3 * time.Second
-	}
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, 3*time.Second)
 	dialer := &boundedDialer{limit: opts.StatementTimeout + max(opts.StatementTimeout/5, 500*time.Millisecond)}
 	pooled := opts.Pooled
 	if !pooled {
