@@ -38,15 +38,13 @@ type Effect interface {
 	Describe() string // names the change for errors, e.g. "insert demo request"
 }
 
-// Answer is what a work decided: the response, and the change that commits
-// with it (nil for none, such as a refusal).
+// Answer is what a work decided: the response, and the change (nil for none, as a refusal).
 type Answer struct {
 	Response Response
 	Effect   Effect
 }
 
-// Claim is a request's hold on its key: a claim in progress completes only
-// while Token still holds it.
+// Claim is a request's hold on its key; it completes only while Token holds the key.
 type Claim struct {
 	Scope Scope
 	Token string
@@ -427,8 +425,7 @@ func (r *Runner) observe(req Request, o Outcome) {
 // workBudget is half the lease: a work ends well before its key may be taken over.
 func (r *Runner) workBudget() time.Duration { return r.cfg.Lease / 2 }
 
-// InProgressError is 409 operation_in_progress, retry after retryAfter (at
-// least a second); 0: no one can say when.
+// InProgressError is 409 operation_in_progress, retry after retryAfter (0: no one can say when).
 func InProgressError(retryAfter time.Duration) error {
 	if retryAfter == 0 {
 		return &apperr.Error{Code: apperr.OperationInProgress, Message: "a request with this idempotency key is held, and no one can say until when"}

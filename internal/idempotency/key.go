@@ -45,8 +45,7 @@ func ParseKey(values []string) (string, error) {
 	return key, nil
 }
 
-// unquote decodes a structured-field string, where only \" and \\ are
-// escapes; anything after the closing quote makes it invalid.
+// unquote decodes a structured-field string, whose only escapes are \" and \\.
 func unquote(v string) (string, bool) {
 	var b strings.Builder
 	for i := 1; i < len(v); i++ {

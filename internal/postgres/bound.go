@@ -78,8 +78,7 @@ func (c *boundConnector) Open(string) (driver.Conn, error) {
 	return nil, errors.New("postgres: connect through the pool that Open returns")
 }
 
-// Pooled reports whether db, a pool of Open, reaches PostgreSQL through a
-// pooler in transaction mode, recognised (PgBouncer) or told (Options.Pooled).
+// Pooled reports whether db, a pool of Open, reaches PostgreSQL through a pooler in transaction mode.
 func Pooled(db *sqlx.DB) bool {
 	if db == nil {
 		return false
@@ -88,8 +87,7 @@ func Pooled(db *sqlx.DB) bool {
 	return ok && c.pooled
 }
 
-// boundDriverConn is a lib/pq connection whose statements each run under
-// a deadline of bound.
+// boundDriverConn is a lib/pq connection whose statements each run under a deadline of bound.
 type boundDriverConn struct {
 	pqConn
 	bound  time.Duration
@@ -165,8 +163,7 @@ func (c *boundDriverConn) exec(ctx context.Context, st pqStmt, query string, arg
 	return res, err
 }
 
-// query is exec for a statement with rows: its deadline ends when they are
-// closed.
+// query is exec for a statement with rows: its deadline ends when they are closed.
 func (c *boundDriverConn) query(ctx context.Context, st pqStmt, query string, args []driver.NamedValue) (driver.Rows, error) {
 	ctx, done := traceStatement(ctx, query)
 	ctx, cancel := c.bounded(ctx)

@@ -139,8 +139,8 @@ func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]targ
 	return ts, of, nil
 }
 
-// shards returns an actor of each shard of the key table, in order. It is read
-// once: moving a shard keeps it, splitting one needs a restart.
+// shards returns an actor of each shard of the key table, in order; read
+// once, so splitting a shard needs a restart.
 func (s *Store) shards(ctx context.Context) ([]string, error) {
 	s.shardsMu.Lock()
 	defer s.shardsMu.Unlock()

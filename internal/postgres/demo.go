@@ -23,8 +23,7 @@ var (
 
 var getDemoRequestSQL = statement("get_demo_request.sql")
 
-// CreateDemoRequest is the create's write of r, committed with the key
-// (sql/create_demo_request.sql).
+// CreateDemoRequest is the create's write of r, committed with the key.
 func (s *Store) CreateDemoRequest(r demo.Request) idempotency.Effect {
 	return &effect{what: "create demo request", stmts: &createStatements, args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
 }

@@ -28,8 +28,7 @@ type hearing struct {
 	underway map[*time.Time]struct{} // the exchanges under way, by their start
 }
 
-// begin notes an exchange (a statement, or a connect: w nil) starting and
-// returns its end; meanwhile its waiter w is not waiting for a connection.
+// begin notes an exchange (w nil: a connect) starting, and returns its end; meanwhile w is not waiting.
 func (h *hearing) begin(w *atomic.Bool) func(error) {
 	if w != nil {
 		w.Store(true)

@@ -32,8 +32,7 @@ func keyWriteOf(name string) keyWrite {
 	return keyWrite{sql: statement(name), citus: citusCall(name, 0)}
 }
 
-// citusCall is the call of sql/name's function on Citus: lead parameters of
-// its own, then the statement's.
+// citusCall is the call of sql/name's function on Citus: lead parameters, then the statement's.
 func citusCall(name string, lead int) string {
 	n := lead
 	for _, m := range paramRE.FindAllStringSubmatch(statement(name), -1) {
@@ -181,8 +180,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease
 	return s.WriteKey(ctx, nil, q, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()})
 }
 
-// CompleteAtomically implements idempotency.Store (for a create,
-// sql/create_demo_request.sql).
+// CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).
 func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
 	q, args, e, err := s.statementOf(ctx, a, false,
 		[]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()})
@@ -203,8 +201,7 @@ func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp 
 	return w, nil
 }
 
-// FinishClaimAtomically implements idempotency.Store (for a create,
-// sql/finish_claim_create_demo_request.sql).
+// FinishClaimAtomically implements idempotency.Store (sql/finish_claim_create_demo_request.sql).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
 	q, args, e, err := s.statementOf(ctx, a, true,
 		[]any{s.now()}, []any{c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token})

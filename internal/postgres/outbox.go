@@ -114,13 +114,12 @@ func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status
 	}
 	st := rows[0].Status
 	st.ProviderKey = delivery.EventKey(st.RequestID, delivery.KindSubmit, rows[0].Seq)
-	for _, r := range rows[1:] {
-		st.Events = append(st.Events, delivery.Event{Kind: r.Kind, State: r.State, Attempts: r.Attempts, LastError: r.LastError,
+	st.Events = make([]delivery.Event, len(rows)-1)
+	for i, r := range rows[1:] {
+		st.Events[i] = delivery.Event{Kind: r.Kind, State: r.State, Attempts: r.Attempts, LastError: r.LastError,
 			NextAttemptAt: r.NextAttemptAt, ProviderKey: delivery.EventKey(st.RequestID, r.Kind, r.Seq), Seq: r.Seq,
-			ProviderReference: r.ProviderReference, UpdatedAt: r.UpdatedAt})
-	}
-	for i := range st.Events {
-		if st.Events[i].Kind == delivery.KindCancel {
+			ProviderReference: r.ProviderReference, UpdatedAt: r.UpdatedAt}
+		if r.Kind == delivery.KindCancel {
 			st.Cancel = &st.Events[i]
 		}
 	}

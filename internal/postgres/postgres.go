@@ -50,8 +50,7 @@ func Open(ctx context.Context, url string, statementTimeout time.Duration) (*sql
 }
 
 // OpenWith connects to the database at url (ParseURL) and checks that it
-// answers. PgBouncer, in any pool mode, is taken as Pooled. binary_parameters
-// makes a statement with arguments one round trip, not two.
+// answers. PgBouncer, in any pool mode, is taken as Pooled.
 func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	if opts.StatementTimeout <= 0 {
 		return nil, errors.New("open database: no statement bound")
@@ -64,7 +63,7 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
-	cfg.BinaryParameters = true
+	cfg.BinaryParameters = true // a statement with arguments is one round trip, not two
 	// A partition gives 503s within seconds: a connect is bounded, and so is each read and write.
 	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, 3*time.Second)
 	dialer := &boundedDialer{limit: opts.StatementTimeout + max(opts.StatementTimeout/5, 500*time.Millisecond)}
@@ -113,8 +112,7 @@ func behindPgBouncer(ctx context.Context, cfg pq.Config, dialer pq.Dialer) (bool
 	return false, startupHint(err)
 }
 
-// refusedParameter returns the startup parameter a pooler refused in err,
-// "" if err says nothing of the kind.
+// refusedParameter returns the startup parameter a pooler refused in err, or "".
 func refusedParameter(err error) string {
 	if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "08P01" {
 		if param, ok := strings.CutPrefix(pqErr.Message, "unsupported startup parameter: "); ok {
@@ -180,8 +178,7 @@ func Migrate(db *sqlx.DB, steps int) error {
 var ErrMigrateNeedsDirectURL = errors.New("migrations need a direct connection to PostgreSQL, not one through a pooler in " +
 	"transaction mode (where a session's lock outlives its transaction): run them with a URL of the server itself")
 
-// MigrateFS is Migrate for the migrations in folder dir of fsys, which
-// golang-migrate records in table (empty: schema_migrations).
+// MigrateFS is Migrate for the migrations in dir of fsys, recorded in table (empty: schema_migrations).
 func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 	src, err := iofs.New(fsys, dir)
 	if err != nil {
@@ -215,29 +212,26 @@ func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 	return nil
 }
 
-// schemaCurrent returns nil when steps is 0 (all up) and the schema is at
-// the last migration of src already, else ErrMigrateNeedsDirectURL.
+// schemaCurrent returns nil when steps is 0 and the schema is current, else ErrMigrateNeedsDirectURL.
 func schemaCurrent(db *sqlx.DB, src source.Driver, table string, steps int) error {
 	var want uint
 	for v, err := src.First(); err == nil; v, err = src.Next(v) {
 		want = v
 	}
-	var row struct {
-		Version uint `db:"version"`
-		Dirty   bool `db:"dirty"`
-	}
-	err := db.Get(&row, "SELECT version, dirty FROM "+pq.QuoteIdentifier(table)+" LIMIT 1")
+	var version uint
+	var dirty bool
+	err := db.QueryRow("SELECT version, dirty FROM "+pq.QuoteIdentifier(table)+" LIMIT 1").Scan(&version, &dirty)
 	if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "42P01" { // no table: nothing applied
 		err = sql.ErrNoRows
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("migrate: read the schema's version: %w", dbErr(err))
 	}
-	if steps == 0 && row.Version == want && !row.Dirty {
+	if steps == 0 && version == want && !dirty {
 		return nil
 	}
 	return fmt.Errorf("migrate: the schema is at version %d%s, this build needs %d: %w",
-		row.Version, map[bool]string{true: " (dirty)"}[row.Dirty], want, ErrMigrateNeedsDirectURL)
+		version, map[bool]string{true: " (dirty)"}[dirty], want, ErrMigrateNeedsDirectURL)
 }
 
 // sqlFiles holds every statement the store runs, one a file, its parameters listed at its top.

@@ -26,8 +26,7 @@ func (r Replication) Describe() string {
 	return "synchronous: a commit waits for a synchronous standby"
 }
 
-// WritesHeld says why every write is answered 503 now (ErrNotReplicated),
-// "" when it is not.
+// WritesHeld says why every write is answered 503 now (ErrNotReplicated), or "".
 func (r Replication) WritesHeld() string {
 	if r.CommitWaits && r.Attached == 0 {
 		return "commits wait for a synchronous standby and none is attached: every write is answered 503 until one is"

@@ -47,10 +47,6 @@ func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (de
 
 // purgeOn purges up to batch keys after mark on t: how many it deleted and picked, and the last.
 func (s *Store) purgeOn(ctx context.Context, t target, batch int, mark SweepMark) (deleted int64, candidates int, last SweepMark, err error) {
-	var after any // NULL: from the start
-	if !mark.expiresAt.IsZero() {
-		after = mark.expiresAt
-	}
 	var row struct {
 		Deleted    int64     `db:"deleted"`
 		Candidates int       `db:"candidates"`
@@ -59,6 +55,7 @@ func (s *Store) purgeOn(ctx context.Context, t target, batch int, mark SweepMark
 		Operation  string    `db:"operation"`
 		Key        string    `db:"idem_key"`
 	}
+	after := sql.NullTime{Time: mark.expiresAt, Valid: !mark.expiresAt.IsZero()} // NULL: from the start
 	err = s.db.GetContext(ctx, &row, t.query, t.with(s.now(),
 		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch)...)
 	if errors.Is(err, sql.ErrNoRows) { // nothing expired
