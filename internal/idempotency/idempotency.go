@@ -285,11 +285,8 @@ func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, er
 	if r.newKeys == nil {
 		return nil, false, nil
 	}
-	p, retryAfter := r.newKeys.admit(req.Scope, readKind == TakeOverLease)
-	if p != nil {
-		return p, false, nil
-	}
-	return nil, readKind < 0, rateLimited(retryAfter)
+	p, err = r.newKeys.admit(req.Scope, readKind == TakeOverLease)
+	return p, p == nil && readKind < 0, err
 }
 
 // lookup reads s's key; over the bound for 250 ms at most: no wait behind the pool.

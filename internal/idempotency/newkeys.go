@@ -52,8 +52,8 @@ type pass struct {
 }
 
 // admit admits a request on s as a follower (s in flight, or follow), else as
-// its leader with a token set aside; over the bound, nil and when one is free.
-func (k *newKeys) admit(s Scope, follow bool) (*pass, time.Duration) {
+// its leader with a token set aside; over the bound, nil and rate_limited.
+func (k *newKeys) admit(s Scope, follow bool) (*pass, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := k.clock()
@@ -65,15 +65,17 @@ func (k *newKeys) admit(s Scope, follow bool) (*pass, time.Duration) {
 	}
 	if a.scopes[s] > 0 || follow {
 		a.scopes[s]++
-		return &pass{k: k, a: a, scope: s}, 0
+		return &pass{k: k, a: a, scope: s}, nil
 	}
 	free := a.bucket.TokensAt(now) - float64(a.setAside)
 	if free < 1 {
-		return nil, time.Duration(math.Ceil((1 - free) / float64(k.limit) * float64(time.Second)))
+		retryAfter := time.Duration(math.Ceil((1 - free) / float64(k.limit) * float64(time.Second)))
+		return nil, &apperr.Error{Code: apperr.RateLimited, RetryAfter: max(retryAfter, time.Second),
+			Message: "too many new idempotency keys from this actor; nothing was stored, send it again after Retry-After seconds"}
 	}
 	a.setAside++
 	a.scopes[s]++
-	return &pass{k: k, a: a, scope: s, leader: true}, 0
+	return &pass{k: k, a: a, scope: s, leader: true}, nil
 }
 
 // claimed spends the token set aside, or a follower's from the bucket, into debt if need be.
@@ -83,12 +85,11 @@ func (p *pass) claimed() {
 	}
 	p.k.mu.Lock()
 	defer p.k.mu.Unlock()
-	now := p.k.clock()
 	if p.leader {
 		p.a.setAside--
 		p.leader = false
 	}
-	p.a.bucket.ReserveN(now, 1)
+	p.a.bucket.ReserveN(p.k.clock(), 1)
 }
 
 // done ends p: a token still set aside goes back, unspent.
@@ -116,13 +117,5 @@ func (k *newKeys) dropIdle(now time.Time) {
 		if a.setAside == 0 && len(a.scopes) == 0 && a.bucket.TokensAt(now) >= float64(k.burst) {
 			delete(k.actors, actor)
 		}
-	}
-}
-
-func rateLimited(retryAfter time.Duration) error {
-	return &apperr.Error{
-		Code:       apperr.RateLimited,
-		Message:    "too many new idempotency keys from this actor; nothing was stored, send it again after Retry-After seconds",
-		RetryAfter: max(retryAfter, time.Second),
 	}
 }
