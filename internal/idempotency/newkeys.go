@@ -10,9 +10,6 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// OutcomeRateLimited counts a request refused under the bound on new keys.
-const OutcomeRateLimited Outcome = "rate_limited"
-
 // newKeys bounds each actor's new keys with a token bucket in this process
 // (docs/how-it-works.md): a scope's first request here sets a token aside,
 // the others follow it without one, and only a write of a new key spends it.

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -36,18 +37,13 @@ func ParseURL(raw string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("host %q: %w", h, err)
 		}
-		hosts, ports = append(hosts, host), append(ports, port)
+		hosts, ports = append(hosts, host), append(ports, cmp.Or(port, "5432")) // lib/pq reads no empty item
 		anyPort = anyPort || port != ""
 	}
 	password, _ := u.User.Password()
 	params := map[string]string{"user": u.User.Username(), "password": password,
 		"dbname": strings.TrimPrefix(u.Path, "/"), "host": strings.Join(hosts, ",")}
 	if anyPort {
-		for i, p := range ports {
-			if p == "" {
-				ports[i] = "5432" // lib/pq reads no empty item
-			}
-		}
 		params["port"] = strings.Join(ports, ",")
 	}
 	for k, v := range u.Query() {
