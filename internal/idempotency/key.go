@@ -16,11 +16,10 @@ const MaxKeyLen = 255
 // Errors: idempotency_key_missing when there is no header;
 // idempotency_key_invalid when it is sent more than once or is malformed.
 func ParseKey(values []string) (string, error) {
-	switch len(values) {
-	case 0:
+	if len(values) == 0 {
 		return "", apperr.Errorf(apperr.KeyMissing, "the Idempotency-Key header is required")
-	case 1:
-	default:
+	}
+	if len(values) > 1 {
 		return "", apperr.Errorf(apperr.KeyInvalid, "send the Idempotency-Key header once")
 	}
 	v := strings.Trim(values[0], " \t")

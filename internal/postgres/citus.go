@@ -74,13 +74,9 @@ func (d Distribution) String() string {
 	}
 }
 
-// scan is a statement across actors, and the call that runs it on one shard
-// on Citus (migrations/citus/scans.sql): an actor of the shard, the statement, its parameters.
-type scan struct {
-	sql, citus string
-}
-
-func scanOf(name string) scan { return scan{sql: statement(name), citus: citusCall(name, 2)} }
+// scanOf is a statement across actors; on Citus its call runs it on one
+// shard, given an actor of the shard and the statement.
+func scanOf(name string) stmt { return stmt{sql: statement(name), citus: citusCall(name, 2)} }
 
 // target is one run of a scan: the query, and the arguments before the statement's own.
 type target struct {
@@ -91,7 +87,7 @@ type target struct {
 func (t target) with(args ...any) []any { return append(slices.Clone(t.args), args...) }
 
 // targets returns the runs of sc: its statement once, or on Citus its call once per shard.
-func (s *Store) targets(ctx context.Context, sc scan) ([]target, error) {
+func (s *Store) targets(ctx context.Context, sc stmt) ([]target, error) {
 	c, err := s.onCitus(ctx)
 	if err != nil || !c.Scans {
 		return []target{{query: sc.sql}}, err
@@ -109,7 +105,7 @@ func (s *Store) targets(ctx context.Context, sc scan) ([]target, error) {
 
 // targetsOf returns the runs of sc for the given actors' rows, with the
 // indexes of the actors of each: on Citus one per shard that holds some.
-func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]target, [][]int, error) {
+func (s *Store) targetsOf(ctx context.Context, sc stmt, actors []string) ([]target, [][]int, error) {
 	all := make([]int, len(actors))
 	for i := range all {
 		all[i] = i

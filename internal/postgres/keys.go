@@ -22,14 +22,14 @@ import (
 
 var claimSQL = keyWriteOf("claim.sql")
 
-// keyWrite is a statement that writes a key row, and the call of its
-// function on Citus (migrations/citus/key_writes.sql, docs/running.md).
-type keyWrite struct {
+// stmt is a statement, sql/name, and the call of its function on Citus
+// (migrations/citus: key_writes.sql for a key write, scans.sql for a scan).
+type stmt struct {
 	sql, citus string
 }
 
-func keyWriteOf(name string) keyWrite {
-	return keyWrite{sql: statement(name), citus: citusCall(name, 0)}
+func keyWriteOf(name string) stmt {
+	return stmt{sql: statement(name), citus: citusCall(name, 0)}
 }
 
 // citusCall is the call of sql/name's function on Citus: lead parameters, then the statement's.
@@ -50,8 +50,8 @@ var paramRE = regexp.MustCompile(`\$(\d+)`)
 
 // keyStatements are an effect's statements: the one-phase write, and the two-phase finish.
 type keyStatements struct {
-	onePhase keyWrite
-	finish   keyWrite
+	onePhase stmt
+	finish   stmt
 }
 
 // answerOnly completes a key with no business change (a refusal).
@@ -282,13 +282,9 @@ func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.
 
 // InProgress returns how many claims are in progress, the oldest's claim time and the store's time.
 func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, err error) {
-	var row struct {
-		N      int          `db:"n"`
-		Oldest sql.NullTime `db:"oldest"`
-		Now    time.Time    `db:"now"`
-	}
-	if err = s.db.GetContext(ctx, &row, countInProgressClaimsSQL, s.now()); err != nil {
+	var first sql.NullTime
+	if err = s.db.QueryRowContext(ctx, countInProgressClaimsSQL, s.now()).Scan(&n, &first, &now); err != nil {
 		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
 	}
-	return row.N, row.Oldest.Time, row.Now, nil
+	return n, first.Time, now, nil
 }

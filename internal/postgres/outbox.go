@@ -35,10 +35,7 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 	var due []delivery.Due
 	var failed error
 	first := s.nextShard.Add(1)
-	for i := range ts {
-		if len(due) >= n {
-			break
-		}
+	for i := 0; i < len(ts) && len(due) < n; i++ {
 		t := ts[(int(first%uint32(len(ts)))+i)%len(ts)]
 		var part []delivery.Due
 		if err := s.db.SelectContext(ctx, &part, t.query, t.with(s.now(), pq.Array(busy), n-len(due), token, lease.Microseconds())...); err != nil {
@@ -139,13 +136,9 @@ func (s *Store) Reconciled(ctx context.Context, id, kind string, seq int, refere
 
 // Backlog returns how many deliveries are pending, and how long the oldest has been due.
 func (s *Store) Backlog(ctx context.Context) (n int, oldestDue time.Duration, err error) {
-	var row struct {
-		N   int             `db:"n"`
-		Age sql.NullFloat64 `db:"age"`
-	}
-	err = s.db.GetContext(ctx, &row, backlogSQL, s.now())
-	if err != nil {
+	var age sql.NullFloat64 // seconds
+	if err = s.db.QueryRowContext(ctx, backlogSQL, s.now()).Scan(&n, &age); err != nil {
 		return 0, 0, dbErr(err)
 	}
-	return row.N, time.Duration(max(row.Age.Float64, 0) * float64(time.Second)), nil
+	return n, time.Duration(max(age.Float64, 0) * float64(time.Second)), nil
 }

@@ -264,8 +264,8 @@ type Store struct {
 
 // citusFunc says which functions of migrations/citus the database has.
 type citusFunc struct {
-	KeyWrites bool `db:"key_writes"` // keyWrite
-	Scans     bool `db:"scans"`      // scan
+	KeyWrites bool `db:"key_writes"`
+	Scans     bool `db:"scans"`
 }
 
 // onCitus returns which functions run for the statements; the first call asks.
@@ -287,7 +287,7 @@ func (s *Store) onCitus(ctx context.Context) (*citusFunc, error) {
 }
 
 // keyWrite returns the text that runs k: on Citus its function's call, else its statement.
-func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
+func (s *Store) keyWrite(ctx context.Context, k stmt) (string, error) {
 	c, err := s.onCitus(ctx)
 	if err != nil || !c.KeyWrites {
 		return k.sql, err
