@@ -38,18 +38,14 @@ var commitReplicationSQL = statement("commit_replication.sql")
 
 // Replication reads how the server replicates this pool's commits.
 func (s *Store) Replication(ctx context.Context) (Replication, error) {
-	var row struct {
-		Commit   string `db:"synchronous_commit"`
-		Names    string `db:"standby_names"`
-		Attached int    `db:"attached"`
-		Hidden   int    `db:"hidden"`
-	}
-	if err := s.db.GetContext(ctx, &row, commitReplicationSQL); err != nil {
+	var r Replication
+	var hidden int // standbys the role may not see
+	err := s.db.QueryRowContext(ctx, commitReplicationSQL).Scan(&r.SynchronousCommit, &r.StandbyNames, &r.Attached, &hidden)
+	if err != nil {
 		return Replication{}, fmt.Errorf("read replication settings: %w", dbErr(err))
 	}
-	r := Replication{SynchronousCommit: row.Commit, StandbyNames: row.Names, Attached: row.Attached,
-		CommitWaits: row.Names != "" && slices.Contains([]string{"on", "remote_write", "remote_apply"}, row.Commit)}
-	if row.Attached == 0 && row.Hidden > 0 {
+	r.CommitWaits = r.StandbyNames != "" && slices.Contains([]string{"on", "remote_write", "remote_apply"}, r.SynchronousCommit)
+	if r.Attached == 0 && hidden > 0 {
 		r.Attached = -1
 	}
 	return r, nil
