@@ -48,9 +48,8 @@ func (d Decision) RetryAfter() time.Duration {
 	return max(d.LeaseLeft, time.Second)
 }
 
-// Decide is the whole state machine of a key, for a request with fingerprint
-// fp at now; prev is the stored record, nil if none. The store's statements
-// take a row over exactly where it says so (a test holds them to it).
+// Decide is the whole state machine of a key, for a request with fingerprint fp at now;
+// prev is the stored record, nil if none. The store's statements take a row over where it says.
 func Decide(prev *Record, fp string, now time.Time) Decision {
 	switch {
 	case prev == nil:

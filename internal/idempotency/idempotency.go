@@ -32,8 +32,7 @@ type Response struct {
 	ResultID string // id of what the work created or changed, if anything
 }
 
-// Effect is a business change the store commits in the transaction that
-// completes the key; its type is the store's own.
+// Effect is a business change the store commits with the key; its type is the store's own.
 type Effect interface {
 	Describe() string // names the change for errors, e.g. "insert demo request"
 }
@@ -66,9 +65,8 @@ var (
 		Message: "the resource changed while this request was decided; send it again", RetryAfter: time.Second}
 )
 
-// Store keeps the records on the database clock, so that replicas agree.
-// Each write takes the key where Decide says a request may, in one
-// statement, and otherwise returns the record that stopped it.
+// Store keeps the records on the database clock. Each write takes the key where Decide
+// says a request may, in one statement, else returns the record that stopped it.
 type Store interface {
 	// Claim writes c's key in progress, committed before it returns.
 	Claim(ctx context.Context, c Claim, fp string, lease, ttl time.Duration) (KeyWrite, error)

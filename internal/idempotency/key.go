@@ -9,12 +9,9 @@ import (
 // MaxKeyLen is the longest key accepted, in bytes.
 const MaxKeyLen = 255
 
-// ParseKey returns the key carried by the Idempotency-Key header values: a
-// structured-field string ("abc", RFC 8941) as the IETF draft asks, or the
-// same characters bare (abc); 1 to 255 visible ASCII characters.
-//
-// Errors: idempotency_key_missing when there is no header;
-// idempotency_key_invalid when it is sent more than once or is malformed.
+// ParseKey returns the key of the Idempotency-Key header values: a structured-field
+// string ("abc", RFC 8941) or the same bare (abc), 1 to 255 visible ASCII characters.
+// Errors: idempotency_key_missing; idempotency_key_invalid (sent twice, or malformed).
 func ParseKey(values []string) (string, error) {
 	if len(values) == 0 {
 		return "", apperr.Errorf(apperr.KeyMissing, "the Idempotency-Key header is required")

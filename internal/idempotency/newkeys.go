@@ -10,9 +10,8 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// newKeys bounds each actor's new keys with a token bucket in this process
-// (docs/how-it-works.md): a scope's first request here sets a token aside,
-// the others follow it without one, and only a write of a new key spends it.
+// newKeys bounds each actor's new keys with a token bucket in this process: a scope's
+// first request sets a token aside, others follow it, a new key's write spends it.
 type newKeys struct {
 	limit rate.Limit
 	burst int

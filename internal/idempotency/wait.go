@@ -10,8 +10,7 @@ import (
 // pollInterval is about how often one waiter of a key asks the store, for an owner on another replica.
 const pollInterval = time.Second
 
-// waiters hands the answer of a key's owner in this process to the requests
-// here that wait for it (Prefer: wait); a waiter holds no connection and no lock.
+// waiters hands a key's owner's answer to the requests here that wait for it (Prefer: wait).
 type waiters struct {
 	clock func() time.Time // the Runner's
 	mu    sync.Mutex

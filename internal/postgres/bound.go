@@ -13,13 +13,10 @@ import (
 	"github.com/lib/pq"
 )
 
-// A pool's statements are bounded by the client (docs/running.md): each runs
-// under a deadline, at which lib/pq has the server cancel it (57014, a 503),
-// since PgBouncer refuses statement_timeout. A commit its synchronous standby
-// did not confirm is only a warning: the pool makes it ErrNotReplicated.
+// A pool bounds each statement by a deadline, at which lib/pq has the server
+// cancel it (57014, a 503): PgBouncer refuses statement_timeout (docs/running.md).
 
-// boundConnector opens lib/pq connections whose statements are bounded; it
-// is the pool's driver.Driver too, so that Pooled can read the pool's mode.
+// boundConnector opens bounded lib/pq connections; it is the pool's driver too, for Pooled and await.
 type boundConnector struct {
 	pq     driver.Connector
 	bound  time.Duration
@@ -27,8 +24,7 @@ type boundConnector struct {
 	hear   *hearing
 }
 
-// pqConn, pqRows and pqStmt are what lib/pq's connections, rows and
-// statements implement and the pool forwards.
+// pqConn, pqRows and pqStmt are what lib/pq's connections, rows and statements implement.
 type pqConn interface {
 	driver.Conn
 	driver.ConnBeginTx
@@ -124,8 +120,7 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 	return &boundStmt{pq: st.(pqStmt), conn: c, query: query}, nil
 }
 
-// BeginTx begins a transaction on ctx as it is: lib/pq watches it until
-// the transaction ends, and each statement in it has its own deadline.
+// BeginTx begins a transaction on ctx as it is; each statement in it has its own deadline.
 func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	end := c.hear.begin(waiterOf(ctx))
 	tx, err := c.pqConn.BeginTx(ctx, opts)
@@ -223,8 +218,7 @@ func (r *boundRows) Close() error {
 	return r.conn.replicated(err)
 }
 
-// boundStmt is a statement run under its connection's bound: prepared on the
-// server (pq), or on a pooled connection not at all (pq nil).
+// boundStmt is a statement run under its connection's bound, prepared (pq) or, pooled, not (pq nil).
 type boundStmt struct {
 	pq    pqStmt
 	conn  *boundDriverConn
@@ -257,6 +251,5 @@ func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) 
 	return s.conn.query(ctx, s.pq, s.query, args)
 }
 
-// ErrNotReplicated is the error of a commit whose wait for its synchronous
-// standby was cancelled: a failover may lose it (a 503).
+// ErrNotReplicated: a commit's wait for its synchronous standby was cancelled; a failover may lose it.
 var ErrNotReplicated = errors.New("postgres: the commit was not confirmed by a synchronous standby (it holds on the primary only)")

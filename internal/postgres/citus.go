@@ -20,9 +20,8 @@ type Distribution struct {
 	Distributed bool   // this call distributed the tables (they were not yet)
 }
 
-// Distribute, on a Citus coordinator, distributes the tables by actor_id
-// unless they are already (migrations/citus/distribute.sql), and makes the
-// functions the store calls there. On one PostgreSQL it changes nothing.
+// Distribute, on a Citus coordinator, distributes the tables by actor_id unless
+// they are already, and makes the store's functions; on one PostgreSQL it does nothing.
 func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 	var d Distribution
 	err := db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
@@ -103,8 +102,7 @@ func (s *Store) targets(ctx context.Context, sc stmt) ([]target, error) {
 	return ts, nil
 }
 
-// targetsOf returns the runs of sc for the given actors' rows, with the
-// indexes of the actors of each: on Citus one per shard that holds some.
+// targetsOf is targets for the given actors' rows, with the indexes of the actors of each.
 func (s *Store) targetsOf(ctx context.Context, sc stmt, actors []string) ([]target, [][]int, error) {
 	all := make([]int, len(actors))
 	for i := range all {

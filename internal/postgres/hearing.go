@@ -11,10 +11,9 @@ import (
 	"github.com/lib/pq"
 )
 
-// database/sql bounds a wait for a connection by the caller's context only:
-// with the database gone, a waiter would wait for every statement ahead to
-// reach its bound. So a pool keeps its hearing (when the database last
-// answered, which exchanges are under way), and a waiter gives up once the pool is silent.
+// database/sql bounds a wait for a connection by the caller's context only: with
+// the database gone, a waiter would wait for every statement ahead to reach its
+// bound. So a pool keeps its hearing, and a waiter gives up once the pool is silent.
 
 // silence is how long a pool hears nothing before its waiters give up.
 const silence = time.Second
@@ -75,8 +74,7 @@ func waiterOf(ctx context.Context) *atomic.Bool {
 	return w
 }
 
-// await runs fn on a context that ends once db's pool is silent while fn
-// waits for a connection: then ErrSilent, as apperr unavailable.
+// await runs fn on a context that ends, ErrSilent, once db's pool is silent while fn waits for a connection.
 func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) error {
 	c, ok := db.Driver().(*boundConnector)
 	if !ok {

@@ -18,8 +18,6 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// A statement that writes a key row takes it over where idempotency.Decide would.
-
 var claimSQL = keyWriteOf("claim.sql")
 
 // stmt is a statement, sql/name, and the call of its function on Citus
@@ -57,9 +55,8 @@ type keyStatements struct {
 // answerOnly completes a key with no business change (a refusal).
 var answerOnly = keyStatements{onePhase: keyWriteOf("answer_only.sql"), finish: keyWriteOf("finish_claim_answer_only.sql")}
 
-// effect is the store's idempotency.Effect: its statements, their business
-// arguments (after the key's), and whether its row may have changed since
-// the work read it (conditional: then it runs in a transaction).
+// effect is the store's idempotency.Effect: its statements, their business arguments
+// (after the key's), and whether its row may have changed since the work read it.
 type effect struct {
 	what        string
 	stmts       *keyStatements

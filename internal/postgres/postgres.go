@@ -90,8 +90,7 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	return db, nil
 }
 
-// poolerProbe is a startup parameter PostgreSQL accepts (an extension's
-// setting) and PgBouncer refuses, unless told to ignore it.
+// poolerProbe is a startup parameter PostgreSQL accepts (an extension's setting) and PgBouncer refuses.
 const poolerProbe = "demo_api.pooler_probe"
 
 // behindPgBouncer connects once with poolerProbe, which only PgBouncer refuses.
@@ -131,9 +130,8 @@ func startupHint(err error) error {
 	return err
 }
 
-// boundedDialer dials connections whose every read and write fails after
-// limit: lib/pq does not stop reading at a context's deadline, and its
-// cancel request would cross the same partition.
+// boundedDialer dials connections whose every read and write fails after limit: lib/pq does
+// not stop reading at a context's deadline, and its cancel would cross the same partition.
 type boundedDialer struct {
 	net.Dialer
 	limit time.Duration
@@ -363,8 +361,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	return err
 }
 
-// Unavailable reports whether err is worth trying again as is: the database
-// was unreachable, shutting down, out of resources, cancelled or could not serialize.
+// Unavailable reports whether err is worth trying again as is: unreachable, shutting down, busy, cancelled, unserializable.
 func Unavailable(err error) bool {
 	_, netErr := errors.AsType[net.Error](err)
 	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||

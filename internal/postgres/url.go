@@ -10,9 +10,8 @@ import (
 	"strings"
 )
 
-// ParseURL returns a URL of several hosts, as pg_auto_failover writes it
-// (postgres://u@db1:5432,db2:5433/app), in lib/pq's keyword form, which
-// takes several (host='db1,db2' port='5432,5433' …); else url as it is.
+// ParseURL returns a URL of several hosts (postgres://u@db1:5432,db2:5433/app, as
+// pg_auto_failover writes it) in lib/pq's keyword form, which takes several; else url as it is.
 func ParseURL(raw string) (string, error) {
 	scheme, rest, _ := strings.Cut(raw, "://")
 	authority, tail := rest, ""
