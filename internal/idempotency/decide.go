@@ -40,9 +40,7 @@ type Decision struct {
 	LeaseLeft time.Duration // InProgress: until another request may take the key over
 }
 
-// RetryAfter is how long a request that found the key in progress waits
-// before it asks again: until the owner's deadline, then until its lease
-// passes; at least a second.
+// RetryAfter is until the owner's deadline, else until its lease passes; at least a second.
 func (d Decision) RetryAfter() time.Duration {
 	if d.WorkLeft > 0 {
 		return max(d.WorkLeft, time.Second)
@@ -50,9 +48,8 @@ func (d Decision) RetryAfter() time.Duration {
 	return max(d.LeaseLeft, time.Second)
 }
 
-// Decide is the whole state machine of a key, for a request with fingerprint
-// fp arriving at now; prev is the stored record, nil if none. The store's
-// statements take a row over exactly where it says so (a test holds them to it).
+// Decide is the whole state machine of a key, for a request with fingerprint fp at now;
+// prev is the stored record, nil if none. The store's statements take a row over where it says.
 func Decide(prev *Record, fp string, now time.Time) Decision {
 	switch {
 	case prev == nil:
@@ -71,8 +68,7 @@ func Decide(prev *Record, fp string, now time.Time) Decision {
 	}
 }
 
-// Expired reports whether the record's answer is past its TTL: gone for
-// every purpose. A record in progress never expires.
+// Expired reports whether the record's answer is past its TTL; one in progress never expires.
 func (r *Record) Expired(now time.Time) bool {
 	return r.State == StateCompleted && !now.Before(r.ExpiresAt)
 }

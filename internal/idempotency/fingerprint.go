@@ -9,9 +9,8 @@ import (
 )
 
 // Fingerprint returns the hex SHA-256 of the JSON of a request's significant
-// fields (sorted keys: neither order nor whitespace changes it). A string
-// that is not valid UTF-8 is an error: JSON would replace its bad bytes with
-// U+FFFD, and two different intents would share a fingerprint.
+// fields (sorted keys). A string not valid UTF-8 is an error: JSON would make
+// its bad bytes U+FFFD, and two intents would share a fingerprint.
 func Fingerprint(significant map[string]any) (string, error) {
 	for name, v := range significant {
 		if s, ok := v.(string); ok && !utf8.ValidString(s) {

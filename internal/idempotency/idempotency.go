@@ -1,10 +1,7 @@
-// Package idempotency decides what a request carrying an Idempotency-Key does:
-// run the work once and store its answer, replay the stored answer, say that
-// the first attempt is still running (or wait for it), or refuse a key reused
-// for a different payload. It knows neither HTTP nor SQL: a Store keeps the
-// records, and any operation uses the same Runner by naming itself, its
-// fingerprint and its work. A work never writes: the store commits what it
-// decided with the key's answer, in one transaction.
+// Package idempotency decides what a request carrying an Idempotency-Key
+// does: run the work once and store its answer, replay it, say the first
+// attempt still runs (or wait for it), or refuse a key reused for another
+// payload. It knows neither HTTP nor SQL: a Store keeps the records.
 package idempotency
 
 import (
@@ -35,22 +32,18 @@ type Response struct {
 	ResultID string // id of what the work created or changed, if anything
 }
 
-// Effect is a business change that the store commits in the transaction that
-// completes the key. Its type is the store's own; the Runner only carries it.
+// Effect is a business change the store commits with the key; its type is the store's own.
 type Effect interface {
-	// Describe names the change for errors, e.g. "insert demo request".
-	Describe() string
+	Describe() string // names the change for errors, e.g. "insert demo request"
 }
 
-// Answer is what a work decided: the response to send, store and replay,
-// and the change that commits with it (nil for none, such as a refusal).
+// Answer is what a work decided: the response, and the change (nil for none, as a refusal).
 type Answer struct {
 	Response Response
 	Effect   Effect
 }
 
-// Claim is a request's hold on its key: the store writes the key under
-// Token, and completes a claim in progress only while Token still holds it.
+// Claim is a request's hold on its key; it completes only while Token holds the key.
 type Claim struct {
 	Scope Scope
 	Token string
@@ -59,36 +52,31 @@ type Claim struct {
 // KeyWrite is what a statement that writes a key found.
 type KeyWrite struct {
 	Wrote bool
-	Prev  *Record // the row before the statement (that stopped it, if it did not write), nil for none
+	Prev  *Record // the row before the statement, nil for none
 	Now   time.Time
 }
 
 var (
-	// ErrLeaseLost is returned by a finish whose claim token no longer holds
-	// the key (another request took it over); nothing was committed.
+	// ErrLeaseLost: another request took the key over; nothing was committed.
 	ErrLeaseLost = errors.New("idempotency: lease lost")
-	// ErrEffectNotApplied is returned when a business change found its row
-	// no longer as the work read it; nothing was committed, and a retry
-	// decides afresh: 503.
+	// ErrEffectNotApplied: the business row changed since the work read it;
+	// nothing was committed, and a retry decides afresh.
 	ErrEffectNotApplied error = &apperr.Error{Code: apperr.Unavailable,
 		Message: "the resource changed while this request was decided; send it again", RetryAfter: time.Second}
 )
 
-// Store keeps the records, on the database clock so that replicas agree.
-// Each write takes the key where Decide says a request may, in one
-// statement, and otherwise returns the record that stopped it.
+// Store keeps the records on the database clock. Each write takes the key where Decide
+// says a request may, in one statement, else returns the record that stopped it.
 type Store interface {
 	// Claim writes c's key in progress, committed before it returns.
 	Claim(ctx context.Context, c Claim, fp string, lease, ttl time.Duration) (KeyWrite, error)
 	// CompleteAtomically writes c's key completed with a's response and,
 	// FROM it, a's effect, in one statement. Errors: ErrEffectNotApplied.
 	CompleteAtomically(ctx context.Context, c Claim, fp string, ttl time.Duration, a Answer) (KeyWrite, error)
-	// FinishClaimAtomically commits a's effect and completes c's record with
-	// a's response in one transaction, only while c's token holds it.
-	// Errors: ErrLeaseLost, ErrEffectNotApplied (nothing committed).
+	// FinishClaimAtomically commits a's effect and completes c's record in
+	// one transaction while c's token holds it. Errors: ErrLeaseLost, ErrEffectNotApplied.
 	FinishClaimAtomically(ctx context.Context, c Claim, a Answer) error
-	// Release deletes c's record while it is in progress under c's token,
-	// so the key can run again.
+	// Release deletes c's record while it is in progress under c's token.
 	Release(ctx context.Context, c Claim) error
 	// Lookup returns the record of a scope, nil if none, and the store's time.
 	Lookup(ctx context.Context, s Scope) (*Record, time.Time, error)
@@ -98,12 +86,8 @@ type Store interface {
 type Path string
 
 const (
-	// OnePhase is for a work that is a database write decided beforehand
-	// (Runner.completeAtomically).
-	OnePhase Path = "one_phase"
-	// TwoPhase is for a work outside the database, or held by a workshop
-	// knob (Runner.claim, Runner.run).
-	TwoPhase Path = "two_phase"
+	OnePhase Path = "one_phase" // a database write decided beforehand (completeAtomically)
+	TwoPhase Path = "two_phase" // a work outside the database, or with a workshop knob (claim, run)
 )
 
 // Outcome labels what a request did with its key, for logs and metrics.
@@ -117,17 +101,16 @@ const (
 	OutcomeReplayed         Outcome = "replayed"
 	OutcomeInProgress       Outcome = "in_progress"
 	OutcomeMismatch         Outcome = "mismatch"
-	OutcomeReleased         Outcome = "released"   // the work or its finish failed; the claim was released
-	OutcomeLeaseLost        Outcome = "lease_lost" // the finish found the claim taken over
-	OutcomeFailed           Outcome = "failed"     // the work, or the statement that writes the key, failed
-	OutcomeRerun            Outcome = "rerun"      // a row the statement's snapshot missed took the key
+	OutcomeReleased         Outcome = "released"     // the work or its finish failed; the claim was released
+	OutcomeLeaseLost        Outcome = "lease_lost"   // the finish found the claim taken over
+	OutcomeFailed           Outcome = "failed"       // the work, or the statement that writes the key, failed
+	OutcomeRerun            Outcome = "rerun"        // a row the statement's snapshot missed took the key
+	OutcomeRateLimited      Outcome = "rate_limited" // refused under the bound on new keys
 )
 
-// Work decides an operation for an intent at time now, without writing: the
-// Runner commits what it returns under claim c. Any error it returns is
-// transient (the claim is released), except operation_in_progress: the work
-// still holds its key, as it arranged with the store. A definite refusal is
-// an answer: a response with no effect.
+// Work decides an operation at time now, without writing: the Runner commits
+// what it returns under c. Its errors are transient (the claim is released),
+// except operation_in_progress: the work keeps its key. A refusal is an answer.
 type Work func(ctx context.Context, c Claim, now time.Time) (Answer, error)
 
 // Request is one attempt at an operation.
@@ -136,8 +119,8 @@ type Request struct {
 	Fingerprint string
 	Path        Path
 	Wait        time.Duration // how long to wait for a first attempt in progress (Prefer: wait), capped by MaxWait
-	Retry       bool          // X-Client-Attempt ≥ 2: the key most likely exists, so the Runner reads it first
-	TTL         time.Duration // how long this request's answer is replayed (0: Config.TTL); a claim is held by its lease
+	Retry       bool          // X-Client-Attempt ≥ 2: the Runner reads the key first
+	TTL         time.Duration // how long this request's answer is replayed (0: Config.TTL)
 }
 
 // Result is the answer to a request.
@@ -155,12 +138,10 @@ type Config struct {
 	TTL     time.Duration // how long a completed record is replayed
 	Lease   time.Duration // how long a claim is owned before another may take it over
 	MaxWait time.Duration // caps Request.Wait (default 10 s)
-	// Clock (default time.Now) is the time a work decides with and times
-	// waits; leases and expiry are decided on the store's clock.
+	// Clock is a work's time and waits' (default time.Now); leases use the store's.
 	Clock   func() time.Time
 	Observe func(operation string, p Path, o Outcome) // if set, told every outcome (for metrics)
-	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys with a
-	// token bucket in this process (zero: no bound; newkeys.go).
+	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys (zero: no bound; newkeys.go).
 	NewKeysPerSecond float64
 	NewKeysBurst     int
 }
@@ -186,9 +167,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	case cfg.NewKeysPerSecond < 0 || (cfg.NewKeysPerSecond > 0 && cfg.NewKeysBurst < 1):
 		return nil, errors.New("idempotency: a bound on new keys needs a positive rate and a burst of at least 1")
 	}
-	if cfg.MaxWait == 0 {
-		cfg.MaxWait = 10 * time.Second
-	}
+	cfg.MaxWait = cmp.Or(cfg.MaxWait, 10*time.Second)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -205,8 +184,8 @@ const (
 )
 
 // Do runs work at most once for the request's scope and fingerprint. Each
-// turn of its loop runs one statement (the path's write, or a read of the
-// key) and answers as Decide says on the store's clock, so replicas agree.
+// turn runs one statement (the path's write, or a read of the key) and
+// answers as Decide says on the store's clock.
 //
 // Errors: operation_in_progress, key_payload_mismatch, rate_limited; ctx's
 // error when the client left during a wait; the store's or the work's.
@@ -262,8 +241,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			if d.LeaseLeft > 2*r.cfg.TTL { // held far longer than a key is kept: no time to promise
 				return r.result(req, OutcomeInProgress), InProgressError(0)
 			}
-			// Wait no longer than the owner's deadline: past it the owner
-			// is gone, and only its lease keeps the key.
+			// Past the owner's deadline it is gone, and only its lease keeps the key.
 			now := r.cfg.Clock()
 			resp, end := r.waiters.await(ctx, req.Scope, now.Add(min(waitUntil.Sub(now), d.WorkLeft)))
 			switch end {
@@ -290,9 +268,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 					r.waiters.wake(req.Scope, nil) // the key is free again: the others run too
 				}
 				read, readKind = false, d.Kind
-			case reruns+1 < tries:
-				// The statement did not write where Decide says it could:
-				// a row its snapshot could not see took the scope.
+			case reruns+1 < tries: // a row the statement's snapshot could not see took the key
 				reruns++
 				r.observe(req, OutcomeRerun)
 			default:
@@ -302,21 +278,14 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 	}
 }
 
-// admitNewKey admits req to its path's statement under the bound on new
-// keys. Over the bound, a key not yet read is read first (read, with the
-// refusal), a lease to take over is the same key, and a new key is refused.
+// admitNewKey admits req under the bound on new keys. Over it, a key not yet
+// read is read first (read, with the refusal); a lease to take over is no new key.
 func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, err error) {
 	if r.newKeys == nil {
 		return nil, false, nil
 	}
-	p, retryAfter := r.newKeys.admit(req.Scope, readKind == TakeOverLease)
-	switch {
-	case p != nil:
-		return p, false, nil
-	case readKind < 0:
-		return nil, true, rateLimited(retryAfter)
-	}
-	return nil, false, rateLimited(retryAfter)
+	p, err = r.newKeys.admit(req.Scope, readKind == TakeOverLease)
+	return p, p == nil && readKind < 0, err
 }
 
 // lookup reads s's key; over the bound for 250 ms at most: no wait behind the pool.
@@ -329,9 +298,8 @@ func (r *Runner) lookup(ctx context.Context, s Scope, overBound bool) (*Record, 
 	return r.cfg.Store.Lookup(ctx, s)
 }
 
-// completeAtomically is the one-phase path's statement: the work decides
-// first, then one statement writes the key completed with its answer and
-// the change. A client that hangs up must not cancel it: it is the finish.
+// completeAtomically is the one-phase path: the work decides, then one
+// statement writes the key completed with the change; a client that hangs up does not cancel it.
 func (r *Runner) completeAtomically(ctx context.Context, req Request, c Claim, work Work) (Answer, KeyWrite, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
 	defer cancel()
@@ -346,23 +314,20 @@ func (r *Runner) completeAtomically(ctx context.Context, req Request, c Claim, w
 	return a, w, err
 }
 
-// claim is the two-phase path's statement: the key written in progress,
-// committed on its own so that a retry sees it.
+// claim is the two-phase path's statement: the key written in progress.
 func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, error) {
 	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
 	w, err := r.cfg.Store.Claim(ctx, c, req.Fingerprint, r.cfg.Lease, cmp.Or(req.TTL, r.cfg.TTL))
 	if err != nil {
-		// The claim may have committed with its reply lost: release it by
-		// its token, so that the key is not blocked for a lease.
+		// It may have committed with its reply lost: release it by its token.
 		_ = r.release(ctx, c, leaseEnd) // retried in the background; the claim's error is the answer
 		return w, fmt.Errorf("claim key: %w", err)
 	}
 	return w, nil
 }
 
-// run is the two-phase path after its claim: the work, then the finish
-// fenced by c's token, or the claim released on a failure. A client that
-// hangs up must not cancel the finish (a detached context).
+// run is the two-phase path after its claim: the work, then the finish fenced
+// by c's token (on a detached context), or the claim released on a failure.
 func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work Work) (Result, error) {
 	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
@@ -388,10 +353,8 @@ func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work 
 	return res, err
 }
 
-// release deletes claim c, on a context of its own, retrying in the
-// background with jittered backoff until it succeeds or the lease ends at
-// leaseEnd, so the key is free as soon as the database answers. It returns
-// the first attempt's error, waiting for it at most releaseWait.
+// release deletes claim c, retrying in the background until it succeeds or
+// leaseEnd; it returns the first attempt's error, waiting at most releaseWait.
 func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
 	first := make(chan error, 1)
 	go func() {
@@ -425,8 +388,7 @@ func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error
 	}
 }
 
-// wrote reports the outcome of req's statement that wrote its key where
-// Decide said kind, and spends p's token on a new key.
+// wrote reports the outcome of a write where Decide said kind, and spends p's token on a new key.
 func (r *Runner) wrote(req Request, kind Kind, p *pass) Outcome {
 	o := OutcomeClaimed
 	switch {
@@ -456,12 +418,10 @@ func (r *Runner) observe(req Request, o Outcome) {
 	}
 }
 
-// workBudget is how long a work may run: half the lease, so that it ends
-// well before another request may take the key over.
+// workBudget is half the lease: a work ends well before its key may be taken over.
 func (r *Runner) workBudget() time.Duration { return r.cfg.Lease / 2 }
 
-// InProgressError is 409 operation_in_progress, retry after retryAfter (at
-// least a second); 0: no one can say when.
+// InProgressError is 409 operation_in_progress, retry after retryAfter (0: no one can say when).
 func InProgressError(retryAfter time.Duration) error {
 	if retryAfter == 0 {
 		return &apperr.Error{Code: apperr.OperationInProgress, Message: "a request with this idempotency key is held, and no one can say until when"}

@@ -9,18 +9,14 @@ import (
 // MaxKeyLen is the longest key accepted, in bytes.
 const MaxKeyLen = 255
 
-// ParseKey returns the key carried by the Idempotency-Key header values: a
-// structured-field string ("abc", RFC 8941) as the IETF draft asks, or the
-// same characters bare (abc); 1 to 255 visible ASCII characters.
-//
-// Errors: idempotency_key_missing when there is no header;
-// idempotency_key_invalid when it is sent more than once or is malformed.
+// ParseKey returns the key of the Idempotency-Key header values: a structured-field
+// string ("abc", RFC 8941) or the same bare (abc), 1 to 255 visible ASCII characters.
+// Errors: idempotency_key_missing; idempotency_key_invalid (sent twice, or malformed).
 func ParseKey(values []string) (string, error) {
-	switch len(values) {
-	case 0:
+	if len(values) == 0 {
 		return "", apperr.Errorf(apperr.KeyMissing, "the Idempotency-Key header is required")
-	case 1:
-	default:
+	}
+	if len(values) > 1 {
 		return "", apperr.Errorf(apperr.KeyInvalid, "send the Idempotency-Key header once")
 	}
 	v := strings.Trim(values[0], " \t")
@@ -45,8 +41,7 @@ func ParseKey(values []string) (string, error) {
 	return key, nil
 }
 
-// unquote decodes a structured-field string, where only \" and \\ are
-// escapes; anything after the closing quote makes it invalid.
+// unquote decodes a structured-field string, whose only escapes are \" and \\.
 func unquote(v string) (string, bool) {
 	var b strings.Builder
 	for i := 1; i < len(v); i++ {

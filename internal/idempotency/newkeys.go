@@ -10,15 +10,8 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// OutcomeRateLimited counts a request refused under the bound on new keys.
-const OutcomeRateLimited Outcome = "rate_limited"
-
-// newKeys bounds the new keys of each actor with a token bucket per actor in
-// this process. Only a statement that wrote a new key (none stored, or
-// expired) takes a token (pass.claimed). Before it, the first request of a
-// scope here (its leader) sets a token aside; a request whose scope has one
-// in flight follows it without a token, since the unique index lets only
-// one of them write: a storm of one key costs one token.
+// newKeys bounds each actor's new keys with a token bucket in this process: a scope's
+// first request sets a token aside, others follow it, a new key's write spends it.
 type newKeys struct {
 	limit rate.Limit
 	burst int
@@ -36,8 +29,7 @@ type actorKeys struct {
 	scopes   map[Scope]int // requests in flight, by scope
 }
 
-// sweepIdle is how often actors with a full bucket and nothing in flight,
-// which are as new ones, are dropped.
+// sweepIdle is how often idle actors (as good as new ones) are dropped.
 const sweepIdle = time.Minute
 
 func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
@@ -47,8 +39,7 @@ func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
 	return &newKeys{limit: rate.Limit(perSecond), burst: burst, clock: clock, actors: map[string]*actorKeys{}}
 }
 
-// pass is a request's admission to its path's statement; nil (no bound)
-// does nothing.
+// pass is a request's admission to its path's statement; nil (no bound) does nothing.
 type pass struct {
 	k      *newKeys
 	a      *actorKeys
@@ -56,11 +47,9 @@ type pass struct {
 	leader bool // it has a token set aside
 }
 
-// admit admits a request of scope s without a token, as a follower of the
-// request in flight on s or when the store holds its key (follow); else as
-// s's leader, with a token set aside. Over the bound it returns nil and how
-// long until a token is free.
-func (k *newKeys) admit(s Scope, follow bool) (*pass, time.Duration) {
+// admit admits a request on s as a follower (s in flight, or follow), else as
+// its leader with a token set aside; over the bound, nil and rate_limited.
+func (k *newKeys) admit(s Scope, follow bool) (*pass, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := k.clock()
@@ -72,31 +61,31 @@ func (k *newKeys) admit(s Scope, follow bool) (*pass, time.Duration) {
 	}
 	if a.scopes[s] > 0 || follow {
 		a.scopes[s]++
-		return &pass{k: k, a: a, scope: s}, 0
+		return &pass{k: k, a: a, scope: s}, nil
 	}
 	free := a.bucket.TokensAt(now) - float64(a.setAside)
 	if free < 1 {
-		return nil, time.Duration(math.Ceil((1 - free) / float64(k.limit) * float64(time.Second)))
+		retryAfter := time.Duration(math.Ceil((1 - free) / float64(k.limit) * float64(time.Second)))
+		return nil, &apperr.Error{Code: apperr.RateLimited, RetryAfter: max(retryAfter, time.Second),
+			Message: "too many new idempotency keys from this actor; nothing was stored, send it again after Retry-After seconds"}
 	}
 	a.setAside++
 	a.scopes[s]++
-	return &pass{k: k, a: a, scope: s, leader: true}, 0
+	return &pass{k: k, a: a, scope: s, leader: true}, nil
 }
 
-// claimed takes the token of the new key p's statement wrote: the one set
-// aside, or for a follower the bucket's, into debt if need be.
+// claimed spends the token set aside, or a follower's from the bucket, into debt if need be.
 func (p *pass) claimed() {
 	if p == nil {
 		return
 	}
 	p.k.mu.Lock()
 	defer p.k.mu.Unlock()
-	now := p.k.clock()
 	if p.leader {
 		p.a.setAside--
 		p.leader = false
 	}
-	p.a.bucket.ReserveN(now, 1)
+	p.a.bucket.ReserveN(p.k.clock(), 1)
 }
 
 // done ends p: a token still set aside goes back, unspent.
@@ -114,8 +103,7 @@ func (p *pass) done() {
 	}
 }
 
-// dropIdle drops, at most once per sweepIdle, the actors with a full
-// bucket and nothing in flight. k.mu is held.
+// dropIdle drops, at most once per sweepIdle, the idle actors. k.mu is held.
 func (k *newKeys) dropIdle(now time.Time) {
 	if now.Sub(k.swept) < sweepIdle {
 		return
@@ -125,13 +113,5 @@ func (k *newKeys) dropIdle(now time.Time) {
 		if a.setAside == 0 && len(a.scopes) == 0 && a.bucket.TokensAt(now) >= float64(k.burst) {
 			delete(k.actors, actor)
 		}
-	}
-}
-
-func rateLimited(retryAfter time.Duration) error {
-	return &apperr.Error{
-		Code:       apperr.RateLimited,
-		Message:    "too many new idempotency keys from this actor; nothing was stored, send it again after Retry-After seconds",
-		RetryAfter: max(retryAfter, time.Second),
 	}
 }

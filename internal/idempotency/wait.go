@@ -7,13 +7,10 @@ import (
 	"time"
 )
 
-// pollInterval is about how often one waiter of a key asks the store again
-// when no owner in this process wakes it (it runs on another replica).
+// pollInterval is about how often one waiter of a key asks the store, for an owner on another replica.
 const pollInterval = time.Second
 
-// waiters hands the answer of a key's owner in this process to the requests
-// here that wait for it (Prefer: wait) the moment it ends. A waiter holds no
-// connection and no lock.
+// waiters hands a key's owner's answer to the requests here that wait for it (Prefer: wait).
 type waiters struct {
 	clock func() time.Time // the Runner's
 	mu    sync.Mutex
@@ -25,29 +22,6 @@ type waitEntry struct {
 	resp     *Response // the owner's answer, nil if it released its claim
 	n        int       // waiters registered, while not woken
 	nextPoll time.Time // when one of the waiters may ask the store again
-}
-
-// register adds a waiter on s, for one unregister.
-func (w *waiters) register(s Scope) *waitEntry {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, ok := w.m[s]
-	if !ok {
-		e = &waitEntry{done: make(chan struct{})}
-		w.m[s] = e
-	}
-	e.n++
-	return e
-}
-
-// unregister removes a waiter, and with the last one its entry, unless a
-// wake removed it.
-func (w *waiters) unregister(s Scope, e *waitEntry) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if e.n--; e.n == 0 && w.m[s] == e {
-		delete(w.m, s)
-	}
 }
 
 // waitEnd says how a wait ended.
@@ -63,8 +37,21 @@ const (
 
 // await waits on s until until for the answer of the attempt that owns it.
 func (w *waiters) await(ctx context.Context, s Scope, until time.Time) (*Response, waitEnd) {
-	e := w.register(s)
-	defer w.unregister(s, e)
+	w.mu.Lock()
+	e, ok := w.m[s]
+	if !ok {
+		e = &waitEntry{done: make(chan struct{})}
+		w.m[s] = e
+	}
+	e.n++
+	w.mu.Unlock()
+	defer func() { // the last waiter removes the entry, unless a wake did
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if e.n--; e.n == 0 && w.m[s] == e {
+			delete(w.m, s)
+		}
+	}()
 	for {
 		switch {
 		case ctx.Err() != nil:
@@ -82,8 +69,7 @@ func (w *waiters) await(ctx context.Context, s Scope, until time.Time) (*Respons
 	}
 }
 
-// wait blocks until the owner wakes e, the next poll is due (a jittered
-// pollInterval), until passes or ctx ends. It returns whether e was woken.
+// wait blocks until e is woken (true), a jittered pollInterval or until passes, or ctx ends.
 func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool {
 	poll := time.Duration(float64(pollInterval) * (0.5 + rand.Float64()))
 	t := time.NewTimer(min(until.Sub(w.clock()), poll))
@@ -97,8 +83,7 @@ func (w *waiters) wait(ctx context.Context, e *waitEntry, until time.Time) bool 
 	return false
 }
 
-// takePoll reports whether the caller is the one waiter of e that asks the
-// store now.
+// takePoll reports whether the caller is the one waiter of e that asks the store now.
 func (w *waiters) takePoll(e *waitEntry) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -109,8 +94,7 @@ func (w *waiters) takePoll(e *waitEntry) bool {
 	return false
 }
 
-// wake releases every request waiting on s, with the owner's answer (nil if
-// the owner released its claim: then they ask the store again).
+// wake releases the requests waiting on s with the owner's answer (nil: it released its claim).
 func (w *waiters) wake(s Scope, resp *Response) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -14,18 +13,10 @@ import (
 	"github.com/lib/pq"
 )
 
-// A pool's statements are bounded by the client: each runs under a context
-// deadline of the pool's bound, at which lib/pq has the server cancel it
-// (SQLSTATE 57014, a 503); PgBouncer refuses a statement_timeout startup
-// parameter, and a SET would outlive its transaction there. A partition is
-// bounded by every connection's read deadline (boundedConn). Behind a pooler
-// in transaction mode nothing is prepared on the server: each run sends the
-// statement's text. A commit whose wait for its synchronous standby was
-// cancelled stays on the primary, with a warning only: the pool makes it
-// ErrNotReplicated, so nothing is acknowledged that a failover may lose.
+// A pool bounds each statement by a deadline, at which lib/pq has the server
+// cancel it (57014, a 503): PgBouncer refuses statement_timeout (docs/running.md).
 
-// boundConnector opens lib/pq connections whose statements are bounded; it
-// is the pool's driver.Driver too, so that Pooled can read the pool's mode.
+// boundConnector opens bounded lib/pq connections; it is the pool's driver too, for Pooled and await.
 type boundConnector struct {
 	pq     driver.Connector
 	bound  time.Duration
@@ -33,7 +24,7 @@ type boundConnector struct {
 	hear   *hearing
 }
 
-// pqConn is what a lib/pq connection implements and the pool uses.
+// pqConn, pqRows and pqStmt are what lib/pq's connections, rows and statements implement.
 type pqConn interface {
 	driver.Conn
 	driver.ConnBeginTx
@@ -46,7 +37,6 @@ type pqConn interface {
 	driver.Validator
 }
 
-// pqRows is what lib/pq's rows implement.
 type pqRows interface {
 	driver.Rows
 	driver.RowsNextResultSet
@@ -56,7 +46,6 @@ type pqRows interface {
 	driver.RowsColumnTypePrecisionScale
 }
 
-// pqStmt is what lib/pq's prepared statements implement.
 type pqStmt interface {
 	driver.Stmt
 	driver.StmtExecContext
@@ -69,12 +58,7 @@ func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if end(err); err != nil {
 		return nil, err
 	}
-	pc, ok := conn.(pqConn)
-	if !ok {
-		conn.Close()
-		return nil, fmt.Errorf("postgres: the driver's connection (%T) lacks what the pool needs", conn)
-	}
-	bc := &boundDriverConn{pqConn: pc, bound: c.bound, pooled: c.pooled, hear: c.hear}
+	bc := &boundDriverConn{pqConn: conn.(pqConn), bound: c.bound, pooled: c.pooled, hear: c.hear}
 	pq.SetNoticeHandler(conn, func(notice *pq.Error) {
 		if strings.Contains(notice.Message, "wait for synchronous replication") {
 			bc.notReplicated.Store(true)
@@ -90,8 +74,7 @@ func (c *boundConnector) Open(string) (driver.Conn, error) {
 	return nil, errors.New("postgres: connect through the pool that Open returns")
 }
 
-// Pooled reports whether db, a pool of Open, reaches PostgreSQL through a
-// pooler in transaction mode, recognised (PgBouncer) or told (Options.Pooled).
+// Pooled reports whether db, a pool of Open, reaches PostgreSQL through a pooler in transaction mode.
 func Pooled(db *sqlx.DB) bool {
 	if db == nil {
 		return false
@@ -100,15 +83,13 @@ func Pooled(db *sqlx.DB) bool {
 	return ok && c.pooled
 }
 
-// boundDriverConn is a lib/pq connection whose statements each run under
-// a deadline of bound.
+// boundDriverConn is a lib/pq connection whose statements each run under a deadline of bound.
 type boundDriverConn struct {
 	pqConn
 	bound  time.Duration
 	pooled bool
 	hear   *hearing
-	// notReplicated is set by the server's warning that a commit's wait
-	// for its synchronous standby was cancelled (ErrNotReplicated).
+	// notReplicated: the server warned that a commit's wait for its standby was cancelled.
 	notReplicated atomic.Bool
 }
 
@@ -117,8 +98,7 @@ func (c *boundDriverConn) bounded(ctx context.Context) (context.Context, context
 	return context.WithTimeout(ctx, c.bound)
 }
 
-// replicated returns err, or ErrNotReplicated when err is nil and the
-// server warned that the commit was not confirmed by its standby.
+// replicated returns err, or ErrNotReplicated for a nil err after the server's warning.
 func (c *boundDriverConn) replicated(err error) error {
 	if err == nil && c.notReplicated.Load() {
 		return ErrNotReplicated
@@ -137,16 +117,10 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 	if end(err); err != nil {
 		return nil, err
 	}
-	ps, ok := st.(pqStmt)
-	if !ok {
-		st.Close()
-		return nil, fmt.Errorf("postgres: the driver's statement (%T) lacks what the pool needs", st)
-	}
-	return &boundStmt{pq: ps, conn: c, query: query}, nil
+	return &boundStmt{pq: st.(pqStmt), conn: c, query: query}, nil
 }
 
-// BeginTx begins a transaction on ctx as it is: lib/pq watches it until
-// the transaction ends, and each statement in it has its own deadline.
+// BeginTx begins a transaction on ctx as it is; each statement in it has its own deadline.
 func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	end := c.hear.begin(waiterOf(ctx))
 	tx, err := c.pqConn.BeginTx(ctx, opts)
@@ -184,8 +158,7 @@ func (c *boundDriverConn) exec(ctx context.Context, st pqStmt, query string, arg
 	return res, err
 }
 
-// query is exec for a statement with rows: its deadline ends when they are
-// closed.
+// query is exec for a statement with rows: its deadline ends when they are closed.
 func (c *boundDriverConn) query(ctx context.Context, st pqStmt, query string, args []driver.NamedValue) (driver.Rows, error) {
 	ctx, done := traceStatement(ctx, query)
 	ctx, cancel := c.bounded(ctx)
@@ -202,13 +175,7 @@ func (c *boundDriverConn) query(ctx context.Context, st pqStmt, query string, ar
 		cancel()
 		return nil, err
 	}
-	pr, ok := rows.(pqRows)
-	if !ok {
-		rows.Close()
-		cancel()
-		return nil, fmt.Errorf("postgres: the driver's rows (%T) lack what the pool needs", rows)
-	}
-	return &boundRows{pqRows: pr, conn: c, cancel: cancel}, nil
+	return &boundRows{pqRows: rows.(pqRows), conn: c, cancel: cancel}, nil
 }
 
 func (c *boundDriverConn) Ping(ctx context.Context) error {
@@ -217,8 +184,7 @@ func (c *boundDriverConn) Ping(ctx context.Context) error {
 	return c.pqConn.Ping(ctx)
 }
 
-// boundTx is a transaction whose commit is an error when its standby did
-// not confirm it (ErrNotReplicated).
+// boundTx is a transaction whose commit its standby did not confirm is ErrNotReplicated.
 type boundTx struct {
 	pq   driver.Tx
 	conn *boundDriverConn
@@ -231,8 +197,7 @@ func (t *boundTx) Commit() error {
 
 func (t *boundTx) Rollback() error { return t.pq.Rollback() }
 
-// boundRows are rows read under their statement's deadline, which ends when
-// they are closed; their end is ErrNotReplicated where the server said so.
+// boundRows are rows read under their statement's deadline, which ends when they are closed.
 type boundRows struct {
 	pqRows
 	conn   *boundDriverConn
@@ -253,9 +218,7 @@ func (r *boundRows) Close() error {
 	return r.conn.replicated(err)
 }
 
-// boundStmt is a statement of a connection, run under its bound: prepared
-// on the server (pq), or on a pooled connection not prepared at all (pq
-// nil: each run sends query).
+// boundStmt is a statement run under its connection's bound, prepared (pq) or, pooled, not (pq nil).
 type boundStmt struct {
 	pq    pqStmt
 	conn  *boundDriverConn
@@ -276,13 +239,9 @@ func (s *boundStmt) NumInput() int {
 	return s.pq.NumInput()
 }
 
-func (s *boundStmt) Exec(args []driver.Value) (driver.Result, error) {
-	return s.ExecContext(context.Background(), named(args))
-}
-
-func (s *boundStmt) Query(args []driver.Value) (driver.Rows, error) {
-	return s.QueryContext(context.Background(), named(args))
-}
+// Exec and Query are there for driver.Stmt: database/sql calls the Context forms.
+func (s *boundStmt) Exec([]driver.Value) (driver.Result, error) { return nil, driver.ErrSkip }
+func (s *boundStmt) Query([]driver.Value) (driver.Rows, error)  { return nil, driver.ErrSkip }
 
 func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	return s.conn.exec(ctx, s.pq, s.query, args)
@@ -292,15 +251,5 @@ func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) 
 	return s.conn.query(ctx, s.pq, s.query, args)
 }
 
-func named(args []driver.Value) []driver.NamedValue {
-	nv := make([]driver.NamedValue, len(args))
-	for i, v := range args {
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
-	return nv
-}
-
-// ErrNotReplicated is the error of a commit whose wait for its synchronous
-// standby was cancelled: a failover may lose it, so the store answers it as
-// unavailable.
+// ErrNotReplicated: a commit's wait for its synchronous standby was cancelled; a failover may lose it.
 var ErrNotReplicated = errors.New("postgres: the commit was not confirmed by a synchronous standby (it holds on the primary only)")

@@ -20,11 +20,8 @@ type Distribution struct {
 	Distributed bool   // this call distributed the tables (they were not yet)
 }
 
-// Distribute, on a Citus coordinator (the citus extension is installed),
-// distributes the key table, the business table and the outbox by actor_id,
-// co-located, unless they are already (migrations/citus/distribute.sql), and
-// makes the functions the store calls there (key_writes.sql, scans.sql).
-// On one PostgreSQL it changes nothing. migrate calls it.
+// Distribute, on a Citus coordinator, distributes the tables by actor_id unless
+// they are already, and makes the store's functions; on one PostgreSQL it does nothing.
 func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 	var d Distribution
 	err := db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
@@ -45,9 +42,7 @@ func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 		}
 		d.Distributed = true
 	}
-	// Each its own transaction: Citus makes no function in the transaction
-	// that distributed the tables. CREATE OR REPLACE: every migrate brings
-	// them up to date.
+	// Each its own transaction: Citus makes no function in the one that distributed the tables.
 	for _, name := range []string{"citus/key_writes.sql", "citus/scans.sql"} {
 		if err := runCitusScript(ctx, db, name); err != nil {
 			return d, fmt.Errorf("%s on Citus %s: %w", name, d.Citus, err)
@@ -56,8 +51,7 @@ func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
 	return d, nil
 }
 
-// runCitusScript runs migrations/name as one simple query: one implicit
-// transaction, all of its statements or none.
+// runCitusScript runs migrations/name as one simple query: all of it or nothing.
 func runCitusScript(ctx context.Context, db *sqlx.DB, name string) error {
 	script, err := fs.ReadFile(migrations.Citus, name)
 	if err != nil {
@@ -79,18 +73,11 @@ func (d Distribution) String() string {
 	}
 }
 
-// scan is a statement that reads across actors with FOR UPDATE SKIP LOCKED,
-// or writes rows named without their actor, sql/name; and the call that runs
-// it on one shard on Citus (migrations/citus/scans.sql): $1 an actor of the
-// shard, $2 the statement, then its own parameters.
-type scan struct {
-	sql, citus string
-}
+// scanOf is a statement across actors; on Citus its call runs it on one
+// shard, given an actor of the shard and the statement.
+func scanOf(name string) stmt { return stmt{sql: statement(name), citus: citusCall(name, 2)} }
 
-func scanOf(name string) scan { return scan{sql: statement(name), citus: citusCall(name, 2)} }
-
-// target is one run of a scan: the query, and the arguments that go before
-// the statement's own.
+// target is one run of a scan: the query, and the arguments before the statement's own.
 type target struct {
 	query string
 	args  []any
@@ -98,9 +85,8 @@ type target struct {
 
 func (t target) with(args ...any) []any { return append(slices.Clone(t.args), args...) }
 
-// targets returns the runs of sc on s's database: on one PostgreSQL its
-// statement, once; on Citus its function's call, once per shard.
-func (s *Store) targets(ctx context.Context, sc scan) ([]target, error) {
+// targets returns the runs of sc: its statement once, or on Citus its call once per shard.
+func (s *Store) targets(ctx context.Context, sc stmt) ([]target, error) {
 	c, err := s.onCitus(ctx)
 	if err != nil || !c.Scans {
 		return []target{{query: sc.sql}}, err
@@ -116,11 +102,8 @@ func (s *Store) targets(ctx context.Context, sc scan) ([]target, error) {
 	return ts, nil
 }
 
-// targetsOf returns the runs of sc for rows of the given actors, with the
-// indexes of the actors each run is for: on one PostgreSQL its statement,
-// once, for all; on Citus its function's call once per shard that holds
-// some of them.
-func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]target, [][]int, error) {
+// targetsOf is targets for the given actors' rows, with the indexes of the actors of each.
+func (s *Store) targetsOf(ctx context.Context, sc stmt, actors []string) ([]target, [][]int, error) {
 	all := make([]int, len(actors))
 	for i := range all {
 		all[i] = i
@@ -150,17 +133,15 @@ func (s *Store) targetsOf(ctx context.Context, sc scan, actors []string) ([]targ
 	return ts, of, nil
 }
 
-// shards returns an actor of each shard of the key table, and so of the
-// tables co-located with it, in the order of the shards. It is read once:
-// moving a shard to another worker keeps it, splitting one needs a restart.
+// shards returns an actor of each shard of the key table, in order; read
+// once, so splitting a shard needs a restart.
 func (s *Store) shards(ctx context.Context) ([]string, error) {
-	s.shardActors.Lock()
-	defer s.shardActors.Unlock()
-	if s.shardActors.list != nil {
-		return s.shardActors.list, nil
+	s.shardsMu.Lock()
+	defer s.shardsMu.Unlock()
+	if s.shardActors != nil {
+		return s.shardActors, nil
 	}
-	// The first of 0, 1, 2, … whose hash falls in each shard: 64 a shard
-	// cover them all (a shard is a 1/n of the hash range).
+	// The first of 0, 1, 2, … whose hash falls in each shard; 64 a shard cover them all.
 	var rows []struct {
 		Actor  string `db:"actor"`
 		Shards int    `db:"shards"`
@@ -176,7 +157,7 @@ func (s *Store) shards(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("find the shards: an actor for %d shards", len(rows))
 	}
 	for _, r := range rows {
-		s.shardActors.list = append(s.shardActors.list, r.Actor)
+		s.shardActors = append(s.shardActors, r.Actor)
 	}
-	return s.shardActors.list, nil
+	return s.shardActors, nil
 }

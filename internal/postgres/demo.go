@@ -10,7 +10,6 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// The business writes' statements (keyStatements).
 var (
 	createStatements = keyStatements{
 		onePhase: keyWriteOf("create_demo_request.sql"),
@@ -24,16 +23,14 @@ var (
 
 var getDemoRequestSQL = statement("get_demo_request.sql")
 
-// CreateDemoRequest is the create's write of r, committed with the key
-// (sql/create_demo_request.sql).
+// CreateDemoRequest is the create's write of r, committed with the key.
 func (s *Store) CreateDemoRequest(r demo.Request) idempotency.Effect {
 	return &effect{what: "create demo request", stmts: &createStatements, args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
 }
 
-// CancelDemoRequest is the cancel's write of r, as decided, committed with
-// the key (sql/cancel_demo_request.sql).
+// CancelDemoRequest is the cancel's write of r, committed with the key
+// (sql/cancel_demo_request.sql); conditional: it was decided on a read.
 func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
-	// Decided on a read: its write expects the request still accepted.
 	return &effect{what: "cancel demo request", stmts: &cancelStatements, args: []any{r.State, r.CancelledAt, r.ID}, conditional: true}
 }
 

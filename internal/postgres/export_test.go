@@ -23,7 +23,7 @@ var DBErr = dbErr
 // they run as they are.
 func StatementsEffect(what, onePhase, finish string, conditional bool, args ...any) idempotency.Effect {
 	return &effect{what: what, args: args, conditional: conditional, stmts: &keyStatements{
-		onePhase: keyWrite{sql: onePhase, citus: onePhase}, finish: keyWrite{sql: finish, citus: finish}}}
+		onePhase: stmt{sql: onePhase, citus: onePhase}, finish: stmt{sql: finish, citus: finish}}}
 }
 
 // CitusCall is the text the store runs on Citus for the key write

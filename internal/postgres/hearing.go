@@ -11,19 +11,14 @@ import (
 	"github.com/lib/pq"
 )
 
-// A statement first waits for a connection of its pool, and database/sql
-// bounds that wait by the caller's context only: with the database gone,
-// the last of ten times the pool would wait for every statement ahead to
-// reach its bound. So a pool keeps its hearing: when the database last
-// answered, and which exchanges with it are under way. A statement still
-// waiting for a connection gives up (ErrSilent, a 503) once the pool is
-// silent; a busy pool whose statements still end keeps its waiters.
+// database/sql bounds a wait for a connection by the caller's context only: with
+// the database gone, a waiter would wait for every statement ahead to reach its
+// bound. So a pool keeps its hearing, and a waiter gives up once the pool is silent.
 
 // silence is how long a pool hears nothing before its waiters give up.
 const silence = time.Second
 
-// ErrSilent is the error of a statement that gave up waiting for a
-// connection: the database has not answered the pool for a while.
+// ErrSilent is the error of a statement that gave up waiting for a connection of a silent pool.
 var ErrSilent = errors.New("postgres: the database has not answered for a while; no connection was free")
 
 type hearing struct {
@@ -32,9 +27,7 @@ type hearing struct {
 	underway map[*time.Time]struct{} // the exchanges under way, by their start
 }
 
-// begin notes an exchange (a statement, or a connect: w nil) starting, and
-// returns its end, to be called with its error. While it is under way, its
-// waiter w is not waiting for a connection.
+// begin notes an exchange (w nil: a connect) starting, and returns its end; meanwhile w is not waiting.
 func (h *hearing) begin(w *atomic.Bool) func(error) {
 	if w != nil {
 		w.Store(true)
@@ -57,8 +50,7 @@ func (h *hearing) begin(w *atomic.Bool) func(error) {
 	}
 }
 
-// silent reports whether the database has not answered for silence while an
-// exchange has been under way that long.
+// silent reports whether nothing answered for silence while an exchange was under way that long.
 func (h *hearing) silent() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -82,9 +74,7 @@ func waiterOf(ctx context.Context) *atomic.Bool {
 	return w
 }
 
-// await runs fn, whose statements take connections of db's pool, on a
-// context that ends once the pool is silent while fn waits for a connection:
-// fn's error is then ErrSilent, as apperr unavailable.
+// await runs fn on a context that ends, ErrSilent, once db's pool is silent while fn waits for a connection.
 func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) error {
 	c, ok := db.Driver().(*boundConnector)
 	if !ok {

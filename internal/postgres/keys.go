@@ -18,27 +18,19 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// A statement's time is $1, coalesce($1::timestamptz, now()): the database
-// clock unless a test sets Store.Clock. A statement that writes a key row
-// takes the row over where idempotency.Decide would.
-
 var claimSQL = keyWriteOf("claim.sql")
 
-// keyWrite is a statement that writes a key row, sql/name, and the call of
-// the function that stands in for it on Citus (migrations/citus/
-// key_writes.sql), which routes no statement that inserts in a CTE to one
-// shard but delegates the call to the worker of the actor's shard.
-type keyWrite struct {
+// stmt is a statement, sql/name, and the call of its function on Citus
+// (migrations/citus: key_writes.sql for a key write, scans.sql for a scan).
+type stmt struct {
 	sql, citus string
 }
 
-func keyWriteOf(name string) keyWrite {
-	return keyWrite{sql: statement(name), citus: citusCall(name, 0)}
+func keyWriteOf(name string) stmt {
+	return stmt{sql: statement(name), citus: citusCall(name, 0)}
 }
 
-// citusCall is the call of the function that stands in for sql/name on
-// Citus: lead parameters of its own, then the statement's ($1 … $n: the
-// file's header lists every one).
+// citusCall is the call of sql/name's function on Citus: lead parameters, then the statement's.
 func citusCall(name string, lead int) string {
 	n := lead
 	for _, m := range paramRE.FindAllStringSubmatch(statement(name), -1) {
@@ -54,20 +46,17 @@ func citusCall(name string, lead int) string {
 
 var paramRE = regexp.MustCompile(`\$(\d+)`)
 
-// keyStatements are the statements of one kind of effect, one per path:
-// the one-phase write, and the two-phase finish fenced by the claim token.
+// keyStatements are an effect's statements: the one-phase write, and the two-phase finish.
 type keyStatements struct {
-	onePhase keyWrite
-	finish   keyWrite
+	onePhase stmt
+	finish   stmt
 }
 
 // answerOnly completes a key with no business change (a refusal).
 var answerOnly = keyStatements{onePhase: keyWriteOf("answer_only.sql"), finish: keyWriteOf("finish_claim_answer_only.sql")}
 
-// effect is the postgres store's idempotency.Effect: its statements, their
-// business arguments (after the key's, in the files' order), and whether
-// they may find their row changed since the work read it (then they run in
-// a transaction that rolls back).
+// effect is the store's idempotency.Effect: its statements, their business arguments
+// (after the key's), and whether its row may have changed since the work read it.
 type effect struct {
 	what        string
 	stmts       *keyStatements
@@ -77,9 +66,8 @@ type effect struct {
 
 func (e *effect) Describe() string { return e.what }
 
-// statementOf returns the text of a's one-phase write (or finish) on s's
-// database, its arguments (before, a's answer as the statements take it,
-// after, then the effect's), and a's effect, nil for none.
+// statementOf returns a's one-phase write (or finish), its arguments (before,
+// a's answer, after, the effect's), and a's effect, nil for none.
 func (s *Store) statementOf(ctx context.Context, a idempotency.Answer, finish bool, before, after []any) (string, []any, *effect, error) {
 	var e *effect
 	stmts, business := &answerOnly, []any(nil)
@@ -104,8 +92,7 @@ func (s *Store) statementOf(ctx context.Context, a idempotency.Answer, finish bo
 	return q, args, e, err
 }
 
-// recordRow is a row of idempotency_keys as lookup_key.sql and the key
-// statements (prev.*) return it: recordColumns.
+// recordRow is a row of idempotency_keys as the statements return it: recordColumns.
 type recordRow struct {
 	Fingerprint     sql.NullString
 	State           sql.NullString
@@ -155,17 +142,14 @@ func (r recordRow) record() (*idempotency.Record, error) {
 	return rec, nil
 }
 
-// The columns the store scans by position: of a statement that writes a
-// key row (the store's time, whether it wrote, how many rows its effect
-// changed, and the row before), of a finish, and of lookup_key.sql.
+// The columns the store scans by position: of a key write, of a finish, and of lookup_key.sql.
 var (
 	writeColumns  = append([]string{"now", "wrote", "effect"}, recordColumns...)
 	finishColumns = []string{"wrote", "effect"}
 	lookupColumns = append([]string{"now"}, recordColumns...)
 )
 
-// write runs query, a statement that writes a key row, in tx if not nil,
-// and returns what it found and how many rows its effect changed.
+// write runs a key write in tx if not nil: what it found, and how many rows its effect changed.
 func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, int, error) {
 	var w idempotency.KeyWrite
 	var changed int
@@ -178,8 +162,7 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any
 	return w, changed, err
 }
 
-// WriteKey runs query, a statement that writes a key row as claim.sql does
-// (and maybe a row of the service's own), in tx if not nil.
+// WriteKey runs query, which writes a key row as claim.sql does, in tx if not nil.
 func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, error) {
 	w, _, err := s.write(ctx, tx, query, args)
 	return w, err
@@ -194,8 +177,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease
 	return s.WriteKey(ctx, nil, q, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()})
 }
 
-// CompleteAtomically implements idempotency.Store (for a create,
-// sql/create_demo_request.sql).
+// CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).
 func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
 	q, args, e, err := s.statementOf(ctx, a, false,
 		[]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()})
@@ -216,8 +198,7 @@ func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp 
 	return w, nil
 }
 
-// FinishClaimAtomically implements idempotency.Store (for a create,
-// sql/finish_claim_create_demo_request.sql).
+// FinishClaimAtomically implements idempotency.Store (sql/finish_claim_create_demo_request.sql).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
 	q, args, e, err := s.statementOf(ctx, a, true,
 		[]any{s.now()}, []any{c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token})
@@ -237,9 +218,8 @@ func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, 
 	})
 }
 
-// checkEffect reports an effect that changed nothing though its key was
-// written: for a conditional effect, its row changed since the work read it
-// (ErrEffectNotApplied: the transaction rolls back); else a bug in its SQL.
+// checkEffect reports an effect that changed nothing though its key was written:
+// ErrEffectNotApplied when conditional (its row changed), else a bug in its SQL.
 func checkEffect(e *effect, wrote bool, n int) error {
 	switch {
 	case e == nil || !wrote || n > 0:
@@ -250,10 +230,8 @@ func checkEffect(e *effect, wrote bool, n int) error {
 	return fmt.Errorf("finish: the business write %q changed nothing", e.what)
 }
 
-// inTx runs fn in a transaction when e is conditional, so that fn's error
-// rolls its statement back; otherwise fn gets a nil tx. A conditional
-// effect that breaks a unique key was decided on an old read (a transition
-// committed while it waited for its row): ErrEffectNotApplied.
+// inTx runs fn in a transaction when e is conditional, else with a nil tx.
+// A unique violation there was decided on an old read: ErrEffectNotApplied.
 func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
 	if e == nil || !e.conditional {
 		return fn(nil)
@@ -280,9 +258,7 @@ var (
 	countInProgressClaimsSQL = statement("count_in_progress_claims.sql")
 )
 
-// Release implements idempotency.Store: it deletes the claim while it is
-// still c's and in progress; a finish that committed unseen left the key
-// completed, and the release leaves it alone.
+// Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
 	return await(ctx, s.db, func(ctx context.Context) error {
 		_, err := s.db.ExecContext(ctx, releaseClaimSQL, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
@@ -301,16 +277,11 @@ func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.
 	return rec, now, err
 }
 
-// InProgress returns how many claims are in progress, the claim time of
-// the oldest and the store's time.
+// InProgress returns how many claims are in progress, the oldest's claim time and the store's time.
 func (s *Store) InProgress(ctx context.Context) (n int, oldest, now time.Time, err error) {
-	var row struct {
-		N      int          `db:"n"`
-		Oldest sql.NullTime `db:"oldest"`
-		Now    time.Time    `db:"now"`
-	}
-	if err = s.db.GetContext(ctx, &row, countInProgressClaimsSQL, s.now()); err != nil {
+	var first sql.NullTime
+	if err = s.db.QueryRowContext(ctx, countInProgressClaimsSQL, s.now()).Scan(&n, &first, &now); err != nil {
 		return 0, time.Time{}, time.Time{}, fmt.Errorf("count in-progress claims: %w", dbErr(err))
 	}
-	return row.N, row.Oldest.Time, row.Now, nil
+	return n, first.Time, now, nil
 }

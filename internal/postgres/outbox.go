@@ -12,8 +12,7 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 )
 
-// The outbox statements (package delivery), off a request's path, so
-// unprepared. The take and the marks run once per shard on Citus (scan).
+// The outbox statements (package delivery), off a request's path, so unprepared.
 var (
 	takeDue     = scanOf("outbox_take_due.sql")
 	settle      = scanOf("outbox_settle.sql")
@@ -23,9 +22,8 @@ var (
 	requeuedSQL = statement("outbox_requeued.sql") // reconcile: the desk never did
 )
 
-// TakeDue implements delivery.Store. On Citus it takes from one shard after
-// another, each time from the next one first, until it has n rows; a shard
-// that fails is passed over, its error returned only when none gave rows.
+// TakeDue implements delivery.Store. On Citus it takes from the shards in
+// turn until it has n rows; a failed shard's error counts only when none gave rows.
 func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
 	if busy == nil {
 		busy = []string{} // an empty array, not NULL: no actor is left out
@@ -37,10 +35,7 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 	var due []delivery.Due
 	var failed error
 	first := s.nextShard.Add(1)
-	for i := range ts {
-		if len(due) >= n {
-			break
-		}
+	for i := 0; i < len(ts) && len(due) < n; i++ {
 		t := ts[(int(first%uint32(len(ts)))+i)%len(ts)]
 		var part []delivery.Due
 		if err := s.db.SelectContext(ctx, &part, t.query, t.with(s.now(), pq.Array(busy), n-len(due), token, lease.Microseconds())...); err != nil {
@@ -55,8 +50,7 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 	return due, nil
 }
 
-// Settle implements delivery.Store. On Citus the marks of each shard's rows
-// go to that shard, found by their actor.
+// Settle implements delivery.Store; on Citus each shard's marks go to that shard.
 func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) {
 	actors := make([]string, len(marks))
 	for i, m := range marks {
@@ -102,8 +96,7 @@ func (s *Store) settleOn(ctx context.Context, t target, marks []delivery.Mark, o
 	return n, dbErr(err)
 }
 
-// Delivery implements delivery.Store: the request's submission, with its
-// other events in the order they were queued, and the last cancel as Cancel.
+// Delivery implements delivery.Store: the submission, its other events in order, the last cancel.
 func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status, error) {
 	var rows []struct {
 		delivery.Status
@@ -118,13 +111,12 @@ func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status
 	}
 	st := rows[0].Status
 	st.ProviderKey = delivery.EventKey(st.RequestID, delivery.KindSubmit, rows[0].Seq)
-	for _, r := range rows[1:] {
-		st.Events = append(st.Events, delivery.Event{Kind: r.Kind, State: r.State, Attempts: r.Attempts, LastError: r.LastError,
+	st.Events = make([]delivery.Event, len(rows)-1)
+	for i, r := range rows[1:] {
+		st.Events[i] = delivery.Event{Kind: r.Kind, State: r.State, Attempts: r.Attempts, LastError: r.LastError,
 			NextAttemptAt: r.NextAttemptAt, ProviderKey: delivery.EventKey(st.RequestID, r.Kind, r.Seq), Seq: r.Seq,
-			ProviderReference: r.ProviderReference, UpdatedAt: r.UpdatedAt})
-	}
-	for i := range st.Events {
-		if st.Events[i].Kind == delivery.KindCancel {
+			ProviderReference: r.ProviderReference, UpdatedAt: r.UpdatedAt}
+		if r.Kind == delivery.KindCancel {
 			st.Cancel = &st.Events[i]
 		}
 	}
@@ -142,16 +134,11 @@ func (s *Store) Reconciled(ctx context.Context, id, kind string, seq int, refere
 	return dbErr(err)
 }
 
-// Backlog returns how many deliveries are pending, and how long the one due
-// longest has been due (0 when none is), by the store's time.
+// Backlog returns how many deliveries are pending, and how long the oldest has been due.
 func (s *Store) Backlog(ctx context.Context) (n int, oldestDue time.Duration, err error) {
-	var row struct {
-		N   int             `db:"n"`
-		Age sql.NullFloat64 `db:"age"`
-	}
-	err = s.db.GetContext(ctx, &row, backlogSQL, s.now())
-	if err != nil {
+	var age sql.NullFloat64 // seconds
+	if err = s.db.QueryRowContext(ctx, backlogSQL, s.now()).Scan(&n, &age); err != nil {
 		return 0, 0, dbErr(err)
 	}
-	return row.N, time.Duration(max(row.Age.Float64, 0) * float64(time.Second)), nil
+	return n, time.Duration(max(age.Float64, 0) * float64(time.Second)), nil
 }

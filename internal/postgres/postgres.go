@@ -1,7 +1,6 @@
 // Package postgres keeps the idempotency records and the business rows in
-// PostgreSQL. It is the only package that speaks SQL or reads SQLSTATE codes.
-// Every time it stores or compares comes from the database clock, unless a
-// test sets Store.Clock.
+// PostgreSQL, on the database clock (unless a test sets Store.Clock). It is
+// the only package that speaks SQL or reads SQLSTATE codes.
 package postgres
 
 import (
@@ -33,22 +32,16 @@ import (
 	"github.com/demo-api/demo-api/migrations"
 )
 
-// Statement bounds for Open: how long one statement of a pool may run
-// (bound.go).
+// Statement bounds for Open: how long one statement of a pool may run (bound.go).
 const (
-	// KeyStatements bounds a request's statements, which take milliseconds.
-	KeyStatements = 2 * time.Second
-	// LongStatements bounds the batches of the sweeper and the dispatcher,
-	// and the commands that run alone (migrate, purge, provider).
-	LongStatements = 10 * time.Second
+	KeyStatements  = 2 * time.Second  // a request's statements, which take milliseconds
+	LongStatements = 10 * time.Second // the sweeper's and dispatcher's batches, and the commands
 )
 
 // Options are how OpenWith opens a pool.
 type Options struct {
 	StatementTimeout time.Duration // KeyStatements or LongStatements
-	// Pooled says that the URL reaches a pooler in transaction mode that
-	// OpenWith does not recognise by itself, as it does PgBouncer (Pooled).
-	Pooled bool
+	Pooled           bool          // the URL reaches a pooler in transaction mode other than PgBouncer
 }
 
 // Open is OpenWith with the statement bound statementTimeout.
@@ -56,11 +49,8 @@ func Open(ctx context.Context, url string, statementTimeout time.Duration) (*sql
 	return OpenWith(ctx, url, Options{StatementTimeout: statementTimeout})
 }
 
-// OpenWith connects to the database at url (a URL, of several hosts too:
-// ParseURL, or lib/pq's keyword form) and checks that it answers. Each
-// statement of the pool runs for at most opts.StatementTimeout. PgBouncer,
-// in whatever pool mode, is treated as a pooler in transaction mode (Pooled).
-// binary_parameters makes a statement with arguments one round trip, not two.
+// OpenWith connects to the database at url (ParseURL) and checks that it
+// answers. PgBouncer, in any pool mode, is taken as Pooled.
 func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	if opts.StatementTimeout <= 0 {
 		return nil, errors.New("open database: no statement bound")
@@ -73,12 +63,9 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
-	cfg.BinaryParameters = true
-	// A partitioned database gives 503s within seconds, not hung requests:
-	// a connect is bounded, and so is each read and write (boundedDialer).
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 3 * time.Second
-	}
+	cfg.BinaryParameters = true // a statement with arguments is one round trip, not two
+	// A partition gives 503s within seconds: a connect is bounded, and so is each read and write.
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, 3*time.Second)
 	dialer := &boundedDialer{limit: opts.StatementTimeout + max(opts.StatementTimeout/5, 500*time.Millisecond)}
 	pooled := opts.Pooled
 	if !pooled {
@@ -103,13 +90,10 @@ func OpenWith(ctx context.Context, url string, opts Options) (*sqlx.DB, error) {
 	return db, nil
 }
 
-// poolerProbe is a startup parameter PostgreSQL accepts (a name with a
-// dot is a setting of an extension, kept as it is) and PgBouncer refuses
-// unless told to ignore it: nobody tells it to ignore this one.
+// poolerProbe is a startup parameter PostgreSQL accepts (an extension's setting) and PgBouncer refuses.
 const poolerProbe = "demo_api.pooler_probe"
 
-// behindPgBouncer connects once with poolerProbe as a startup parameter:
-// PgBouncer refuses it, PostgreSQL does not.
+// behindPgBouncer connects once with poolerProbe, which only PgBouncer refuses.
 func behindPgBouncer(ctx context.Context, cfg pq.Config, dialer pq.Dialer) (bool, error) {
 	probe := cfg.Clone()
 	probe.Runtime[poolerProbe] = "on"
@@ -127,8 +111,7 @@ func behindPgBouncer(ctx context.Context, cfg pq.Config, dialer pq.Dialer) (bool
 	return false, startupHint(err)
 }
 
-// refusedParameter returns the startup parameter a pooler refused in err,
-// "" if err says nothing of the kind.
+// refusedParameter returns the startup parameter a pooler refused in err, or "".
 func refusedParameter(err error) string {
 	if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "08P01" {
 		if param, ok := strings.CutPrefix(pqErr.Message, "unsupported startup parameter: "); ok {
@@ -138,8 +121,7 @@ func refusedParameter(err error) string {
 	return ""
 }
 
-// startupHint adds what to do to a pooler's refusal of a startup parameter
-// of the URL.
+// startupHint adds what to do to a pooler's refusal of the URL's startup parameter.
 func startupHint(err error) error {
 	if param := refusedParameter(err); param != "" && param != poolerProbe {
 		return fmt.Errorf("%w (the pooler refuses the URL's parameter %s: remove it from the URL; "+
@@ -148,24 +130,17 @@ func startupHint(err error) error {
 	return err
 }
 
-// boundedDialer dials connections whose every read and write fails after
-// limit (the statement bound and a margin for its error to arrive): lib/pq
-// does not stop reading at a context's deadline, and its cancel request
-// would cross the same partition. lib/pq reads only when it expects an
-// answer, so an idle connection is not touched.
+// boundedDialer dials connections whose every read and write fails after limit: lib/pq does
+// not stop reading at a context's deadline, and its cancel would cross the same partition.
 type boundedDialer struct {
 	net.Dialer
 	limit time.Duration
 }
 
-func (d *boundedDialer) Dial(network, addr string) (net.Conn, error) {
-	return d.DialContext(context.Background(), network, addr)
-}
-
-func (d *boundedDialer) DialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return d.DialContext(ctx, network, addr)
+// Dial and DialTimeout are there for pq.Dialer: lib/pq calls DialContext.
+func (d *boundedDialer) Dial(string, string) (net.Conn, error) { return nil, errors.ErrUnsupported }
+func (d *boundedDialer) DialTimeout(string, string, time.Duration) (net.Conn, error) {
+	return nil, errors.ErrUnsupported
 }
 
 func (d *boundedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -192,20 +167,16 @@ func (c *boundedConn) Write(b []byte) (int, error) {
 }
 
 // Migrate applies the embedded migrations up (steps 0: all) or down (steps
-// < 0: that many). Through a pooler in transaction mode (Pooled), where
-// golang-migrate's session lock would outlive its transaction, it only
-// checks that the schema is current, else ErrMigrateNeedsDirectURL.
+// < 0: that many). Through a Pooled db it only checks that the schema is current.
 func Migrate(db *sqlx.DB, steps int) error {
 	return MigrateFS(db, migrations.FS, ".", "", steps)
 }
 
-// ErrMigrateNeedsDirectURL is the error of a migration through a pooler in
-// transaction mode.
+// ErrMigrateNeedsDirectURL is the error of a migration through a pooler in transaction mode.
 var ErrMigrateNeedsDirectURL = errors.New("migrations need a direct connection to PostgreSQL, not one through a pooler in " +
 	"transaction mode (where a session's lock outlives its transaction): run them with a URL of the server itself")
 
-// MigrateFS is Migrate for the migrations in folder dir of fsys, which
-// golang-migrate records in table (empty: schema_migrations).
+// MigrateFS is Migrate for the migrations in dir of fsys, recorded in table (empty: schema_migrations).
 func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 	src, err := iofs.New(fsys, dir)
 	if err != nil {
@@ -239,41 +210,36 @@ func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 	return nil
 }
 
-// schemaCurrent returns nil when steps is 0 (all up) and the schema is at
-// the last migration of src already, else ErrMigrateNeedsDirectURL.
+// schemaCurrent returns nil when steps is 0 and the schema is current, else ErrMigrateNeedsDirectURL.
 func schemaCurrent(db *sqlx.DB, src source.Driver, table string, steps int) error {
 	var want uint
 	for v, err := src.First(); err == nil; v, err = src.Next(v) {
 		want = v
 	}
-	var row struct {
-		Version uint `db:"version"`
-		Dirty   bool `db:"dirty"`
-	}
-	err := db.Get(&row, "SELECT version, dirty FROM "+pq.QuoteIdentifier(table)+" LIMIT 1")
+	var version uint
+	var dirty bool
+	err := db.QueryRow("SELECT version, dirty FROM "+pq.QuoteIdentifier(table)+" LIMIT 1").Scan(&version, &dirty)
 	if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "42P01" { // no table: nothing applied
 		err = sql.ErrNoRows
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("migrate: read the schema's version: %w", dbErr(err))
 	}
-	if steps == 0 && row.Version == want && !row.Dirty {
+	if steps == 0 && version == want && !dirty {
 		return nil
 	}
 	return fmt.Errorf("migrate: the schema is at version %d%s, this build needs %d: %w",
-		row.Version, map[bool]string{true: " (dirty)"}[row.Dirty], want, ErrMigrateNeedsDirectURL)
+		version, map[bool]string{true: " (dirty)"}[dirty], want, ErrMigrateNeedsDirectURL)
 }
 
-// sqlFiles holds every statement the store runs, one file each, with its
-// parameters ($1, $2, … in reading order) listed at its top.
+// sqlFiles holds every statement the store runs, one a file, its parameters listed at its top.
 //
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
 func statement(name string) string { return Statement(sqlFiles, name) }
 
-// Statement returns the text of sql/name in fsys. Called for package
-// variables, it stops the program as it starts if the file is missing.
+// Statement returns the text of sql/name in fsys; it panics if the file is missing.
 func Statement(fsys fs.FS, name string) string {
 	b, err := fs.ReadFile(fsys, "sql/"+name)
 	if err != nil {
@@ -284,32 +250,23 @@ func Statement(fsys fs.FS, name string) string {
 
 // Store implements the idempotency store and the business store.
 type Store struct {
-	db *sqlx.DB
-	// Clock, if set, replaces the database clock (tests move time with it).
-	Clock func() time.Time
-	// Unprepared runs every statement unprepared, so planned on every run,
-	// as a pooler in transaction mode needs. New sets it for a Pooled db.
-	Unprepared bool
-	stmts      sync.Map                  // query text → *sqlx.Stmt
-	citus      atomic.Pointer[citusFunc] // nil until onCitus asked
-	// shardActors are an actor of each shard, in the order of the shards
-	// (scans); read once.
-	shardActors struct {
-		sync.Mutex
-		list []string
-	}
-	nextShard atomic.Uint32 // turns the shard a take starts with
+	db          *sqlx.DB
+	Clock       func() time.Time // if set, replaces the database clock (tests move time with it)
+	Unprepared  bool             // runs every statement unprepared, as a Pooled db needs
+	stmts       sync.Map         // query text → *sqlx.Stmt
+	citus       atomic.Pointer[citusFunc]
+	shardsMu    sync.Mutex
+	shardActors []string      // an actor of each shard, in the shards' order; read once
+	nextShard   atomic.Uint32 // turns the shard a take starts with
 }
 
-// citusFunc says which functions of migrations/citus run for the statements:
-// those a Citus coordinator has; none on one PostgreSQL.
+// citusFunc says which functions of migrations/citus the database has.
 type citusFunc struct {
-	KeyWrites bool `db:"key_writes"` // keyWrite
-	Scans     bool `db:"scans"`      // scan
+	KeyWrites bool `db:"key_writes"`
+	Scans     bool `db:"scans"`
 }
 
-// onCitus returns which functions run for the statements on s's database;
-// the first call asks it.
+// onCitus returns which functions run for the statements; the first call asks.
 func (s *Store) onCitus(ctx context.Context) (*citusFunc, error) {
 	if c := s.citus.Load(); c != nil {
 		return c, nil
@@ -327,9 +284,8 @@ func (s *Store) onCitus(ctx context.Context) (*citusFunc, error) {
 	return c, nil
 }
 
-// keyWrite returns the text that runs k on s's database: on Citus the call
-// of k's function, else k's statement.
-func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
+// keyWrite returns the text that runs k: on Citus its function's call, else its statement.
+func (s *Store) keyWrite(ctx context.Context, k stmt) (string, error) {
 	c, err := s.onCitus(ctx)
 	if err != nil || !c.KeyWrites {
 		return k.sql, err
@@ -337,9 +293,8 @@ func (s *Store) keyWrite(ctx context.Context, k keyWrite) (string, error) {
 	return k.citus, nil
 }
 
-// prepared returns the statement of query prepared once per Store (and,
-// through database/sql, once per connection): the key statements cost
-// several times more to plan than to run.
+// prepared returns query prepared once per Store (and per connection):
+// the key statements cost several times more to plan than to run.
 func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	if st, ok := s.stmts.Load(query); ok {
 		return st.(*sqlx.Stmt), nil
@@ -355,8 +310,7 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// queryRow runs the prepared query in tx if not nil (else on the pool,
-// awaited), and scans its one row into dest, a destination per column.
+// queryRow runs query in tx if not nil (else on the pool, awaited) and scans its one row into dest.
 func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
 	run := func(ctx context.Context) error {
 		if s.Unprepared {
@@ -387,8 +341,7 @@ func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db)} }
 // DB is the store's pool, for a store of a service's own beside the keys.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// now is the time argument of every statement: NULL means the database
-// clock, through coalesce($n::timestamptz, now()).
+// now is every statement's time argument: NULL is the database clock (coalesce($n::timestamptz, now())).
 func (s *Store) now() any {
 	if s.Clock == nil {
 		return nil
@@ -396,10 +349,8 @@ func (s *Store) now() any {
 	return s.Clock()
 }
 
-// Ping reports whether the database answers. Idle connections die together
-// when PostgreSQL restarts, and a ping on one fails with driver.ErrBadConn,
-// so Ping pings again on a bad connection: once per open connection and
-// once more, or until ctx ends.
+// Ping reports whether the database answers. After a restart every idle
+// connection is bad, so it pings again, up to once per open connection and once more.
 func (s *Store) Ping(ctx context.Context) error {
 	var err error
 	for range s.db.Stats().OpenConnections + 1 {
@@ -410,10 +361,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	return err
 }
 
-// Unavailable reports whether err is worth trying again as is: the
-// database was unreachable (refused, reset, cut mid-answer, timed out),
-// shutting down, out of resources, cancelled a statement or could not
-// serialize.
+// Unavailable reports whether err is worth trying again as is: unreachable, shutting down, busy, cancelled, unserializable.
 func Unavailable(err error) bool {
 	_, netErr := errors.AsType[net.Error](err)
 	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
@@ -426,8 +374,7 @@ func Unavailable(err error) bool {
 	return ok && slices.Contains([]string{"08", "40", "53", "57"}, string(pqErr.Code.Class()))
 }
 
-// dbErr turns an error worth trying again as is (Unavailable) into apperr
-// unavailable. Other errors pass unchanged.
+// dbErr turns an Unavailable error into apperr unavailable; others pass unchanged.
 func dbErr(err error) error {
 	if err == nil || !Unavailable(err) {
 		return err

@@ -9,12 +9,10 @@ import (
 // Replication says whether a commit waits for a synchronous standby: with
 // asynchronous replication an acknowledged key can be lost in a failover.
 type Replication struct {
-	SynchronousCommit string `json:"synchronousCommit"`       // the setting
-	StandbyNames      string `json:"synchronousStandbyNames"` // the setting; empty: none
-	CommitWaits       bool   `json:"commitWaitsForStandby"`   // before a commit is acknowledged
-	// Attached is how many synchronous standbys are connected now; -1 when
-	// the role may not see it (pg_read_all_stats).
-	Attached int `json:"synchronousStandbysAttached"`
+	SynchronousCommit string `json:"synchronousCommit"`           // the setting
+	StandbyNames      string `json:"synchronousStandbyNames"`     // the setting; empty: none
+	CommitWaits       bool   `json:"commitWaitsForStandby"`       // before a commit is acknowledged
+	Attached          int    `json:"synchronousStandbysAttached"` // connected now; -1: the role may not see
 }
 
 // Describe says it in a few words, for a log line.
@@ -28,8 +26,7 @@ func (r Replication) Describe() string {
 	return "synchronous: a commit waits for a synchronous standby"
 }
 
-// WritesHeld says why every write is answered 503 now (ErrNotReplicated),
-// "" when it is not.
+// WritesHeld says why every write is answered 503 now (ErrNotReplicated), or "".
 func (r Replication) WritesHeld() string {
 	if r.CommitWaits && r.Attached == 0 {
 		return "commits wait for a synchronous standby and none is attached: every write is answered 503 until one is"
@@ -39,21 +36,16 @@ func (r Replication) WritesHeld() string {
 
 var commitReplicationSQL = statement("commit_replication.sql")
 
-// Replication reads how the server replicates this pool's commits: one
-// cheap read, for a periodic check.
+// Replication reads how the server replicates this pool's commits.
 func (s *Store) Replication(ctx context.Context) (Replication, error) {
-	var row struct {
-		Commit   string `db:"synchronous_commit"`
-		Names    string `db:"standby_names"`
-		Attached int    `db:"attached"`
-		Hidden   int    `db:"hidden"`
-	}
-	if err := s.db.GetContext(ctx, &row, commitReplicationSQL); err != nil {
+	var r Replication
+	var hidden int // standbys the role may not see
+	err := s.db.QueryRowContext(ctx, commitReplicationSQL).Scan(&r.SynchronousCommit, &r.StandbyNames, &r.Attached, &hidden)
+	if err != nil {
 		return Replication{}, fmt.Errorf("read replication settings: %w", dbErr(err))
 	}
-	r := Replication{SynchronousCommit: row.Commit, StandbyNames: row.Names, Attached: row.Attached,
-		CommitWaits: row.Names != "" && slices.Contains([]string{"on", "remote_write", "remote_apply"}, row.Commit)}
-	if row.Attached == 0 && row.Hidden > 0 {
+	r.CommitWaits = r.StandbyNames != "" && slices.Contains([]string{"on", "remote_write", "remote_apply"}, r.SynchronousCommit)
+	if r.Attached == 0 && hidden > 0 {
 		r.Attached = -1
 	}
 	return r, nil

@@ -12,20 +12,15 @@ import (
 
 var purgeExpiredKeys = scanOf("purge_expired_keys.sql")
 
-// SweepMark is where a sweep has got to: the last key its last batch
-// picked, by expiry then scope, and on Citus the shard (taken in turn). The
-// zero value is the start of a sweep.
+// SweepMark is where a sweep has got to (the last key picked, the shard); zero is the start.
 type SweepMark struct {
 	shard     int
 	expiresAt time.Time
 	scope     idempotency.Scope
 }
 
-// PurgeExpired deletes up to batch expired records after mark: completed
-// ones past their TTL, and abandoned claims past both their TTL and their
-// lease. It returns how many it deleted, and the mark of the next batch: nil
-// when this one found fewer than batch, and the sweep is done. A record the
-// delete left (a trigger kept it) is passed over by the batches after it.
+// PurgeExpired deletes up to batch expired records after mark (sql/purge_expired_keys.sql),
+// and returns how many and the next batch's mark: nil when the sweep is done.
 func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (deleted int64, next *SweepMark, err error) {
 	ts, err := s.targets(ctx, purgeExpiredKeys)
 	if err != nil {
@@ -48,29 +43,17 @@ func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (de
 	return deleted, nil, nil
 }
 
-// purgeOn runs the purge of up to batch keys after mark on t: how many it
-// deleted, how many it picked, and the last of them.
+// purgeOn purges up to batch keys after mark on t: how many it deleted and picked, and the last.
 func (s *Store) purgeOn(ctx context.Context, t target, batch int, mark SweepMark) (deleted int64, candidates int, last SweepMark, err error) {
-	var after any // NULL: from the start
-	if !mark.expiresAt.IsZero() {
-		after = mark.expiresAt
-	}
-	var row struct {
-		Deleted    int64     `db:"deleted"`
-		Candidates int       `db:"candidates"`
-		ExpiresAt  time.Time `db:"expires_at"`
-		Actor      string    `db:"actor_id"`
-		Operation  string    `db:"operation"`
-		Key        string    `db:"idem_key"`
-	}
-	err = s.db.GetContext(ctx, &row, t.query, t.with(s.now(),
-		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch)...)
+	after := sql.NullTime{Time: mark.expiresAt, Valid: !mark.expiresAt.IsZero()} // NULL: from the start
+	err = s.db.QueryRowContext(ctx, t.query, t.with(s.now(),
+		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch)...).Scan(
+		&deleted, &candidates, &last.expiresAt, &last.scope.Actor, &last.scope.Operation, &last.scope.Key)
 	if errors.Is(err, sql.ErrNoRows) { // nothing expired
 		return 0, 0, SweepMark{}, nil
 	}
 	if err != nil {
 		return 0, 0, SweepMark{}, dbErr(err)
 	}
-	return row.Deleted, row.Candidates, SweepMark{expiresAt: row.ExpiresAt,
-		scope: idempotency.Scope{Actor: row.Actor, Operation: row.Operation, Key: row.Key}}, nil
+	return deleted, candidates, last, nil
 }

@@ -11,13 +11,11 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// traceStatement starts the span of one run of query, named after its file,
-// inside ctx's span when tracing is on and that span is recording (a
-// request's, a delivery's): the background loops' batches make no traces
-// of their own. done ends the span with the statement's error.
+// traceStatement starts the span of a run of query, named after its file,
+// inside ctx's recording span only; done ends it with the statement's error.
 func traceStatement(ctx context.Context, query string) (context.Context, func(error)) {
 	if !tracing.On() || !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, untraced
+		return ctx, func(error) {}
 	}
 	ctx, span := tracing.Start(ctx, statementName(query), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("db.system.name", "postgresql")))
@@ -30,10 +28,7 @@ func traceStatement(ctx context.Context, query string) (context.Context, func(er
 	}
 }
 
-func untraced(error) {}
-
-// statementName is the name of the file a statement comes from, which its
-// first line gives ("-- claim.sql: …"), or "sql" for other text.
+// statementName is the file its first line names ("-- claim.sql: …"), or "sql".
 func statementName(query string) string {
 	line, _, _ := strings.Cut(query, "\n")
 	rest, ok := strings.CutPrefix(line, "-- ")

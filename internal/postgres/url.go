@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,11 +10,8 @@ import (
 	"strings"
 )
 
-// ParseURL returns the database URL url in a form lib/pq reads. lib/pq's URL
-// form takes one host, so a URL of several, as pg_auto_failover writes it
-// (postgres://user@db1:5432,db2:5433/app?target_session_attrs=read-write),
-// becomes its keyword form (dbname='app' host='db1,db2' port='5432,5433' …),
-// whose hosts lib/pq tries in order. Anything else is returned as it is.
+// ParseURL returns a URL of several hosts (postgres://u@db1:5432,db2:5433/app, as
+// pg_auto_failover writes it) in lib/pq's keyword form, which takes several; else url as it is.
 func ParseURL(raw string) (string, error) {
 	scheme, rest, _ := strings.Cut(raw, "://")
 	authority, tail := rest, ""
@@ -38,18 +36,13 @@ func ParseURL(raw string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("host %q: %w", h, err)
 		}
-		hosts, ports = append(hosts, host), append(ports, port)
+		hosts, ports = append(hosts, host), append(ports, cmp.Or(port, "5432")) // lib/pq reads no empty item
 		anyPort = anyPort || port != ""
 	}
 	password, _ := u.User.Password()
 	params := map[string]string{"user": u.User.Username(), "password": password,
 		"dbname": strings.TrimPrefix(u.Path, "/"), "host": strings.Join(hosts, ",")}
 	if anyPort {
-		for i, p := range ports {
-			if p == "" {
-				ports[i] = "5432" // lib/pq reads no empty item
-			}
-		}
 		params["port"] = strings.Join(ports, ",")
 	}
 	for k, v := range u.Query() {
@@ -68,9 +61,8 @@ func ParseURL(raw string) (string, error) {
 	return strings.Join(kvs, " "), nil
 }
 
-// splitHostPort splits one host of a URL's host list: host, host:port,
-// [v6], [v6]:port, or empty (the default host); the host is unescaped
-// (%2Ftmp is the socket folder /tmp).
+// splitHostPort splits host, host:port, [v6], [v6]:port or empty; the host
+// is unescaped (%2Ftmp is the socket folder /tmp).
 func splitHostPort(h string) (host, port string, err error) {
 	host = h
 	if i := strings.LastIndexByte(h, ':'); i > strings.LastIndexByte(h, ']') {
