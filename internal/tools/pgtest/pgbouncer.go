@@ -34,11 +34,8 @@ var pgbouncerPaths = []string{"/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr
 	"/opt/homebrew/bin/pgbouncer", "/opt/homebrew/sbin/pgbouncer"}
 
 func findPgBouncer() (string, error) {
-	if p, err := exec.LookPath("pgbouncer"); err == nil {
-		return p, nil
-	}
-	for _, p := range pgbouncerPaths {
-		if isExec(p) {
+	for _, p := range append([]string{"pgbouncer"}, pgbouncerPaths...) {
+		if p, err := exec.LookPath(p); err == nil {
 			return p, nil
 		}
 	}

@@ -25,8 +25,7 @@ import (
 	"github.com/pb33f/libopenapi/orderedmap"
 )
 
-// Contract is the OpenAPI document the exchanges are checked against; a
-// module built on this one may set its own before its tests run.
+// Contract is the OpenAPI document the exchanges are checked against.
 var Contract = func() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "api", "openapi.yaml")
@@ -66,8 +65,8 @@ var loadSpec = sync.OnceValue(func() error {
 	return nil
 })
 
-// checkingTransport fails the test when a response departs from the
-// contract, or an accepted (2xx) request: the suite sends wrong ones.
+// checkingTransport fails the test when a response, or an accepted (2xx)
+// request, departs from the contract.
 type checkingTransport struct{ t testing.TB }
 
 func (c *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
