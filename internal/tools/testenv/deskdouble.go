@@ -105,16 +105,10 @@ func (d *DeskDouble) entry(resource, key string) (deskEntry, bool) {
 	return e, e.receipt.Key != ""
 }
 
-// Submission is the receipt of the submission under key, if accepted.
-func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, bool) {
+// Submission is the receipt and body of the submission under key, if accepted.
+func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, reviewdesk.Submission, bool) {
 	e, ok := d.entry("submissions", key)
-	return e.receipt, ok
-}
-
-// Submitted is the body of the submission under key, if accepted.
-func (d *DeskDouble) Submitted(key string) (reviewdesk.Submission, bool) {
-	e, ok := d.entry("submissions", key)
-	return e.body, ok
+	return e.receipt, e.body, ok
 }
 
 // Cancels counts the cancels under key of submissionKey's: 0 or 1.
