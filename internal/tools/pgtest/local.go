@@ -181,9 +181,8 @@ func defaultBinSearch() binSearch {
 	return b
 }
 
-// find is the first folder holding initdb, pg_ctl and postgres, of:
-// pg_config's bindir, those of initdb and pg_ctl on PATH (links resolved),
-// then the globs.
+// find is the first folder holding initdb, pg_ctl and postgres, of: pg_config's
+// bindir, those of initdb and pg_ctl on PATH (links resolved), the globs.
 func (b binSearch) find() (string, error) {
 	dirs := []string{b.pgConfig()}
 	for _, name := range []string{"initdb", "pg_ctl"} {

@@ -99,8 +99,7 @@ func existing(ctx context.Context, raw string) (*Server, error) {
 	return s, err
 }
 
-// Own starts a server of the test's own (its settings, a restart), stopped
-// when the test ends; skipped under a shared TEST_DATABASE_URL.
+// Own starts a server for the test alone; skipped under TEST_DATABASE_URL.
 func Own(t testing.TB, opts Options) *Server {
 	t.Helper()
 	if os.Getenv(envURL) != "" {
@@ -117,8 +116,7 @@ func Own(t testing.TB, opts Options) *Server {
 // Stop stops and removes what Start started; it may be called again.
 func (s *Server) Stop() error { return s.stop() }
 
-// Restart restarts the server as `pg_ctl restart -m mode` (fast, or
-// immediate: a crash) and waits until it answers.
+// Restart restarts the server (mode fast, or immediate: a crash) and waits until it answers.
 func (s *Server) Restart(ctx context.Context, mode string) error {
 	if s.restart == nil {
 		return fmt.Errorf("pgtest: a server from %s cannot be restarted here", s.Source)
