@@ -152,7 +152,7 @@ func TestEachRequestIsSubmittedOnceWithOneCall(t *testing.T) {
 		st.ProviderKey != "demo-request:"+ids[0] {
 		t.Fatalf("delivery = %+v, want submitted once with a reference", st)
 	}
-	if rc, ok := e.desk.Submission(st.ProviderKey); !ok || rc.Reference != *st.ProviderReference {
+	if rc, _, ok := e.desk.Submission(st.ProviderKey); !ok || rc.Reference != *st.ProviderReference {
 		t.Fatalf("the desk holds no submission under %s with reference %s", st.ProviderKey, *st.ProviderReference)
 	}
 }

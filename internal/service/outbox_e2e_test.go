@@ -54,12 +54,12 @@ func TestOutboxEndToEnd(t *testing.T) {
 		t.Fatalf("the delivery is %+v, want submitted:\n%s", deliveryOf(), p.Log())
 	}
 	st := deliveryOf()
-	sent, ok := desk.Submitted(delivery.ProviderKey(id))
+	_, sent, ok := desk.Submission(delivery.ProviderKey(id))
 	want := reviewdesk.Submission{RequestID: id, Topic: "topic-e2e", Note: "note-e2e"}
 	if !ok || sent != want {
 		t.Fatalf("the desk holds %+v under %s (held: %t), want %+v", sent, delivery.ProviderKey(id), ok, want)
 	}
-	if rc, _ := desk.Submission(st.ProviderKey); st.ProviderReference == nil || *st.ProviderReference != rc.Reference {
+	if rc, _, _ := desk.Submission(st.ProviderKey); st.ProviderReference == nil || *st.ProviderReference != rc.Reference {
 		t.Fatalf("the delivery's reference is not the desk's: %+v, desk %+v", st, rc)
 	}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -23,19 +22,15 @@ func citusVersion(ctx context.Context, dsn string) (string, error) {
 	}
 	defer db.Close()
 	var v string
-	err = db.QueryRowContext(ctx, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
+	err = db.QueryRowContext(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'citus'), '')`).Scan(&v)
 	return v, err
 }
 
 // Citus reports whether the tests' server is a Citus coordinator.
 func Citus() bool { return server != nil && server.Citus != "" }
 
-// freshCitus is a new schema of the Citus database for t, migrated and
-// distributed, its URL's search_path: a clone would lack the workers' half
-// of its distributed tables.
+// freshCitus is a new schema, migrated and distributed, of the Citus
+// database for t: a clone would lack the workers' half of its tables.
 func freshCitus(t testing.TB) pgtestdb.Config {
 	t.Helper()
 	schema := "test_" + strings.ToLower(rand.Text())

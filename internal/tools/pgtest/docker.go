@@ -99,8 +99,7 @@ func (c *container) restart(ctx context.Context, mode string) error {
 // stop removes the container and its volumes.
 func (c *container) stop() error {
 	err := c.pool.Purge(c.res)
-	var gone *docker.NoSuchContainer
-	if errors.As(err, &gone) {
+	if _, gone := errors.AsType[*docker.NoSuchContainer](err); gone {
 		return nil
 	}
 	return err

@@ -102,8 +102,7 @@ func (s *Server) answering(ctx context.Context, timeout time.Duration, log func(
 	return s, nil
 }
 
-// command runs a PostgreSQL binary as pgUser when root, in English (for
-// "could not bind").
+// command runs a PostgreSQL binary as pgUser when root, in English.
 func (l *local) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	argv := append(slices.Clone(l.prefix), filepath.Join(l.bindir, exeName(name)))
 	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], args...)...)
@@ -167,8 +166,7 @@ type binSearch struct {
 	globs    []string                     // each * a version, newest tried first
 }
 
-// binGlobs are the folders of Debian, Homebrew (Apple silicon, Intel) and
-// Postgres.app.
+// binGlobs are the folders of Debian, Homebrew (ARM, Intel), Postgres.app.
 var binGlobs = []string{"/usr/lib/postgresql/*/bin", "/opt/homebrew/opt/postgresql@*/bin",
 	"/usr/local/opt/postgresql@*/bin", "/Applications/Postgres.app/Contents/Versions/*/bin"}
 
@@ -183,9 +181,8 @@ func defaultBinSearch() binSearch {
 	return b
 }
 
-// find is the first folder holding initdb, pg_ctl and postgres, of:
-// pg_config's bindir, those of initdb and pg_ctl on PATH (links resolved),
-// then the globs.
+// find is the first folder holding initdb, pg_ctl and postgres, of: pg_config's
+// bindir, those of initdb and pg_ctl on PATH (links resolved), the globs.
 func (b binSearch) find() (string, error) {
 	dirs := []string{b.pgConfig()}
 	for _, name := range []string{"initdb", "pg_ctl"} {
@@ -209,8 +206,7 @@ func (b binSearch) find() (string, error) {
 		strings.Join(b.globs, ", "))
 }
 
-// globNewestFirst is the folders matching pattern, its * a version, newest
-// first.
+// globNewestFirst is the folders matching pattern (* a version), newest first.
 func globNewestFirst(pattern string) []string {
 	dirs, _ := filepath.Glob(pattern)
 	before, after, _ := strings.Cut(pattern, "*")
@@ -310,8 +306,7 @@ func tail(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// settings are the server's -c name=value: the defaults, then Settings
-// sorted by name.
+// settings are the server's -c name=value: defaults, then Settings by name.
 func (o Options) settings() []string {
 	out := []string{"max_connections=300", "shared_buffers=128MB"}
 	if !o.Durable {

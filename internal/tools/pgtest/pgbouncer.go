@@ -34,11 +34,8 @@ var pgbouncerPaths = []string{"/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr
 	"/opt/homebrew/bin/pgbouncer", "/opt/homebrew/sbin/pgbouncer"}
 
 func findPgBouncer() (string, error) {
-	if p, err := exec.LookPath("pgbouncer"); err == nil {
-		return p, nil
-	}
-	for _, p := range pgbouncerPaths {
-		if isExec(p) {
+	for _, p := range append([]string{"pgbouncer"}, pgbouncerPaths...) {
+		if p, err := exec.LookPath(p); err == nil {
 			return p, nil
 		}
 	}
@@ -46,13 +43,11 @@ func findPgBouncer() (string, error) {
 		strings.Join(pgbouncerPaths, ", "))
 }
 
-// pgbouncerWatchdog runs PgBouncer until its stdin closes: at Stop, or when
-// this process dies.
+// pgbouncerWatchdog runs PgBouncer until its stdin closes (see watch).
 const pgbouncerWatchdog = "trap '' HUP INT QUIT TERM\n\"$@\" &\npid=$!\nread -r _ || :\nkill -TERM \"$pid\" 2>/dev/null\nwait \"$pid\""
 
-// NewPgBouncer starts a PgBouncer on 127.0.0.1 until the test ends, in
-// front of target (host:port; empty: the server Main started), for the
-// admin user and pgtestdb's role; without one the test fails.
+// NewPgBouncer starts a PgBouncer until the test ends, in front of target
+// (host:port; empty: the server Main started); without one the test fails.
 func NewPgBouncer(t testing.TB, target string) *PgBouncer {
 	t.Helper()
 	s := need(t)

@@ -39,7 +39,7 @@ type Server struct {
 	Source string // where it comes from, for messages
 	Citus  string // the citus version of a Citus coordinator: a schema per test (citus.go)
 
-	stop    func() error // once only; nil: nothing to stop
+	stop    func() error // once only
 	restart func(ctx context.Context, mode string) error
 }
 
@@ -50,12 +50,10 @@ type Options struct {
 	Locale   string            // initdb --locale (empty: C), one of locale -a
 }
 
-// sources are where Start looks for a server, in order, past
-// TEST_DATABASE_URL.
+// sources are where Start looks for a server past TEST_DATABASE_URL.
 var sources = map[string]func(context.Context, Options) (*Server, error){"local": startLocal, "docker": startDocker}
 
-// Start finds or starts a PostgreSQL, as the package comment says; its
-// error says what to install and what each attempt said.
+// Start finds or starts a PostgreSQL, as the package comment says.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	if raw := os.Getenv(envURL); raw != "" {
 		s, err := existing(ctx, raw)
@@ -91,7 +89,7 @@ func existing(ctx context.Context, raw string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Config: conf, Source: envURL}
+	s := &Server{Config: conf, Source: envURL, stop: func() error { return nil }}
 	if err := ping(ctx, s.Config.URL(), 10*time.Second); err != nil {
 		return nil, err
 	}
@@ -101,8 +99,7 @@ func existing(ctx context.Context, raw string) (*Server, error) {
 	return s, err
 }
 
-// Own starts a server of the test's own (its settings, a restart), stopped
-// when the test ends; skipped under a shared TEST_DATABASE_URL.
+// Own starts a server for the test alone; skipped under TEST_DATABASE_URL.
 func Own(t testing.TB, opts Options) *Server {
 	t.Helper()
 	if os.Getenv(envURL) != "" {
@@ -117,15 +114,9 @@ func Own(t testing.TB, opts Options) *Server {
 }
 
 // Stop stops and removes what Start started; it may be called again.
-func (s *Server) Stop() error {
-	if s.stop == nil {
-		return nil
-	}
-	return s.stop()
-}
+func (s *Server) Stop() error { return s.stop() }
 
-// Restart restarts the server as `pg_ctl restart -m mode` (fast, or
-// immediate: a crash) and waits until it answers.
+// Restart restarts the server (mode fast, or immediate: a crash) and waits until it answers.
 func (s *Server) Restart(ctx context.Context, mode string) error {
 	if s.restart == nil {
 		return fmt.Errorf("pgtest: a server from %s cannot be restarted here", s.Source)
@@ -164,8 +155,7 @@ func Addr(t testing.TB) string { return need(t).addr() }
 // Main is for TestMain: os.Exit(Run(m)).
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
-// Run starts a server, runs the tests, drops the spares and stops the
-// server; it returns the exit code.
+// Run is Main, returning the exit code.
 func Run(m *testing.M) int {
 	s, err := Start(context.Background(), Options{})
 	if err != nil {
@@ -182,9 +172,8 @@ func Run(m *testing.M) int {
 	return code
 }
 
-// Migrator migrates the template the test databases clone (once per server
-// and hash), and MigrationTables record its migrations, which emptying a
-// spare keeps: a module built on this one adds its own before Main.
+// Migrator migrates the template the test databases clone; MigrationTables,
+// which emptying a spare keeps, record it. A module adds its own before Main.
 var (
 	Migrator        pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
 	MigrationTables                   = []string{"schema_migrations"}
@@ -259,8 +248,7 @@ func ping(ctx context.Context, dsn string, timeout time.Duration) error {
 	}
 }
 
-// WaitDown reports whether the database at url refuses a connection within
-// timeout.
+// WaitDown reports whether url refuses a connection within timeout.
 func WaitDown(url string, timeout time.Duration) bool {
 	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		db, err := sql.Open("postgres", url)
@@ -276,8 +264,7 @@ func WaitDown(url string, timeout time.Duration) bool {
 	return false
 }
 
-// Proxied is dbURL through a fault proxy of its own, link up, closed when
-// t ends.
+// Proxied is dbURL through a fault proxy, link up, closed when t ends.
 func Proxied(t testing.TB, dbURL string) (string, *Proxy) {
 	t.Helper()
 	u, err := url.Parse(dbURL)

@@ -97,8 +97,8 @@ func empty(conf pgtestdb.Config) error {
 	return err
 }
 
-// schemaDigest is a digest of the database's columns, indexes,
-// constraints, functions and triggers.
+// schemaDigest is a digest of the database's columns, indexes, constraints,
+// functions and triggers.
 func schemaDigest(ctx context.Context, conf pgtestdb.Config) (string, error) {
 	db, err := sqlx.Open("postgres", conf.URL())
 	if err != nil {

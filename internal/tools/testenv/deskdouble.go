@@ -18,10 +18,8 @@ import (
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
-// DeskDouble is the review desk in memory, with fault knobs and a count of
-// every call: the desk's contract and wire format (reviewdesk/wire.go), but
-// one cancel per key, not per submission, so a request can be cancelled
-// twice.
+// DeskDouble is the review desk (reviewdesk/wire.go) in memory, with fault
+// knobs and a count of every call; cancels held by key, not by submission.
 type DeskDouble struct {
 	URL    string
 	Client *reviewdesk.Client
@@ -60,8 +58,7 @@ func StartDeskDouble(t testing.TB) *DeskDouble {
 	return d
 }
 
-// ServeUntilTheEnd serves h on a test server whose calls end with the test,
-// so that an answer still held does not keep Close waiting.
+// ServeUntilTheEnd serves h until the test ends, ending calls still held.
 func ServeUntilTheEnd(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,16 +105,10 @@ func (d *DeskDouble) entry(resource, key string) (deskEntry, bool) {
 	return e, e.receipt.Key != ""
 }
 
-// Submission is the receipt of the submission under key, if accepted.
-func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, bool) {
+// Submission is the receipt and body of the submission under key, if accepted.
+func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, reviewdesk.Submission, bool) {
 	e, ok := d.entry("submissions", key)
-	return e.receipt, ok
-}
-
-// Submitted is the body of the submission under key, if accepted.
-func (d *DeskDouble) Submitted(key string) (reviewdesk.Submission, bool) {
-	e, ok := d.entry("submissions", key)
-	return e.body, ok
+	return e.receipt, e.body, ok
 }
 
 // Cancels counts the cancels under key of submissionKey's: 0 or 1.
@@ -194,8 +185,7 @@ func (d *DeskDouble) refuseInvalid(w http.ResponseWriter, status int, code, deta
 	writeDeskProblem(w, status, code, detail)
 }
 
-// accept takes a new submission or cancel under key, applying the knobs,
-// or answers again one it holds.
+// accept takes a new submission or cancel, applying the knobs, or replays one.
 func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource string, on bool, key string, in deskEntry) {
 	one := strings.TrimSuffix(resource, "s")
 	d.mu.Lock()

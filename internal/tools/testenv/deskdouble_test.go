@@ -22,7 +22,7 @@ func TestTheDeskDoubleChecksWhatItIsSent(t *testing.T) {
 	if _, err := d.Client.Submit(ctx, "demo-request:1", want); err != nil {
 		t.Fatalf("the client's submission: %v", err)
 	}
-	if got, ok := d.Submitted("demo-request:1"); !ok || got != want {
+	if _, got, ok := d.Submission("demo-request:1"); !ok || got != want {
 		t.Fatalf("the double holds %+v (%t), want %+v", got, ok, want)
 	}
 	if _, err := d.Client.Submit(ctx, "demo-request:2", reviewdesk.Submission{RequestID: "2"}); !isRefused(err, 400, "invalid_body") {

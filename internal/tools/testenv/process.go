@@ -149,8 +149,7 @@ func (p *Proc) Post(key string, header ...string) (*http.Response, string, error
 	return resp, string(body), err
 }
 
-// Do sends method path as alice with key (none if empty) and headers as
-// name, value pairs.
+// Do sends method path as alice, as Send does.
 func (p *Proc) Do(method, path, key string, header ...string) (*http.Response, []byte, error) {
 	return Send(context.Background(), method, p.URL+path, TokenAlice, key, "", header...)
 }
@@ -177,8 +176,7 @@ func Get(t *testing.T, url string) string {
 }
 
 // ServeInProcess runs serve of run (a command's main) in this process on a
-// fresh database, and returns its base URL and the database; the test's end
-// must stop it within 30 s (SHUTDOWN_TIMEOUT's 25 s, and a little).
+// fresh database until the test ends, and returns its base URL and database.
 func ServeInProcess(t *testing.T, run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error,
 	env ...string) (string, *sqlx.DB) {
 	t.Helper()
@@ -213,7 +211,7 @@ func ServeInProcess(t *testing.T, run func(ctx context.Context, args []string, g
 }
 
 // Recorder is a reverse proxy that records each POST and adds headers to
-// chosen attempts; a connection closed unanswered stays so.
+// chosen attempts.
 type Recorder struct {
 	mu    sync.Mutex
 	Posts []Post
@@ -257,10 +255,8 @@ func (rec *Recorder) CheckAttempts(t *testing.T, key string) {
 	}
 }
 
-// Walkthrough runs the sh blocks of the README's "## Try every branch" but
-// make run's in one shell, ./bin/demo-api being Binary, for each participant
-// at once (ME=<participant>) with env, and checks the statuses and exit
-// codes the comments name.
+// Walkthrough runs the sh blocks of the README's "## Try every branch" as
+// each participant at once (ME=...), and checks what their comments name.
 func Walkthrough(t *testing.T, readmePath string, env []string, participants ...string) {
 	t.Helper()
 	for _, tool := range []string{"bash", "curl"} {
@@ -288,7 +284,7 @@ func Walkthrough(t *testing.T, readmePath string, env []string, participants ...
 	if len(blocks) < 5 {
 		t.Fatalf("%d blocks in the walkthrough", len(blocks))
 	}
-	dir := t.TempDir() // a checkout after make run: ./bin/demo-api
+	dir := t.TempDir() // a checkout after make run, the one block not run: ./bin/demo-api
 	if err := errors.Join(os.Mkdir(filepath.Join(dir, "bin"), 0o755), os.Symlink(Binary, filepath.Join(dir, "bin", "demo-api"))); err != nil {
 		t.Fatal(err)
 	}
@@ -344,9 +340,8 @@ func checkWalkthrough(t *testing.T, me string, blocks []string, out string) {
 		if strings.Contains(b, " workshop ") && (!strings.Contains(outs[i], "PASS") || strings.Contains(outs[i], "FAIL")) {
 			t.Errorf("ME=%s, block %d: the workshop step did not pass:\n%s", me, i+1, outs[i])
 		}
-		if strings.Contains(b, "201, replayed") && strings.Count(outs[i], "Idempotent-Replayed: true") != strings.Count(b, "replayed") {
-			t.Errorf("ME=%s, block %d: %d replays, its comments say %d:\n%s", me, i+1,
-				strings.Count(outs[i], "Idempotent-Replayed: true"), strings.Count(b, "replayed"), outs[i])
+		if got, want := strings.Count(outs[i], "Idempotent-Replayed: true"), strings.Count(b, "replayed"); strings.Contains(b, "201, replayed") && got != want {
+			t.Errorf("ME=%s, block %d: %d replays, its comments say %d:\n%s", me, i+1, got, want, outs[i])
 		}
 	}
 }

@@ -32,8 +32,8 @@ const (
 	TTL        = 24 * time.Hour   // and TTL
 )
 
-// Env is one server on its own fresh database, reached over loopback, every
-// exchange checked against the contract and its log for secrets.
+// Env is one server on its own database over loopback, every exchange
+// checked against the contract and its log for secrets.
 type Env struct {
 	T      *testing.T // the test the Env is for
 	DB     *sqlx.DB
@@ -224,8 +224,7 @@ func (e *Env) CheckWorks(n int64) {
 	}
 }
 
-// HoldHeader marks a request Hold holds inside its work, on the two-phase
-// path (Workshop-Delay), so that it holds a claim.
+// HoldHeader marks a request Hold holds inside its work (two-phase path).
 var HoldHeader = map[string]string{"Workshop-Delay": "1ms", "X-Test-Hold": "1"}
 
 // Hold holds every request with HoldHeader after its claim until release

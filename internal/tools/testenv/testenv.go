@@ -1,6 +1,5 @@
-// Package testenv runs the service in tests, in-process with every exchange
-// checked against the contract (server.go) or as its binary (process.go),
-// with a review desk double (deskdouble.go) and pieces the suites share.
+// Package testenv runs the service in tests, in-process (server.go) or as
+// its binary (process.go), beside a review desk double (deskdouble.go).
 package testenv
 
 import (
@@ -62,8 +61,8 @@ func PostCreate(ctx context.Context, baseURL, token, key, body string, header ..
 	return Send(ctx, http.MethodPost, baseURL+"/v1/demo-requests", token, key, body, header...)
 }
 
-// Send sends method to url with the token, key (if not empty), body and
-// headers as name, value pairs, and reads the answer.
+// Send sends method to url with the token, key (if any), body and headers
+// as name, value pairs.
 func Send(ctx context.Context, method, url, token, key, body string, header ...string) (*http.Response, []byte, error) {
 	rq := Req{Method: method, Token: token, Body: body, Header: map[string]string{}}
 	if key != "" {
@@ -129,9 +128,7 @@ func (b *Buffer) String() string {
 }
 
 // CheckRetrySchedule fails t unless attempts to a server that never
-// answered keep the clients' rule for a budget from start to deadline: each
-// wait at least half the backoff (100 ms doubling to 1 s), none with under
-// 250 ms left, at most two in the last second.
+// answered keep api/client's retry rule for a budget from start to deadline.
 func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.Time) {
 	t.Helper()
 	var times []string
@@ -158,8 +155,8 @@ func CheckRetrySchedule(t testing.TB, arrived []time.Time, start, deadline time.
 	}
 }
 
-// Context ends when the test ends or a little before go test's -timeout,
-// so that a wait fails with the test's own message.
+// Context ends with the test or a little before go test's -timeout, so that
+// a wait fails with the test's own message.
 func Context(t *testing.T) context.Context {
 	ctx := t.Context()
 	d, ok := t.Deadline()
@@ -171,8 +168,7 @@ func Context(t *testing.T) context.Context {
 	return ctx
 }
 
-// Long skips t under -short, saying why; the contract's branches are never
-// long.
+// Long skips t under -short, saying why.
 func Long(t testing.TB, why string) {
 	t.Helper()
 	if testing.Short() {
@@ -180,9 +176,8 @@ func Long(t testing.TB, why string) {
 	}
 }
 
-// WarmPool opens n idle connections in db's pool one at a time, trying a
-// failed one twice more: opened at once on a busy laptop, they could
-// outlast the per-read bound and answer 503.
+// WarmPool opens n idle connections in db's pool one at a time, retrying
+// twice: opened at once on a busy laptop, they could outlast the read bound.
 func WarmPool(t testing.TB, db *sqlx.DB, n int) {
 	t.Helper()
 	conns := make([]*sqlx.Conn, 0, n)
