@@ -427,11 +427,6 @@ func (d *Dispatcher) backoff(n int) time.Duration {
 // jitter is d give or take half.
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
 
-// Delivery returns the delivery of actor's request id. Errors: not_found.
-func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, error) {
-	return d.Store.Delivery(ctx, actor, id)
-}
-
 // Reconcile asks the desk what became of actor's request id and its unknown
 // events, and records the answers; it never sends, so it is safe to repeat.
 // Errors: not_found; unavailable (the desk did not answer clearly).
