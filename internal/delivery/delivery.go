@@ -17,9 +17,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
+	"github.com/demo-api/demo-api/internal/tracing"
 )
 
 // States of a delivery.
@@ -288,7 +292,7 @@ func (d *Dispatcher) take(ctx context.Context, wg *sync.WaitGroup, n int, busy [
 	d.mu.Unlock()
 	for _, row := range due {
 		wg.Go(func() {
-			m := d.tracedAttempt(ctx, row)
+			m := d.attempt(ctx, row)
 			m.RequestID, m.Kind, m.Seq, m.Attempt = row.RequestID, row.Kind, row.Seq, row.Attempt
 			m.Token, m.Actor = token, row.Actor
 			decided <- m
@@ -348,14 +352,28 @@ func (d *Dispatcher) record(ctx context.Context, marks []Mark) {
 
 // attempt hands row to the desk once and decides its state: an attempt after
 // the first asks the desk first; a cancelled request's submission is never sent.
-func (d *Dispatcher) attempt(ctx context.Context, row Due) Mark {
+// Its span "delivery <kind>" (package tracing) is the parent of the desk's
+// calls; a delivery that gave up is an error.
+func (d *Dispatcher) attempt(ctx context.Context, row Due) (m Mark) {
+	key := EventKey(row.RequestID, row.Kind, row.Seq)
+	ctx, span := tracing.Start(ctx, "delivery "+row.Kind, trace.WithAttributes(
+		attribute.String("delivery.request_id", row.RequestID),
+		attribute.String("delivery.kind", row.Kind),
+		attribute.String("delivery.key", key),
+		attribute.Int("delivery.attempt", row.Attempt)))
+	defer func() {
+		span.SetAttributes(attribute.String("delivery.state", m.State))
+		if m.State == Unknown || m.State == Failed {
+			span.SetStatus(codes.Error, m.State)
+		}
+		span.End()
+	}()
 	ctx, cancel := context.WithTimeout(reviewdesk.WithAccount(ctx, row.Actor), 2*d.CallTimeout)
 	defer cancel()
 	kind, ok := d.kinds[row.Kind]
 	if !ok {
 		return d.retry(row, fmt.Errorf("no hand-over for events of kind %q (Dispatcher.Kinds)", row.Kind))
 	}
-	key := EventKey(row.RequestID, row.Kind, row.Seq)
 	if row.Attempt > 1 {
 		receipt, err := d.call(ctx, row.Kind+"_status", func(ctx context.Context) (reviewdesk.Receipt, error) { return kind.Status(ctx, key) })
 		switch {
@@ -408,11 +426,6 @@ func (d *Dispatcher) backoff(n int) time.Duration {
 
 // jitter is d give or take half.
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
-
-// Delivery returns the delivery of actor's request id. Errors: not_found.
-func (d *Dispatcher) Delivery(ctx context.Context, actor, id string) (Status, error) {
-	return d.Store.Delivery(ctx, actor, id)
-}
 
 // Reconcile asks the desk what became of actor's request id and its unknown
 // events, and records the answers; it never sends, so it is safe to repeat.

@@ -363,7 +363,7 @@ func TestGiveUpAndReconcile(t *testing.T) {
 		if _, err := d.Reconcile(ctx, "bob", ids[0]); apperr.Code(err) != apperr.NotFound {
 			t.Fatalf("bob reconciles alice's request: %v, want not_found", err)
 		}
-		if _, err := d.Delivery(ctx, "bob", ids[0]); apperr.Code(err) != apperr.NotFound {
+		if _, err := d.Store.Delivery(ctx, "bob", ids[0]); apperr.Code(err) != apperr.NotFound {
 			t.Fatalf("bob reads alice's delivery: %v, want not_found", err)
 		}
 	})

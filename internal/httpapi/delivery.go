@@ -12,13 +12,6 @@ import (
 	"github.com/demo-api/demo-api/internal/demo"
 )
 
-// Deliveries reads a request's hand-over to the review desk and reconciles
-// a stuck one (package delivery).
-type Deliveries interface {
-	Delivery(ctx context.Context, actor, id string) (delivery.Status, error)
-	Reconcile(ctx context.Context, actor, id string) (delivery.Status, error)
-}
-
 // handleDelivery answers a request's delivery as get finds it; reconcile
 // never sends, so it needs no key.
 func handleDelivery(logger *slog.Logger, get func(ctx context.Context, actor, id string) (delivery.Status, error)) http.Handler {

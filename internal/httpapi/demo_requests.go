@@ -68,9 +68,7 @@ func cancelDemoRequest(svc *demo.Service, writes Writes) Operation[string, demo.
 			return chi.URLParam(r, "id"), nil
 		},
 		Significant: func(id string) map[string]any { return map[string]any{"requestId": id} },
-		Decide: func(ctx context.Context, actor string, id string, now time.Time) (demo.Request, error) {
-			return svc.Cancel(ctx, actor, id, now)
-		},
+		Decide:      svc.Cancel,
 		Render: func(dr demo.Request) (idempotency.Response, error) {
 			return renderRequest(http.StatusOK, dr, nil)
 		},

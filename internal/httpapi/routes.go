@@ -41,7 +41,7 @@ func (s *Server) routes(ops []Route) http.Handler {
 		}
 		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
 		if s.Deliveries != nil {
-			r.Method(http.MethodGet, "/v1/demo-requests/{id}/delivery", handleDelivery(s.Logger, s.Deliveries.Delivery))
+			r.Method(http.MethodGet, "/v1/demo-requests/{id}/delivery", handleDelivery(s.Logger, s.Deliveries.Store.Delivery))
 			r.Method(http.MethodPost, "/v1/demo-requests/{id}/delivery/reconcile", handleDelivery(s.Logger, s.Deliveries.Reconcile))
 		}
 		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, s.TTL, ops))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -24,7 +25,7 @@ type Deps struct {
 	Tokens auth.Tokens
 	// Authenticate names the actor of a token Tokens do not hold; its error goes in the 401.
 	Authenticate func(token string) (actor string, err error)
-	Deliveries   Deliveries                       // serves the delivery routes of a demo request
+	Deliveries   *delivery.Dispatcher             // serves the delivery routes of a demo request
 	Routes       func(s *Server) ([]Route, error) // a service's own operations, behind authentication
 	Public       []Route                          // more routes that need no token (pages)
 	Ready        func(context.Context) error      // whether the database answers (/readyz)

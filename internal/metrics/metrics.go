@@ -158,11 +158,8 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	case <-time.After(max(wait, 0)):
 	}
 	c.mu.Lock()
-	var err error
-	select {
-	case <-done:
-		err = c.err
-	default:
+	err := c.err
+	if c.inFlight == done { // still reading
 		err = fmt.Errorf("the database did not answer within %v", readTimeout)
 	}
 	if err != nil {

@@ -57,7 +57,7 @@ func WithClock(c *Clock) Option { return func(_ *httpapi.Deps, s *postgres.Store
 // WithDesk makes the dispatcher hand deliveries to the desk at url.
 func WithDesk(url string) Option {
 	return func(d *httpapi.Deps, _ *postgres.Store) {
-		d.Deliveries.(*delivery.Dispatcher).Desk = reviewdesk.New(url, nil)
+		d.Deliveries.Desk = reviewdesk.New(url, nil)
 	}
 }
 
