@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -461,5 +462,34 @@ func TestOffMakesNoSpans(t *testing.T) {
 	}
 	if _, span := tracing.Start(context.Background(), "x", trace.WithAttributes(attribute.Int("n", 1))); span.IsRecording() {
 		t.Error("tracing off, Start made a recording span")
+	}
+}
+
+// countingProvider counts the tracers asked of it.
+type countingProvider struct {
+	trace.TracerProvider
+	tracers atomic.Int32
+}
+
+func (p *countingProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	p.tracers.Add(1)
+	return p.TracerProvider.Tracer(name, opts...)
+}
+
+// TestStartAsksNoTracer: a span is started with the tracer Use asked for
+// once, not with one looked up per span (a lock and a map in the SDK, on
+// every request).
+func TestStartAsksNoTracer(t *testing.T) {
+	sdk := sdktrace.NewTracerProvider()
+	defer sdk.Shutdown(context.Background())
+	p := &countingProvider{TracerProvider: sdk}
+	tracing.Use(p)
+	defer tracing.Use(nil)
+	for range 3 {
+		_, span := tracing.Start(context.Background(), "x")
+		span.End()
+	}
+	if n := p.tracers.Load(); n != 1 {
+		t.Errorf("three spans asked the provider for %d tracers, want the one of Use", n)
 	}
 }

@@ -29,8 +29,13 @@ const scope = "github.com/demo-api/demo-api"
 // Propagator carries a trace across HTTP calls: W3C traceparent and baggage.
 var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// current is the provider Use installed; nil is off.
-var current atomic.Pointer[trace.TracerProvider]
+// on is the provider Use installed and its tracer, asked for once; nil is off.
+type on struct {
+	provider trace.TracerProvider
+	tracer   trace.Tracer
+}
+
+var current atomic.Pointer[on]
 
 // On reports whether spans are made.
 func On() bool { return current.Load() != nil }
@@ -41,13 +46,13 @@ func Use(tp trace.TracerProvider) {
 		current.Store(nil)
 		return
 	}
-	current.Store(&tp)
+	current.Store(&on{provider: tp, tracer: tp.Tracer(scope)})
 }
 
 // Provider is the provider spans are made with: a no-op one when off.
 func Provider() trace.TracerProvider {
-	if tp := current.Load(); tp != nil {
-		return *tp
+	if c := current.Load(); c != nil {
+		return c.provider
 	}
 	return noop.TracerProvider{}
 }
@@ -55,11 +60,11 @@ func Provider() trace.TracerProvider {
 // Start starts a span named name, a child of ctx's span if it has one. Off,
 // it returns ctx and a span that records nothing.
 func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	tp := current.Load()
-	if tp == nil {
+	c := current.Load()
+	if c == nil {
 		return ctx, noop.Span{}
 	}
-	return (*tp).Tracer(scope).Start(ctx, name, opts...)
+	return c.tracer.Start(ctx, name, opts...)
 }
 
 // TraceID is the trace id of ctx's span when it is recording, else "".
