@@ -137,10 +137,16 @@ type boundedDialer struct {
 	limit time.Duration
 }
 
-// Dial and DialTimeout are there for pq.Dialer: lib/pq calls DialContext.
-func (d *boundedDialer) Dial(string, string) (net.Conn, error) { return nil, errors.ErrUnsupported }
-func (d *boundedDialer) DialTimeout(string, string, time.Duration) (net.Conn, error) {
-	return nil, errors.ErrUnsupported
+// Dial and DialTimeout complete pq.Dialer; each is DialContext, so every
+// connection is bounded whichever lib/pq calls.
+func (d *boundedDialer) Dial(network, addr string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, addr)
+}
+
+func (d *boundedDialer) DialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return d.DialContext(ctx, network, addr)
 }
 
 func (d *boundedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
