@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -415,13 +416,17 @@ func (d *Dispatcher) retry(row Due, err error) Mark {
 	return Mark{State: Pending, Error: err.Error(), Retry: d.backoff(row.Attempt)}
 }
 
-// backoff is the wait after attempt n: FirstRetry doubled n-1 times, at most a minute.
+// backoff is the wait after attempt n: FirstRetry doubled n-1 times, at
+// most a minute, jittered, as the client's backoff (api/client) is made.
 func (d *Dispatcher) backoff(n int) time.Duration {
-	wait := d.FirstRetry
+	b := &backoff.ExponentialBackOff{InitialInterval: d.FirstRetry, RandomizationFactor: 0.5,
+		Multiplier: 2, MaxInterval: time.Minute}
+	b.Reset()
+	wait := b.NextBackOff()
 	for range n - 1 {
-		wait = min(2*wait, time.Minute)
+		wait = b.NextBackOff()
 	}
-	return jitter(wait)
+	return wait
 }
 
 // jitter is d give or take half.
