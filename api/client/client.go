@@ -63,8 +63,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.BaseURL == "" || cfg.Token == "" {
 		return nil, errors.New("client: BaseURL and Token are required")
 	}
-	cfg.Budget = cmp.Or(max(cfg.Budget, 0), 5*time.Second)
-	cfg.AttemptTimeout = cmp.Or(max(cfg.AttemptTimeout, 0), 2*time.Second)
+	if cfg.Budget <= 0 {
+		cfg.Budget = 5 * time.Second
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = 2 * time.Second
+	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	return &Client{cfg: cfg, hc: cmp.Or(cfg.HTTPClient, &http.Client{})}, nil
 }
