@@ -196,7 +196,6 @@ func TestCopyFollowsItsName(t *testing.T) {
 
 	testenv.CheckLinks(t, pages...)
 
-	inCopy("go", "build", "./...")
 	inCopy("go", "vet", "./...")
 	inCopy("git", "init", "-q")
 	inCopy("git", "add", "-A")
