@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/peterldowns/pgtestdb"
 
@@ -62,4 +64,17 @@ func freshCitus(t testing.TB) pgtestdb.Config {
 		}
 	})
 	return conf
+}
+
+// adminExec runs query on the server Main started, as its admin.
+func adminExec(ctx context.Context, query string) error {
+	db, err := sqlx.Open("postgres", server.Config.URL())
+	if err == nil {
+		_, err = db.ExecContext(ctx, query)
+		db.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", query, err)
+	}
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -165,22 +164,18 @@ func Run(m *testing.M) int {
 	fmt.Fprintf(os.Stderr, "pgtest: PostgreSQL from %s on %s\n", s.Source, s.addr())
 	server = s
 	code := m.Run()
-	if err := errors.Join(dropSpares(), s.Stop()); err != nil {
+	if err := s.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
 		code = max(code, 1)
 	}
 	return code
 }
 
-// Migrator migrates the template the test databases clone; MigrationTables,
-// which emptying a spare keeps, record it. A module adds its own before Main.
-var (
-	Migrator        pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
-	MigrationTables                   = []string{"schema_migrations"}
-)
+// Migrator migrates the template the test databases clone. A module adds its own before Main.
+var Migrator pgtestdb.Migrator = golangmigrator.New(".", golangmigrator.WithFS(migrations.FS))
 
 // NewDB connects to an empty migrated database of the test's own, as its
-// owner: a clone of the template, or a passed test's emptied (spare.go).
+// owner: a clone of the template, dropped when the test passes.
 func NewDB(t testing.TB) *sqlx.DB {
 	t.Helper()
 	db, err := sqlx.Open("postgres", fresh(t).URL())
@@ -189,6 +184,17 @@ func NewDB(t testing.TB) *sqlx.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// fresh is an empty, migrated database for t.
+func fresh(t testing.TB) pgtestdb.Config {
+	t.Helper()
+	if Citus() {
+		return freshCitus(t)
+	}
+	conf := need(t).Config
+	conf.ForceTerminateConnections = true
+	return *pgtestdb.Custom(t, conf, Migrator)
 }
 
 // NewURL is NewDB's database as a URL, no connection open (DATABASE_URL).

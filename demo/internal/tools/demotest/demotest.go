@@ -33,7 +33,6 @@ func Main(m *testing.M) { os.Exit(Run(m)) }
 // Run is Main, returning the exit code.
 func Run(m *testing.M) int {
 	pgtest.Migrator = migrator{base: pgtest.Migrator}
-	pgtest.MigrationTables = append(pgtest.MigrationTables, migrations.Table)
 	dir, err := os.MkdirTemp("", "demotest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
