@@ -83,11 +83,9 @@ test:
 
 # The fast tier: every branch of the contract against a real PostgreSQL,
 # without the fault, restart and long end-to-end tests (each of those skips
-# under -short, saying why). withpg starts one throw-away PostgreSQL for
-# every package (TEST_DATABASE_URL, unless it is set), instead of a cluster
-# per package.
+# under -short, saying why).
 test-short:
-	$(GO) run ./internal/tools/pgtest/withpg $(GO) test -short -count=1 ./...
+	$(GO) test -short -count=1 ./...
 	cd conformance && $(GO) test -short -count=1 ./...
 
 # Citus: the cluster, and the tests against it (scripts/citus.sh says how).
