@@ -65,16 +65,11 @@ func EventKey(requestID, kind string, seq int) string {
 	return key
 }
 
-// Status is a delivery as the owner of its request sees it.
+// Status is a delivery as the owner of its request sees it: the hand-over
+// of its submission, then of its events.
 type Status struct {
-	RequestID         string     `json:"requestId" db:"request_id"`
-	State             string     `json:"state" db:"state"`
-	Attempts          int        `json:"attempts" db:"attempts"`
-	LastError         *string    `json:"lastError,omitempty" db:"last_error"`
-	NextAttemptAt     *time.Time `json:"nextAttemptAt,omitempty" db:"next_attempt_at"`
-	ProviderKey       string     `json:"providerKey" db:"-"` // ProviderKey(RequestID)
-	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
-	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
+	RequestID string `json:"requestId" db:"request_id"`
+	Handover
 	// Events follow the submission in queue order; Cancel is the last cancel.
 	Events []Event `json:"events,omitempty" db:"-"`
 	Cancel *Event  `json:"cancel,omitempty" db:"-"`
@@ -82,15 +77,20 @@ type Status struct {
 
 // Event is the hand-over of one later event of a request.
 type Event struct {
-	Kind              string     `json:"kind"`
-	State             string     `json:"state"`
-	Attempts          int        `json:"attempts"`
-	LastError         *string    `json:"lastError,omitempty"`
-	NextAttemptAt     *time.Time `json:"nextAttemptAt,omitempty"`
-	ProviderKey       string     `json:"providerKey"` // EventKey(RequestID, Kind, Seq)
-	Seq               int        `json:"-"`           // which of its request's events of its kind, 1 for the first
-	ProviderReference *string    `json:"providerReference,omitempty"`
-	UpdatedAt         time.Time  `json:"updatedAt"`
+	Kind string `json:"kind"`
+	Seq  int    `json:"-"` // which of its request's events of its kind, 1 for the first
+	Handover
+}
+
+// Handover is where the hand-over of one event to the desk stands.
+type Handover struct {
+	State             string     `json:"state" db:"state"`
+	Attempts          int        `json:"attempts" db:"attempts"`
+	LastError         *string    `json:"lastError,omitempty" db:"last_error"`
+	NextAttemptAt     *time.Time `json:"nextAttemptAt,omitempty" db:"next_attempt_at"`
+	ProviderKey       string     `json:"providerKey" db:"-"` // EventKey of its event
+	ProviderReference *string    `json:"providerReference,omitempty" db:"provider_reference"`
+	UpdatedAt         time.Time  `json:"updatedAt" db:"updated_at"`
 }
 
 // Due is a row a dispatcher took, and the attempt this is (1 for the first).

@@ -113,9 +113,8 @@ func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status
 	st.ProviderKey = delivery.EventKey(st.RequestID, delivery.KindSubmit, rows[0].Seq)
 	st.Events = make([]delivery.Event, len(rows)-1)
 	for i, r := range rows[1:] {
-		st.Events[i] = delivery.Event{Kind: r.Kind, State: r.State, Attempts: r.Attempts, LastError: r.LastError,
-			NextAttemptAt: r.NextAttemptAt, ProviderKey: delivery.EventKey(st.RequestID, r.Kind, r.Seq), Seq: r.Seq,
-			ProviderReference: r.ProviderReference, UpdatedAt: r.UpdatedAt}
+		st.Events[i] = delivery.Event{Kind: r.Kind, Seq: r.Seq, Handover: r.Handover}
+		st.Events[i].ProviderKey = delivery.EventKey(st.RequestID, r.Kind, r.Seq)
 		if r.Kind == delivery.KindCancel {
 			st.Cancel = &st.Events[i]
 		}

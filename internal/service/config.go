@@ -40,7 +40,6 @@ type Config struct {
 	dispatchRetry    time.Duration
 	dispatchTimeout  time.Duration
 	metricsAddr      string         // dispatch serves /metrics here; empty: not at all
-	pprofAddr        string         // serve's profiler (net/http/pprof), loopback only; empty: none
 	tracing          tracing.Config // the standard OTEL_* variables: no flags, as every OpenTelemetry SDK reads them
 }
 
@@ -143,9 +142,6 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	dur(&c.dispatchTimeout, "DISPATCH_CALL_TIMEOUT", "dispatch-call-timeout", "5s", "how long one call to the review desk may take; a taken row's lease is three")
 	if ext != nil && ext.Settings != nil && (cmd == "serve" || cmd == "dispatch") {
 		ext.Settings(set)
-	}
-	if cmd == "serve" {
-		str(&c.pprofAddr, "PPROF_ADDR", "pprof-listen", "", "serve net/http/pprof on this address of this machine only, e.g. 127.0.0.1:6060; empty: no profiler")
 	}
 	if cmd == "dispatch" {
 		str(&c.metricsAddr, "METRICS_ADDR", "metrics-listen", "", "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics")

@@ -54,8 +54,6 @@ func TestLoadConfig(t *testing.T) {
 		{name: "WORKSHOP=on is refused", env: with("WORKSHOP", "on"), wantErr: `WORKSHOP: "on" is not a boolean`},
 		{name: "a bad WORKSHOP under its flag is ignored", env: with("WORKSHOP", "yes"), args: []string{"-workshop"},
 			check: func(c Config) bool { return c.Workshop }},
-		{name: "no profiler by default", env: base, check: func(c Config) bool { return c.pprofAddr == "" }},
-		{name: "PPROF_ADDR", env: with("PPROF_ADDR", "127.0.0.1:6060"), check: func(c Config) bool { return c.pprofAddr == "127.0.0.1:6060" }},
 		{name: "DATABASE_UNPREPARED=yes is refused", env: with("DATABASE_UNPREPARED", "yes"), wantErr: `DATABASE_UNPREPARED: "yes" is not a boolean`},
 		{name: "DATABASE_UNPREPARED=true", env: with("DATABASE_UNPREPARED", "true"), check: func(c Config) bool { return c.unprepared }},
 		{name: "bad duration", env: with("IDEMPOTENCY_TTL", "a day"), wantErr: `IDEMPOTENCY_TTL: "a day" is not a duration`},

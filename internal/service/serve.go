@@ -31,13 +31,6 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 		return err
 	}
 	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
-	var pprofLn net.Listener // refused before anything starts when it is not on this machine
-	if cfg.pprofAddr != "" {
-		if pprofLn, err = serving.ListenPprof(cfg.pprofAddr); err != nil {
-			return err
-		}
-		defer pprofLn.Close()
-	}
 	store, err := openStore(ctx, cfg, logger, postgres.KeyStatements, ext)
 	if err != nil {
 		return err
@@ -112,14 +105,6 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 			"addr", ln.Addr().String())
 	}
 	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
-	if pprofLn != nil { // after the line above, which tools read first
-		fmt.Fprintf(stdout, "demo-api pprof on http://%s/debug/pprof/\n", pprofLn.Addr())
-		wg.Go(func() {
-			if err := serving.ServePprof(sweepCtx, logger, pprofLn); err != nil {
-				logger.Warn("pprof server stopped", "err", err)
-			}
-		})
-	}
 	if more.Listening != nil {
 		more.Listening(ln.Addr().(*net.TCPAddr))
 	}

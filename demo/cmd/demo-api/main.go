@@ -18,6 +18,7 @@ import (
 
 	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/demo/internal/expedite"
+	"github.com/demo-api/demo-api/demo/internal/profiler"
 	"github.com/demo-api/demo-api/demo/internal/room"
 	"github.com/demo-api/demo-api/demo/internal/web"
 	"github.com/demo-api/demo-api/demo/migrations"
@@ -33,6 +34,7 @@ func main() { service.Exit(extension()) }
 func extension() *service.Extension {
 	var completeInterval time.Duration
 	var inRoom bool // WORKSHOP_ROOM
+	var pprofAddr string
 	return &service.Extension{
 		Commands: []service.Command{
 			{Name: "provider", Usage: "run the review desk, the external service requests are handed to", Run: providerCmd},
@@ -47,6 +49,7 @@ func extension() *service.Extension {
 				"how often the completer looks for expedites whose runner died or gave up")
 			s.Bool(&inRoom, "WORKSHOP_ROOM", "workshop-room", false, "a workshop room: any bearer token dev-<name> is the participant dev-<name>, "+
 				"and API_TOKENS may be empty (with WORKSHOP only; unsafe for anything but a workshop)")
+			s.String(&pprofAddr, "PPROF_ADDR", "pprof-listen", "", "serve net/http/pprof on this address of this machine only, e.g. 127.0.0.1:6060 (serve only); empty: no profiler")
 		},
 		// A workshop room authenticates its participants beside API_TOKENS.
 		Authenticate: func(c service.Config, tokens auth.Tokens) (func(string) (string, error), error) {
@@ -59,6 +62,9 @@ func extension() *service.Extension {
 		Serve: func(ctx context.Context, s *service.Serving) error {
 			if s.Deps != nil {
 				serveDemo(s, inRoom)
+				if err := profile(s, pprofAddr); err != nil {
+					return err
+				}
 			}
 			desk := deskOf(s)
 			if desk == nil {
@@ -109,6 +115,29 @@ func serveDemo(s *service.Serving, inRoom bool) {
 			printJoin(s.Stdout, addr, s.Config.ProviderURL, localInterfaces())
 		}
 	}
+}
+
+// profile serves the profiler on addr (none if empty) beside serve until it
+// stops, and prints where right after serve's address line.
+func profile(s *service.Serving, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := profiler.Listen(addr)
+	if err != nil {
+		return err
+	}
+	s.Chore(func(ctx context.Context) {
+		if err := profiler.Serve(ctx, s.Logger, ln); err != nil {
+			s.Logger.Warn("pprof server stopped", "err", err)
+		}
+	})
+	listening := s.Listening
+	s.Listening = func(addr *net.TCPAddr) {
+		profiler.Announce(s.Stdout, "demo-api", ln)
+		listening(addr)
+	}
+	return nil
 }
 
 // deskOf is the demo's client of the review desk that serve hands requests

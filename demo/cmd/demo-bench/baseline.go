@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/demo-api/demo-api/demo/internal/profiler"
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
@@ -112,12 +113,12 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 	srv := serving.NewServer(handler, logger, 30*time.Second) // demo-api serve's default
 	fmt.Fprintf(stdout, "baseline listening on http://%s\n", ln.Addr())
 	if addr := getenv("PPROF_ADDR"); addr != "" { // as demo-api serve's
-		pln, err := serving.ListenPprof(addr)
+		pln, err := profiler.Listen(addr)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "baseline pprof on http://%s/debug/pprof/\n", pln.Addr())
-		go serving.ServePprof(ctx, logger, pln)
+		profiler.Announce(stdout, "baseline", pln)
+		go profiler.Serve(ctx, logger, pln)
 	}
 	return serving.Serve(ctx, logger, srv, ln, 10*time.Second)
 }

@@ -1,4 +1,4 @@
-package serving_test
+package profiler_test
 
 import (
 	"context"
@@ -8,25 +8,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/demo-api/demo-api/internal/serving"
+	"github.com/demo-api/demo-api/demo/internal/profiler"
 )
 
-// TestListenPprofOnThisMachineOnly: an address other machines reach, or
+// TestListenOnThisMachineOnly: an address other machines reach, or
 // every interface, is refused; a loopback one is served.
-func TestListenPprofOnThisMachineOnly(t *testing.T) {
+func TestListenOnThisMachineOnly(t *testing.T) {
 	for _, addr := range []string{":6060", "0.0.0.0:6060", "[::]:6060", "192.0.2.1:6060", "example.com:6060", "127.0.0.1"} {
-		if ln, err := serving.ListenPprof(addr); err == nil {
+		if ln, err := profiler.Listen(addr); err == nil {
 			ln.Close()
-			t.Errorf("ListenPprof(%q) listened", addr)
+			t.Errorf("Listen(%q) listened", addr)
 		}
 	}
-	ln, err := serving.ListenPprof("127.0.0.1:0")
+	ln, err := profiler.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serving.ServePprof(ctx, slog.New(slog.DiscardHandler), ln) }()
+	go func() { done <- profiler.Serve(ctx, slog.New(slog.DiscardHandler), ln) }()
 	resp, err := http.Get("http://" + ln.Addr().String() + "/debug/pprof/allocs?debug=1")
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +38,6 @@ func TestListenPprofOnThisMachineOnly(t *testing.T) {
 	}
 	cancel()
 	if err := <-done; err != nil {
-		t.Errorf("ServePprof after its context ended: %v", err)
+		t.Errorf("Serve after its context ended: %v", err)
 	}
 }

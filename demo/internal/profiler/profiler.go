@@ -1,19 +1,24 @@
-package serving
+// Package profiler serves Go's profiler (net/http/pprof) beside the demo's
+// servers on PPROF_ADDR, for demo-bench -profile.
+package profiler
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/demo-api/demo-api/internal/serving"
 )
 
-// ListenPprof listens for the profiler on addr (PPROF_ADDR), which must be
-// on this machine: a profile shows what the server runs, and its handlers
-// keep the process busy for as long as they are asked to.
-func ListenPprof(addr string) (net.Listener, error) {
+// Listen listens for the profiler on addr (PPROF_ADDR), which must be on
+// this machine: a profile shows what the server runs, and its handlers keep
+// the process busy for as long as they are asked to.
+func Listen(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("PPROF_ADDR %q: %w", addr, err)
@@ -28,9 +33,15 @@ func ListenPprof(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// ServePprof serves net/http/pprof's pages under /debug/pprof/ on ln until
-// ctx ends, on a server of its own, apart from the API's routes.
-func ServePprof(ctx context.Context, logger *slog.Logger, ln net.Listener) error {
+// Announce prints the line a server prints after its address line, where
+// demo-bench reads it: "<name> pprof on http://ADDR/debug/pprof/".
+func Announce(w io.Writer, name string, ln net.Listener) {
+	fmt.Fprintf(w, "%s pprof on http://%s/debug/pprof/\n", name, ln.Addr())
+}
+
+// Serve serves net/http/pprof's pages under /debug/pprof/ on ln until ctx
+// ends, on a server of its own, apart from the API's routes.
+func Serve(ctx context.Context, logger *slog.Logger, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -43,5 +54,5 @@ func ServePprof(ctx context.Context, logger *slog.Logger, ln net.Listener) error
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	return Serve(ctx, slog.New(slog.DiscardHandler), srv, ln, time.Second)
+	return serving.Serve(ctx, slog.New(slog.DiscardHandler), srv, ln, time.Second)
 }
