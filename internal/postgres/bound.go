@@ -125,7 +125,7 @@ func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (d
 	if end(err); err != nil {
 		return nil, err
 	}
-	return &boundTx{pq: tx, conn: c}, nil
+	return &boundTx{Tx: tx, conn: c}, nil
 }
 
 func (c *boundDriverConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -144,16 +144,14 @@ func (c *boundDriverConn) Ping(ctx context.Context) error {
 
 // boundTx is a transaction whose commit its standby did not confirm is ErrNotReplicated.
 type boundTx struct {
-	pq   driver.Tx
+	driver.Tx
 	conn *boundDriverConn
 }
 
 func (t *boundTx) Commit() error {
 	t.conn.notReplicated.Store(false)
-	return t.conn.replicated(t.pq.Commit())
+	return t.conn.replicated(t.Tx.Commit())
 }
-
-func (t *boundTx) Rollback() error { return t.pq.Rollback() }
 
 // boundRows are rows read under their statement's deadline, which ends when they are closed.
 type boundRows struct {
