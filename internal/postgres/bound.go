@@ -53,7 +53,7 @@ type pqStmt interface {
 }
 
 func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	end := c.hear.begin(nil)
+	end := c.hear.begin(context.Background()) // a connect: its waiter waits on
 	conn, err := c.pq.Connect(ctx)
 	if end(err); err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	end := c.hear.begin(waiterOf(ctx))
+	end := c.hear.begin(ctx)
 	st, err := c.pqConn.PrepareContext(ctx, query)
 	if end(err); err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 
 // BeginTx begins a transaction on ctx as it is; each statement in it has its own deadline.
 func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	end := c.hear.begin(waiterOf(ctx))
+	end := c.hear.begin(ctx)
 	tx, err := c.pqConn.BeginTx(ctx, opts)
 	if end(err); err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (
 	ctx, done := traceStatement(ctx, s.query)
 	ctx, cancel := s.conn.bounded(ctx)
 	defer cancel()
-	end := s.conn.hear.begin(waiterOf(ctx))
+	end := s.conn.hear.begin(ctx)
 	res, err := s.pqStmt.ExecContext(ctx, args)
 	end(err)
 	err = s.conn.replicated(err)
@@ -198,7 +198,7 @@ func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (
 func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	ctx, done := traceStatement(ctx, s.query)
 	ctx, cancel := s.conn.bounded(ctx)
-	end := s.conn.hear.begin(waiterOf(ctx))
+	end := s.conn.hear.begin(ctx)
 	rows, err := s.pqStmt.QueryContext(ctx, args)
 	end(err)
 	if done(err); err != nil {
