@@ -76,13 +76,12 @@ func (e *effect) Describe() string { return e.what }
 // it and returns whether the key was written and how many rows the effect changed.
 func (s *Store) answer(ctx context.Context, a idempotency.Answer, finish bool, before, after []any,
 	run func(tx *sqlx.Tx, query string, args []any) (wrote bool, changed int, err error)) error {
-	var e *effect
+	e, ok := a.Effect.(*effect)
+	if !ok && a.Effect != nil {
+		return fmt.Errorf("postgres: %s is not an effect of this store", a.Effect.Describe())
+	}
 	stmts, business := &answerOnly, []any(nil)
-	if a.Effect != nil {
-		var ok bool
-		if e, ok = a.Effect.(*effect); !ok {
-			return fmt.Errorf("postgres: %s is not an effect of this store", a.Effect.Describe())
-		}
+	if e != nil {
 		stmts, business = e.stmts, e.args
 	}
 	headers, err := json.Marshal(a.Response.Header)
@@ -169,14 +168,11 @@ var (
 )
 
 // write runs a key write in tx if not nil: what it found, and how many rows its effect changed.
-func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, int, error) {
-	var w idempotency.KeyWrite
-	var changed int
+func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (w idempotency.KeyWrite, changed int, err error) {
 	var row recordRow
-	if err := s.queryRow(ctx, tx, query, args, row.dest(&w.Now, &w.Wrote, &changed)...); err != nil {
+	if err = s.queryRow(ctx, tx, query, args, row.dest(&w.Now, &w.Wrote, &changed)...); err != nil {
 		return idempotency.KeyWrite{}, 0, err
 	}
-	var err error
 	w.Prev, err = row.record()
 	return w, changed, err
 }
@@ -197,9 +193,8 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease
 }
 
 // CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).
-func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
-	var w idempotency.KeyWrite
-	err := s.answer(ctx, a, false, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()},
+func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (w idempotency.KeyWrite, err error) {
+	err = s.answer(ctx, a, false, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()},
 		func(tx *sqlx.Tx, q string, args []any) (_ bool, changed int, err error) {
 			w, changed, err = s.write(ctx, tx, q, args)
 			return w.Wrote, changed, err
