@@ -11,8 +11,14 @@ import (
 )
 
 var (
-	createStatements = keyStatementsOf("create_demo_request.sql")
-	cancelStatements = keyStatementsOf("cancel_demo_request.sql")
+	createStatements = keyStatements{
+		onePhase: keyWriteOf("create_demo_request.sql"),
+		finish:   keyWriteOf("finish_claim_create_demo_request.sql"),
+	}
+	cancelStatements = keyStatements{
+		onePhase: keyWriteOf("cancel_demo_request.sql"),
+		finish:   keyWriteOf("finish_claim_cancel_demo_request.sql"),
+	}
 )
 
 var getDemoRequestSQL = statement("get_demo_request.sql")

@@ -52,13 +52,8 @@ type keyStatements struct {
 	finish   stmt
 }
 
-// keyStatementsOf is sql/name and its finish, sql/finish_claim_name.
-func keyStatementsOf(name string) keyStatements {
-	return keyStatements{onePhase: keyWriteOf(name), finish: keyWriteOf("finish_claim_" + name)}
-}
-
 // answerOnly completes a key with no business change (a refusal).
-var answerOnly = keyStatementsOf("answer_only.sql")
+var answerOnly = keyStatements{onePhase: keyWriteOf("answer_only.sql"), finish: keyWriteOf("finish_claim_answer_only.sql")}
 
 // effect is the store's idempotency.Effect: its statements, their business arguments
 // (after the key's), and whether its row may have changed since the work read it.
