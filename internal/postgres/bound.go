@@ -53,12 +53,12 @@ type pqStmt interface {
 }
 
 func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	end := c.hear.begin(nil)
+	end := c.hear.begin(context.Background()) // a connect: its waiter waits on
 	conn, err := c.pq.Connect(ctx)
 	if end(err); err != nil {
 		return nil, err
 	}
-	bc := &boundDriverConn{pqConn: conn.(pqConn), bound: c.bound, pooled: c.pooled, hear: c.hear}
+	bc := &boundDriverConn{pqConn: conn.(pqConn), boundConnector: c}
 	pq.SetNoticeHandler(conn, func(notice *pq.Error) {
 		if strings.Contains(notice.Message, "wait for synchronous replication") {
 			bc.notReplicated.Store(true)
@@ -86,9 +86,7 @@ func Pooled(db *sqlx.DB) bool {
 // boundDriverConn is a lib/pq connection whose statements each run under a deadline of bound.
 type boundDriverConn struct {
 	pqConn
-	bound  time.Duration
-	pooled bool
-	hear   *hearing
+	*boundConnector // its pool's bound, pooled and hearing
 	// notReplicated: the server warned that a commit's wait for its standby was cancelled.
 	notReplicated atomic.Bool
 }
@@ -108,74 +106,34 @@ func (c *boundDriverConn) replicated(err error) error {
 
 func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	if c.pooled {
-		return &boundStmt{conn: c, query: query}, nil
+		return &boundStmt{pqStmt: unprepared{c.pqConn, query}, conn: c, query: query}, nil
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	end := c.hear.begin(waiterOf(ctx))
+	end := c.hear.begin(ctx)
 	st, err := c.pqConn.PrepareContext(ctx, query)
 	if end(err); err != nil {
 		return nil, err
 	}
-	return &boundStmt{pq: st.(pqStmt), conn: c, query: query}, nil
+	return &boundStmt{pqStmt: st.(pqStmt), conn: c, query: query}, nil
 }
 
 // BeginTx begins a transaction on ctx as it is; each statement in it has its own deadline.
 func (c *boundDriverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	end := c.hear.begin(waiterOf(ctx))
+	end := c.hear.begin(ctx)
 	tx, err := c.pqConn.BeginTx(ctx, opts)
 	if end(err); err != nil {
 		return nil, err
 	}
-	return &boundTx{pq: tx, conn: c}, nil
+	return &boundTx{Tx: tx, conn: c}, nil
 }
 
 func (c *boundDriverConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	return c.exec(ctx, nil, query, args)
+	return (&boundStmt{pqStmt: unprepared{c.pqConn, query}, conn: c, query: query}).ExecContext(ctx, args)
 }
 
 func (c *boundDriverConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.query(ctx, nil, query, args)
-}
-
-// exec runs query, prepared as st or unprepared (st nil), under c's bound:
-// traced, heard (hearing), and ErrNotReplicated where the server said so.
-func (c *boundDriverConn) exec(ctx context.Context, st pqStmt, query string, args []driver.NamedValue) (driver.Result, error) {
-	ctx, done := traceStatement(ctx, query)
-	ctx, cancel := c.bounded(ctx)
-	defer cancel()
-	end := c.hear.begin(waiterOf(ctx))
-	var res driver.Result
-	var err error
-	if st != nil {
-		res, err = st.ExecContext(ctx, args)
-	} else {
-		res, err = c.pqConn.ExecContext(ctx, query, args)
-	}
-	end(err)
-	err = c.replicated(err)
-	done(err)
-	return res, err
-}
-
-// query is exec for a statement with rows: its deadline ends when they are closed.
-func (c *boundDriverConn) query(ctx context.Context, st pqStmt, query string, args []driver.NamedValue) (driver.Rows, error) {
-	ctx, done := traceStatement(ctx, query)
-	ctx, cancel := c.bounded(ctx)
-	end := c.hear.begin(waiterOf(ctx))
-	var rows driver.Rows
-	var err error
-	if st != nil {
-		rows, err = st.QueryContext(ctx, args)
-	} else {
-		rows, err = c.pqConn.QueryContext(ctx, query, args)
-	}
-	end(err)
-	if done(err); err != nil {
-		cancel()
-		return nil, err
-	}
-	return &boundRows{pqRows: rows.(pqRows), conn: c, cancel: cancel}, nil
+	return (&boundStmt{pqStmt: unprepared{c.pqConn, query}, conn: c, query: query}).QueryContext(ctx, args)
 }
 
 func (c *boundDriverConn) Ping(ctx context.Context) error {
@@ -186,16 +144,14 @@ func (c *boundDriverConn) Ping(ctx context.Context) error {
 
 // boundTx is a transaction whose commit its standby did not confirm is ErrNotReplicated.
 type boundTx struct {
-	pq   driver.Tx
+	driver.Tx
 	conn *boundDriverConn
 }
 
 func (t *boundTx) Commit() error {
 	t.conn.notReplicated.Store(false)
-	return t.conn.replicated(t.pq.Commit())
+	return t.conn.replicated(t.Tx.Commit())
 }
-
-func (t *boundTx) Rollback() error { return t.pq.Rollback() }
 
 // boundRows are rows read under their statement's deadline, which ends when they are closed.
 type boundRows struct {
@@ -218,37 +174,59 @@ func (r *boundRows) Close() error {
 	return r.conn.replicated(err)
 }
 
-// boundStmt is a statement run under its connection's bound, prepared (pq) or, pooled, not (pq nil).
+// boundStmt is a statement, prepared or unprepared, run under its connection's bound.
 type boundStmt struct {
-	pq    pqStmt
+	pqStmt
 	conn  *boundDriverConn
 	query string // its text, which also names its span (traceStatement)
 }
 
-func (s *boundStmt) Close() error {
-	if s.pq == nil {
-		return nil
-	}
-	return s.pq.Close()
+// ExecContext runs s traced, heard (hearing), and ErrNotReplicated where the server said so.
+func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	ctx, done := traceStatement(ctx, s.query)
+	ctx, cancel := s.conn.bounded(ctx)
+	defer cancel()
+	end := s.conn.hear.begin(ctx)
+	res, err := s.pqStmt.ExecContext(ctx, args)
+	end(err)
+	err = s.conn.replicated(err)
+	done(err)
+	return res, err
 }
 
-func (s *boundStmt) NumInput() int {
-	if s.pq == nil {
-		return -1 // the server counts them
+// QueryContext is ExecContext for a statement with rows: its deadline ends when they are closed.
+func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	ctx, done := traceStatement(ctx, s.query)
+	ctx, cancel := s.conn.bounded(ctx)
+	end := s.conn.hear.begin(ctx)
+	rows, err := s.pqStmt.QueryContext(ctx, args)
+	end(err)
+	if done(err); err != nil {
+		cancel()
+		return nil, err
 	}
-	return s.pq.NumInput()
+	return &boundRows{pqRows: rows.(pqRows), conn: s.conn, cancel: cancel}, nil
 }
+
+// unprepared is a statement the server parses at each run, as a pooler in transaction mode needs.
+type unprepared struct {
+	conn  pqConn
+	query string
+}
+
+func (u unprepared) Close() error  { return nil }
+func (u unprepared) NumInput() int { return -1 } // the server counts them
 
 // Exec and Query are there for driver.Stmt: database/sql calls the Context forms.
-func (s *boundStmt) Exec([]driver.Value) (driver.Result, error) { return nil, driver.ErrSkip }
-func (s *boundStmt) Query([]driver.Value) (driver.Rows, error)  { return nil, driver.ErrSkip }
+func (u unprepared) Exec([]driver.Value) (driver.Result, error) { return nil, driver.ErrSkip }
+func (u unprepared) Query([]driver.Value) (driver.Rows, error)  { return nil, driver.ErrSkip }
 
-func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	return s.conn.exec(ctx, s.pq, s.query, args)
+func (u unprepared) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	return u.conn.ExecContext(ctx, u.query, args)
 }
 
-func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	return s.conn.query(ctx, s.pq, s.query, args)
+func (u unprepared) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	return u.conn.QueryContext(ctx, u.query, args)
 }
 
 // ErrNotReplicated: a commit's wait for its synchronous standby was cancelled; a failover may lose it.

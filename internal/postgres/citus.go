@@ -22,9 +22,8 @@ type Distribution struct {
 
 // Distribute, on a Citus coordinator, distributes the tables by actor_id unless
 // they are already, and makes the store's functions; on one PostgreSQL it does nothing.
-func Distribute(ctx context.Context, db *sqlx.DB) (Distribution, error) {
-	var d Distribution
-	err := db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
+func Distribute(ctx context.Context, db *sqlx.DB) (d Distribution, err error) {
+	err = db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, nil
 	}
@@ -136,10 +135,8 @@ func (s *Store) targetsOf(ctx context.Context, sc stmt, actors []string) ([]targ
 // shards returns an actor of each shard of the key table, in order; read
 // once, so splitting a shard needs a restart.
 func (s *Store) shards(ctx context.Context) ([]string, error) {
-	s.shardsMu.Lock()
-	defer s.shardsMu.Unlock()
-	if s.shardActors != nil {
-		return s.shardActors, nil
+	if actors := s.shardActors.Load(); actors != nil {
+		return *actors, nil
 	}
 	// The first of 0, 1, 2, … whose hash falls in each shard; 64 a shard cover them all.
 	var rows []struct {
@@ -156,8 +153,10 @@ func (s *Store) shards(ctx context.Context) ([]string, error) {
 	if len(rows) == 0 || len(rows) != rows[0].Shards {
 		return nil, fmt.Errorf("find the shards: an actor for %d shards", len(rows))
 	}
-	for _, r := range rows {
-		s.shardActors = append(s.shardActors, r.Actor)
+	actors := make([]string, len(rows))
+	for i, r := range rows {
+		actors[i] = r.Actor
 	}
-	return s.shardActors, nil
+	s.shardActors.Store(&actors)
+	return actors, nil
 }

@@ -11,9 +11,8 @@ import (
 	"github.com/lib/pq"
 )
 
-// database/sql bounds a wait for a connection by the caller's context only: with
-// the database gone, a waiter would wait for every statement ahead to reach its
-// bound. So a pool keeps its hearing, and a waiter gives up once the pool is silent.
+// database/sql bounds a wait for a connection by the caller's context only: with the database
+// gone, a waiter would outwait every statement ahead, so it gives up once its pool is silent.
 
 // silence is how long a pool hears nothing before its waiters give up.
 const silence = time.Second
@@ -27,8 +26,10 @@ type hearing struct {
 	underway map[*time.Time]struct{} // the exchanges under way, by their start
 }
 
-// begin notes an exchange (w nil: a connect) starting, and returns its end; meanwhile w is not waiting.
-func (h *hearing) begin(w *atomic.Bool) func(error) {
+// begin notes an exchange on ctx starting, and returns its end; meanwhile the waiter of
+// await that ctx carries, if any, is not waiting.
+func (h *hearing) begin(ctx context.Context) func(error) {
+	w, _ := ctx.Value(waiterKey{}).(*atomic.Bool)
 	if w != nil {
 		w.Store(true)
 	}
@@ -67,12 +68,6 @@ func (h *hearing) silent() bool {
 }
 
 type waiterKey struct{}
-
-// waiterOf returns the waiter of await that ctx carries, nil for none.
-func waiterOf(ctx context.Context) *atomic.Bool {
-	w, _ := ctx.Value(waiterKey{}).(*atomic.Bool)
-	return w
-}
 
 // await runs fn on a context that ends, ErrSilent, once db's pool is silent while fn waits for a connection.
 func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) error {

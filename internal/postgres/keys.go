@@ -66,30 +66,43 @@ type effect struct {
 
 func (e *effect) Describe() string { return e.what }
 
-// statementOf returns a's one-phase write (or finish), its arguments (before,
-// a's answer, after, the effect's), and a's effect, nil for none.
-func (s *Store) statementOf(ctx context.Context, a idempotency.Answer, finish bool, before, after []any) (string, []any, *effect, error) {
-	var e *effect
+// answer runs a's one-phase write (or finish) with its arguments (before, a's answer,
+// after, the effect's), in a transaction when its effect is conditional (inTx); run runs
+// it and returns whether the key was written and how many rows the effect changed.
+func (s *Store) answer(ctx context.Context, a idempotency.Answer, finish bool, before, after []any,
+	run func(tx *sqlx.Tx, query string, args []any) (wrote bool, changed int, err error)) error {
+	e, ok := a.Effect.(*effect)
+	if !ok && a.Effect != nil {
+		return fmt.Errorf("postgres: %s is not an effect of this store", a.Effect.Describe())
+	}
 	stmts, business := &answerOnly, []any(nil)
-	if a.Effect != nil {
-		var ok bool
-		if e, ok = a.Effect.(*effect); !ok {
-			return "", nil, nil, fmt.Errorf("postgres: %s is not an effect of this store", a.Effect.Describe())
-		}
+	if e != nil {
 		stmts, business = e.stmts, e.args
 	}
 	headers, err := json.Marshal(a.Response.Header)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("encode headers: %w", err)
+		return fmt.Errorf("encode headers: %w", err)
 	}
 	k := stmts.onePhase
 	if finish {
 		k = stmts.finish
 	}
 	q, err := s.keyWrite(ctx, k)
+	if err != nil {
+		return err
+	}
 	args := slices.Concat(before, []any{a.Response.Status, a.Response.Body, string(headers),
 		sql.NullString{String: a.Response.ResultID, Valid: a.Response.ResultID != ""}}, after, business)
-	return q, args, e, err
+	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
+		wrote, changed, err := run(tx, q, args)
+		switch {
+		case err != nil || e == nil || !wrote || changed > 0:
+			return err
+		case e.conditional: // its row changed since the work read it
+			return idempotency.ErrEffectNotApplied
+		}
+		return fmt.Errorf("finish: the business write %q changed nothing", e.what)
+	})
 }
 
 // recordRow is a row of idempotency_keys as the statements return it: recordColumns.
@@ -150,14 +163,11 @@ var (
 )
 
 // write runs a key write in tx if not nil: what it found, and how many rows its effect changed.
-func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, int, error) {
-	var w idempotency.KeyWrite
-	var changed int
+func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (w idempotency.KeyWrite, changed int, err error) {
 	var row recordRow
-	if err := s.queryRow(ctx, tx, query, args, row.dest(&w.Now, &w.Wrote, &changed)...); err != nil {
+	if err = s.queryRow(ctx, tx, query, args, row.dest(&w.Now, &w.Wrote, &changed)...); err != nil {
 		return idempotency.KeyWrite{}, 0, err
 	}
-	var err error
 	w.Prev, err = row.record()
 	return w, changed, err
 }
@@ -178,20 +188,12 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease
 }
 
 // CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).
-func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
-	q, args, e, err := s.statementOf(ctx, a, false,
-		[]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()})
-	if err != nil {
-		return idempotency.KeyWrite{}, err
-	}
-	var w idempotency.KeyWrite
-	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
-		var changed int
-		if w, changed, err = s.write(ctx, tx, q, args); err != nil {
-			return err
-		}
-		return checkEffect(e, w.Wrote, changed)
-	})
+func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (w idempotency.KeyWrite, err error) {
+	err = s.answer(ctx, a, false, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()},
+		func(tx *sqlx.Tx, q string, args []any) (_ bool, changed int, err error) {
+			w, changed, err = s.write(ctx, tx, q, args)
+			return w.Wrote, changed, err
+		})
 	if err != nil {
 		return idempotency.KeyWrite{}, err
 	}
@@ -200,34 +202,13 @@ func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp 
 
 // FinishClaimAtomically implements idempotency.Store (sql/finish_claim_create_demo_request.sql).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
-	q, args, e, err := s.statementOf(ctx, a, true,
-		[]any{s.now()}, []any{c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token})
-	if err != nil {
-		return err
-	}
-	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
-		var wrote bool // finishColumns
-		var changed int
-		if err := s.queryRow(ctx, tx, q, args, &wrote, &changed); err != nil {
-			return err
-		}
-		if !wrote {
-			return idempotency.ErrLeaseLost
-		}
-		return checkEffect(e, wrote, changed)
-	})
-}
-
-// checkEffect reports an effect that changed nothing though its key was written:
-// ErrEffectNotApplied when conditional (its row changed), else a bug in its SQL.
-func checkEffect(e *effect, wrote bool, n int) error {
-	switch {
-	case e == nil || !wrote || n > 0:
-		return nil
-	case e.conditional:
-		return idempotency.ErrEffectNotApplied
-	}
-	return fmt.Errorf("finish: the business write %q changed nothing", e.what)
+	return s.answer(ctx, a, true, []any{s.now()}, []any{c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token},
+		func(tx *sqlx.Tx, q string, args []any) (wrote bool, changed int, err error) {
+			if err = s.queryRow(ctx, tx, q, args, &wrote, &changed); err == nil && !wrote { // finishColumns
+				err = idempotency.ErrLeaseLost
+			}
+			return wrote, changed, err
+		})
 }
 
 // inTx runs fn in a transaction when e is conditional, else with a nil tx.

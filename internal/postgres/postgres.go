@@ -261,9 +261,8 @@ type Store struct {
 	Unprepared  bool             // runs every statement unprepared, as a Pooled db needs
 	stmts       sync.Map         // query text → *sqlx.Stmt
 	citus       atomic.Pointer[citusFunc]
-	shardsMu    sync.Mutex
-	shardActors []string      // an actor of each shard, in the shards' order; read once
-	nextShard   atomic.Uint32 // turns the shard a take starts with
+	shardActors atomic.Pointer[[]string] // an actor of each shard, in the shards' order; read once
+	nextShard   atomic.Uint32            // turns the shard a take starts with
 }
 
 // citusFunc says which functions of migrations/citus the database has.
@@ -357,8 +356,7 @@ func (s *Store) now() any {
 
 // Ping reports whether the database answers. After a restart every idle
 // connection is bad, so it pings again, up to once per open connection and once more.
-func (s *Store) Ping(ctx context.Context) error {
-	var err error
+func (s *Store) Ping(ctx context.Context) (err error) {
 	for range s.db.Stats().OpenConnections + 1 {
 		if err = s.db.PingContext(ctx); !errors.Is(err, driver.ErrBadConn) || ctx.Err() != nil {
 			break

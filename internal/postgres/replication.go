@@ -37,10 +37,9 @@ func (r Replication) WritesHeld() string {
 var commitReplicationSQL = statement("commit_replication.sql")
 
 // Replication reads how the server replicates this pool's commits.
-func (s *Store) Replication(ctx context.Context) (Replication, error) {
-	var r Replication
+func (s *Store) Replication(ctx context.Context) (r Replication, err error) {
 	var hidden int // standbys the role may not see
-	err := s.db.QueryRowContext(ctx, commitReplicationSQL).Scan(&r.SynchronousCommit, &r.StandbyNames, &r.Attached, &hidden)
+	err = s.db.QueryRowContext(ctx, commitReplicationSQL).Scan(&r.SynchronousCommit, &r.StandbyNames, &r.Attached, &hidden)
 	if err != nil {
 		return Replication{}, fmt.Errorf("read replication settings: %w", dbErr(err))
 	}
