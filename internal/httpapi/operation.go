@@ -45,7 +45,33 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	if err := op.check(); err != nil {
 		return Route{}, err
 	}
-	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: idempotent(s, op)}, nil
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		it, err := ReadIntent(s, w, r, op)
+		if err != nil {
+			WriteError(s.Logger, w, r, err)
+			return
+		}
+		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
+			if it.Hold != nil {
+				if err := it.Hold(ctx); err != nil {
+					return idempotency.Answer{}, err
+				}
+			}
+			out, err := op.Decide(ctx, it.Request.Scope.Actor, it.In, now)
+			if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
+				return idempotency.Answer{Response: Render(refusal)}, nil
+			} else if err != nil {
+				return idempotency.Answer{}, err
+			}
+			resp, err := op.Render(out)
+			if err != nil {
+				return idempotency.Answer{}, err
+			}
+			return idempotency.Answer{Response: resp, Effect: op.Effect(out)}, nil
+		})
+		Respond(s, w, r, it, res, err)
+	})
+	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: h}, nil
 }
 
 // check reports an operation that lacks a part, by its name.
@@ -78,35 +104,6 @@ const (
 	HeaderClientAttempt = "X-Client-Attempt"
 	maxClientAttempt    = 1000
 )
-
-func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		it, err := ReadIntent(s, w, r, op)
-		if err != nil {
-			WriteError(s.Logger, w, r, err)
-			return
-		}
-		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
-			if it.Hold != nil {
-				if err := it.Hold(ctx); err != nil {
-					return idempotency.Answer{}, err
-				}
-			}
-			out, err := op.Decide(ctx, it.Request.Scope.Actor, it.In, now)
-			if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
-				return idempotency.Answer{Response: Render(refusal)}, nil
-			} else if err != nil {
-				return idempotency.Answer{}, err
-			}
-			resp, err := op.Render(out)
-			if err != nil {
-				return idempotency.Answer{}, err
-			}
-			return idempotency.Answer{Response: resp, Effect: op.Effect(out)}, nil
-		})
-		Respond(s, w, r, it, res, err)
-	})
-}
 
 // Intent is an attempt as the transport read it, before anything runs (an
 // operation that runs its own way uses ReadIntent and Respond).
