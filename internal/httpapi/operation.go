@@ -108,11 +108,9 @@ const (
 // Intent is an attempt as the transport read it, before anything runs (an
 // operation that runs its own way uses ReadIntent and Respond).
 type Intent[In any] struct {
-	Request idempotency.Request
-	In      In
-	Hold    func(context.Context) error // runs inside the work before it decides (Deps.Decorate, Deps.InWork)
-	attempt int
-	drop    bool
+	Request    idempotency.Request
+	In         In
+	Decoration // Deps.Decorate's, its Hold after Deps.InWork
 }
 
 // ReadIntent reads r as an attempt at op; its errors are answered, storing nothing.
@@ -124,7 +122,7 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	}
 	scope := idempotency.Scope{Actor: ActorOf(r), Operation: op.Name, Key: key}
 	noteKey(r, scope)
-	if it.attempt, err = clientAttempt(r); err != nil {
+	if err = clientAttempt(r); err != nil {
 		return it, err
 	}
 	if it.In, err = op.Decode(w, r); err != nil {
@@ -135,14 +133,13 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 		return it, err
 	}
 	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: cmp.Or(s.Path, op.Path), // Deps.Path first
-		Wait: preferWait(r), Retry: it.attempt >= 2}
-	var d Decoration
+		Wait: preferWait(r), Retry: info(r).attempt >= 2}
 	if s.Decorate != nil {
-		if d, err = s.Decorate(r, &it.Request); err != nil {
+		if it.Decoration, err = s.Decorate(r, &it.Request); err != nil {
 			return it, err
 		}
 	}
-	it.Hold, it.drop = s.hold(r, d), d.DropAnswer
+	it.Hold = s.hold(r, it.Hold)
 	return it, nil
 }
 
@@ -151,8 +148,8 @@ func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Inten
 	scope := it.Request.Scope
 	li := info(r)
 	li.outcome, li.path = res.Outcome, res.Path
-	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && it.attempt > 0 && s.Metrics != nil {
-		s.Metrics.Answered(scope.Operation, it.attempt)
+	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && li.attempt > 0 && s.Metrics != nil {
+		s.Metrics.Answered(scope.Operation, li.attempt)
 	}
 	switch {
 	case err != nil:
@@ -161,7 +158,7 @@ func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Inten
 		}
 		WriteError(s.Logger, w, r, err)
 		return
-	case it.drop:
+	case it.DropAnswer:
 		dropConnection(s.Logger, w, r)
 		return
 	}
@@ -176,18 +173,18 @@ func outcomeURL(s idempotency.Scope) string {
 	return "/v1/idempotency-keys/" + url.PathEscape(s.Key) + "?operation=" + url.QueryEscape(s.Operation)
 }
 
-// clientAttempt reads X-Client-Attempt: 0 when absent. Errors: invalid_header.
-func clientAttempt(r *http.Request) (int, error) {
+// clientAttempt reads X-Client-Attempt into r's logInfo (0 when absent). Errors: invalid_header.
+func clientAttempt(r *http.Request) error {
 	v := r.Header.Values(HeaderClientAttempt)
 	if len(v) == 0 {
-		return 0, nil
+		return nil
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v[0]))
 	if len(v) > 1 || err != nil || n < 1 || n > maxClientAttempt {
-		return 0, apperr.Errorf(apperr.InvalidHeader, "%s must be sent once, as a whole number from 1 to %d", HeaderClientAttempt, maxClientAttempt)
+		return apperr.Errorf(apperr.InvalidHeader, "%s must be sent once, as a whole number from 1 to %d", HeaderClientAttempt, maxClientAttempt)
 	}
 	info(r).attempt = n
-	return n, nil
+	return nil
 }
 
 // preferWait reads Prefer: wait=N (RFC 7240); other preferences are ignored.
