@@ -1,6 +1,5 @@
-// Package httpapi is the HTTP transport: routes, authentication, decoding,
-// problems and the idempotency headers; operation.go makes any operation
-// safe to retry, and a service adds its own through Deps.Routes.
+// Package httpapi is the HTTP transport: routes, authentication, decoding, problems
+// and the idempotency headers; a service adds its operations through Deps.Routes.
 package httpapi
 
 import (

@@ -180,12 +180,10 @@ const (
 	maxReleaseBackoff = time.Second
 )
 
-// Do runs work at most once for the request's scope and fingerprint. Each
-// turn runs one statement (the path's write, or a read of the key) and
-// answers as Decide says on the store's clock.
-//
-// Errors: operation_in_progress, key_payload_mismatch, rate_limited; ctx's
-// error when the client left during a wait; the store's or the work's.
+// Do runs work at most once for the request's scope and fingerprint, each turn
+// one statement answered as Decide says. Errors: operation_in_progress,
+// key_payload_mismatch, rate_limited; ctx's error when the client left during
+// a wait; the store's or the work's.
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
 	var p *pass // req's admission under the bound on new keys
 	defer func() { p.done() }()

@@ -59,19 +59,16 @@ func (k *newKeys) admit(s Scope, follow bool) (*pass, error) {
 		a = &actorKeys{bucket: rate.NewLimiter(k.limit, k.burst), scopes: map[Scope]int{}}
 		k.actors[s.Actor] = a
 	}
-	if a.scopes[s] > 0 || follow {
-		a.scopes[s]++
-		return &pass{k: k, a: a, scope: s}, nil
-	}
-	free := a.bucket.TokensAt(now) - float64(a.setAside)
-	if free < 1 {
+	leader := a.scopes[s] == 0 && !follow
+	if free := a.bucket.TokensAt(now) - float64(a.setAside); leader && free < 1 {
 		retryAfter := time.Duration(math.Ceil((1 - free) / float64(k.limit) * float64(time.Second)))
 		return nil, &apperr.Error{Code: apperr.RateLimited, RetryAfter: max(retryAfter, time.Second),
 			Message: "too many new idempotency keys from this actor; nothing was stored, send it again after Retry-After seconds"}
+	} else if leader {
+		a.setAside++
 	}
-	a.setAside++
 	a.scopes[s]++
-	return &pass{k: k, a: a, scope: s, leader: true}, nil
+	return &pass{k: k, a: a, scope: s, leader: leader}, nil
 }
 
 // claimed spends the token set aside, or a follower's from the bucket, into debt if need be.
