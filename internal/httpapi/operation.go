@@ -98,8 +98,7 @@ func (op Operation[In, Out]) check() error {
 	return nil
 }
 
-// HeaderClientAttempt is the client's attempt at one intent: logged, and
-// counted when the intent gets its answer.
+// HeaderClientAttempt is the client's attempt at an intent: logged, and counted when answered.
 const (
 	HeaderClientAttempt = "X-Client-Attempt"
 	maxClientAttempt    = 1000
@@ -145,16 +144,15 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 
 // Respond writes the Runner's result res for it, or its error.
 func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Intent[In], res idempotency.Result, err error) {
-	scope := it.Request.Scope
 	li := info(r)
 	li.outcome, li.path = res.Outcome, res.Path
 	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && li.attempt > 0 && s.Metrics != nil {
-		s.Metrics.Answered(scope.Operation, li.attempt)
+		s.Metrics.Answered(it.Request.Scope.Operation, li.attempt)
 	}
 	switch {
 	case err != nil:
 		if apperr.Code(err) == apperr.OperationInProgress {
-			w.Header().Set("Link", "<"+outcomeURL(scope)+`>; rel="monitor"`)
+			w.Header().Set("Link", "<"+outcomeURL(it.Request.Scope)+`>; rel="monitor"`)
 		}
 		WriteError(s.Logger, w, r, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/time/rate"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 )
@@ -167,8 +168,11 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock, m: map[Scope]*waitEntry{}},
-		newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst, cfg.Clock)}, nil
+	r := &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock, m: map[Scope]*waitEntry{}}}
+	if cfg.NewKeysPerSecond > 0 {
+		r.newKeys = &newKeys{limit: rate.Limit(cfg.NewKeysPerSecond), burst: cfg.NewKeysBurst, clock: cfg.Clock, actors: map[string]*actorKeys{}}
+	}
+	return r, nil
 }
 
 const (

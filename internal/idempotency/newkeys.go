@@ -32,13 +32,6 @@ type actorKeys struct {
 // sweepIdle is how often idle actors (as good as new ones) are dropped.
 const sweepIdle = time.Minute
 
-func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
-	if perSecond <= 0 {
-		return nil
-	}
-	return &newKeys{limit: rate.Limit(perSecond), burst: burst, clock: clock, actors: map[string]*actorKeys{}}
-}
-
 // pass is a request's admission to its path's statement; nil (no bound) does nothing.
 type pass struct {
 	k      *newKeys
