@@ -51,8 +51,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// ReadBody reads the body of r, at most limit bytes.
-// Errors: body_too_large, malformed_json (the body could not be read).
+// ReadBody reads r's body, at most limit bytes. Errors: body_too_large, malformed_json (unread).
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	tooLarge := apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
 	if r.ContentLength > limit {

@@ -12,8 +12,7 @@ import (
 	"github.com/demo-api/demo-api/internal/demo"
 )
 
-// handleDelivery answers a request's delivery as get finds it; reconcile
-// never sends, so it needs no key.
+// handleDelivery answers a request's delivery as get finds it (reconcile never sends: no key).
 func handleDelivery(logger *slog.Logger, get func(ctx context.Context, actor, id string) (delivery.Status, error)) http.Handler {
 	return handleRead(logger, func(r *http.Request) (delivery.Status, error) {
 		id := chi.URLParam(r, "id")

@@ -89,8 +89,7 @@ func renderRequest(status int, dr demo.Request, header map[string]string) (idemp
 
 func requestURL(id string) string { return "/v1/demo-requests/" + url.PathEscape(id) }
 
-// handleGetDemoRequest is GET /v1/demo-requests/{id}: the caller's own
-// request only; another actor's id is 404 like an unknown one.
+// handleGetDemoRequest is GET /v1/demo-requests/{id}: another actor's id is 404, as an unknown one.
 func handleGetDemoRequest(logger *slog.Logger, svc *demo.Service) http.Handler {
 	return handleRead(logger, func(r *http.Request) (demo.Request, error) {
 		return svc.Get(r.Context(), ActorOf(r), chi.URLParam(r, "id"))

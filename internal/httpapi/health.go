@@ -9,9 +9,8 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// handleReadyz answers 200 while the database answers within 2 s, with how
-// commits replicate (writes: unavailable when a reading such as
-// postgres.Replication holds them, ready still for reads), else 503.
+// handleReadyz answers 200 while the database answers within 2 s, with how commits
+// replicate (writes: unavailable while a reading holds them, ready for reads), else 503.
 func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replication func() any) http.Handler {
 	return handleRead(logger, func(r *http.Request) (map[string]any, error) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

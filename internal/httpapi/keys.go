@@ -2,12 +2,10 @@ package httpapi
 
 import (
 	"cmp"
-	"context"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -35,16 +33,16 @@ type keyOutcome struct {
 // the first of ops): what became of the caller's key; it never runs anything.
 func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Duration, ops []Route) http.Handler {
 	var names []string
-	outcomes := map[string]func(context.Context, idempotency.Scope) (any, error){}
+	routes := map[string]Route{} // by operation
 	for _, o := range ops {
 		if o.Operation != "" {
 			names = append(names, o.Operation)
-			outcomes[o.Operation] = o.Outcome
+			routes[o.Operation] = o
 		}
 	}
 	return handleRead(logger, func(r *http.Request) (keyOutcome, error) {
 		op := cmp.Or(r.URL.Query().Get("operation"), names[0])
-		if !slices.Contains(names, op) {
+		if _, ok := routes[op]; !ok {
 			return keyOutcome{}, apperr.Errorf(apperr.InvalidQuery, "operation must be one of %s", strings.Join(names, ", "))
 		}
 		raw := chi.URLParam(r, "key")
@@ -73,7 +71,7 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Dura
 			left := int(math.Ceil(max(rec.LeaseUntil.Sub(now), 0).Seconds()))
 			out.LeaseRemainingSeconds = &left
 		}
-		if more := outcomes[op]; more != nil {
+		if more := routes[op].Outcome; more != nil {
 			out.Run, err = more(r.Context(), scope)
 		}
 		return out, err

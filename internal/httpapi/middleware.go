@@ -20,15 +20,10 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// ctxKey is the type of this package's context keys.
-type ctxKey int
+// logInfoKey is the context key of a request's logInfo.
+type logInfoKey struct{}
 
-const (
-	actorKey ctxKey = iota
-	logInfoKey
-)
-
-// logInfo collects what the request line logs; handlers fill it in.
+// logInfo is what is learnt of a request as it runs: its actor, and what its log line says.
 type logInfo struct {
 	actor      string
 	keyHash    string
@@ -41,7 +36,7 @@ type logInfo struct {
 }
 
 func info(r *http.Request) *logInfo {
-	if li, ok := r.Context().Value(logInfoKey).(*logInfo); ok {
+	if li, ok := r.Context().Value(logInfoKey{}).(*logInfo); ok {
 		return li
 	}
 	return &logInfo{}
@@ -61,7 +56,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		start := time.Now()
 		li := &logInfo{}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logInfoKey, li)))
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logInfoKey{}, li)))
 
 		d := time.Since(start)
 		route := routeOf(r)
@@ -141,7 +136,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		info(r).actor = actor
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey, actor)))
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -151,7 +146,4 @@ func routeOf(r *http.Request) string {
 }
 
 // ActorOf is the actor that authenticate found for r.
-func ActorOf(r *http.Request) string {
-	actor, _ := r.Context().Value(actorKey).(string)
-	return actor
-}
+func ActorOf(r *http.Request) string { return info(r).actor }

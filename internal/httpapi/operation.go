@@ -45,7 +45,33 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	if err := op.check(); err != nil {
 		return Route{}, err
 	}
-	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: idempotent(s, op)}, nil
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		it, err := ReadIntent(s, w, r, op)
+		if err != nil {
+			WriteError(s.Logger, w, r, err)
+			return
+		}
+		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
+			if it.Hold != nil {
+				if err := it.Hold(ctx); err != nil {
+					return idempotency.Answer{}, err
+				}
+			}
+			out, err := op.Decide(ctx, it.Request.Scope.Actor, it.In, now)
+			if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
+				return idempotency.Answer{Response: Render(refusal)}, nil
+			} else if err != nil {
+				return idempotency.Answer{}, err
+			}
+			resp, err := op.Render(out)
+			if err != nil {
+				return idempotency.Answer{}, err
+			}
+			return idempotency.Answer{Response: resp, Effect: op.Effect(out)}, nil
+		})
+		Respond(s, w, r, it, res, err)
+	})
+	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: h}, nil
 }
 
 // check reports an operation that lacks a part, by its name.
@@ -72,50 +98,18 @@ func (op Operation[In, Out]) check() error {
 	return nil
 }
 
-// HeaderClientAttempt is the client's attempt at one intent: logged, and
-// counted when the intent gets its answer.
+// HeaderClientAttempt is the client's attempt at an intent: logged, and counted when answered.
 const (
 	HeaderClientAttempt = "X-Client-Attempt"
 	maxClientAttempt    = 1000
 )
 
-func idempotent[In, Out any](s *Server, op Operation[In, Out]) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		it, err := ReadIntent(s, w, r, op)
-		if err != nil {
-			WriteError(s.Logger, w, r, err)
-			return
-		}
-		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
-			if it.Hold != nil {
-				if err := it.Hold(ctx); err != nil {
-					return idempotency.Answer{}, err
-				}
-			}
-			out, err := op.Decide(ctx, it.Request.Scope.Actor, it.In, now)
-			if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
-				return idempotency.Answer{Response: Render(refusal)}, nil
-			} else if err != nil {
-				return idempotency.Answer{}, err
-			}
-			resp, err := op.Render(out)
-			if err != nil {
-				return idempotency.Answer{}, err
-			}
-			return idempotency.Answer{Response: resp, Effect: op.Effect(out)}, nil
-		})
-		Respond(s, w, r, it, res, err)
-	})
-}
-
 // Intent is an attempt as the transport read it, before anything runs (an
 // operation that runs its own way uses ReadIntent and Respond).
 type Intent[In any] struct {
-	Request idempotency.Request
-	In      In
-	Hold    func(context.Context) error // runs inside the work before it decides (Deps.Decorate, Deps.InWork)
-	attempt int
-	drop    bool
+	Request    idempotency.Request
+	In         In
+	Decoration // Deps.Decorate's, its Hold after Deps.InWork
 }
 
 // ReadIntent reads r as an attempt at op; its errors are answered, storing nothing.
@@ -127,7 +121,7 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	}
 	scope := idempotency.Scope{Actor: ActorOf(r), Operation: op.Name, Key: key}
 	noteKey(r, scope)
-	if it.attempt, err = clientAttempt(r); err != nil {
+	if err = clientAttempt(r); err != nil {
 		return it, err
 	}
 	if it.In, err = op.Decode(w, r); err != nil {
@@ -138,33 +132,31 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 		return it, err
 	}
 	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: cmp.Or(s.Path, op.Path), // Deps.Path first
-		Wait: preferWait(r), Retry: it.attempt >= 2}
-	var d Decoration
+		Wait: preferWait(r), Retry: info(r).attempt >= 2}
 	if s.Decorate != nil {
-		if d, err = s.Decorate(r, &it.Request); err != nil {
+		if it.Decoration, err = s.Decorate(r, &it.Request); err != nil {
 			return it, err
 		}
 	}
-	it.Hold, it.drop = s.hold(r, d), d.DropAnswer
+	it.Hold = s.hold(r, it.Hold)
 	return it, nil
 }
 
 // Respond writes the Runner's result res for it, or its error.
 func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Intent[In], res idempotency.Result, err error) {
-	scope := it.Request.Scope
 	li := info(r)
 	li.outcome, li.path = res.Outcome, res.Path
-	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && it.attempt > 0 && s.Metrics != nil {
-		s.Metrics.Answered(scope.Operation, it.attempt)
+	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && li.attempt > 0 && s.Metrics != nil {
+		s.Metrics.Answered(it.Request.Scope.Operation, li.attempt)
 	}
 	switch {
 	case err != nil:
 		if apperr.Code(err) == apperr.OperationInProgress {
-			w.Header().Set("Link", "<"+outcomeURL(scope)+`>; rel="monitor"`)
+			w.Header().Set("Link", "<"+outcomeURL(it.Request.Scope)+`>; rel="monitor"`)
 		}
 		WriteError(s.Logger, w, r, err)
 		return
-	case it.drop:
+	case it.DropAnswer:
 		dropConnection(s.Logger, w, r)
 		return
 	}
@@ -179,18 +171,18 @@ func outcomeURL(s idempotency.Scope) string {
 	return "/v1/idempotency-keys/" + url.PathEscape(s.Key) + "?operation=" + url.QueryEscape(s.Operation)
 }
 
-// clientAttempt reads X-Client-Attempt: 0 when absent. Errors: invalid_header.
-func clientAttempt(r *http.Request) (int, error) {
+// clientAttempt reads X-Client-Attempt into r's logInfo (0 when absent). Errors: invalid_header.
+func clientAttempt(r *http.Request) error {
 	v := r.Header.Values(HeaderClientAttempt)
 	if len(v) == 0 {
-		return 0, nil
+		return nil
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v[0]))
 	if len(v) > 1 || err != nil || n < 1 || n > maxClientAttempt {
-		return 0, apperr.Errorf(apperr.InvalidHeader, "%s must be sent once, as a whole number from 1 to %d", HeaderClientAttempt, maxClientAttempt)
+		return apperr.Errorf(apperr.InvalidHeader, "%s must be sent once, as a whole number from 1 to %d", HeaderClientAttempt, maxClientAttempt)
 	}
 	info(r).attempt = n
-	return n, nil
+	return nil
 }
 
 // preferWait reads Prefer: wait=N (RFC 7240); other preferences are ignored.

@@ -18,9 +18,6 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// problemType is the RFC 9457 type of a code: the page, served here, that explains it.
-func problemType(code string) string { return "/problems/" + code }
-
 // describedBy are the codes whose answers link to their page (the Idempotency-Key draft's).
 var describedBy = map[string]bool{apperr.KeyMissing: true, apperr.KeyInvalid: true, apperr.KeyPayloadMismatch: true}
 
@@ -47,13 +44,14 @@ func public(err error) *apperr.Error {
 func Render(err error) idempotency.Response {
 	e := public(err)
 	p, _ := apperr.ProblemOf(e.Code)
-	body, _ := json.Marshal(problem{Type: problemType(e.Code), Title: p.Title, Status: p.Status, Detail: e.Message, Code: e.Code})
+	typ := "/problems/" + e.Code // the RFC 9457 type: the page, served here, that explains the code
+	body, _ := json.Marshal(problem{Type: typ, Title: p.Title, Status: p.Status, Detail: e.Message, Code: e.Code})
 	h := map[string]string{"Content-Type": "application/problem+json"}
 	if e.RetryAfter > 0 {
 		h["Retry-After"] = strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds())))
 	}
 	if describedBy[e.Code] {
-		h["Link"] = "<" + problemType(e.Code) + `>; rel="describedby"`
+		h["Link"] = "<" + typ + `>; rel="describedby"`
 	}
 	return idempotency.Response{Status: p.Status, Header: h, Body: body}
 }

@@ -1,6 +1,5 @@
-// Package httpapi is the HTTP transport: routes, authentication, decoding,
-// problems and the idempotency headers; operation.go makes any operation
-// safe to retry, and a service adds its own through Deps.Routes.
+// Package httpapi is the HTTP transport: routes, authentication, decoding, problems
+// and the idempotency headers; a service adds its operations through Deps.Routes.
 package httpapi
 
 import (
@@ -32,7 +31,6 @@ type Deps struct {
 	Replication  func() any                       // how commits replicate, as last read (/readyz); nil before the first
 	TTL          time.Duration                    // replay window of a completed key
 	Lease        time.Duration                    // ownership of a claim
-	MaxWait      time.Duration                    // caps Prefer: wait (default 10 s)
 	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys (idempotency.Config); 0: none.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
@@ -40,7 +38,6 @@ type Deps struct {
 	Workshop         bool             // the workshop's knobs are on
 	Metrics          Metrics          // records outcomes and latencies, and serves /metrics
 	Path             idempotency.Path // makes every operation take this path; tests run every branch on both
-	Clock            func() time.Time // works decide with it and waits are measured by it (default time.Now)
 	// InWork runs inside every work, before Decorate's Hold and the decision: a seam for tests.
 	InWork func(ctx context.Context, r *http.Request) error
 }
@@ -74,7 +71,7 @@ func NewServer(d Deps) (http.Handler, error) {
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
 	s := &Server{Deps: d}
-	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease, MaxWait: d.MaxWait, Clock: d.Clock,
+	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease,
 		NewKeysPerSecond: d.NewKeysPerSecond, NewKeysBurst: d.NewKeysBurst}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome

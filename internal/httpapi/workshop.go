@@ -18,16 +18,16 @@ type Decoration struct {
 	DropAnswer bool                        // closes the connection without the answer
 }
 
-// hold is Deps.InWork, then d.Hold; nil when there is neither.
-func (s *Server) hold(r *http.Request, d Decoration) func(context.Context) error {
+// hold is Deps.InWork, then decorated; nil when there is neither.
+func (s *Server) hold(r *http.Request, decorated func(context.Context) error) func(context.Context) error {
 	if s.InWork == nil {
-		return d.Hold
+		return decorated
 	}
 	return func(ctx context.Context) error {
-		if err := s.InWork(ctx, r); err != nil || d.Hold == nil {
+		if err := s.InWork(ctx, r); err != nil || decorated == nil {
 			return err
 		}
-		return d.Hold(ctx)
+		return decorated(ctx)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/time/rate"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 )
@@ -118,7 +119,7 @@ type Request struct {
 	Scope       Scope
 	Fingerprint string
 	Path        Path
-	Wait        time.Duration // how long to wait for a first attempt in progress (Prefer: wait), capped by MaxWait
+	Wait        time.Duration // how long to wait for a first attempt in progress (Prefer: wait), at most maxWait
 	Retry       bool          // X-Client-Attempt ≥ 2: the Runner reads the key first
 	TTL         time.Duration // how long this request's answer is replayed (0: Config.TTL)
 }
@@ -134,10 +135,9 @@ type Result struct {
 
 // Config configures a Runner. Store, TTL and Lease are required.
 type Config struct {
-	Store   Store
-	TTL     time.Duration // how long a completed record is replayed
-	Lease   time.Duration // how long a claim is owned before another may take it over
-	MaxWait time.Duration // caps Request.Wait (default 10 s)
+	Store Store
+	TTL   time.Duration // how long a completed record is replayed
+	Lease time.Duration // how long a claim is owned before another may take it over
 	// Clock is a work's time and waits' (default time.Now); leases use the store's.
 	Clock   func() time.Time
 	Observe func(operation string, p Path, o Outcome) // if set, told every outcome (for metrics)
@@ -162,39 +162,38 @@ func NewRunner(cfg Config) (*Runner, error) {
 		return nil, errors.New("idempotency: the lease must be positive")
 	case cfg.TTL < cfg.Lease:
 		return nil, errors.New("idempotency: the TTL must be at least the lease")
-	case cfg.MaxWait < 0:
-		return nil, errors.New("idempotency: MaxWait must not be negative")
 	case cfg.NewKeysPerSecond < 0 || (cfg.NewKeysPerSecond > 0 && cfg.NewKeysBurst < 1):
 		return nil, errors.New("idempotency: a bound on new keys needs a positive rate and a burst of at least 1")
 	}
-	cfg.MaxWait = cmp.Or(cfg.MaxWait, 10*time.Second)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock, m: map[Scope]*waitEntry{}},
-		newKeys: newNewKeys(cfg.NewKeysPerSecond, cfg.NewKeysBurst, cfg.Clock)}, nil
+	r := &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock, m: map[Scope]*waitEntry{}}}
+	if cfg.NewKeysPerSecond > 0 {
+		r.newKeys = &newKeys{limit: rate.Limit(cfg.NewKeysPerSecond), burst: cfg.NewKeysBurst, clock: cfg.Clock, actors: map[string]*actorKeys{}}
+	}
+	return r, nil
 }
 
 const (
-	tries             = 3               // bounds the reruns of Do's statement
-	releaseTimeout    = 5 * time.Second // bounds one attempt to release a claim
-	releaseWait       = time.Second     // how long a request waits for its release; the release goes on
+	tries             = 3                // bounds the reruns of Do's statement
+	maxWait           = 10 * time.Second // caps Request.Wait
+	releaseTimeout    = 5 * time.Second  // bounds one attempt to release a claim
+	releaseWait       = time.Second      // how long a request waits for its release; the release goes on
 	releaseBackoff    = 100 * time.Millisecond
 	maxReleaseBackoff = time.Second
 )
 
-// Do runs work at most once for the request's scope and fingerprint. Each
-// turn runs one statement (the path's write, or a read of the key) and
-// answers as Decide says on the store's clock.
-//
-// Errors: operation_in_progress, key_payload_mismatch, rate_limited; ctx's
-// error when the client left during a wait; the store's or the work's.
+// Do runs work at most once for the request's scope and fingerprint, each turn
+// one statement answered as Decide says. Errors: operation_in_progress,
+// key_payload_mismatch, rate_limited; ctx's error when the client left during
+// a wait; the store's or the work's.
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
 	var p *pass // req's admission under the bound on new keys
 	defer func() { p.done() }()
 	read := req.Retry    // a retry's key most likely exists: read it first
 	readKind := Kind(-1) // what the last read found free, if it did
-	waitUntil := r.cfg.Clock().Add(min(max(req.Wait, 0), r.cfg.MaxWait))
+	waitUntil := r.cfg.Clock().Add(min(max(req.Wait, 0), maxWait))
 	waited, reruns := false, 0
 	var refused error // over the bound: the answer unless a read finds the key stored
 	for {

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/demo-api/demo-api/internal/apperr"
@@ -25,10 +26,11 @@ func ParseKey(values []string) (string, error) {
 	}
 	key := v
 	if v[0] == '"' {
-		var ok bool
-		if key, ok = unquote(v); !ok {
+		m := sfString.FindStringSubmatch(v)
+		if m == nil {
 			return "", apperr.Errorf(apperr.KeyInvalid, "the Idempotency-Key header is not a valid quoted string")
 		}
+		key = sfEscape.ReplaceAllString(m[1], "$1")
 	}
 	if len(key) == 0 || len(key) > MaxKeyLen {
 		return "", apperr.Errorf(apperr.KeyInvalid, "the idempotency key must be 1 to %d characters", MaxKeyLen)
@@ -41,22 +43,8 @@ func ParseKey(values []string) (string, error) {
 	return key, nil
 }
 
-// unquote decodes a structured-field string, whose only escapes are \" and \\.
-func unquote(v string) (string, bool) {
-	var b strings.Builder
-	for i := 1; i < len(v); i++ {
-		switch c := v[i]; c {
-		case '\\':
-			i++
-			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
-				return "", false
-			}
-			b.WriteByte(v[i])
-		case '"':
-			return b.String(), i == len(v)-1
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return "", false // no closing quote
-}
+// sfString is a structured-field string: its only escapes (sfEscape) are \" and \\.
+var (
+	sfString = regexp.MustCompile(`^"((?:[^"\\]|\\["\\])*)"$`)
+	sfEscape = regexp.MustCompile(`\\(["\\])`)
+)

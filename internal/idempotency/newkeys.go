@@ -32,13 +32,6 @@ type actorKeys struct {
 // sweepIdle is how often idle actors (as good as new ones) are dropped.
 const sweepIdle = time.Minute
 
-func newNewKeys(perSecond float64, burst int, clock func() time.Time) *newKeys {
-	if perSecond <= 0 {
-		return nil
-	}
-	return &newKeys{limit: rate.Limit(perSecond), burst: burst, clock: clock, actors: map[string]*actorKeys{}}
-}
-
 // pass is a request's admission to its path's statement; nil (no bound) does nothing.
 type pass struct {
 	k      *newKeys
@@ -59,19 +52,16 @@ func (k *newKeys) admit(s Scope, follow bool) (*pass, error) {
 		a = &actorKeys{bucket: rate.NewLimiter(k.limit, k.burst), scopes: map[Scope]int{}}
 		k.actors[s.Actor] = a
 	}
-	if a.scopes[s] > 0 || follow {
-		a.scopes[s]++
-		return &pass{k: k, a: a, scope: s}, nil
-	}
-	free := a.bucket.TokensAt(now) - float64(a.setAside)
-	if free < 1 {
+	leader := a.scopes[s] == 0 && !follow
+	if free := a.bucket.TokensAt(now) - float64(a.setAside); leader && free < 1 {
 		retryAfter := time.Duration(math.Ceil((1 - free) / float64(k.limit) * float64(time.Second)))
 		return nil, &apperr.Error{Code: apperr.RateLimited, RetryAfter: max(retryAfter, time.Second),
 			Message: "too many new idempotency keys from this actor; nothing was stored, send it again after Retry-After seconds"}
+	} else if leader {
+		a.setAside++
 	}
-	a.setAside++
 	a.scopes[s]++
-	return &pass{k: k, a: a, scope: s, leader: true}, nil
+	return &pass{k: k, a: a, scope: s, leader: leader}, nil
 }
 
 // claimed spends the token set aside, or a follower's from the bucket, into debt if need be.

@@ -59,10 +59,9 @@ func TestLostClaimReplyDoesNotBlockTheKey(t *testing.T) {
 func TestNewRunnerRefusesIncompleteConfig(t *testing.T) {
 	store := postgres.New(nil)
 	for name, cfg := range map[string]idempotency.Config{
-		"no store":          {TTL: time.Hour, Lease: time.Second},
-		"no lease":          {Store: store, TTL: time.Hour},
-		"TTL below lease":   {Store: store, TTL: time.Second, Lease: time.Minute},
-		"negative max wait": {Store: store, TTL: time.Hour, Lease: time.Second, MaxWait: -1},
+		"no store":        {TTL: time.Hour, Lease: time.Second},
+		"no lease":        {Store: store, TTL: time.Hour},
+		"TTL below lease": {Store: store, TTL: time.Second, Lease: time.Minute},
 	} {
 		if _, err := idempotency.NewRunner(cfg); err == nil {
 			t.Errorf("%s: NewRunner accepted it", name)

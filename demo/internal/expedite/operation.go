@@ -200,7 +200,7 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 	if err := op.Check(); err != nil {
 		return nil, err
 	}
-	cfg := idempotency.Config{TTL: s.TTL, Lease: s.Lease, MaxWait: s.MaxWait, Clock: s.Clock,
+	cfg := idempotency.Config{TTL: s.TTL, Lease: s.Lease,
 		NewKeysPerSecond: s.NewKeysPerSecond, NewKeysBurst: s.NewKeysBurst}
 	if s.Metrics != nil {
 		cfg.Observe = s.Metrics.Outcome
