@@ -170,7 +170,8 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock, m: map[Scope]*waitEntry{}}}
 	if cfg.NewKeysPerSecond > 0 {
-		r.newKeys = &newKeys{limit: rate.Limit(cfg.NewKeysPerSecond), burst: cfg.NewKeysBurst, clock: cfg.Clock, actors: map[string]*actorKeys{}}
+		r.newKeys = &newKeys{limit: rate.Limit(cfg.NewKeysPerSecond), burst: cfg.NewKeysBurst,
+			clock: cfg.Clock, actors: map[string]*actorKeys{}}
 	}
 	return r, nil
 }
