@@ -20,10 +20,15 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// logInfoKey is the context key of a request's logInfo.
-type logInfoKey struct{}
+// ctxKey is the type of this package's context keys.
+type ctxKey int
 
-// logInfo is what is learnt of a request as it runs: its actor, and what its log line says.
+const (
+	actorKey ctxKey = iota
+	logInfoKey
+)
+
+// logInfo collects what the request line logs; handlers fill it in.
 type logInfo struct {
 	actor      string
 	keyHash    string
@@ -36,7 +41,7 @@ type logInfo struct {
 }
 
 func info(r *http.Request) *logInfo {
-	if li, ok := r.Context().Value(logInfoKey{}).(*logInfo); ok {
+	if li, ok := r.Context().Value(logInfoKey).(*logInfo); ok {
 		return li
 	}
 	return &logInfo{}
@@ -56,7 +61,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		start := time.Now()
 		li := &logInfo{}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logInfoKey{}, li)))
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logInfoKey, li)))
 
 		d := time.Since(start)
 		route := routeOf(r)
@@ -136,7 +141,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		info(r).actor = actor
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey, actor)))
 	})
 }
 
@@ -146,4 +151,7 @@ func routeOf(r *http.Request) string {
 }
 
 // ActorOf is the actor that authenticate found for r.
-func ActorOf(r *http.Request) string { return info(r).actor }
+func ActorOf(r *http.Request) string {
+	actor, _ := r.Context().Value(actorKey).(string)
+	return actor
+}
