@@ -57,7 +57,8 @@ func (k *newKeys) admit(s Scope, follow bool) (*pass, error) {
 		retryAfter := time.Duration(math.Ceil((1 - free) / float64(k.limit) * float64(time.Second)))
 		return nil, &apperr.Error{Code: apperr.RateLimited, RetryAfter: max(retryAfter, time.Second),
 			Message: "too many new idempotency keys from this actor; nothing was stored, send it again after Retry-After seconds"}
-	} else if leader {
+	}
+	if leader {
 		a.setAside++
 	}
 	a.scopes[s]++
