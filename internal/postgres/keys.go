@@ -189,7 +189,8 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease
 
 // CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).
 func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (w idempotency.KeyWrite, err error) {
-	err = s.answer(ctx, a, false, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()},
+	err = s.answer(ctx, a, false,
+		[]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()},
 		func(tx *sqlx.Tx, q string, args []any) (_ bool, changed int, err error) {
 			w, changed, err = s.write(ctx, tx, q, args)
 			return w.Wrote, changed, err
