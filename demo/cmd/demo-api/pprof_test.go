@@ -12,16 +12,17 @@ import (
 	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
+// profilerEnv is serve's environment on a fresh database with PPROF_ADDR=addr.
+func profilerEnv(t *testing.T, addr string) map[string]string {
+	return map[string]string{"DATABASE_URL": pgtest.NewURL(t), "API_TOKENS": "alice:" + auth.Hash("t"),
+		"LISTEN_ADDR": "127.0.0.1:0", "PPROF_ADDR": addr}
+}
+
 // TestServeRefusesAProfilerBeyondThisMachine: serve with PPROF_ADDR on
 // every interface stops before it listens.
 func TestServeRefusesAProfilerBeyondThisMachine(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{
-		"DATABASE_URL": pgtest.NewURL(t),
-		"API_TOKENS":   "alice:" + auth.Hash("t"),
-		"LISTEN_ADDR":  "127.0.0.1:0",
-		"PPROF_ADDR":   "0.0.0.0:0",
-	}
+	env := profilerEnv(t, "0.0.0.0:0")
 	var stdout testenv.Buffer
 	err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &stdout, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "this machine only") {
@@ -37,12 +38,7 @@ func TestServeRefusesAProfilerBeyondThisMachine(t *testing.T) {
 // and serves the profiles there.
 func TestServeProfiles(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{
-		"DATABASE_URL": pgtest.NewURL(t),
-		"API_TOKENS":   "alice:" + auth.Hash("t"),
-		"LISTEN_ADDR":  "127.0.0.1:0",
-		"PPROF_ADDR":   "127.0.0.1:0",
-	}
+	env := profilerEnv(t, "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
 	done := make(chan error, 1)
