@@ -45,7 +45,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 vendor="${CITUS_VENDOR:-$repo/../shared/vendor}"
 tarball="$vendor/citus-14.0.1.tar.gz"
 cache="${DEMO_API_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/demo-api}/citus"
-mirror="${CITUS_MIRROR:-http://deb.debian.org/debian}"
+mirror="${CITUS_MIRROR:-}" # else the machine's own Debian mirror (apt_mirror)
 base_port="${CITUS_PORT:-9700}"
 data="$repo/.data/citus"
 packages=postgresql-17,postgresql-server-dev-17,build-essential,autoconf,libcurl4-openssl-dev,liblz4-dev,libzstd-dev,libkrb5-dev,libssl-dev,libicu-dev,libselinux1-dev,libxml2-dev,libxslt1-dev,libpam0g-dev,libreadline-dev,zlib1g-dev,pkg-config,locales
@@ -90,6 +90,17 @@ inroot() {
   ' inroot "$dir" "$bind_data" "$@"
 }
 
+# apt_mirror prints the Debian archive this machine's apt uses (the first
+# URI ending in /debian in its sources), so that the root is built from the
+# same mirror as the machine's own packages.
+apt_mirror() {
+  local uri
+  uri="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v "^[[:space:]]*#" |
+    grep -oE '(https?|file)://[^[:space:]]+/debian/?([[:space:]]|$)' | head -n1 | tr -d '[:space:]')" || true
+  [[ -n "$uri" ]] || die "no Debian mirror in this machine's apt sources: set CITUS_MIRROR to one"
+  echo "${uri%/}"
+}
+
 build() {
   can_run
   local k root
@@ -97,6 +108,7 @@ build() {
   root="$cache/$k"
   [[ -x "$root/$pgbin/postgres" && -f "$root/.complete" ]] && { log "root cached: $root"; echo "$root"; return; }
   command -v debootstrap >/dev/null || unsupported "needs debootstrap to build the root once: 'apt-get install debootstrap' (Debian, Ubuntu)."
+  [[ -n "$mirror" ]] || mirror="$(apt_mirror)"
   mkdir -p "$cache"
   # One build at a time per cache: a second caller waits for the first.
   exec 9>"$cache/.lock"
