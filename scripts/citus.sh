@@ -107,7 +107,7 @@ build() {
   k="$(key)"
   root="$cache/$k"
   [[ -x "$root/$pgbin/postgres" && -f "$root/.complete" ]] && { log "root cached: $root"; echo "$root"; return; }
-  command -v debootstrap >/dev/null || unsupported "needs debootstrap to build the root once: 'apt-get install debootstrap' (Debian, Ubuntu)."
+  command -v debootstrap >/dev/null || "$repo/scripts/setup.sh" debootstrap >&2 || unsupported "needs debootstrap to build the root once: 'apt-get install debootstrap' (Debian, Ubuntu)."
   [[ -n "$mirror" ]] || mirror="$(apt_mirror)"
   mkdir -p "$cache"
   # One build at a time per cache: a second caller waits for the first.
