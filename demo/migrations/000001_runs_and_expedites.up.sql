@@ -58,7 +58,7 @@ CREATE TABLE expedites (
 -- allows. The template's cancel statement knows nothing of expedites: a
 -- cancel the trigger stops changes no row, so its statement rolls back
 -- (idempotency.ErrEffectNotApplied) and the cancel is decided again, and
--- refused (expedite.CancelRule).
+-- refused (expedite.Service.Cancel).
 ALTER TABLE demo_requests ADD COLUMN expedite expedite_state;
 
 CREATE FUNCTION keep_expedited_requests() RETURNS trigger LANGUAGE plpgsql AS $$

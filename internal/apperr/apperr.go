@@ -43,7 +43,7 @@ var (
 
 	// The key's own answers: nothing runs.
 	OperationInProgress = Define("operation_in_progress", 409, "Operation in progress",
-		"An earlier request with this idempotency key is still being processed, and nothing was run for this one. Send the same request again after Retry-After seconds, or ask the route of the Link rel=\"monitor\" header what became of the key. Send Prefer: wait=N to wait up to N seconds for the answer instead. An answer without Retry-After is about a key that needs attention (an operation of several steps whose run could not go on by itself): no retry moves it until an operator lets it go, and its detail says how.")
+		"An earlier request with this idempotency key is still being processed, and nothing was run for this one. Send the same request again after Retry-After seconds, or ask the route of the Link rel=\"monitor\" header what became of the key. Send Prefer: wait=N to wait up to N seconds for the answer instead.")
 	KeyPayloadMismatch = Define("key_payload_mismatch", 422, "Idempotency key reused with a different payload",
 		"This idempotency key was already used for a request with different significant fields: a key names one intent. Nothing was run or changed. Make a new key for a new intent; do not retry this request as it is.")
 
@@ -55,7 +55,7 @@ var (
 	TopicRefused = Define("topic_refused", 422, "Topic refused",
 		"The review desk does not take requests on this topic. The refusal is the answer to this intent: it is stored, and a retry with the same key gets it again.")
 	NotCancellable = Define("request_not_cancellable", 422, "Request cannot be cancelled",
-		"The demo request is no longer in a state that can be cancelled: cancelled already, or held by another operation (in the full demo: expedited, paid for). The refusal is stored, and a retry with the same key gets it again.")
+		"The demo request is no longer in a state that can be cancelled: cancelled already, or held by another operation. The refusal is stored, and a retry with the same key gets it again.")
 
 	// Failures on the service's side: not stored, the claim is released.
 	Internal = Define("internal", 500, "Internal error",

@@ -86,9 +86,6 @@ type Store interface {
 type Service struct {
 	Store         Store
 	RefusedTopics map[string]bool // topics the review desk does not take
-	// CancelRule, if set, may refuse the cancel of an accepted request (an
-	// *apperr.Error of a 4xx); its store enforces it when the cancel commits.
-	CancelRule func(ctx context.Context, r Request) error
 }
 
 // Create decides the request that actor files with in at now. Errors:
@@ -109,7 +106,7 @@ func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, 
 
 // Cancel decides the cancel of the actor's request id at now; the store's
 // write checks it is still accepted. Errors: not_found,
-// request_not_cancellable, those of CancelRule.
+// request_not_cancellable.
 func (s *Service) Cancel(ctx context.Context, actor, id string, now time.Time) (Request, error) {
 	r, err := s.Get(ctx, actor, id)
 	if err != nil {
@@ -117,11 +114,6 @@ func (s *Service) Cancel(ctx context.Context, actor, id string, now time.Time) (
 	}
 	if r.State != StateAccepted {
 		return Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is %s and cannot be cancelled", id, r.State)
-	}
-	if s.CancelRule != nil {
-		if err := s.CancelRule(ctx, r); err != nil {
-			return Request{}, err
-		}
 	}
 	at := now.UTC().Truncate(time.Microsecond)
 	r.State, r.CancelledAt = StateCancelled, &at

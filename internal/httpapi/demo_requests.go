@@ -34,7 +34,7 @@ func (s *Server) operations() ([]Route, error) {
 
 // createDemoRequest is POST /v1/demo-requests: its work is one database
 // write decided in Go (id, refusal, answer), so it takes the one-phase path.
-func createDemoRequest(svc *demo.Service, writes Writes) Operation[demo.CreateInput, demo.Request] {
+func createDemoRequest(svc DemoRequests, writes Writes) Operation[demo.CreateInput, demo.Request] {
 	return Operation[demo.CreateInput, demo.Request]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests",
 		Name: "demo-requests.create",
@@ -59,7 +59,7 @@ func createDemoRequest(svc *demo.Service, writes Writes) Operation[demo.CreateIn
 
 // cancelDemoRequest is POST /v1/demo-requests/{id}/cancel; its input is the
 // id, so a key reused for another request is another intent (422).
-func cancelDemoRequest(svc *demo.Service, writes Writes) Operation[string, demo.Request] {
+func cancelDemoRequest(svc DemoRequests, writes Writes) Operation[string, demo.Request] {
 	return Operation[string, demo.Request]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests/{id}/cancel",
 		Name: "demo-requests.cancel",
@@ -90,7 +90,7 @@ func renderRequest(status int, dr demo.Request, header map[string]string) (idemp
 func requestURL(id string) string { return "/v1/demo-requests/" + url.PathEscape(id) }
 
 // handleGetDemoRequest is GET /v1/demo-requests/{id}: another actor's id is 404, as an unknown one.
-func handleGetDemoRequest(logger *slog.Logger, svc *demo.Service) http.Handler {
+func handleGetDemoRequest(logger *slog.Logger, svc DemoRequests) http.Handler {
 	return handleRead(logger, func(r *http.Request) (demo.Request, error) {
 		return svc.Get(r.Context(), ActorOf(r), chi.URLParam(r, "id"))
 	})

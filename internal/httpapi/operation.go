@@ -51,7 +51,7 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 			WriteError(s.Logger, w, r, err)
 			return
 		}
-		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
+		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, now time.Time) (idempotency.Answer, error) {
 			if it.Hold != nil {
 				if err := it.Hold(ctx); err != nil {
 					return idempotency.Answer{}, err

@@ -19,7 +19,7 @@ import (
 type Deps struct {
 	Logger *slog.Logger
 	Keys   idempotency.Store
-	Demo   *demo.Service
+	Demo   DemoRequests
 	Writes Writes // the business changes that commit with a key
 	Tokens auth.Tokens
 	// Authenticate names the actor of a token Tokens do not hold; its error goes in the 401.
@@ -40,6 +40,14 @@ type Deps struct {
 	Path             idempotency.Path // makes every operation take this path; tests run every branch on both
 	// InWork runs inside every work, before Decorate's Hold and the decision: a seam for tests.
 	InWork func(ctx context.Context, r *http.Request) error
+}
+
+// DemoRequests decides the creates and cancels of demo requests, and reads
+// them: a *demo.Service, or a service's own around it.
+type DemoRequests interface {
+	Create(actor string, in demo.CreateInput, now time.Time) (demo.Request, error)
+	Cancel(ctx context.Context, actor, id string, now time.Time) (demo.Request, error)
+	Get(ctx context.Context, actor, id string) (demo.Request, error)
 }
 
 // Writes makes the operations' business changes, each committed with its key.

@@ -110,9 +110,10 @@ const (
 )
 
 // Work decides an operation at time now, without writing: the Runner commits
-// what it returns under c. Its errors are transient (the claim is released),
-// except operation_in_progress: the work keeps its key. A refusal is an answer.
-type Work func(ctx context.Context, c Claim, now time.Time) (Answer, error)
+// what it returns under the request's claim. Its errors are transient (the
+// claim is released), except operation_in_progress: the work keeps its key.
+// A refusal is an answer.
+type Work func(ctx context.Context, now time.Time) (Answer, error)
 
 // Request is one attempt at an operation.
 type Request struct {
@@ -303,7 +304,7 @@ func (r *Runner) lookup(ctx context.Context, s Scope, overBound bool) (*Record, 
 func (r *Runner) completeAtomically(ctx context.Context, req Request, c Claim, work Work) (Answer, KeyWrite, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
 	defer cancel()
-	a, err := work(ctx, c, r.cfg.Clock())
+	a, err := work(ctx, r.cfg.Clock())
 	if err != nil {
 		return a, KeyWrite{}, err
 	}
@@ -332,7 +333,7 @@ func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work 
 	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
 	defer cancel()
-	a, err := work(wctx, c, r.cfg.Clock())
+	a, err := work(wctx, r.cfg.Clock())
 	if err == nil {
 		err = r.cfg.Store.FinishClaimAtomically(wctx, c, a)
 	}

@@ -52,7 +52,7 @@ func newBranchEnv(t *testing.T, db *sqlx.DB) *branchEnv {
 
 // create is a work that files a demo request: a 201 and its business row.
 func (e *branchEnv) create(topic string) idempotency.Work {
-	return func(_ context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
+	return func(_ context.Context, now time.Time) (idempotency.Answer, error) {
 		dr := demo.Request{ID: uuid.NewString(), Actor: e.scope.Actor, State: demo.StateAccepted, Topic: topic, CreatedAt: now.UTC().Truncate(time.Microsecond)}
 		return idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte(`{"requestId":"` + dr.ID + `"}`), ResultID: dr.ID},
 			Effect: e.store.CreateDemoRequest(dr)}, nil
@@ -121,7 +121,7 @@ func TestRunnerBranches(t *testing.T) {
 				c := e.claim("fp")
 				go func() {
 					time.Sleep(200 * time.Millisecond)
-					d, _ := e.create("t")(context.Background(), c, e.clock.Now())
+					d, _ := e.create("t")(context.Background(), e.clock.Now())
 					e.store.FinishClaimAtomically(context.Background(), c, d)
 				}()
 			}, fp: "fp", wait: 5 * time.Second,
@@ -174,7 +174,7 @@ func TestRunnerBranches(t *testing.T) {
 // the two-phase claim is released, so the retry runs as a first request; a
 // two-phase owner that lost its lease to another attempt creates nothing.
 func TestRunnerFailures(t *testing.T) {
-	failing := func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+	failing := func(context.Context, time.Time) (idempotency.Answer, error) {
 		return idempotency.Answer{}, errors.New("the work failed")
 	}
 	want := map[idempotency.Path]idempotency.Outcome{idempotency.OnePhase: idempotency.OutcomeFailed, idempotency.TwoPhase: idempotency.OutcomeReleased}
@@ -197,12 +197,12 @@ func TestRunnerFailures(t *testing.T) {
 	t.Run("two_phase/an owner that lost its lease creates nothing", func(t *testing.T) {
 		t.Parallel()
 		e := newBranchEnv(t, pgtest.NewDB(t))
-		slow := func(ctx context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
+		slow := func(ctx context.Context, now time.Time) (idempotency.Answer, error) {
 			// While this owner works, its lease passes and another attempt
 			// takes the key over.
 			e.clock.Advance(branchLease + time.Second)
 			e.claim("fp")
-			return e.create("t")(ctx, idempotency.Claim{}, now)
+			return e.create("t")(ctx, now)
 		}
 		res, err := e.do(idempotency.TwoPhase, "fp", 0, slow)
 		if apperr.Code(err) != apperr.OperationInProgress || res.Outcome != idempotency.OutcomeLeaseLost {

@@ -41,7 +41,7 @@ func TestLostClaimReplyDoesNotBlockTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := idempotency.Request{Scope: idempotency.Scope{Actor: "alice", Operation: "op", Key: "k"}, Fingerprint: "fp", Path: idempotency.TwoPhase}
-	work := func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+	work := func(context.Context, time.Time) (idempotency.Answer, error) {
 		return idempotency.Answer{Response: idempotency.Response{Status: 200, Body: []byte(`{}`)}}, nil
 	}
 	if _, err := r.Do(context.Background(), req, work); apperr.Code(err) != apperr.Unavailable {
@@ -105,7 +105,7 @@ func TestInProgressAlwaysSaysWhen(t *testing.T) {
 				db.MustExec(`UPDATE idempotency_keys SET lease_until = $1 WHERE actor_id = $2`, clock.Now().Add(lease), sc.Actor)
 			}
 			_, err = r.Do(context.Background(), idempotency.Request{Scope: sc, Fingerprint: "fp", Path: idempotency.TwoPhase},
-				func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+				func(context.Context, time.Time) (idempotency.Answer, error) {
 					t.Fatal("the work ran while another request held the key")
 					return idempotency.Answer{}, nil
 				})

@@ -117,7 +117,7 @@ func TestTransitionsRaceTheDispatcher(t *testing.T) {
 				key := fmt.Sprintf("%s-%d-%d", op, w, i)
 				res, err := e.runner.Do(context.Background(),
 					idempotency.Request{Scope: idempotency.Scope{Actor: r.Actor, Operation: op, Key: key}, Fingerprint: key, Path: path},
-					func(ctx context.Context, _ idempotency.Claim, _ time.Time) (idempotency.Answer, error) {
+					func(ctx context.Context, _ time.Time) (idempotency.Answer, error) {
 						now, err := e.store.DemoRequest(ctx, r.Actor, r.ID)
 						if err != nil {
 							return idempotency.Answer{}, err
@@ -236,7 +236,7 @@ func (e *reopenEnv) do(t *testing.T, op, key string, p idempotency.Path, effect 
 	t.Helper()
 	res, err := e.runner.Do(context.Background(),
 		idempotency.Request{Scope: idempotency.Scope{Actor: e.request.Actor, Operation: op, Key: key}, Fingerprint: key, Path: p},
-		func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+		func(context.Context, time.Time) (idempotency.Answer, error) {
 			return idempotency.Answer{Response: idempotency.Response{Status: 200, Body: []byte("{}"), ResultID: e.request.ID}, Effect: effect}, nil
 		})
 	if err != nil || res.Replayed {
@@ -346,7 +346,7 @@ func TestATransitionThatMeetsAnotherDecidesAgain(t *testing.T) {
 	go func() {
 		_, err := e.runner.Do(ctx, idempotency.Request{Scope: idempotency.Scope{Actor: r.Actor, Operation: "demo-requests.cancel", Key: "cancel-2"},
 			Fingerprint: "cancel-2", Path: idempotency.OnePhase},
-			func(context.Context, idempotency.Claim, time.Time) (idempotency.Answer, error) {
+			func(context.Context, time.Time) (idempotency.Answer, error) {
 				return idempotency.Answer{Response: idempotency.Response{Status: 200, Body: []byte("{}"), ResultID: r.ID},
 					Effect: e.store.CancelDemoRequest(cancelledNow(r))}, nil
 			})

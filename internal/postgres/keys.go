@@ -172,19 +172,14 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any
 	return w, changed, err
 }
 
-// WriteKey runs query, which writes a key row as claim.sql does, in tx if not nil.
-func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []any) (idempotency.KeyWrite, error) {
-	w, _, err := s.write(ctx, tx, query, args)
-	return w, err
-}
-
 // Claim implements idempotency.Store (sql/claim.sql).
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
 	q, err := s.keyWrite(ctx, claimSQL)
 	if err != nil {
 		return idempotency.KeyWrite{}, err
 	}
-	return s.WriteKey(ctx, nil, q, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()})
+	w, _, err := s.write(ctx, nil, q, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()})
+	return w, err
 }
 
 // CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).

@@ -243,11 +243,9 @@ func schemaCurrent(db *sqlx.DB, src source.Driver, table string, steps int) erro
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-func statement(name string) string { return Statement(sqlFiles, name) }
-
-// Statement returns the text of sql/name in fsys; it panics if the file is missing.
-func Statement(fsys fs.FS, name string) string {
-	b, err := fs.ReadFile(fsys, "sql/"+name)
+// statement returns the text of sql/name; it panics if the file is missing.
+func statement(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name)
 	if err != nil {
 		panic("postgres: " + err.Error())
 	}

@@ -27,7 +27,7 @@ func TestReleaseRetriedAcrossARestart(t *testing.T) {
 		Fingerprint: "fp", Path: idempotency.TwoPhase}
 
 	restarted := make(chan error, 1)
-	_, err := r.Do(ctx, req, func(wctx context.Context, _ idempotency.Claim, _ time.Time) (idempotency.Answer, error) {
+	_, err := r.Do(ctx, req, func(wctx context.Context, _ time.Time) (idempotency.Answer, error) {
 		// The claim commits without waiting for its WAL (a crash may lose
 		// it, which frees the key): write it out, as time would.
 		if _, err := db.ExecContext(wctx, "CHECKPOINT"); err != nil {
@@ -48,7 +48,7 @@ func TestReleaseRetriedAcrossARestart(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 
-	res, err := r.Do(ctx, req, func(_ context.Context, _ idempotency.Claim, now time.Time) (idempotency.Answer, error) {
+	res, err := r.Do(ctx, req, func(_ context.Context, now time.Time) (idempotency.Answer, error) {
 		return idempotency.Answer{Response: idempotency.Response{Status: 422, Body: []byte(`{}`)}}, nil
 	})
 	if err != nil || res.Outcome != idempotency.OutcomeClaimed {

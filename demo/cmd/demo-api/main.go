@@ -71,7 +71,7 @@ func extension() *service.Extension {
 				return nil
 			}
 			chores := expedite.NewStore(s.Chores)
-			svc := &demo.Service{Store: chores, RefusedTopics: s.Config.Refused(), CancelRule: expedite.CancelRule(chores)}
+			svc := &demo.Service{Store: chores, RefusedTopics: s.Config.Refused()}
 			runner, ops, err := completer(s.Config, chores, svc, desk, s.Metrics.Outcome)
 			if err != nil {
 				return err
@@ -87,8 +87,8 @@ func extension() *service.Extension {
 // the desk is there, and the pages; inRoom says a workshop room is open.
 func serveDemo(s *service.Serving, inRoom bool) {
 	store := expedite.NewStore(s.Store)
-	svc := &demo.Service{Store: store, RefusedTopics: s.Config.Refused(), CancelRule: expedite.CancelRule(store)}
-	s.Deps.Demo = svc
+	svc := &demo.Service{Store: store, RefusedTopics: s.Config.Refused()}
+	s.Deps.Demo = expedite.Service{Service: svc, Expedites: store}
 	desk := deskOf(s)
 	deskFaults := s.Config.Workshop && desk != nil
 	if desk != nil {

@@ -80,28 +80,37 @@ func Order(ctx context.Context, s *demo.Service, expedites ExpediteStore, actor,
 	return Expedite{RequestID: id, Key: key, State: ExpediteOrdered, Amount: ExpediteAmount, CreatedAt: at, UpdatedAt: at}, false, nil
 }
 
-// CancelRule is the rule between a cancel and an expedite, for
-// demo.Service.CancelRule: a cancelled request never keeps a charge, so the
-// cancel of a request with an expedite is refused while the expedite is
-// unfinished (request_being_expedited: its steps may be at the desk right
-// now; a new cancel may go ahead once it is refused) and once it is
-// confirmed (request_not_cancellable: the express review is paid for).
-// The database holds the same rule when the cancel commits (migration
-// 000001 of the demo): whichever commits first on the request's row wins.
-func CancelRule(expedites ExpediteStore) func(ctx context.Context, r demo.Request) error {
-	return func(ctx context.Context, r demo.Request) error {
-		e, err := expedites.Expedite(ctx, r.Actor, r.ID)
-		switch {
-		case apperr.Code(err) == apperr.NotFound:
-			return nil
-		case err != nil:
-			return err
-		case e.State == ExpediteOrdered:
-			return apperr.Errorf(BeingExpedited,
-				"demo request %s is being expedited; it can be cancelled, under a new key, only if the expedite is refused", r.ID)
-		case e.State == ExpediteConfirmed:
-			return apperr.Errorf(apperr.NotCancellable, "demo request %s is expedited (paid for) and cannot be cancelled", r.ID)
-		}
-		return nil
+// Service is the template's demo.Service with the rule between a cancel
+// and an expedite: a cancelled request never keeps a charge, so the cancel
+// of a request with an expedite is refused while the expedite is unfinished
+// (request_being_expedited: its steps may be at the desk right now; a new
+// cancel may go ahead once it is refused) and once it is confirmed
+// (request_not_cancellable: the express review is paid for). The database
+// holds the same rule when the cancel commits (migration 000001 of the
+// demo): whichever commits first on the request's row wins.
+type Service struct {
+	*demo.Service
+	Expedites ExpediteStore
+}
+
+// Cancel is demo.Service.Cancel under the rule. Errors: those of
+// demo.Service.Cancel, request_being_expedited, request_not_cancellable.
+func (s Service) Cancel(ctx context.Context, actor, id string, now time.Time) (demo.Request, error) {
+	r, err := s.Service.Cancel(ctx, actor, id, now)
+	if err != nil {
+		return demo.Request{}, err
 	}
+	e, err := s.Expedites.Expedite(ctx, actor, id)
+	switch {
+	case apperr.Code(err) == apperr.NotFound:
+		return r, nil
+	case err != nil:
+		return demo.Request{}, err
+	case e.State == ExpediteOrdered:
+		return demo.Request{}, apperr.Errorf(BeingExpedited,
+			"demo request %s is being expedited; it can be cancelled, under a new key, only if the expedite is refused", id)
+	case e.State == ExpediteConfirmed:
+		return demo.Request{}, apperr.Errorf(apperr.NotCancellable, "demo request %s is expedited (paid for) and cannot be cancelled", id)
+	}
+	return r, nil
 }

@@ -75,18 +75,34 @@ func (rs requests) DemoRequest(_ context.Context, actor, id string) (demo.Reques
 
 // TestCancelRule: the cancel of a request with an expedite is refused
 // while the expedite is unfinished, and once it is confirmed; a refused
-// expedite, or none, lets the cancel go ahead.
+// expedite, or none, lets the cancel go ahead; the template's own refusals
+// come first.
 func TestCancelRule(t *testing.T) {
-	es := expedites{
-		"ordered":   {RequestID: "ordered", State: expedite.ExpediteOrdered},
-		"confirmed": {RequestID: "confirmed", State: expedite.ExpediteConfirmed},
-		"refused":   {RequestID: "refused", State: expedite.ExpediteRefused},
+	const (
+		ordered   = "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0d01"
+		confirmed = "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0d02"
+		refused   = "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0d03"
+		none      = "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0d04"
+		cancelled = "6f1c1f7e-8d5a-4c1e-9a57-0b6c1f6a0d05"
+	)
+	rs := requests{cancelled: {ID: cancelled, Actor: "alice", State: demo.StateCancelled}}
+	for _, id := range []string{ordered, confirmed, refused, none} {
+		rs[id] = demo.Request{ID: id, Actor: "alice", State: demo.StateAccepted}
 	}
-	rule := expedite.CancelRule(es)
-	for id, code := range map[string]string{"ordered": expedite.BeingExpedited, "confirmed": apperr.NotCancellable, "refused": "", "none": ""} {
-		err := rule(context.Background(), demo.Request{ID: id, Actor: "alice", State: demo.StateAccepted})
+	svc := expedite.Service{Service: &demo.Service{Store: rs}, Expedites: expedites{
+		ordered:   {RequestID: ordered, State: expedite.ExpediteOrdered},
+		confirmed: {RequestID: confirmed, State: expedite.ExpediteConfirmed},
+		refused:   {RequestID: refused, State: expedite.ExpediteRefused},
+		cancelled: {RequestID: cancelled, State: expedite.ExpediteOrdered},
+	}}
+	for id, code := range map[string]string{ordered: expedite.BeingExpedited, confirmed: apperr.NotCancellable, refused: "", none: "",
+		cancelled: apperr.NotCancellable} {
+		r, err := svc.Cancel(context.Background(), "alice", id, time.Now())
 		if apperr.Code(err) != code && !(code == "" && err == nil) {
-			t.Errorf("the cancel of a request whose expedite is %s: %v, want %q", id, err, code)
+			t.Errorf("the cancel of request %s: %v, want %q", id, err, code)
+		}
+		if code == "" && r.State != demo.StateCancelled {
+			t.Errorf("the cancel of request %s: %+v, want it cancelled", id, r)
 		}
 	}
 }

@@ -37,8 +37,8 @@ func withExpediteWrites(desk *desktest.Desk, wrap func(expedite.ExpediteWrites) 
 		if wrap != nil {
 			writes = wrap(store)
 		}
-		svc := &demo.Service{Store: store, RefusedTopics: d.Demo.RefusedTopics, CancelRule: expedite.CancelRule(store)}
-		d.Demo = svc
+		svc := &demo.Service{Store: store, RefusedTopics: d.Demo.(*demo.Service).RefusedTopics}
+		d.Demo = expedite.Service{Service: svc, Expedites: store}
 		d.Routes = func(srv *httpapi.Server) ([]httpapi.Route, error) {
 			return expedite.Routes(srv, svc, writes, desk.Client, store)
 		}
@@ -109,8 +109,7 @@ func (x *expediteEnv) completer() (*steps.Runner, []*steps.Steps) {
 	if err != nil {
 		x.T.Fatal(err)
 	}
-	svc := &demo.Service{Store: store, CancelRule: expedite.CancelRule(store)}
-	return r, []*steps.Steps{expedite.Steps(svc, store, x.desk.Client)}
+	return r, []*steps.Steps{expedite.Steps(&demo.Service{Store: store}, store, x.desk.Client)}
 }
 
 // checkDesk fails the test unless the desk holds, for the request, exactly

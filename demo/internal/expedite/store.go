@@ -20,7 +20,14 @@ import (
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-func statement(name string) string { return postgres.Statement(sqlFiles, name) }
+// statement is the text of sql/name; it panics if the file is missing.
+func statement(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name)
+	if err != nil {
+		panic("expedite: " + err.Error())
+	}
+	return string(b)
+}
 
 // Store keeps the expedites, and the runs of their steps, beside the
 // template's store.

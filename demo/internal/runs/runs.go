@@ -26,7 +26,14 @@ import (
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-func statement(name string) string { return postgres.Statement(sqlFiles, name) }
+// statement is the text of sql/name; it panics if the file is missing.
+func statement(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name)
+	if err != nil {
+		panic("runs: " + err.Error())
+	}
+	return string(b)
+}
 
 // Store keeps the runs beside the keys of the template's store, on its
 // database, and on its clock (postgres.Store.Clock). Its own statements
@@ -86,7 +93,47 @@ var claimRunSQL = statement("claim_run.sql")
 func (s *Store) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error) {
 	// jsonb goes as text (see SaveRun).
 	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds(), string(input)}
-	return s.WriteKey(ctx, nil, claimRunSQL, args)
+	var k claimRow
+	if err := s.queryRow(ctx, nil, claimRunSQL, args, k.dest()...); err != nil {
+		return idempotency.KeyWrite{}, err
+	}
+	return k.keyWrite()
+}
+
+// claimRow is the row a claim returns (claim.sql's columns): the store's
+// time, whether the claim wrote the key, the rows its effect changed (none),
+// and the key as it was before, all NULL where there was none.
+type claimRow struct {
+	now                           time.Time
+	wrote                         bool
+	effect                        int
+	fingerprint, state, resultID  sql.NullString
+	leaseUntil                    sql.NullTime
+	status                        sql.NullInt64
+	body, headers                 []byte
+	createdAt, completedAt, until sql.NullTime
+}
+
+func (k *claimRow) dest() []any {
+	return []any{&k.now, &k.wrote, &k.effect, &k.fingerprint, &k.state, &k.leaseUntil, &k.status, &k.body,
+		&k.headers, &k.resultID, &k.createdAt, &k.completedAt, &k.until}
+}
+
+// keyWrite is the claim as the Runner decides on it.
+func (k *claimRow) keyWrite() (idempotency.KeyWrite, error) {
+	w := idempotency.KeyWrite{Now: k.now, Wrote: k.wrote}
+	if !k.state.Valid {
+		return w, nil
+	}
+	w.Prev = &idempotency.Record{Fingerprint: k.fingerprint.String, State: idempotency.State(k.state.String),
+		LeaseUntil: k.leaseUntil.Time, CreatedAt: k.createdAt.Time, CompletedAt: k.completedAt.Time, ExpiresAt: k.until.Time,
+		Response: idempotency.Response{Status: int(k.status.Int64), Body: k.body, ResultID: k.resultID.String}}
+	if len(k.headers) > 0 {
+		if err := json.Unmarshal(k.headers, &w.Prev.Response.Header); err != nil {
+			return idempotency.KeyWrite{}, fmt.Errorf("decode stored headers: %w", err)
+		}
+	}
+	return w, nil
 }
 
 // ReleaseRun implements steps.RunStore (sql/release_run.sql): while c

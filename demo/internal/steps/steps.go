@@ -215,13 +215,22 @@ type RunStore interface {
 // Runner claims, finishes and releases a key with its run.
 type keyStore struct{ RunStore }
 
-// inputKey carries a request's input (Runner.Do) to its claim, which
-// writes it with the run.
-type inputKey struct{}
+// attempt carries a request's input (Runner.Do) to its claim, which writes
+// it with the run, and the claim back to the work, whose writes it fences.
+type attempt struct {
+	input json.RawMessage
+	claim idempotency.Claim // the last claim of the attempt: the one its work runs under
+}
+
+type attemptKey struct{}
 
 func (k keyStore) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
-	input, _ := ctx.Value(inputKey{}).(json.RawMessage)
-	return k.ClaimRun(ctx, c, fp, lease, ttl, input)
+	a, _ := ctx.Value(attemptKey{}).(*attempt)
+	if a == nil {
+		a = &attempt{}
+	}
+	a.claim = c
+	return k.ClaimRun(ctx, c, fp, lease, ttl, a.input)
 }
 
 // FinishClaimAtomically finishes the run on a context of its own: the run's
@@ -305,9 +314,11 @@ const (
 // (ErrStopped).
 func (r *Runner) Do(ctx context.Context, req idempotency.Request, op *Steps, input json.RawMessage, stopAfter string) (idempotency.Result, error) {
 	req.Path = StepWise
-	ctx = context.WithValue(ctx, inputKey{}, input)
-	return r.keys.Do(ctx, req, func(ctx context.Context, c idempotency.Claim, _ time.Time) (idempotency.Answer, error) {
+	at := &attempt{input: input}
+	ctx = context.WithValue(ctx, attemptKey{}, at)
+	return r.keys.Do(ctx, req, func(ctx context.Context, _ time.Time) (idempotency.Answer, error) {
 		// The claim wrote the run, or kept the one it took over (ClaimRun).
+		c := at.claim
 		run, now, err := r.store.LoadRun(ctx, c.Scope)
 		if err != nil {
 			return idempotency.Answer{}, fmt.Errorf("load run: %w", err)
