@@ -30,7 +30,7 @@ func purgeAll(ctx context.Context, p *postgres.Store, batch int) (int64, error) 
 
 // sweep runs purgeAll every interval until ctx ends.
 func sweep(ctx context.Context, logger *slog.Logger, p *postgres.Store, interval time.Duration, batch int, swept func(int64)) {
-	Every(ctx, interval, func() {
+	every(ctx, interval, func() {
 		n, err := purgeAll(ctx, p, batch)
 		swept(n)
 		if err != nil && ctx.Err() == nil {
@@ -41,8 +41,8 @@ func sweep(ctx context.Context, logger *slog.Logger, p *postgres.Store, interval
 	})
 }
 
-// Every runs chore every interval until ctx ends.
-func Every(ctx context.Context, interval time.Duration, chore func()) {
+// every runs chore every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, chore func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -55,8 +55,10 @@ func Every(ctx context.Context, interval time.Duration, chore func()) {
 	}
 }
 
-func purgeCmd(ctx context.Context, cfg Config, stdout io.Writer) error {
-	db, err := cfg.openDB(ctx, postgres.LongStatements)
+// Purge is demo-api purge-expired: it deletes the expired records of cfg's
+// database, then says how many.
+func Purge(ctx context.Context, cfg Config, stdout io.Writer) error {
+	db, err := cfg.OpenDB(ctx)
 	if err != nil {
 		return err
 	}
@@ -69,38 +71,25 @@ func purgeCmd(ctx context.Context, cfg Config, stdout io.Writer) error {
 	return nil
 }
 
-func migrateCmd(ctx context.Context, cfg Config, direction string, stdout io.Writer, ext *Extension) error {
-	db, err := cfg.openDB(ctx, postgres.LongStatements)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	switch {
-	case direction == "down" && ext.Migrations != nil: // a service's own schema goes first
-		err = postgres.MigrateFS(db, ext.Migrations.FS, ".", ext.Migrations.Table, -1)
-	case direction == "down":
+// Migrate is demo-api migrate on db: up applies every migration of the
+// template and distributes the schema on Citus; down rolls back the last.
+func Migrate(ctx context.Context, db *sqlx.DB, direction string, stdout io.Writer) error {
+	var err error
+	if direction == "down" {
 		err = postgres.Migrate(db, -1)
-	default:
+	} else {
 		var d postgres.Distribution
-		if d, err = migrateUp(ctx, db, ext.Migrations); err == nil && d.Citus != "" {
+		if d, err = migrateUp(ctx, db); err == nil && d.Citus != "" {
 			fmt.Fprintf(stdout, "migrate up: %s\n", d)
 		}
 	}
-	if err != nil {
-		return migrateHint(err)
-	}
-	fmt.Fprintf(stdout, "migrate %s: done\n", direction)
-	return nil
+	return migrateHint(err)
 }
 
-// migrateUp applies the template's migrations, then m's, and distributes
-// the schema on Citus.
-func migrateUp(ctx context.Context, db *sqlx.DB, m *Migrations) (postgres.Distribution, error) {
-	err := postgres.Migrate(db, 0)
-	if err == nil && m != nil {
-		err = postgres.MigrateFS(db, m.FS, ".", m.Table, 0)
-	}
-	if err != nil {
+// migrateUp applies the template's migrations and distributes the schema
+// on Citus.
+func migrateUp(ctx context.Context, db *sqlx.DB) (postgres.Distribution, error) {
+	if err := postgres.Migrate(db, 0); err != nil {
 		return postgres.Distribution{}, err
 	}
 	return postgres.Distribute(ctx, db)

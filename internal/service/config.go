@@ -15,17 +15,17 @@ import (
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
-// Config is the configuration of every command (loadConfig).
+// Config is the configuration of every command (NewSettings).
 type Config struct {
+	cmd              string // the command it configures
 	databaseURL      string
-	listenAddr       string
+	ListenAddr       string
 	TTL              time.Duration
 	Lease            time.Duration
 	sweepInterval    time.Duration
 	sweepBatch       int
 	tokens           string
 	Workshop         bool
-	authenticate     func(token string) (string, error) // Extension.Authenticate's check
 	refusedTopics    string
 	logFormat        string
 	shutdownTimeout  time.Duration
@@ -52,10 +52,12 @@ var commandUsage = map[string]string{
 }
 
 // Settings declares the settings of a command: each a flag, set by the
-// environment variable its help names unless the flag is given.
+// environment variable its help names unless the flag is given. A main
+// declares its own beside the template's before it parses them.
 type Settings struct {
 	fs   *flag.FlagSet
 	envs []env
+	c    *Config
 }
 
 // env is a flag's variable, what its value must be, and a check (nil: none).
@@ -113,14 +115,15 @@ func (s *Settings) fromEnv(getenv func(string) string) error {
 	return nil
 }
 
-// loadConfig reads the settings of cmd and ext from args and the environment.
-func loadConfig(cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer, ext *Extension) (Config, error) {
-	var c Config
+// NewSettings declares the template's settings of cmd (serve, dispatch,
+// migrate or purge-expired) into c.
+func NewSettings(cmd string, c *Config) *Settings {
+	*c = Config{cmd: cmd}
 	fs := flag.NewFlagSet("demo-api "+cmd, flag.ContinueOnError)
-	set := &Settings{fs: fs}
+	set := &Settings{fs: fs, c: c}
 	str, dur, boolean, positive, rate := set.String, set.Duration, set.Bool, set.Positive, set.Rate
 	str(&c.databaseURL, "DATABASE_URL", "database-url", "", "PostgreSQL URL")
-	str(&c.listenAddr, "LISTEN_ADDR", "listen", ":8080", "listen address")
+	str(&c.ListenAddr, "LISTEN_ADDR", "listen", ":8080", "listen address")
 	dur(&c.TTL, "IDEMPOTENCY_TTL", "ttl", "24h", "how long a completed key is replayed")
 	dur(&c.Lease, "IDEMPOTENCY_LEASE", "lease", "30s", "how long a claim is owned before a retry may take it over")
 	dur(&c.sweepInterval, "SWEEP_INTERVAL", "sweep-interval", "1m", "how often the sweeper deletes expired keys")
@@ -140,26 +143,31 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 	positive(&c.dispatchAttempts, "DISPATCH_MAX_ATTEMPTS", "dispatch-max-attempts", 8, "attempts before an unclear delivery is unknown")
 	dur(&c.dispatchRetry, "DISPATCH_FIRST_RETRY", "dispatch-first-retry", "1s", "the wait after a first failed delivery; it doubles, jittered, up to 1m")
 	dur(&c.dispatchTimeout, "DISPATCH_CALL_TIMEOUT", "dispatch-call-timeout", "5s", "how long one call to the review desk may take; a taken row's lease is three")
-	if ext != nil && ext.Settings != nil && (cmd == "serve" || cmd == "dispatch") {
-		ext.Settings(set)
-	}
 	if cmd == "dispatch" {
 		str(&c.metricsAddr, "METRICS_ADDR", "metrics-listen", "", "serve /metrics on this address, e.g. 127.0.0.1:9091; empty: no metrics")
 	}
+	return set
+}
+
+// Parse reads the settings from args, then from the environment for each
+// flag args did not give, and checks them; -h prints them to stdout and
+// returns flag.ErrHelp.
+func (s *Settings) Parse(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, cmd, fs := s.c, s.c.cmd, s.fs
 	usage := commandUsage[cmd] + "\n\nEach flag has an environment variable, named in its help; a flag wins.\n"
-	if err := ParseFlags(fs, args, usage, stdout); err != nil {
+	if err := parseFlags(fs, args, usage, stdout); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, usage)
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()
 		}
-		return c, err
+		return err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (%s)", fs.Arg(0), commandUsage[cmd])
+		return fmt.Errorf("unexpected argument %q (%s)", fs.Arg(0), commandUsage[cmd])
 	}
-	if err := set.fromEnv(getenv); err != nil {
-		return c, err
+	if err := s.fromEnv(getenv); err != nil {
+		return err
 	}
 	for _, bad := range []struct {
 		is  bool
@@ -176,31 +184,32 @@ func loadConfig(cmd string, args []string, getenv func(string) string, stdout, s
 		{c.logFormat != "json" && c.logFormat != "text", "LOG_FORMAT must be json or text"},
 	} {
 		if bad.is {
-			return c, errors.New(bad.err)
+			return errors.New(bad.err)
 		}
 	}
-	if cmd == "serve" {
-		tokens, err := auth.Parse(c.tokens)
-		none := err != nil && strings.TrimSpace(c.tokens) == ""
-		if err != nil && !none {
-			return c, fmt.Errorf("API_TOKENS: %w", err)
-		}
-		if ext != nil && ext.Authenticate != nil {
-			if c.authenticate, err = ext.Authenticate(c, tokens); err != nil {
-				return c, err
-			}
-		}
-		if none && c.authenticate == nil {
-			return c, fmt.Errorf("API_TOKENS: no tokens configured, so every request would be refused (401): " +
-				"set actor:sha256hex,… (demo-api hash-token TOKEN prints the hash)")
-		}
+	if _, err := auth.Parse(c.tokens); cmd == "serve" && err != nil && strings.TrimSpace(c.tokens) != "" {
+		return fmt.Errorf("API_TOKENS: %w", err)
 	}
 	c.tracing = tracing.FromEnv(getenv)
-	return c, nil
+	return nil
 }
 
-// NewLogger is a log to w in format, json or text.
-func NewLogger(format string, w io.Writer) *slog.Logger {
+// Tokens are the bearer tokens of API_TOKENS; none is an error, since every
+// request would be refused.
+func (c Config) Tokens() (auth.Tokens, error) {
+	if strings.TrimSpace(c.tokens) == "" {
+		return nil, fmt.Errorf("API_TOKENS: no tokens configured, so every request would be refused (401): " +
+			"set actor:sha256hex,… (demo-api hash-token TOKEN prints the hash)")
+	}
+	tokens, err := auth.Parse(c.tokens)
+	if err != nil {
+		return nil, fmt.Errorf("API_TOKENS: %w", err)
+	}
+	return tokens, nil
+}
+
+// newLogger is a log to w in format, json or text.
+func newLogger(format string, w io.Writer) *slog.Logger {
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, nil))
 	}

@@ -6,14 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 
 	"github.com/demo-api/demo-api/internal/delivery"
-	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/serving"
-	"github.com/demo-api/demo-api/internal/tracing"
 )
 
 // dispatcher returns the dispatcher of cfg on store; Desk is nil without
@@ -29,45 +26,26 @@ func dispatcher(cfg Config, store *postgres.Store, logger *slog.Logger, m delive
 	return d
 }
 
-// dispatch runs the dispatcher alone until ctx ends, with its metrics on
-// METRICS_ADDR if set.
-func dispatch(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
-	logger := NewLogger(cfg.logFormat, stderr).With("service", "dispatcher")
-	stopTracing, err := tracing.Setup(ctx, cfg.tracing, logger)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
-	store, err := openStore(ctx, cfg, logger, postgres.LongStatements, ext)
-	if err != nil {
-		return err
-	}
-	defer store.DB().Close()
-	m := metrics.New(store, logger)
+// Dispatch runs the dispatcher alone until ctx ends, with its metrics on
+// METRICS_ADDR if set; it waits for the App's chores before it returns.
+func (a *App) Dispatch(ctx context.Context, stdout io.Writer) error {
+	cfg, logger := a.Config, a.Logger
 	if cfg.metricsAddr != "" {
 		ln, err := Listen(cfg.metricsAddr, "METRICS_ADDR")
 		if err != nil {
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", m.Handler())
+		mux.Handle("GET /metrics", a.Metrics.Handler())
 		srv := serving.NewServer(mux, logger, cfg.readTimeout)
-		go func() { _ = srv.Serve(ln) }() // ends with ErrServerClosed when run returns
+		go func() { _ = srv.Serve(ln) }() // ends with ErrServerClosed when Dispatch returns
 		defer func() { _ = srv.Close() }()
 		fmt.Fprintf(stdout, "dispatcher metrics on http://%s/metrics\n", ln.Addr())
 	}
 	logger.Info("dispatching", "provider", cfg.ProviderURL, "max_attempts", cfg.dispatchAttempts, "metrics", cfg.metricsAddr)
-	disp := dispatcher(cfg, store, logger, m.Outbox(store, logger))
-	var wg sync.WaitGroup
-	if ext.Serve != nil {
-		more := &Serving{Config: cfg, Logger: logger, Store: store, Chores: store, Metrics: m, Desk: disp.Desk, Stdout: stdout,
-			Chore: func(f func(context.Context)) { wg.Go(func() { f(ctx) }) }}
-		if err := ext.Serve(ctx, more); err != nil {
-			return err
-		}
-	}
-	disp.Run(ctx)
-	wg.Wait()
+	a.Dispatcher.Run(ctx)
+	a.stopChores()
+	a.wg.Wait()
 	logger.Info("stopped")
 	return nil
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,7 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
 
-	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
@@ -22,9 +23,33 @@ import (
 // boundary: crashes and signals need a real process.
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m, "../../cmd/demo-api", pgtest.Run)) }
 
-// run is the program of cmd/demo-api, run in this process.
+// run is demo-api serve in this process (testenv.ServeInProcess), its parts
+// composed as cmd/demo-api's serve composes them; args are "serve" and its
+// flags.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return Main(ctx, args, getenv, stdout, stderr, nil)
+	var cfg Config
+	if err := NewSettings("serve", &cfg).Parse(args[1:], getenv, stdout, stderr); err != nil {
+		return err
+	}
+	tokens, err := cfg.Tokens()
+	if err != nil {
+		return err
+	}
+	app, err := Open(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	api, err := httpapi.NewServer(app.Deps(tokens))
+	if err != nil {
+		return err
+	}
+	ln, err := Listen(cfg.ListenAddr, "LISTEN_ADDR")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
+	return app.Serve(ctx, ln, api)
 }
 
 // TestCrashMidRequest kills the server (SIGKILL) after the claim committed and
@@ -123,61 +148,6 @@ func TestGracefulShutdown(t *testing.T) {
 		`"msg":"shutting down"`, `"msg":"stopped"`} {
 		if !strings.Contains(p.Log(), msg) {
 			t.Fatalf("log lacks %s", msg)
-		}
-	}
-}
-
-// TestCommands runs the chores through run().
-func TestCommands(t *testing.T) {
-	url := pgtest.NewURL(t)
-	env := func(k string) string {
-		return map[string]string{"DATABASE_URL": url}[k]
-	}
-	var out strings.Builder
-	ctx := context.Background()
-	for _, args := range [][]string{{"migrate", "down"}, {"migrate", "up"}, {"migrate", "up"}, {"purge-expired"}} {
-		out.Reset()
-		if err := run(ctx, args, env, &out, io.Discard); err != nil {
-			t.Fatalf("demo-api %v: %v", args, err)
-		}
-	}
-	if got := out.String(); got != "deleted 0 expired idempotency records\n" {
-		t.Fatalf("purge-expired printed %q", got)
-	}
-	// Five expired records and one live claim; batches of two.
-	db, err := sqlx.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`
-INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token, lease_until,
-                              status_code, response_body, created_at, expires_at)
-SELECT 'alice', 'demo-requests.create', 'old-' || i, 'fp', 'completed'::key_state, gen_random_uuid(), NULL,
-       201, '{}'::bytea, now() - interval '2 days', now() - interval '1 day'
-FROM generate_series(1, 5) i
-UNION ALL
-SELECT 'alice', 'demo-requests.create', 'live', 'fp', 'in_progress', gen_random_uuid(), now() + interval '1 minute',
-       NULL, NULL::bytea, now(), now() - interval '1 second'`); err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	batchEnv := func(k string) string {
-		return map[string]string{"DATABASE_URL": url, "SWEEP_BATCH": "2"}[k]
-	}
-	if err := run(ctx, []string{"purge-expired"}, batchEnv, &out, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	if got := out.String(); got != "deleted 5 expired idempotency records\n" {
-		t.Fatalf("purge-expired printed %q, want 5 deleted (the live claim kept)", got)
-	}
-	out.Reset()
-	if err := run(ctx, []string{"hash-token", "dev-alice"}, env, &out, io.Discard); err != nil || strings.TrimSpace(out.String()) != auth.Hash("dev-alice") {
-		t.Fatalf("hash-token: %q, %v", out.String(), err)
-	}
-	for _, args := range [][]string{nil, {"nope"}, {"migrate"}, {"serve"}} {
-		if err := run(ctx, args, env, io.Discard, io.Discard); err == nil {
-			t.Fatalf("demo-api %v succeeded", args) // serve: no API_TOKENS
 		}
 	}
 }

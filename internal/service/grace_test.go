@@ -1,7 +1,6 @@
 package service
 
 import (
-	"io"
 	"os"
 	"testing"
 	"time"
@@ -19,7 +18,7 @@ import (
 // export; otherwise a stop cuts the requests it promised to finish.
 func TestContainerGraceOutlastsTheShutdown(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": "postgres://db/x", "API_TOKENS": "alice:" + auth.Hash("t")}
-	cfg, err := loadConfig("serve", nil, func(k string) string { return env[k] }, io.Discard, io.Discard, nil)
+	cfg, err := loadConfig("serve", nil, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

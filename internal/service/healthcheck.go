@@ -16,12 +16,13 @@ const healthcheckTimeout = 3 * time.Second
 
 const healthcheckUsage = "usage: demo-api healthcheck [flags]\n\nGETs /healthz from the serve listening on -listen; exits 0 on a 200, 1 otherwise.\n"
 
-// healthcheckCmd is the image's HEALTHCHECK: /healthz, not /readyz, since
-// replacing a container cures a stuck process, not a database that is down.
-func healthcheckCmd(args []string, getenv func(string) string, stdout io.Writer) error {
+// Healthcheck is demo-api healthcheck, the image's HEALTHCHECK: /healthz,
+// not /readyz, since replacing a container cures a stuck process, not a
+// database that is down.
+func Healthcheck(args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-api healthcheck", flag.ContinueOnError)
 	addr := fs.String("listen", cmp.Or(getenv("LISTEN_ADDR"), ":8080"), "the address serve listens on ($LISTEN_ADDR); an unspecified host is asked on loopback")
-	if err := ParseFlags(fs, args, healthcheckUsage, stdout); err != nil {
+	if err := parseFlags(fs, args, healthcheckUsage, stdout); err != nil {
 		return err
 	}
 	url, err := healthzURL(*addr)

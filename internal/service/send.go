@@ -20,7 +20,7 @@ const (
 	ExitRateLimited = 4 // every attempt was answered 429: nothing stored, send again after Retry-After
 )
 
-// ExitError carries the exit code a command wants (Exit).
+// ExitError carries the exit code a command wants (ExitCode).
 type ExitError struct {
 	Code int
 	Err  error
@@ -40,8 +40,8 @@ limited: every attempt was answered 429, nothing was stored, send again
 (--key KEY) after the seconds it prints.
 `
 
-// sendCmd is demo-api send.
-func sendCmd(ctx context.Context, args []string, stdout io.Writer) error {
+// Send is demo-api send.
+func Send(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-api send", flag.ContinueOnError)
 	base := fs.String("base", "http://localhost:8080", "the API's base URL")
 	token := fs.String("token", "dev-alice", "bearer token")
@@ -62,7 +62,7 @@ func sendCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 		return nil
 	})
-	if err := ParseFlags(fs, args, sendUsage, stdout); err != nil {
+	if err := parseFlags(fs, args, sendUsage, stdout); err != nil {
 		return err
 	}
 	c, err := client.New(client.Config{BaseURL: *base, Token: *token, Budget: *budget, AttemptTimeout: *attempt,

@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
@@ -23,93 +25,136 @@ import (
 	"github.com/demo-api/demo-api/internal/workshop"
 )
 
-// serve runs the API and its chores until ctx ends, then stops gracefully.
-func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Extension) error {
-	logger := NewLogger(cfg.logFormat, stderr)
-	stopTracing, err := tracing.Setup(ctx, cfg.tracing, logger)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
-	store, err := openStore(ctx, cfg, logger, postgres.KeyStatements, ext)
-	if err != nil {
-		return err
-	}
-	defer store.DB().Close()
-	chores, err := openStore(ctx, cfg, logger, postgres.LongStatements, nil)
-	if err != nil {
-		return err
-	}
-	defer chores.DB().Close()
-	tokens, _ := auth.Parse(cfg.tokens) // checked by loadConfig; maybe none, with an Extension's Authenticate
-	m := metrics.New(store, logger)
-	disp := dispatcher(cfg, chores, logger, m.Outbox(store, logger))
+// App is what serve and dispatch run on, opened from their Config: the
+// log, the stores on a schema brought up to date, the metrics and the
+// dispatcher. Chores run beside the command until Close.
+type App struct {
+	Config     Config
+	Logger     *slog.Logger
+	Store      *postgres.Store // the requests' pool
+	Chores     *postgres.Store // the pool of the chores' batches (the long statement bound); dispatch's only one
+	Metrics    *metrics.Metrics
+	Dispatcher *delivery.Dispatcher // its Desk is nil without PROVIDER_URL
 
-	repl := &replicationWatch{logger: logger, read: store.Replication, gauge: m.CommitWaits}
-	repl.check(ctx) // says at start whether a commit waits for a synchronous standby
-	deps := httpapi.Deps{
-		Logger:       logger,
-		Keys:         store,
-		Demo:         &demo.Service{Store: store, RefusedTopics: cfg.Refused()},
-		Writes:       store,
-		Deliveries:   disp,
-		Tokens:       tokens,
-		Authenticate: cfg.authenticate,
-		Ready:        store.Ping,
-		Replication:  repl.latest,
-		TTL:          cfg.TTL,
-		Lease:        cfg.Lease,
-		Workshop:     cfg.Workshop,
-		Decorate:     workshop.Off,
-		Metrics:      m,
-		Path:         idempotency.Path(cfg.path),
+	repl        *replicationWatch
+	stopTracing func(context.Context) error
+	choresCtx   context.Context
+	stopChores  context.CancelFunc
+	wg          sync.WaitGroup
+}
+
+// Open opens what cfg's command runs on: serve has a pool for the requests
+// and one for the chores, dispatch one for its batches. It brings the
+// template's schema up to date; a main with a schema of its own migrates it
+// after. The caller closes the App.
+func Open(ctx context.Context, cfg Config, stderr io.Writer) (_ *App, err error) {
+	a := &App{Config: cfg, Logger: newLogger(cfg.logFormat, stderr)}
+	if cfg.cmd == "dispatch" {
+		a.Logger = a.Logger.With("service", "dispatcher")
+	}
+	a.choresCtx, a.stopChores = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if a.stopTracing, err = tracing.Setup(ctx, cfg.tracing, a.Logger); err != nil {
+		return nil, err
+	}
+	requests := postgres.KeyStatements
+	if cfg.cmd == "dispatch" {
+		requests = postgres.LongStatements
+	}
+	if a.Store, err = openStore(ctx, cfg, a.Logger, requests, true); err != nil {
+		return nil, err
+	}
+	a.Chores = a.Store
+	if cfg.cmd == "serve" {
+		if a.Chores, err = openStore(ctx, cfg, a.Logger, postgres.LongStatements, false); err != nil {
+			return nil, err
+		}
+	}
+	a.Metrics = metrics.New(a.Store, a.Logger)
+	a.Dispatcher = dispatcher(cfg, a.Chores, a.Logger, a.Metrics.Outbox(a.Store, a.Logger))
+	a.repl = &replicationWatch{logger: a.Logger, read: a.Store.Replication, gauge: a.Metrics.CommitWaits}
+	return a, nil
+}
+
+// Go runs chore beside the command until Close; its ctx ends then.
+func (a *App) Go(chore func(ctx context.Context)) {
+	a.wg.Go(func() { chore(a.choresCtx) })
+}
+
+// Close stops the chores, waits for them, and closes the pools and the
+// tracing.
+func (a *App) Close() {
+	a.stopChores()
+	a.wg.Wait()
+	if a.Chores != nil && a.Chores != a.Store {
+		a.Chores.DB().Close()
+	}
+	if a.Store != nil {
+		a.Store.DB().Close()
+	}
+	if a.stopTracing != nil {
+		_ = a.stopTracing(context.WithoutCancel(a.choresCtx))
+	}
+}
+
+// Deps are the API's parts for the template's operations, the demo
+// requests' create and cancel, with tokens as the actors' bearer tokens.
+func (a *App) Deps(tokens auth.Tokens) httpapi.Deps {
+	cfg := a.Config
+	d := httpapi.Deps{
+		Logger:      a.Logger,
+		Keys:        a.Store,
+		Demo:        &demo.Service{Store: a.Store, RefusedTopics: cfg.Refused()},
+		Writes:      a.Store,
+		Deliveries:  a.Dispatcher,
+		Tokens:      tokens,
+		Ready:       a.Store.Ping,
+		Replication: a.repl.latest,
+		TTL:         cfg.TTL,
+		Lease:       cfg.Lease,
+		Workshop:    cfg.Workshop,
+		Decorate:    workshop.Off,
+		Metrics:     a.Metrics,
+		Path:        idempotency.Path(cfg.path),
 
 		NewKeysPerSecond: cfg.newKeysPerSecond,
 		NewKeysBurst:     cfg.newKeysBurst,
 	}
-	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	defer func() { stopSweep(); wg.Wait() }()
 	if cfg.Workshop {
-		deps.Decorate = workshop.Knobs(cfg.Lease / 2) // the work's budget
+		d.Decorate = workshop.Knobs(cfg.Lease / 2) // the work's budget
 	}
-	more := &Serving{Config: cfg, Logger: logger, Store: store, Chores: chores, Metrics: m, Desk: disp.Desk, Stdout: stdout, Deps: &deps,
-		Chore: func(f func(context.Context)) { wg.Go(func() { f(sweepCtx) }) }}
-	if ext.Serve != nil {
-		if err := ext.Serve(ctx, more); err != nil {
-			return err
-		}
-	}
-	handler, err := httpapi.NewServer(deps)
-	if err != nil {
-		return err
-	}
-	ln, err := Listen(cfg.listenAddr, "LISTEN_ADDR")
-	if err != nil {
-		return err
-	}
-	srv := serving.NewServer(handler, logger, cfg.readTimeout)
-	wg.Go(func() { sweep(sweepCtx, logger, chores, cfg.sweepInterval, cfg.sweepBatch, m.Swept) })
-	wg.Go(func() { Every(sweepCtx, replicationEvery, func() { repl.check(sweepCtx) }) })
-	if disp.Desk != nil && cfg.dispatch {
-		wg.Go(func() { disp.Run(sweepCtx) })
-	}
+	return d
+}
 
-	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.Workshop, "actors", len(tokens),
-		"ttl", cfg.TTL, "lease", cfg.Lease, "path", cfg.path, "unprepared", store.Unprepared,
+// Serve serves handler on ln until ctx ends, then stops gracefully. Beside
+// it run serve's chores: the sweeper, the watch of how commits replicate
+// (said at start), and the dispatcher when there is a desk and DISPATCH
+// allows.
+func (a *App) Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
+	cfg, logger := a.Config, a.Logger
+	a.repl.check(ctx) // says at start whether a commit waits for a synchronous standby
+	a.Go(func(ctx context.Context) {
+		sweep(ctx, logger, a.Chores, cfg.sweepInterval, cfg.sweepBatch, a.Metrics.Swept)
+	})
+	a.Go(func(ctx context.Context) { every(ctx, replicationEvery, func() { a.repl.check(ctx) }) })
+	dispatching := a.Dispatcher.Desk != nil && cfg.dispatch
+	if dispatching {
+		a.Go(a.Dispatcher.Run)
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.Workshop,
+		"ttl", cfg.TTL, "lease", cfg.Lease, "path", cfg.path, "unprepared", a.Store.Unprepared,
 		"new_keys_per_second", cfg.newKeysPerSecond, "new_keys_burst", cfg.newKeysBurst,
-		"provider", cfg.ProviderURL, "dispatch", disp.Desk != nil && cfg.dispatch)
-	if cfg.Workshop && !Loopback(ln.Addr()) {
+		"provider", cfg.ProviderURL, "dispatch", dispatching)
+	if cfg.Workshop && !loopback(ln.Addr()) {
 		logger.Warn("workshop knobs are on and the server listens beyond this machine: "+
 			"anyone who reaches it may hold, fail or drop requests; listen on 127.0.0.1 unless that is meant",
 			"addr", ln.Addr().String())
 	}
-	fmt.Fprintf(stdout, "demo-api listening on http://%s\n", ln.Addr())
-	if more.Listening != nil {
-		more.Listening(ln.Addr().(*net.TCPAddr))
-	}
-
-	return serving.Serve(ctx, logger, srv, ln, cfg.shutdownTimeout)
+	return serving.Serve(ctx, logger, serving.NewServer(handler, logger, cfg.readTimeout), ln, cfg.shutdownTimeout)
 }
 
 // startWait is how long a start waits for a database that does not answer
@@ -117,8 +162,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer, ext *Exten
 const startWait = 30 * time.Second
 
 // openStore opens cfg's database, trying again each second for startWait;
-// with migrate, it brings the schema up to date.
-func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate *Extension) (*postgres.Store, error) {
+// with migrate, it brings the template's schema up to date.
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTimeout time.Duration, migrate bool) (*postgres.Store, error) {
 	db, err := cfg.openDB(ctx, statementTimeout)
 	for deadline := time.Now().Add(startWait); err != nil && postgres.Unavailable(err) && time.Now().Before(deadline); {
 		logger.Warn("the database does not answer yet; trying again", "err", err)
@@ -132,8 +177,8 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTi
 	if err != nil {
 		return nil, err
 	}
-	if migrate != nil {
-		d, err := migrateUp(ctx, db, migrate.Migrations)
+	if migrate {
+		d, err := migrateUp(ctx, db)
 		if err != nil {
 			db.Close()
 			return nil, migrateHint(err)
@@ -143,6 +188,12 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTi
 		}
 	}
 	return postgres.New(db), nil
+}
+
+// OpenDB opens cfg's database for a command's batches (the long statement
+// bound), without waiting for it.
+func (c Config) OpenDB(ctx context.Context) (*sqlx.DB, error) {
+	return c.openDB(ctx, postgres.LongStatements)
 }
 
 // openDB opens cfg's database with statements bounded by statementTimeout.
@@ -158,8 +209,8 @@ func migrateHint(err error) error {
 	return err
 }
 
-// Loopback reports whether addr can be reached only from this machine.
-func Loopback(addr net.Addr) bool {
+// loopback reports whether addr can be reached only from this machine.
+func loopback(addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
 }

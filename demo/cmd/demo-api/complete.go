@@ -43,7 +43,7 @@ func completer(cfg service.Config, store *expedite.Store, svc *demo.Service, des
 // finds a settled answer on the outcome route. Every replica may run it:
 // each run is taken by one (FOR UPDATE SKIP LOCKED).
 func complete(ctx context.Context, logger *slog.Logger, r *steps.Runner, ops []*steps.Steps, interval time.Duration) {
-	service.Every(ctx, interval, func() {
+	every(ctx, interval, func() {
 		for ctx.Err() == nil {
 			n, err := r.CompleteAbandoned(ctx, ops, completeBatch)
 			if err != nil {
@@ -100,4 +100,18 @@ func resumeRunCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	fmt.Fprintln(stdout, "resumed: the completer continues it from its recovery point")
 	return nil
+}
+
+// every runs chore every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, chore func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			chore()
+		}
+	}
 }

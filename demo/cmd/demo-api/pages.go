@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/demo-api/demo-api/demo/internal/room"
-	"github.com/demo-api/demo-api/internal/service"
 )
 
 // pageAddr is the address a person on this machine opens the pages at: a
@@ -51,14 +50,14 @@ func printJoin(w io.Writer, a *net.TCPAddr, providerURL string, ifs []roomInterf
 		line := "API=" + api
 		switch {
 		case desk == nil || desk.Host == "":
-		case deskLocal && !service.Loopback(a):
+		case deskLocal && !loopback(a):
 			line += " DESK=http://" + net.JoinHostPort(h, desk.Port())
 		default:
 			line += " DESK=" + strings.TrimSuffix(providerURL, "/")
 		}
 		fmt.Fprintf(w, "demo-api room: join at %s/workshop\n%s ME=\n", api, line)
 	}
-	if deskLocal && !service.Loopback(a) {
+	if deskLocal && !loopback(a) {
 		fmt.Fprintf(w, "demo-api room: DESK is the review desk on port %s of the same address: it must listen there too "+
 			"(make run's room opens it; else PROVIDER_LISTEN_ADDR=0.0.0.0:%s demo-api provider)\n", desk.Port(), desk.Port())
 	}

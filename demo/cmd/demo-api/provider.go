@@ -52,7 +52,7 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 		}
 		*faults = b
 	}
-	if err := service.ParseFlags(fs, args, providerUsage, stdout); err != nil {
+	if err := parseFlags(fs, args, providerUsage, stdout); err != nil {
 		return err
 	}
 	if *dbURL == "" {
@@ -68,7 +68,7 @@ func providerCmd(ctx context.Context, args []string, getenv func(string) string,
 	if opts.Credit < 0 || opts.Credit > provider.MaxCredit {
 		return fmt.Errorf("PROVIDER_CREDIT (-credit): %d is not from 0 to %d", opts.Credit, provider.MaxCredit)
 	}
-	logger := service.NewLogger(*format, stderr).With("service", "review-desk")
+	logger := newLogger(*format, stderr).With("service", "review-desk")
 	db, err := postgres.Open(ctx, *dbURL, postgres.LongStatements)
 	if err != nil {
 		return err

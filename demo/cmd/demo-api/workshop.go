@@ -122,7 +122,7 @@ func workshopCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	all := fs.Bool("all", false, "run every step")
 	fs.DurationVar(&w.ttl, "ttl", 0, "the server's IDEMPOTENCY_TTL, for the expiry step")
 	fs.DurationVar(&w.delay, "delay", 3*time.Second, "how long the in-progress step holds the first request (below half the server's lease)")
-	if err := service.ParseFlags(fs, args, workshopUsage, stdout); err != nil {
+	if err := parseFlags(fs, args, workshopUsage, stdout); err != nil {
 		return err
 	}
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {

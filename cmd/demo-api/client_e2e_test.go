@@ -1,4 +1,4 @@
-package service
+package main
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/demo-api/demo-api/api/client"
+	"github.com/demo-api/demo-api/internal/service"
 	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
@@ -214,8 +215,8 @@ func TestClientAgainstTheServer(t *testing.T) {
 			t.Fatalf("send --cancel: %v\n%s", err, out)
 		}
 		out, err := send("--cancel", id)
-		if e, ok := errors.AsType[*ExitError](err); !ok || e.Code != ExitRefused || !strings.Contains(out, "refused: 422 request_not_cancellable") {
-			t.Fatalf("a second send --cancel: %v, want exit %d\n%s", err, ExitRefused, out)
+		if e, ok := errors.AsType[*service.ExitError](err); !ok || e.Code != service.ExitRefused || !strings.Contains(out, "refused: 422 request_not_cancellable") {
+			t.Fatalf("a second send --cancel: %v, want exit %d\n%s", err, service.ExitRefused, out)
 		}
 		resolve := func(key, operation, want string) {
 			t.Helper()
@@ -230,8 +231,8 @@ func TestClientAgainstTheServer(t *testing.T) {
 		// cancel's operation, whose key then resolves to the 200.
 		other := created()
 		out, err = send("--cancel", other, "--key", "send-cancel-held", "--header", "Workshop-Delay: 3s", "--budget", "1500ms", "--attempt-timeout", "1s")
-		if e, ok := errors.AsType[*ExitError](err); !ok || e.Code != ExitUnknown || !strings.Contains(out, "--resolve send-cancel-held --operation "+client.OperationCancel) {
-			t.Fatalf("a held send --cancel: %v, want exit %d with the hint\n%s", err, ExitUnknown, out)
+		if e, ok := errors.AsType[*service.ExitError](err); !ok || e.Code != service.ExitUnknown || !strings.Contains(out, "--resolve send-cancel-held --operation "+client.OperationCancel) {
+			t.Fatalf("a held send --cancel: %v, want exit %d with the hint\n%s", err, service.ExitUnknown, out)
 		}
 		if !testenv.Eventually(10*time.Second, func() bool {
 			out, err = send("--resolve", "send-cancel-held", "--operation", client.OperationCancel)
@@ -258,8 +259,8 @@ func TestSendRateLimited(t *testing.T) {
 	var out strings.Builder
 	err := run(ctx, []string{"send", "--base", base, "--token", testenv.TokenAlice, "--key", "send-limited", "--budget", "2s", "--attempt-timeout", "1s"},
 		func(string) string { return "" }, &out, io.Discard)
-	if e, ok := errors.AsType[*ExitError](err); !ok || e.Code != ExitRateLimited {
-		t.Fatalf("send over the bound: %v, want exit %d\n%s", err, ExitRateLimited, out.String())
+	if e, ok := errors.AsType[*service.ExitError](err); !ok || e.Code != service.ExitRateLimited {
+		t.Fatalf("send over the bound: %v, want exit %d\n%s", err, service.ExitRateLimited, out.String())
 	}
 	if !regexp.MustCompile(`Send again after (1[0-9]|20) s`).MatchString(out.String()) {
 		t.Fatalf("send over the bound does not say when to send again (the server's Retry-After, 20 s or less):\n%s", out.String())
