@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/service"
 )
@@ -100,7 +101,8 @@ func serve(ctx context.Context, cfg service.Config, stdout, stderr io.Writer) er
 		return err
 	}
 	defer app.Close()
-	api, err := httpapi.NewServer(app.Deps(tokens))
+	svc := &demo.Service{Store: app.Store, RefusedTopics: cfg.Refused()}
+	api, err := httpapi.NewServer(app.Deps(svc, tokens))
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 func (s *Server) routes(ops []Route) http.Handler {
 	r := chi.NewRouter()
 	// Every answer, a 404 and a panic's too, is its actor's: never sniffed, run
-	// as a page, framed or cached (package web's pages set their own policy).
+	// as a page, framed or cached.
 	r.Use(middleware.SetHeader("X-Content-Type-Options", "nosniff"),
 		middleware.SetHeader("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
 		middleware.SetHeader("Referrer-Policy", "no-referrer"),
@@ -31,9 +31,6 @@ func (s *Server) routes(ops []Route) http.Handler {
 		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
 	}
 	r.Method(http.MethodGet, "/problems/{code}", handleProblemPage(s.Logger))
-	for _, p := range s.Public {
-		r.Method(p.Method, p.Pattern, p.Handler)
-	}
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		for _, op := range ops {

@@ -26,7 +26,6 @@ type Deps struct {
 	Authenticate func(token string) (actor string, err error)
 	Deliveries   *delivery.Dispatcher             // serves the delivery routes of a demo request
 	Routes       func(s *Server) ([]Route, error) // a service's own operations, behind authentication
-	Public       []Route                          // more routes that need no token (pages)
 	Ready        func(context.Context) error      // whether the database answers (/readyz)
 	Replication  func() any                       // how commits replicate, as last read (/readyz); nil before the first
 	TTL          time.Duration                    // replay window of a completed key

@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
 
+	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testenv"
@@ -40,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer app.Close()
-	api, err := httpapi.NewServer(app.Deps(tokens))
+	api, err := httpapi.NewServer(app.Deps(&demo.Service{Store: app.Store, RefusedTopics: cfg.Refused()}, tokens))
 	if err != nil {
 		return err
 	}

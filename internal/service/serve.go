@@ -15,7 +15,6 @@ import (
 
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/delivery"
-	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/metrics"
@@ -101,14 +100,14 @@ func (a *App) Close() {
 	}
 }
 
-// Deps are the API's parts for the template's operations, the demo
-// requests' create and cancel, with tokens as the actors' bearer tokens.
-func (a *App) Deps(tokens auth.Tokens) httpapi.Deps {
+// Deps are the API's parts on the App: the operations decided by svc and
+// written by the App's store, with tokens as the actors' bearer tokens.
+func (a *App) Deps(svc httpapi.DemoRequests, tokens auth.Tokens) httpapi.Deps {
 	cfg := a.Config
 	d := httpapi.Deps{
 		Logger:      a.Logger,
 		Keys:        a.Store,
-		Demo:        &demo.Service{Store: a.Store, RefusedTopics: cfg.Refused()},
+		Demo:        svc,
 		Writes:      a.Store,
 		Deliveries:  a.Dispatcher,
 		Tokens:      tokens,

@@ -154,11 +154,10 @@ func serve(ctx context.Context, cfg service.Config, more settings, stdout, stder
 	if err := migrateDemo(app.Store.DB()); err != nil {
 		return err
 	}
-	deps := app.Deps(tokens)
-	deps.Authenticate = participants
 	store := expedite.NewStore(app.Store)
 	svc := &demo.Service{Store: store, RefusedTopics: cfg.Refused()}
-	deps.Demo = expedite.Service{Service: svc, Expedites: store}
+	deps := app.Deps(expedite.Service{Service: svc, Expedites: store}, tokens)
+	deps.Authenticate = participants
 	desk := deskOf(cfg)
 	deskFaults := cfg.Workshop && desk != nil
 	if desk != nil {
