@@ -114,7 +114,7 @@ func (op Operation[In, Out]) check() error {
 
 // HeaderClientAttempt is the client's attempt at an intent: logged, and counted when answered.
 // It is advice, not identity: the key says which intent, the attempt only
-// how far the client's retries have come; a bound keeps the label small.
+// how far the client's retries have come, bounded so a bad client cannot skew the count.
 const (
 	HeaderClientAttempt = "X-Client-Attempt"
 	maxClientAttempt    = 1000
