@@ -15,12 +15,16 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// MaxBodyBytes bounds a request body.
+// MaxBodyBytes bounds a request body: its fields are stored with the
+// business row, and in the answer a key replays for a whole TTL.
 const MaxBodyBytes = 64 << 10
 
 // DecodeJSON decodes the body of r into v, a pointer to a struct: one JSON
 // object, at most MaxBodyBytes, whose members are fields of v spelled exactly,
 // each once, none null (encoding/json would take another case, duplicates, null).
+// It is strict because the fingerprint is taken from what it decodes: a body
+// that encoding/json reads leniently could mean two things, and two intents
+// would then share a key without a mismatch.
 // Errors: unsupported_media_type, body_too_large, malformed_json,
 // unknown_field, invalid_field.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
@@ -52,6 +56,8 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 // ReadBody reads r's body, at most limit bytes. Errors: body_too_large, malformed_json (unread).
+// It reads the body whole before anything is decided: a body cut short by the
+// client is a malformed request, never half an intent.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	tooLarge := apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
 	if r.ContentLength > limit {
@@ -68,7 +74,10 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
-// checkMembers checks the members of the JSON object in body against fields.
+// checkMembers checks the members of the JSON object in body against fields,
+// token by token, before encoding/json sees it: an unknown member is refused
+// (a client's typo must not vanish), and so is a member sent twice (which one
+// counts would depend on the parser).
 func checkMembers(body []byte, fields map[string]bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	malformed := func(err error) error {

@@ -33,7 +33,8 @@ func (s *Server) operations() ([]Route, error) {
 }
 
 // createDemoRequest is POST /v1/demo-requests: its work is one database
-// write decided in Go (id, refusal, answer), so it takes the one-phase path.
+// write decided in Go (id, refusal, answer), so it takes the one-phase path:
+// the key, the request and its outbox row commit in one statement.
 func createDemoRequest(svc DemoRequests, writes Writes) Operation[demo.CreateInput, demo.Request] {
 	return Operation[demo.CreateInput, demo.Request]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests",
@@ -58,7 +59,10 @@ func createDemoRequest(svc DemoRequests, writes Writes) Operation[demo.CreateInp
 }
 
 // cancelDemoRequest is POST /v1/demo-requests/{id}/cancel; its input is the
-// id, so a key reused for another request is another intent (422).
+// id, so a key reused for another request is another intent (422). A cancel
+// is a state change, not a create, and the same Operation serves it: its
+// effect applies only while the row is as the work read it, else nothing
+// commits and the work decides again.
 func cancelDemoRequest(svc DemoRequests, writes Writes) Operation[string, demo.Request] {
 	return Operation[string, demo.Request]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests/{id}/cancel",
@@ -97,6 +101,7 @@ func handleGetDemoRequest(logger *slog.Logger, svc DemoRequests) http.Handler {
 }
 
 // handleRead answers what read finds as JSON, or its error as a problem.
+// Reads need no key: running them twice changes nothing.
 func handleRead[T any](logger *slog.Logger, read func(r *http.Request) (T, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, err := read(r)

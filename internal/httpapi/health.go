@@ -11,6 +11,11 @@ import (
 
 // handleReadyz answers 200 while the database answers within 2 s, with how commits
 // replicate (writes: unavailable while a reading holds them, ready for reads), else 503.
+// Readiness is about the database, liveness (/healthz) about the process: a
+// replica that cannot reach its database is taken out of the balancer, not
+// restarted, since a restart would not bring the database back. How commits
+// replicate is shown because, with asynchronous replication, a failover may
+// lose an acknowledged key, and an operator must know which one runs.
 func handleReadyz(logger *slog.Logger, ready func(context.Context) error, replication func() any) http.Handler {
 	return handleRead(logger, func(r *http.Request) (map[string]any, error) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -15,7 +15,8 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// keyOutcome is the body of the outcome route.
+// keyOutcome is the body of the outcome route: the key's state as stored,
+// never the stored answer itself (that is what a retry with the key gets).
 type keyOutcome struct {
 	Key                   string     `json:"key"`
 	Operation             string     `json:"operation"`
@@ -31,6 +32,9 @@ type keyOutcome struct {
 
 // handleKeyOutcome is GET /v1/idempotency-keys/{key}?operation=… (default:
 // the first of ops): what became of the caller's key; it never runs anything.
+// A client whose retry budget ran out asks here instead of sending again:
+// sending would run the work anew once the key expired, asking cannot.
+// An expired record is reported as unknown, as the Runner treats it.
 func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Duration, ops []Route) http.Handler {
 	var names []string
 	routes := map[string]Route{} // by operation
@@ -66,6 +70,8 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Dura
 		switch {
 		case rec.State == idempotency.StateCompleted:
 			out.Status, out.ResultID, out.CompletedAt = rec.Response.Status, rec.Response.ResultID, &rec.CompletedAt
+		// An in-progress key shows how long its owner's lease has left: after
+		// that, a retry with the same payload takes the key over.
 		case rec.LeaseUntil.Sub(now) > ttl: // held longer than any key is kept: no countdown
 		default:
 			left := int(math.Ceil(max(rec.LeaseUntil.Sub(now), 0).Seconds()))

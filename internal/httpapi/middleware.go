@@ -28,7 +28,9 @@ const (
 	logInfoKey
 )
 
-// logInfo collects what the request line logs; handlers fill it in.
+// logInfo collects what the request line logs; handlers fill it in. One
+// line per request, written once the answer is sent, holds everything an
+// operator needs to follow a key: its hash, the outcome, the path, the attempt.
 type logInfo struct {
 	actor      string
 	keyHash    string
@@ -47,7 +49,9 @@ func info(r *http.Request) *logInfo {
 	return &logInfo{}
 }
 
-// noteKey records a hash of the scope for the log: the raw key never is.
+// noteKey records a hash of the scope for the log: the raw key never is. A
+// key may be guessable or carry a client's data; its hash still lets an
+// operator find every line of one intent.
 func noteKey(r *http.Request, s idempotency.Scope) {
 	sum := sha256.Sum256([]byte(s.Actor + "\x00" + s.Operation + "\x00" + s.Key))
 	info(r).keyHash = hex.EncodeToString(sum[:8])
@@ -56,6 +60,8 @@ func noteKey(r *http.Request, s idempotency.Scope) {
 func requestID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
 
 // logRequests logs one line per request, and reports it to the metrics.
+// A response that was never sent (the workshop dropped it, or the client
+// left) is logged as such, not as the 200 net/http would otherwise report.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -102,7 +108,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// recoverPanics turns a panic into a 500, logged once with its stack.
+// recoverPanics turns a panic into a 500, logged once with its stack. A
+// panic inside a one-phase work leaves no key (nothing was written yet); in
+// two phase the claim stays until its lease passes, and a retry takes it over.
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -120,7 +128,9 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 }
 
 // authenticate resolves "Authorization: Bearer <token>" to an actor (Tokens,
-// then Deps.Authenticate), or answers 401. The token is never logged.
+// then Deps.Authenticate), or answers 401. The token is never logged. The
+// actor is the first part of every key's scope: two actors' keys never meet,
+// so one cannot replay, or block, another's answer.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")

@@ -16,7 +16,15 @@ import (
 )
 
 // Operation is what the transport needs to make one operation safe to
-// retry: In is its decoded input, Out what it decides.
+// retry: In is its decoded input, Out what it decides. A new operation
+// declares these parts and gets the whole contract (claim, replay, in
+// progress, mismatch, expiry) from Idempotent, without copying any of it.
+//
+// The parts run in this order: Decode and Significant before the key is
+// touched (bad input stores nothing), then, inside the Runner's work, Decide,
+// Render and Effect. Decide must not write: what it decides is committed by
+// the Runner's statement together with the key, so that a crash between the
+// two cannot leave one without the other.
 type Operation[In, Out any] struct {
 	Method, Pattern string           // its route, e.g. POST /v1/demo-requests
 	Name            string           // scopes the keys, e.g. "demo-requests.create"
@@ -31,7 +39,8 @@ type Operation[In, Out any] struct {
 	Effect func(Out) idempotency.Effect            // the business change that commits with the answer
 }
 
-// Route is one route of the API behind authentication.
+// Route is one route of the API behind authentication. Operation names the
+// scope its keys are stored under, which the outcome route asks about.
 type Route struct {
 	Method, Pattern string
 	Handler         http.Handler
@@ -51,6 +60,10 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 			WriteError(s.Logger, w, r, err)
 			return
 		}
+		// The work is what the Runner runs at most once per key. A refusal
+		// (a 4xx the operation decided) is an answer: it is stored and
+		// replayed like a success, so a retry gets the same refusal. Any
+		// other error is transient: nothing is stored, and a retry runs again.
 		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, now time.Time) (idempotency.Answer, error) {
 			if it.Hold != nil {
 				if err := it.Hold(ctx); err != nil {
@@ -74,7 +87,8 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: h}, nil
 }
 
-// check reports an operation that lacks a part, by its name.
+// check reports an operation that lacks a part, by its name: a zero part
+// would panic on the first request instead of at start-up.
 func (op Operation[In, Out]) check() error {
 	if op.Name == "" {
 		return errors.New("httpapi: an operation without a name")
@@ -99,13 +113,16 @@ func (op Operation[In, Out]) check() error {
 }
 
 // HeaderClientAttempt is the client's attempt at an intent: logged, and counted when answered.
+// It is advice, not identity: the key says which intent, the attempt only
+// how far the client's retries have come, bounded so a bad client cannot skew the count.
 const (
 	HeaderClientAttempt = "X-Client-Attempt"
 	maxClientAttempt    = 1000
 )
 
 // Intent is an attempt as the transport read it, before anything runs (an
-// operation that runs its own way uses ReadIntent and Respond).
+// operation that runs its own way uses ReadIntent and Respond). It is the
+// boundary between HTTP and the Runner: what lies past it is plain Go.
 type Intent[In any] struct {
 	Request    idempotency.Request
 	In         In
@@ -113,6 +130,9 @@ type Intent[In any] struct {
 }
 
 // ReadIntent reads r as an attempt at op; its errors are answered, storing nothing.
+// Everything a client can get wrong is checked here, before the Runner sees
+// the key: a malformed request never claims a key, so fixing it and sending
+// it again with the same key is not a mismatch.
 func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, op Operation[In, Out]) (Intent[In], error) {
 	var it Intent[In]
 	key, err := idempotency.ParseKey(r.Header.Values("Idempotency-Key"))
@@ -127,6 +147,8 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	if it.In, err = op.Decode(w, r); err != nil {
 		return it, err
 	}
+	// The fingerprint is taken from the decoded fields, not the raw bytes:
+	// key order, whitespace and display-only fields do not make another intent.
 	fp, err := idempotency.Fingerprint(op.Significant(it.In))
 	if err != nil {
 		return it, err
@@ -142,7 +164,11 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	return it, nil
 }
 
-// Respond writes the Runner's result res for it, or its error.
+// Respond writes the Runner's result res for it, or its error. A 409 links
+// to the outcome route (rel="monitor"), where a client whose retries ran
+// out can ask what became of its key without sending the request again.
+// The client's attempt number is counted only for a definite answer (a
+// result or a mismatch): it tells how many attempts an intent needed.
 func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Intent[In], res idempotency.Result, err error) {
 	li := info(r)
 	li.outcome, li.path = res.Outcome, res.Path
@@ -166,12 +192,15 @@ func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Inten
 	writeResponse(w, res.Response, res.Replayed)
 }
 
-// outcomeURL is where a client asks what became of its key.
+// outcomeURL is where a client asks what became of its key; the key is
+// escaped, since any visible ASCII character may be in it.
 func outcomeURL(s idempotency.Scope) string {
 	return "/v1/idempotency-keys/" + url.PathEscape(s.Key) + "?operation=" + url.QueryEscape(s.Operation)
 }
 
 // clientAttempt reads X-Client-Attempt into r's logInfo (0 when absent). Errors: invalid_header.
+// A second attempt or later (≥ 2) tells the Runner the key most likely
+// exists, so it reads the key before it writes.
 func clientAttempt(r *http.Request) error {
 	v := r.Header.Values(HeaderClientAttempt)
 	if len(v) == 0 {
@@ -186,6 +215,8 @@ func clientAttempt(r *http.Request) error {
 }
 
 // preferWait reads Prefer: wait=N (RFC 7240); other preferences are ignored.
+// A preference is a hint: the Runner caps the wait, and a request that did
+// wait for a replay says so with Preference-Applied.
 func preferWait(r *http.Request) time.Duration {
 	for _, h := range r.Header.Values("Prefer") {
 		for pref := range strings.SplitSeq(h, ",") {

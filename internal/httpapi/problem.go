@@ -31,6 +31,8 @@ type problem struct {
 }
 
 // public is what a client may see of err: its *apperr.Error, else internal.
+// An error the code did not declare for clients (a driver's, a bug) becomes
+// a generic 500: its text may hold SQL, hosts or data, and is logged instead.
 func public(err error) *apperr.Error {
 	e, ok := errors.AsType[*apperr.Error](err)
 	if _, known := apperr.ProblemOf(apperr.Code(err)); !ok || !known || e.Code == apperr.Internal {
@@ -40,7 +42,9 @@ func public(err error) *apperr.Error {
 }
 
 // Render is err as a problem to store and send: the one place an error
-// becomes a status (declared with its code in package apperr).
+// becomes a status (declared with its code in package apperr). A refusal is
+// rendered before it is stored, so its replay is the same bytes; Retry-After
+// rides on the problems that say when to come back (409, 429, 503).
 func Render(err error) idempotency.Response {
 	e := public(err)
 	p, _ := apperr.ProblemOf(e.Code)
@@ -57,6 +61,8 @@ func Render(err error) idempotency.Response {
 }
 
 // WriteError writes err as a problem, logging it once when it is ours (5xx).
+// A 4xx is the client's and is not logged as an error: a flood of bad
+// requests must not drown the server's own faults.
 func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		// The client left: no server error, and no one to answer.
@@ -71,7 +77,9 @@ func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err
 	writeResponse(w, resp, false)
 }
 
-// writeResponse writes a stored or fresh response; a replay says so.
+// writeResponse writes a stored or fresh response; a replay says so. The
+// body is written as stored, byte for byte: a replay is the same answer, not
+// a new rendering of it.
 func writeResponse(w http.ResponseWriter, resp idempotency.Response, replayed bool) {
 	for k, v := range resp.Header {
 		w.Header().Set(k, v)
@@ -98,6 +106,8 @@ func handleMethodNotAllowed(logger *slog.Logger, routes chi.Routes) http.Handler
 }
 
 // handleProblemPage is GET /problems/{code}: the page a problem's type names.
+// RFC 9457 makes a problem's type a URI that should explain it; serving the
+// page here keeps that true offline, in a workshop room without internet.
 func handleProblemPage(logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code := chi.URLParam(r, "code")

@@ -10,6 +10,9 @@ import (
 )
 
 // routes is the whole API surface; ops are the operations' (demo_requests.go).
+// The probes, the metrics and the problem pages need no token; every route
+// of an actor's data sits behind authenticate, in one group, so a new route
+// cannot be added beside it by mistake.
 func (s *Server) routes(ops []Route) http.Handler {
 	r := chi.NewRouter()
 	// Every answer, a 404 and a panic's too, is its actor's: never sniffed, run
@@ -41,6 +44,8 @@ func (s *Server) routes(ops []Route) http.Handler {
 			r.Method(http.MethodGet, "/v1/demo-requests/{id}/delivery", handleDelivery(s.Logger, s.Deliveries.Store.Delivery))
 			r.Method(http.MethodPost, "/v1/demo-requests/{id}/delivery/reconcile", handleDelivery(s.Logger, s.Deliveries.Reconcile))
 		}
+		// The outcome route reads what the keys' statements wrote, for the
+		// caller's own scope only.
 		r.Method(http.MethodGet, "/v1/idempotency-keys/{key}", handleKeyOutcome(s.Logger, s.Keys, s.TTL, ops))
 	})
 	return r

@@ -30,7 +30,7 @@ type Deps struct {
 	Replication  func() any                       // how commits replicate, as last read (/readyz); nil before the first
 	TTL          time.Duration                    // replay window of a completed key
 	Lease        time.Duration                    // ownership of a claim
-	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys (idempotency.Config); 0: none.
+	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys (idempotency.NewKeys); 0: none.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
 	Decorate         Decorator        // changes each attempt before it runs (package workshop's knobs)
@@ -50,6 +50,8 @@ type DemoRequests interface {
 }
 
 // Writes makes the operations' business changes, each committed with its key.
+// An Effect is a description, not an action: the store runs it inside the
+// statement (or transaction) that completes the key.
 type Writes interface {
 	CreateDemoRequest(demo.Request) idempotency.Effect
 	CancelDemoRequest(demo.Request) idempotency.Effect
@@ -64,12 +66,16 @@ type Metrics interface {
 }
 
 // Server is the API's handler as it is made; Deps.Routes makes routes with it.
+// One Runner serves every operation: keys are scoped by operation, so they
+// share its lease, TTL and waiters without meeting.
 type Server struct {
 	Deps
-	idem *idempotency.Runner
+	idem    *idempotency.Runner
+	newKeys *idempotency.NewKeys // the admission in front of idem; nil: no bound
 }
 
-// NewServer returns the HTTP handler of the whole API, or what d lacks.
+// NewServer returns the HTTP handler of the whole API, or what d lacks. An
+// incomplete Deps is refused here, at start-up, by name.
 func NewServer(d Deps) (http.Handler, error) {
 	switch {
 	case d.Logger == nil || d.Demo == nil || d.Writes == nil || d.Ready == nil:
@@ -78,14 +84,18 @@ func NewServer(d Deps) (http.Handler, error) {
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
 	s := &Server{Deps: d}
-	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease,
-		NewKeysPerSecond: d.NewKeysPerSecond, NewKeysBurst: d.NewKeysBurst}
+	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome
 	}
 	var err error
 	if s.idem, err = idempotency.NewRunner(cfg); err != nil {
 		return nil, err
+	}
+	if d.NewKeysPerSecond != 0 {
+		if s.newKeys, err = idempotency.BoundNewKeys(d.NewKeysPerSecond, d.NewKeysBurst, d.Keys, cfg.Observe); err != nil {
+			return nil, err
+		}
 	}
 	ops, err := s.operations()
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 
 // traceRequests makes a span "<method> <route pattern>" of each request when
 // tracing is on, continuing a traceparent's trace; off, it is next itself.
+// The span is named by the route's pattern, not its path: a path holds ids
+// and keys, which would make a span name per request.
 func traceRequests(next http.Handler) http.Handler {
 	if !tracing.On() {
 		return next
@@ -31,11 +33,16 @@ func traceRequests(next http.Handler) http.Handler {
 		otelhttp.WithTracerProvider(tracing.Provider()), otelhttp.WithPropagators(tracing.Propagator))
 }
 
-// do is the Runner's Do, in a span "idempotency" when tracing is on; a 5xx is an error.
+// do is the Runner's Do behind the bound on new keys, in a span
+// "idempotency" when tracing is on; a 5xx is an error. The bound is an
+// admission in front of the Runner: it decides before the key is touched
+// whether this request may store a new key, and Do knows nothing of it.
 func (s *Server) do(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
 	ctx, span := tracing.Start(ctx, "idempotency", trace.WithAttributes(attribute.String("idempotency.operation", req.Scope.Operation)))
 	defer span.End()
-	res, err := s.idem.Do(ctx, req, work)
+	res, err := s.newKeys.Admit(ctx, req, func(ctx context.Context) (idempotency.Result, error) {
+		return s.idem.Do(ctx, req, work)
+	})
 	span.SetAttributes(attribute.String("idempotency.outcome", string(res.Outcome)),
 		attribute.String("idempotency.path", string(res.Path)), attribute.Bool("idempotency.replayed", res.Replayed))
 	if err != nil {

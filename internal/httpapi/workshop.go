@@ -10,6 +10,8 @@ import (
 
 // Decorator changes an attempt before it runs (package workshop's knobs): it
 // may refuse it, nothing stored, or change its request (its path, its TTL).
+// The knobs decorate an operation from outside: the operation and the Runner
+// stay as in production, and a request without knobs is not touched.
 type Decorator func(r *http.Request, req *idempotency.Request) (Decoration, error)
 
 // Decoration is what a Decorator does to one attempt.
@@ -31,7 +33,8 @@ func (s *Server) hold(r *http.Request, decorated func(context.Context) error) fu
 	}
 }
 
-// dropConnection closes the client's connection without a response.
+// dropConnection closes the client's connection without a response: a lost
+// response after the commit, which only a retry with the same key can recover.
 func dropConnection(logger *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	info(r).dropped = true
 	conn, _, err := http.NewResponseController(w).Hijack()

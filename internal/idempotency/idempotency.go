@@ -10,10 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/time/rate"
 
 	"github.com/demo-api/demo-api/internal/apperr"
 )
@@ -44,16 +44,20 @@ type Answer struct {
 	Effect   Effect
 }
 
-// Claim is a request's hold on its key; it completes only while Token holds the key.
+// Claim is a request's hold on its key. Token is new for every statement
+// that writes the key: a finish fenced by it commits only while this
+// request still holds the key, so an owner that lost its lease to another
+// attempt can never write over that attempt's answer.
 type Claim struct {
 	Scope Scope
 	Token string
 }
 
-// KeyWrite is what a statement that writes a key found.
+// KeyWrite is what a statement that writes or reads a key found: Prev is
+// the row before it (nil for none), Now the store's clock.
 type KeyWrite struct {
 	Wrote bool
-	Prev  *Record // the row before the statement, nil for none
+	Prev  *Record
 	Now   time.Time
 }
 
@@ -66,10 +70,12 @@ var (
 		Message: "the resource changed while this request was decided; send it again", RetryAfter: time.Second}
 )
 
-// Store keeps the records on the database clock. Each write takes the key where Decide
-// says a request may, in one statement, else returns the record that stopped it.
+// Store keeps the records on the database clock. Each write is one statement
+// that takes the key only where Decide says a request may (nothing stored, an
+// expired answer, a lease passed), and otherwise returns the row that stopped it.
 type Store interface {
-	// Claim writes c's key in progress, committed before it returns.
+	// Claim writes c's key in progress, committed before it returns, so that
+	// a concurrent retry sees it held.
 	Claim(ctx context.Context, c Claim, fp string, lease, ttl time.Duration) (KeyWrite, error)
 	// CompleteAtomically writes c's key completed with a's response and,
 	// FROM it, a's effect, in one statement. Errors: ErrEffectNotApplied.
@@ -87,8 +93,8 @@ type Store interface {
 type Path string
 
 const (
-	OnePhase Path = "one_phase" // a database write decided beforehand (completeAtomically)
-	TwoPhase Path = "two_phase" // a work outside the database, or with a workshop knob (claim, run)
+	OnePhase Path = "one_phase" // a database write decided beforehand: one statement
+	TwoPhase Path = "two_phase" // a work outside the database, or with a workshop knob: claim, work, finish
 )
 
 // Outcome labels what a request did with its key, for logs and metrics.
@@ -106,7 +112,7 @@ const (
 	OutcomeLeaseLost        Outcome = "lease_lost"   // the finish found the claim taken over
 	OutcomeFailed           Outcome = "failed"       // the work, or the statement that writes the key, failed
 	OutcomeRerun            Outcome = "rerun"        // a row the statement's snapshot missed took the key
-	OutcomeRateLimited      Outcome = "rate_limited" // refused under the bound on new keys
+	OutcomeRateLimited      Outcome = "rate_limited" // refused under the bound on new keys (NewKeys)
 )
 
 // Work decides an operation at time now, without writing: the Runner commits
@@ -129,7 +135,7 @@ type Request struct {
 type Result struct {
 	Response Response
 	Replayed bool
-	Waited   bool    // the request waited for another attempt's answer
+	Waited   bool    // the replay came after a wait for another attempt (Prefer: wait)
 	Outcome  Outcome // set even when Do returns an error
 	Path     Path
 }
@@ -142,16 +148,12 @@ type Config struct {
 	// Clock is a work's time and waits' (default time.Now); leases use the store's.
 	Clock   func() time.Time
 	Observe func(operation string, p Path, o Outcome) // if set, told every outcome (for metrics)
-	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys (zero: no bound; newkeys.go).
-	NewKeysPerSecond float64
-	NewKeysBurst     int
 }
 
-// Runner applies the state machine around a Work.
+// Runner is the state machine of one key around a Work.
 type Runner struct {
 	cfg     Config
 	waiters waiters
-	newKeys *newKeys // nil: no bound
 }
 
 // NewRunner returns a Runner, or an error naming what cfg lacks.
@@ -163,173 +165,126 @@ func NewRunner(cfg Config) (*Runner, error) {
 		return nil, errors.New("idempotency: the lease must be positive")
 	case cfg.TTL < cfg.Lease:
 		return nil, errors.New("idempotency: the TTL must be at least the lease")
-	case cfg.NewKeysPerSecond < 0 || (cfg.NewKeysPerSecond > 0 && cfg.NewKeysBurst < 1):
-		return nil, errors.New("idempotency: a bound on new keys needs a positive rate and a burst of at least 1")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	r := &Runner{cfg: cfg, waiters: waiters{clock: cfg.Clock, m: map[Scope]*waitEntry{}}}
-	if cfg.NewKeysPerSecond > 0 {
-		r.newKeys = &newKeys{limit: rate.Limit(cfg.NewKeysPerSecond), burst: cfg.NewKeysBurst,
-			clock: cfg.Clock, actors: map[string]*actorKeys{}}
-	}
-	return r, nil
+	return &Runner{cfg: cfg, waiters: waiters{m: map[Scope]*waiting{}}}, nil
 }
 
 const (
-	tries             = 3                // bounds the reruns of Do's statement
-	maxWait           = 10 * time.Second // caps Request.Wait
-	releaseTimeout    = 5 * time.Second  // bounds one attempt to release a claim
-	releaseWait       = time.Second      // how long a request waits for its release; the release goes on
-	releaseBackoff    = 100 * time.Millisecond
-	maxReleaseBackoff = time.Second
+	tries          = 3                // bounds the turns of one request, and a work's decisions
+	maxWait        = 10 * time.Second // caps Request.Wait
+	pollInterval   = time.Second      // about how often a waiting request reads its key again
+	releaseTimeout = 5 * time.Second  // bounds one attempt to release a claim
+	releaseWait    = time.Second      // how long a request waits for its release; the release goes on
 )
 
-// Do runs work at most once for the request's scope and fingerprint, each turn
-// one statement answered as Decide says. Errors: operation_in_progress,
-// key_payload_mismatch, rate_limited; ctx's error when the client left during
-// a wait; the store's or the work's.
+// Do runs work at most once for the request's key and fingerprint. Each turn
+// runs one statement (a read of the key, or the path's write) and hands the
+// row it found to Decide; each case of the switch answers, or takes one more
+// turn. Errors: operation_in_progress, key_payload_mismatch; ctx's error
+// when the client left during a wait; the store's or the work's.
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
-	var p *pass // req's admission under the bound on new keys
-	defer func() { p.done() }()
-	read := req.Retry    // a retry's key most likely exists: read it first
-	readKind := Kind(-1) // what the last read found free, if it did
-	waitUntil := r.cfg.Clock().Add(min(max(req.Wait, 0), maxWait))
-	waited, reruns := false, 0
-	var refused error // over the bound: the answer unless a read finds the key stored
-	for {
-		if !read && p == nil {
-			if p, read, refused = r.admitNewKey(req, readKind); refused != nil && !read {
-				return r.result(req, OutcomeRateLimited), refused
-			}
-		}
+	read := req.Retry // a retry's key most likely exists: its first turn only reads it
+	for turn := 1; ; turn++ {
 		c := Claim{Scope: req.Scope, Token: uuid.NewString()}
-		var w KeyWrite
-		var a Answer
-		var err error
-		switch {
-		case read:
-			if w.Prev, w.Now, err = r.lookup(ctx, req.Scope, refused != nil); err != nil && refused != nil {
-				return r.result(req, OutcomeRateLimited), refused
-			} else if err != nil { // taken as no key: the path's write decides
-				w, err = KeyWrite{}, nil
-			}
-		case req.Path == OnePhase:
-			a, w, err = r.completeAtomically(ctx, req, c, work)
-			if errors.Is(err, ErrEffectNotApplied) && reruns+1 < tries {
-				reruns++
-				continue // the row the work read changed: decide again
-			}
-		default:
-			w, err = r.claim(ctx, req, c)
-		}
+		w, a, err := r.statement(ctx, req, c, work, read)
 		if err != nil {
 			return r.result(req, OutcomeFailed), err
 		}
-
-		switch d := Decide(w.Prev, req.Fingerprint, w.Now); d.Kind {
-		case Replay:
-			if waited {
-				r.waiters.wake(req.Scope, &w.Prev.Response) // to the others waiting here
-			}
+		switch d := Decide(w.Prev, req.Fingerprint, w.Now); {
+		case d.Kind == Replay: // the stored answer, byte for byte; no work runs
 			r.observe(req, OutcomeReplayed)
-			return Result{Path: req.Path, Outcome: OutcomeReplayed, Response: w.Prev.Response, Replayed: true, Waited: waited}, nil
-		case Mismatch:
+			return Result{Path: req.Path, Outcome: OutcomeReplayed, Response: w.Prev.Response, Replayed: true}, nil
+		case d.Kind == Mismatch: // the key is another intent's: nothing runs, nothing changes
 			return r.result(req, OutcomeMismatch), apperr.Errorf(apperr.KeyPayloadMismatch,
 				"this idempotency key was already used with a different request payload")
-		case InProgress:
-			if d.LeaseLeft > 2*r.cfg.TTL { // held far longer than a key is kept: no time to promise
-				return r.result(req, OutcomeInProgress), InProgressError(0)
-			}
-			// Past the owner's deadline it is gone, and only its lease keeps the key.
-			now := r.cfg.Clock()
-			resp, end := r.waiters.await(ctx, req.Scope, now.Add(min(waitUntil.Sub(now), d.WorkLeft)))
-			switch end {
-			case answered:
-				r.observe(req, OutcomeReplayed)
-				return Result{Path: req.Path, Outcome: OutcomeReplayed, Response: *resp, Replayed: true, Waited: true}, nil
-			case released, poll:
-				read, waited = end == poll, true
-				continue
-			case left:
-				return r.result(req, OutcomeInProgress), fmt.Errorf("wait for the first attempt: the client left: %w", ctx.Err())
-			}
-			return r.result(req, OutcomeInProgress), InProgressError(d.RetryAfter())
-		default: // ClaimNew, TakeOverExpired or TakeOverLease: the key is this request's to write
-			switch {
-			case w.Wrote:
-				o := r.wrote(req, d.Kind, p)
-				if req.Path == OnePhase {
-					return Result{Path: req.Path, Outcome: o, Response: a.Response}, nil
-				}
-				return r.run(ctx, req, c, o, work)
-			case read:
-				if waited {
-					r.waiters.wake(req.Scope, nil) // the key is free again: the others run too
-				}
-				read, readKind = false, d.Kind
-			case reruns+1 < tries: // a row the statement's snapshot could not see took the key
-				reruns++
-				r.observe(req, OutcomeRerun)
-			default:
-				return r.result(req, OutcomeInProgress), InProgressError(time.Second)
-			}
+		case d.Kind == InProgress: // another attempt holds the key
+			return r.inProgress(ctx, req, work, d)
+		case w.Wrote && req.Path == OnePhase: // the answer and the business rows committed together
+			return Result{Path: req.Path, Outcome: r.wrote(req, d.Kind), Response: a.Response}, nil
+		case w.Wrote: // the key is held in progress by this request: run the work
+			return r.run(ctx, req, c, r.wrote(req, d.Kind), work)
+		case read: // nothing to replay: the next turn writes the key
+			read = false
+		case turn < tries: // a row committed after the statement's snapshot took the key: look again
+			r.observe(req, OutcomeRerun)
+		default: // the key changed under every turn: other writers race for it
+			return r.result(req, OutcomeInProgress), InProgressError(time.Second)
 		}
 	}
 }
 
-// admitNewKey admits req under the bound on new keys. Over it, a key not yet
-// read is read first (read, with the refusal); a lease to take over is no new key.
-func (r *Runner) admitNewKey(req Request, readKind Kind) (p *pass, read bool, err error) {
-	if r.newKeys == nil {
-		return nil, false, nil
+// statement is a turn's one statement: a read of the key, or the path's write.
+// A read that fails is taken as no key: the write that follows decides.
+func (r *Runner) statement(ctx context.Context, req Request, c Claim, work Work, read bool) (KeyWrite, Answer, error) {
+	switch {
+	case read:
+		rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
+		if err != nil {
+			rec = nil
+		}
+		return KeyWrite{Prev: rec, Now: now}, Answer{}, nil
+	case req.Path == OnePhase:
+		return r.createResultAndFinishAtomically(ctx, req, c, work)
+	default:
+		w, err := r.claim(ctx, req, c)
+		return w, Answer{}, err
 	}
-	p, err = r.newKeys.admit(req.Scope, readKind == TakeOverLease)
-	return p, p == nil && readKind < 0, err
 }
 
-// lookup reads s's key; over the bound for 250 ms at most: no wait behind the pool.
-func (r *Runner) lookup(ctx context.Context, s Scope, overBound bool) (*Record, time.Time, error) {
-	if overBound {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 250*time.Millisecond)
-		defer cancel()
-	}
-	return r.cfg.Store.Lookup(ctx, s)
-}
-
-// completeAtomically is the one-phase path: the work decides, then one
-// statement writes the key completed with the change; a client that hangs up does not cancel it.
-func (r *Runner) completeAtomically(ctx context.Context, req Request, c Claim, work Work) (Answer, KeyWrite, error) {
+// createResultAndFinishAtomically is the one-phase path: the work decides in
+// Go (the id, a refusal, the rendered answer), then one statement writes the
+// key completed with that answer and, from it, the business rows, in one
+// commit. There is no moment where the key is held without its answer, so no
+// lease, no fence and no release: a concurrent duplicate waits on the unique
+// index for the commit and replays. The client cannot cancel it once it
+// starts. When the business row the work read changed before the write
+// (ErrEffectNotApplied), nothing was committed and the work decides again.
+func (r *Runner) createResultAndFinishAtomically(ctx context.Context, req Request, c Claim, work Work) (KeyWrite, Answer, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
 	defer cancel()
-	a, err := work(ctx, r.cfg.Clock())
-	if err != nil {
-		return a, KeyWrite{}, err
+	for try := 1; ; try++ {
+		a, err := work(ctx, r.cfg.Clock())
+		if err != nil {
+			return KeyWrite{}, a, err
+		}
+		w, err := r.cfg.Store.CompleteAtomically(ctx, c, req.Fingerprint, cmp.Or(req.TTL, r.cfg.TTL), a)
+		switch {
+		case errors.Is(err, ErrEffectNotApplied) && try < tries:
+			continue
+		case err != nil && !errors.Is(err, ErrEffectNotApplied):
+			err = fmt.Errorf("complete key: %w", err)
+		}
+		return w, a, err
 	}
-	w, err := r.cfg.Store.CompleteAtomically(ctx, c, req.Fingerprint, cmp.Or(req.TTL, r.cfg.TTL), a)
-	if err != nil && !errors.Is(err, ErrEffectNotApplied) {
-		err = fmt.Errorf("complete key: %w", err)
-	}
-	return a, w, err
 }
 
-// claim is the two-phase path's statement: the key written in progress.
+// claim is the two-phase path's statement: the key written in progress
+// under a lease, so that a retry meanwhile sees it held, and a retry after
+// the owner died (its lease passed) may take it over.
 func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, error) {
 	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
 	w, err := r.cfg.Store.Claim(ctx, c, req.Fingerprint, r.cfg.Lease, cmp.Or(req.TTL, r.cfg.TTL))
 	if err != nil {
-		// It may have committed with its reply lost: release it by its token.
-		_ = r.release(ctx, c, leaseEnd) // retried in the background; the claim's error is the answer
+		// It may have committed with its reply lost: release it by its token,
+		// or the key would answer 409 for a whole lease.
+		_ = r.release(ctx, c, leaseEnd) // the claim's error is the answer
 		return w, fmt.Errorf("claim key: %w", err)
 	}
 	return w, nil
 }
 
-// run is the two-phase path after its claim: the work, then the finish fenced
-// by c's token (on a detached context), or the claim released on a failure.
+// run is the two-phase path after its claim. The work runs on a context the
+// client cannot cancel, bounded by half the lease, so it ends before anyone
+// may take the key over. Its answer and effect commit in one transaction
+// fenced by c's token: an owner whose lease passed finds the key taken
+// (ErrLeaseLost) and commits nothing, so the business row never exists
+// twice. On any other failure the claim is released and a retry runs at
+// once. When it ends, requests waiting here for the key look again.
 func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work Work) (Result, error) {
+	defer r.waiters.ended(c.Scope)
 	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
 	defer cancel()
@@ -339,15 +294,13 @@ func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work 
 	}
 	switch {
 	case err == nil:
-		r.waiters.wake(c.Scope, &a.Response)
 		return Result{Path: req.Path, Outcome: o, Response: a.Response}, nil
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, ErrLeaseLost): // the taker answers; this request's work is void
 		return r.result(req, OutcomeLeaseLost), InProgressError(time.Second)
 	case apperr.Code(err) == apperr.OperationInProgress:
 		return r.result(req, OutcomeInProgress), err // the work keeps its key
 	}
 	res := r.result(req, OutcomeReleased)
-	defer r.waiters.wake(c.Scope, nil) // once released, a waiter may claim
 	if rerr := r.release(ctx, c, leaseEnd); rerr != nil {
 		return res, errors.Join(err, fmt.Errorf("release claim (retried in the background): %w", rerr))
 	}
@@ -355,30 +308,25 @@ func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work 
 }
 
 // release deletes claim c, retrying in the background until it succeeds or
-// leaseEnd; it returns the first attempt's error, waiting at most releaseWait.
+// its lease ends (then a retry takes the key over anyway); it returns the
+// first attempt's error, waiting at most releaseWait for it.
 func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
 	first := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), leaseEnd)
 		defer cancel()
-		for attempt, wait := 1, releaseBackoff; ; attempt, wait = attempt+1, min(2*wait, maxReleaseBackoff) {
+		for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, time.Second) {
 			actx, cancelAttempt := context.WithTimeout(ctx, releaseTimeout)
 			err := r.cfg.Store.Release(actx, c)
 			cancelAttempt()
-			if attempt == 1 {
-				first <- err
+			select {
+			case first <- err: // the first attempt's, as the buffer is read once
+			default:
 			}
 			if err == nil {
-				if attempt > 1 {
-					r.waiters.wake(c.Scope, nil) // a waiter here may claim now
-				}
 				return
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait/2 + rand.N(wait/2)):
-			}
+			time.Sleep(backoff/2 + rand.N(backoff/2))
 		}
 	}()
 	select {
@@ -389,19 +337,87 @@ func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error
 	}
 }
 
-// wrote reports the outcome of a write where Decide said kind, and spends p's token on a new key.
-func (r *Runner) wrote(req Request, kind Kind, p *pass) Outcome {
-	o := OutcomeClaimed
-	switch {
-	case kind == TakeOverExpired:
-		o = OutcomeExpiredTakenOver
-	case kind == TakeOverLease:
-		o = OutcomeLeaseTakenOver
-	case req.Path == OnePhase:
-		o = OutcomeCompleted
+// inProgress answers a request that met its key held by another attempt:
+// 409 with Retry-After until the owner's work must have ended. With Prefer:
+// wait it waits instead, at most that long, holding no connection, and then
+// takes its turns again: a replay if the owner answered, its own run if the
+// owner let go. Past the owner's deadline the owner is gone and only its
+// lease holds the key, so waiting would not bring an answer.
+func (r *Runner) inProgress(ctx context.Context, req Request, work Work, d Decision) (Result, error) {
+	if d.LeaseLeft > 2*r.cfg.TTL { // held far longer than a key is kept: no time to promise
+		return r.result(req, OutcomeInProgress), InProgressError(0)
 	}
-	if kind != TakeOverLease {
-		p.claimed()
+	start, wait := r.cfg.Clock(), min(max(req.Wait, 0), maxWait)
+	if min(wait, d.WorkLeft) <= 0 {
+		return r.result(req, OutcomeInProgress), InProgressError(d.RetryAfter())
+	}
+	if err := r.waiters.wait(ctx, req.Scope, min(wait, d.WorkLeft)); err != nil {
+		return r.result(req, OutcomeInProgress), fmt.Errorf("wait for the first attempt: the client left: %w", err)
+	}
+	req.Wait, req.Retry = wait-r.cfg.Clock().Sub(start), true
+	res, err := r.Do(ctx, req, work)
+	res.Waited = res.Replayed
+	return res, err
+}
+
+// waiters tells the requests waiting here for a key (Prefer: wait) that its
+// owner in this process ended, so they look again at once; an owner on
+// another replica is seen by reading the key about every pollInterval.
+type waiters struct {
+	mu sync.Mutex
+	m  map[Scope]*waiting
+}
+
+// waiting is the requests waiting on one key, and the signal of its owner's end.
+type waiting struct {
+	ended chan struct{}
+	n     int
+}
+
+// wait blocks until the owner of s here ends, a jittered pollInterval or d
+// passes, or ctx ends (its error).
+func (w *waiters) wait(ctx context.Context, s Scope, d time.Duration) error {
+	w.mu.Lock()
+	e := w.m[s]
+	if e == nil {
+		e = &waiting{ended: make(chan struct{})}
+		w.m[s] = e
+	}
+	e.n++
+	w.mu.Unlock()
+	defer func() { // the last waiter drops the entry, unless the owner's end did
+		w.mu.Lock()
+		if e.n--; e.n == 0 && w.m[s] == e {
+			delete(w.m, s)
+		}
+		w.mu.Unlock()
+	}()
+	t := time.NewTimer(min(d, pollInterval/2+rand.N(pollInterval)))
+	defer t.Stop()
+	select {
+	case <-e.ended:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// ended wakes the requests waiting on s here: its owner answered, or let it go.
+func (w *waiters) ended(s Scope) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := w.m[s]; e != nil {
+		close(e.ended)
+		delete(w.m, s)
+	}
+}
+
+// wrote reports what a turn that wrote the key did, where Decide said kind.
+func (r *Runner) wrote(req Request, kind Kind) Outcome {
+	o := map[Kind]Outcome{ClaimNew: OutcomeClaimed, TakeOverExpired: OutcomeExpiredTakenOver, TakeOverLease: OutcomeLeaseTakenOver}[kind]
+	if kind == ClaimNew && req.Path == OnePhase {
+		o = OutcomeCompleted
 	}
 	r.observe(req, o)
 	return o

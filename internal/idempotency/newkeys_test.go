@@ -29,7 +29,7 @@ func TestNewKeysHoldTheirBoundUnderARace(t *testing.T) {
 		return at
 	}
 	const perSecond, burst = 100, 5
-	k := &newKeys{limit: perSecond, burst: burst, clock: clock, actors: map[string]*actorKeys{}}
+	k := &NewKeys{limit: perSecond, burst: burst, clock: clock, actors: map[string]*actorKeys{}}
 	var taken atomic.Int64
 	var wg sync.WaitGroup
 	for c := range 8 {

@@ -200,14 +200,19 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 	if err := op.Check(); err != nil {
 		return nil, err
 	}
-	cfg := idempotency.Config{TTL: s.TTL, Lease: s.Lease,
-		NewKeysPerSecond: s.NewKeysPerSecond, NewKeysBurst: s.NewKeysBurst}
+	cfg := idempotency.Config{TTL: s.TTL, Lease: s.Lease}
 	if s.Metrics != nil {
 		cfg.Observe = s.Metrics.Outcome
 	}
 	runner, err := steps.NewRunner(cfg, runs)
 	if err != nil {
 		return nil, err
+	}
+	var newKeys *idempotency.NewKeys // the bound on new keys, as s's operations have it
+	if s.NewKeysPerSecond != 0 {
+		if newKeys, err = idempotency.BoundNewKeys(s.NewKeysPerSecond, s.NewKeysBurst, runs, cfg.Observe); err != nil {
+			return nil, err
+		}
 	}
 	route := httpapi.Operation[expediteInput, struct{}]{
 		Method: http.MethodPost, Pattern: "/v1/demo-requests/{id}/expedite",
@@ -240,7 +245,9 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 		// The desk's calls of the run, its status lookups too, are made
 		// for the caller's account.
 		ctx := reviewdesk.WithAccount(r.Context(), it.Request.Scope.Actor)
-		res, err := runner.Do(ctx, it.Request, held(op, it.Hold), input, stopAfter)
+		res, err := newKeys.Admit(ctx, it.Request, func(ctx context.Context) (idempotency.Result, error) {
+			return runner.Do(ctx, it.Request, held(op, it.Hold), input, stopAfter)
+		})
 		if errors.Is(err, steps.ErrStopped) {
 			dropConnection(s.Logger, w, r) // the runner "died" after the step
 			return
