@@ -211,6 +211,8 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 		case read:
 			if w.Prev, w.Now, err = r.lookup(ctx, req.Scope, refused != nil); err != nil && refused != nil {
 				return r.result(req, OutcomeRateLimited), refused
+			} else if apperr.Code(err) == apperr.Unavailable { // the write would wait for it as long
+				return r.result(req, OutcomeFailed), err
 			} else if err != nil { // taken as no key: the path's write decides
 				w, err = KeyWrite{}, nil
 			}
