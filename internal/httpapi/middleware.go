@@ -119,6 +119,20 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
+// refuseDeclaredOversize answers 413 a request that declares a body over MaxBodyBytes,
+// before its token and key are read: answered after them (a 400 or 401), it would be
+// sent only once Go's server had read the body it does not need, or timed out waiting.
+func (s *Server) refuseDeclaredOversize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBodyBytes {
+			_, err := ReadBody(w, r, MaxBodyBytes) // body_too_large, the connection closing
+			WriteError(s.Logger, w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // authenticate resolves "Authorization: Bearer <token>" to an actor (Tokens,
 // then Deps.Authenticate), or answers 401. The token is never logged.
 func (s *Server) authenticate(next http.Handler) http.Handler {
