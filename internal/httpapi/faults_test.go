@@ -567,3 +567,44 @@ func clientSees503(t *testing.T, base string) {
 		t.Fatalf("the client in a partition: %v after %v; want its first attempt answered 503 within its budget", err, took.Round(time.Millisecond))
 	}
 }
+
+// TestAnOutageLogsAFewLines: with the database refusing, 100 creates are
+// 100 503s and one line at WARN that says what failed, not an ERROR each
+// (the request lines, at INFO, are the access log).
+func TestAnOutageLogsAFewLines(t *testing.T) {
+	testenv.Long(t, "fault injection (the database down)")
+	t.Parallel()
+	var log strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return log.Write(p)
+	}), nil))
+	e := newFaultEnvWired(t, idempotency.OnePhase, proxied, func(d *httpapi.Deps) { d.Logger = logger })
+	e.proxy.Set(pgtest.LinkCut)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			if status, body := e.Create(t, "key-outage-"+strconv.Itoa(i)); status != http.StatusServiceUnavailable {
+				t.Errorf("create %d with the database cut: %d %s", i, status, body)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	var loud []string
+	for line := range strings.SplitSeq(log.String(), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			loud = append(loud, line)
+		}
+	}
+	if len(loud) != 1 || !strings.Contains(loud[0], `level=WARN msg="answering 503" cause="the database is unavailable`) {
+		t.Fatalf("100 503s logged %d lines at WARN or above, want one that says what failed:\n%s", len(loud), strings.Join(loud, "\n"))
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

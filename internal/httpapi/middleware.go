@@ -30,14 +30,15 @@ const (
 
 // logInfo collects what the request line logs; handlers fill it in.
 type logInfo struct {
-	actor      string
-	keyHash    string
-	outcome    idempotency.Outcome
-	path       idempotency.Path
-	attempt    int // X-Client-Attempt
-	code       string
-	dropped    bool // the connection was closed without an answer (Workshop-Drop-Response)
-	clientGone bool // the client left before the answer, and the request ended for it
+	actor       string
+	keyHash     string
+	outcome     idempotency.Outcome
+	path        idempotency.Path
+	attempt     int // X-Client-Attempt
+	code        string
+	dropped     bool  // the connection was closed without an answer (Workshop-Drop-Response)
+	clientGone  bool  // the client left before the answer, and the request ended for it
+	unavailable error // the error of a 503, for the outage's log
 }
 
 func info(r *http.Request) *logInfo {
@@ -96,6 +97,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		traceID := tracing.TraceID(r.Context())
 		add(traceID != "", slog.String("trace_id", traceID))
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+		if li.unavailable != nil {
+			s.outage.answered(r.Context(), public(li.unavailable).Message, li.unavailable)
+		}
 		if s.Metrics != nil {
 			s.Metrics.Request(route, label, d)
 		}

@@ -59,7 +59,8 @@ type Metrics interface {
 // Server is the API's handler as it is made; Deps.Routes makes routes with it.
 type Server struct {
 	Deps
-	idem *idempotency.Runner
+	idem   *idempotency.Runner
+	outage *outage // the 503s' log
 }
 
 // NewServer returns the HTTP handler of the whole API, or what d lacks.
@@ -70,7 +71,7 @@ func NewServer(d Deps) (http.Handler, error) {
 	case len(d.Tokens) == 0 && d.Authenticate == nil:
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
-	s := &Server{Deps: d}
+	s := &Server{Deps: d, outage: newOutage(d.Logger, outageEvery)}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease,
 		NewKeysPerSecond: d.NewKeysPerSecond, NewKeysBurst: d.NewKeysBurst}
 	if d.Metrics != nil {
