@@ -85,7 +85,7 @@ type Store interface {
 // Service decides creates and cancels, and reads requests.
 type Service struct {
 	Store         Store
-	RefusedTopics map[string]bool // topics the review desk does not take
+	RefusedTopics map[string]bool // topics this service does not take (REFUSED_TOPICS)
 	// CancelRule, if set, may refuse the cancel of an accepted request (an
 	// *apperr.Error of a 4xx); its store enforces it when the cancel commits.
 	CancelRule func(ctx context.Context, r Request) error
@@ -95,7 +95,7 @@ type Service struct {
 // topic_refused.
 func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, error) {
 	if s.RefusedTopics[strings.ToLower(strings.TrimSpace(in.Topic))] {
-		return Request{}, apperr.Errorf(apperr.TopicRefused, "the review desk does not take requests on topic %q", in.Topic)
+		return Request{}, apperr.Errorf(apperr.TopicRefused, "requests on topic %q are not taken here", in.Topic)
 	}
 	return Request{
 		ID:        uuid.NewString(),
