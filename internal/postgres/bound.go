@@ -19,6 +19,11 @@ import (
 // In a partition neither the answer nor the cancel arrives: the statement's reads
 // end cancelLimit after its deadline, and its connection is not used again.
 
+// A deadline rather than statement_timeout: PgBouncer in transaction mode refuses the
+// startup parameter and would carry a SET from one client's transaction to another's.
+// The deadline lives in the client, so it also bounds what the server cannot: a
+// partition, in which no answer, and no cancel, arrives.
+//
 // boundConnector opens bounded lib/pq connections; it is the pool's driver too, for Pooled and await.
 type boundConnector struct {
 	pq     driver.Connector
@@ -191,6 +196,9 @@ func (c *boundDriverConn) Ping(ctx context.Context) error {
 }
 
 // boundTx is a transaction whose commit its standby did not confirm is ErrNotReplicated.
+// The server's commit holds on the primary (its WAL is flushed) but a failover may lose
+// it, so it is not acknowledged: the request answers 503, and the retry replays or
+// runs again, which is safe either way.
 type boundTx struct {
 	driver.Tx
 	conn *boundDriverConn
@@ -257,7 +265,9 @@ func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) 
 	return &boundRows{pqRows: rows.(pqRows), conn: s.conn, done: done}, nil
 }
 
-// unprepared is a statement the server parses at each run, as a pooler in transaction mode needs.
+// unprepared is a statement the server parses at each run, as a pooler in transaction mode
+// needs: a prepared statement lives in one server connection, and the pooler may give
+// the next transaction another.
 type unprepared struct {
 	conn  pqConn
 	query string

@@ -131,6 +131,9 @@ func startupHint(err error) error {
 	return err
 }
 
+// Every connection is dialed through boundedDialer, so that no read waits forever: a
+// partition holds bytes rather than refusing them, and TCP alone would wait for minutes.
+//
 // boundedDialer dials connections whose every read and write fails after limit: lib/pq does
 // not stop reading at a context's deadline, and its cancel would cross the same partition.
 // A dial whose context no connect marked (connecting) is lib/pq's cancel request for a
@@ -406,7 +409,9 @@ func (s *Store) keyWrite(ctx context.Context, k stmt) (string, error) {
 }
 
 // prepared returns query prepared once per Store (and per connection):
-// the key statements cost several times more to plan than to run.
+// the key statements cost several times more to plan than to run. database/sql
+// prepares it again on each connection that first runs it, and forgets it with
+// a connection the pool closes.
 func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	if st, ok := s.stmts.Load(query); ok {
 		return st.(*sqlx.Stmt), nil
@@ -472,7 +477,9 @@ func (s *Store) Ping(ctx context.Context) (err error) {
 	return err
 }
 
-// Unavailable reports whether err is worth trying again as is: unreachable, shutting down, busy, cancelled, unserializable.
+// Unavailable reports whether err is worth trying again as is: unreachable, shutting down, busy,
+// cancelled, unserializable. Such an error answers 503 with Retry-After and stores nothing: the
+// key's statement did not commit, or its commit was not confirmed, and the same key may run again.
 func Unavailable(err error) bool {
 	_, netErr := errors.AsType[net.Error](err)
 	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
@@ -486,6 +493,8 @@ func Unavailable(err error) bool {
 }
 
 // dbErr turns an Unavailable error into apperr unavailable; others pass unchanged.
+// Only this package reads SQLSTATEs: above it an error is unavailable (503, try again)
+// or the caller's to decide.
 func dbErr(err error) error {
 	if err == nil || !Unavailable(err) {
 		return err
