@@ -15,15 +15,13 @@ import (
 )
 
 // A pool bounds each statement by a deadline, at which lib/pq has the server
-// cancel it (57014, a 503): PgBouncer refuses statement_timeout (docs/running.md).
-// In a partition neither the answer nor the cancel arrives: the statement's reads
-// end cancelLimit after its deadline, and its connection is not used again.
+// cancel it (57014, a 503). A deadline rather than statement_timeout: PgBouncer in
+// transaction mode refuses the startup parameter, and a SET would pass from one
+// client's transaction to another's (docs/running.md). Kept in the client, the
+// deadline also bounds what the server cannot: in a partition neither the answer
+// nor the cancel arrives, so the statement's reads end cancelLimit after its
+// deadline, and its connection is not used again.
 
-// A deadline rather than statement_timeout: PgBouncer in transaction mode refuses the
-// startup parameter and would carry a SET from one client's transaction to another's.
-// The deadline lives in the client, so it also bounds what the server cannot: a
-// partition, in which no answer, and no cancel, arrives.
-//
 // boundConnector opens bounded lib/pq connections; it is the pool's driver too, for Pooled and await.
 type boundConnector struct {
 	pq     driver.Connector
