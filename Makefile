@@ -74,6 +74,7 @@ test:
 	@git ls-files -z 2>/dev/null | xargs -0 wc -c 2>/dev/null \
 	  | awk '$$2 != "total" && $$1 > 1048576 { print "tracked file over 1 MiB (build output?): " $$2; bad = 1 } END { exit bad }'
 	gofmt -l . | awk '{ print "not gofmt-ed: " $$0; bad = 1 } END { exit bad }'
+	@echo "make test: compiling the race build (minutes on a first run; nothing is printed until it is done)"
 	$(GO) vet -race ./...
 	$(GO) vet -race -tags citus ./internal/postgres/ ./internal/service/ # make test-citus's tests, built here too
 	cd conformance && $(GO) vet -race ./...

@@ -53,7 +53,7 @@ var (
 
 	// Refusals by a business rule: stored and replayed like a success.
 	TopicRefused = Define("topic_refused", 422, "Topic refused",
-		"The review desk does not take requests on this topic. The refusal is the answer to this intent: it is stored, and a retry with the same key gets it again.")
+		"This service does not take requests on this topic (its REFUSED_TOPICS). The refusal is the answer to this intent: it is stored, and a retry with the same key gets it again.")
 	NotCancellable = Define("request_not_cancellable", 422, "Request cannot be cancelled",
 		"The demo request is no longer in a state that can be cancelled: cancelled already, or held by another operation. The refusal is stored, and a retry with the same key gets it again.")
 

@@ -85,14 +85,14 @@ type Store interface {
 // Service decides creates and cancels, and reads requests.
 type Service struct {
 	Store         Store
-	RefusedTopics map[string]bool // topics the review desk does not take
+	RefusedTopics map[string]bool // topics this service does not take (REFUSED_TOPICS)
 }
 
 // Create decides the request that actor files with in at now. Errors:
 // topic_refused.
 func (s *Service) Create(actor string, in CreateInput, now time.Time) (Request, error) {
 	if s.RefusedTopics[strings.ToLower(strings.TrimSpace(in.Topic))] {
-		return Request{}, apperr.Errorf(apperr.TopicRefused, "the review desk does not take requests on topic %q", in.Topic)
+		return Request{}, apperr.Errorf(apperr.TopicRefused, "requests on topic %q are not taken here", in.Topic)
 	}
 	return Request{
 		ID:        uuid.NewString(),

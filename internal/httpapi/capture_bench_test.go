@@ -42,7 +42,7 @@ func BenchmarkCaptureCreated(b *testing.B) {
 
 // BenchmarkCaptureRefusal renders a refusal the runner stores (a 422).
 func BenchmarkCaptureRefusal(b *testing.B) {
-	err := apperr.Errorf(apperr.TopicRefused, "the review desk does not take requests on topic %q", "blocked")
+	err := apperr.Errorf(apperr.TopicRefused, "requests on topic %q are not taken here", "blocked")
 	b.ReportAllocs()
 	for b.Loop() {
 		sinkResponse = Render(err)

@@ -32,14 +32,15 @@ const (
 // line per request, written once the answer is sent, holds everything an
 // operator needs to follow a key: its hash, the outcome, the path, the attempt.
 type logInfo struct {
-	actor      string
-	keyHash    string
-	outcome    idempotency.Outcome
-	path       idempotency.Path
-	attempt    int // X-Client-Attempt
-	code       string
-	dropped    bool // the connection was closed without an answer (Workshop-Drop-Response)
-	clientGone bool // the client left before the answer, and the request ended for it
+	actor       string
+	keyHash     string
+	outcome     idempotency.Outcome
+	path        idempotency.Path
+	attempt     int // X-Client-Attempt
+	code        string
+	dropped     bool  // the connection was closed without an answer (Workshop-Drop-Response)
+	clientGone  bool  // the client left before the answer, and the request ended for it
+	unavailable error // the error of a 503, for the outage's log
 }
 
 func info(r *http.Request) *logInfo {
@@ -102,6 +103,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		traceID := tracing.TraceID(r.Context())
 		add(traceID != "", slog.String("trace_id", traceID))
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+		if li.unavailable != nil {
+			s.outage.answered(r.Context(), public(li.unavailable).Message, li.unavailable)
+		}
 		if s.Metrics != nil {
 			s.Metrics.Request(route, label, d)
 		}
@@ -123,6 +127,20 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				writeResponse(w, Render(nil), false)
 			}
 		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuseDeclaredOversize answers 413 a request that declares a body over MaxBodyBytes,
+// before its token and key are read: answered after them (a 400 or 401), it would be
+// sent only once Go's server had read the body it does not need, or timed out waiting.
+func (s *Server) refuseDeclaredOversize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBodyBytes {
+			_, err := ReadBody(w, r, MaxBodyBytes) // body_too_large, the connection closing
+			WriteError(s.Logger, w, r, err)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

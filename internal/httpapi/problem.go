@@ -70,7 +70,11 @@ func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err
 		return
 	}
 	resp := Render(err)
-	if resp.Status >= 500 {
+	li, counted := r.Context().Value(logInfoKey).(*logInfo)
+	switch {
+	case resp.Status == http.StatusServiceUnavailable && counted:
+		li.unavailable = err // the outage's log counts it (logRequests)
+	case resp.Status >= 500:
 		logger.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r))
 	}
 	info(r).code = public(err).Code

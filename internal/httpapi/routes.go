@@ -35,7 +35,7 @@ func (s *Server) routes(ops []Route) http.Handler {
 	}
 	r.Method(http.MethodGet, "/problems/{code}", handleProblemPage(s.Logger))
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.refuseDeclaredOversize, s.authenticate)
 		for _, op := range ops {
 			r.Method(op.Method, op.Pattern, op.Handler)
 		}

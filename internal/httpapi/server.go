@@ -72,6 +72,7 @@ type Server struct {
 	Deps
 	idem    *idempotency.Runner
 	newKeys *idempotency.NewKeys // the admission in front of idem; nil: no bound
+	outage  *outage              // the 503s' log
 }
 
 // NewServer returns the HTTP handler of the whole API, or what d lacks. An
@@ -83,7 +84,7 @@ func NewServer(d Deps) (http.Handler, error) {
 	case len(d.Tokens) == 0 && d.Authenticate == nil:
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
-	s := &Server{Deps: d}
+	s := &Server{Deps: d, outage: newOutage(d.Logger, outageEvery)}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome

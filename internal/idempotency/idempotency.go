@@ -217,12 +217,17 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 }
 
 // statement is a turn's one statement: a read of the key, or the path's write.
-// A read that fails is taken as no key: the write that follows decides.
+// A read that fails is taken as no key, and the write that follows decides;
+// a database that does not answer is answered at once (503), as the write
+// would only wait for it too.
 func (r *Runner) statement(ctx context.Context, req Request, c Claim, work Work, read bool) (KeyWrite, Answer, error) {
 	switch {
 	case read:
 		rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
-		if err != nil {
+		switch {
+		case apperr.Code(err) == apperr.Unavailable: // the write would wait for the database as long
+			return KeyWrite{}, Answer{}, err
+		case err != nil:
 			rec = nil
 		}
 		return KeyWrite{Prev: rec, Now: now}, Answer{}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -14,7 +15,12 @@ import (
 )
 
 // A pool bounds each statement by a deadline, at which lib/pq has the server
-// cancel it (57014, a 503): PgBouncer refuses statement_timeout (docs/running.md).
+// cancel it (57014, a 503). A deadline rather than statement_timeout: PgBouncer in
+// transaction mode refuses the startup parameter, and a SET would pass from one
+// client's transaction to another's (docs/running.md). Kept in the client, the
+// deadline also bounds what the server cannot: in a partition neither the answer
+// nor the cancel arrives, so the statement's reads end cancelLimit after its
+// deadline, and its connection is not used again.
 
 // boundConnector opens bounded lib/pq connections; it is the pool's driver too, for Pooled and await.
 type boundConnector struct {
@@ -52,13 +58,20 @@ type pqStmt interface {
 	driver.StmtQueryContext
 }
 
+// Connect opens a connection, which ends with ctx: a waiter that gives up (await) stops it.
 func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	end := c.hear.begin(context.Background()) // a connect: its waiter waits on
+	ctx, d := connecting(ctx)
+	stop := context.AfterFunc(ctx, d.end)
 	conn, err := c.pq.Connect(ctx)
+	if !stop() && err == nil { // ctx ended as it connected
+		conn.Close()
+		err = context.Cause(ctx)
+	}
 	if end(err); err != nil {
 		return nil, err
 	}
-	bc := &boundDriverConn{pqConn: conn.(pqConn), boundConnector: c}
+	bc := &boundDriverConn{pqConn: conn.(pqConn), boundConnector: c, net: d.conn}
 	pq.SetNoticeHandler(conn, func(notice *pq.Error) {
 		if strings.Contains(notice.Message, "wait for synchronous replication") {
 			bc.notReplicated.Store(true)
@@ -86,14 +99,52 @@ func Pooled(db *sqlx.DB) bool {
 // boundDriverConn is a lib/pq connection whose statements each run under a deadline of bound.
 type boundDriverConn struct {
 	pqConn
-	*boundConnector // its pool's bound, pooled and hearing
+	*boundConnector              // its pool's bound, pooled and hearing
+	net             *boundedConn // what it reads and writes
 	// notReplicated: the server warned that a commit's wait for its standby was cancelled.
 	notReplicated atomic.Bool
+	// spent: a statement of it met its deadline, so a cancel request may still be on its
+	// way to its server process, to cancel whatever runs there next: it is not used again.
+	spent atomic.Bool
 }
 
-func (c *boundDriverConn) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+// bounded returns ctx with the statement's deadline, at which lib/pq sends the
+// server a cancel request; the connection's reads end cancelLimit later, whether
+// the server answered the cancel or nothing arrives. Its end says whether the
+// deadline came, and if it did the connection is spent.
+func (c *boundDriverConn) bounded(ctx context.Context) (context.Context, func() bool) {
 	c.notReplicated.Store(false)
-	return context.WithTimeout(ctx, c.bound)
+	ctx, cancel := context.WithTimeout(ctx, c.bound)
+	deadline, _ := ctx.Deadline()
+	c.net.until.Store(deadline.Add(cancelLimit).UnixNano())
+	return ctx, func() bool {
+		c.net.until.Store(0)
+		ended := ctx.Err() != nil
+		if ended {
+			c.spent.Store(true)
+		}
+		cancel()
+		return ended
+	}
+}
+
+// IsValid completes driver.Validator: the pool closes a connection that is not.
+func (c *boundDriverConn) IsValid() bool { return !c.spent.Load() && c.pqConn.IsValid() }
+
+// ResetSession completes driver.SessionResetter, for a connection reused at once.
+func (c *boundDriverConn) ResetSession(ctx context.Context) error {
+	if c.spent.Load() {
+		return driver.ErrBadConn
+	}
+	return c.pqConn.ResetSession(ctx)
+}
+
+// expired returns err, or the context's error beside it where the deadline ended the statement.
+func expired(ctx context.Context, ended bool, err error) error {
+	if _, answered := errors.AsType[*pq.Error](err); err == nil || answered || !ended {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", ctx.Err(), err)
 }
 
 // replicated returns err, or ErrNotReplicated for a nil err after the server's warning.
@@ -108,11 +159,11 @@ func (c *boundDriverConn) PrepareContext(ctx context.Context, query string) (dri
 	if c.pooled {
 		return &boundStmt{pqStmt: unprepared{c.pqConn, query}, conn: c, query: query}, nil
 	}
-	ctx, cancel := c.bounded(ctx)
-	defer cancel()
+	ctx, done := c.bounded(ctx)
 	end := c.hear.begin(ctx)
 	st, err := c.pqConn.PrepareContext(ctx, query)
-	if end(err); err != nil {
+	end(err)
+	if err = expired(ctx, done(), err); err != nil {
 		return nil, err
 	}
 	return &boundStmt{pqStmt: st.(pqStmt), conn: c, query: query}, nil
@@ -137,12 +188,15 @@ func (c *boundDriverConn) QueryContext(ctx context.Context, query string, args [
 }
 
 func (c *boundDriverConn) Ping(ctx context.Context) error {
-	ctx, cancel := c.bounded(ctx)
-	defer cancel()
-	return c.pqConn.Ping(ctx)
+	ctx, done := c.bounded(ctx)
+	err := c.pqConn.Ping(ctx)
+	return expired(ctx, done(), err)
 }
 
 // boundTx is a transaction whose commit its standby did not confirm is ErrNotReplicated.
+// The server's commit holds on the primary (its WAL is flushed) but a failover may lose
+// it, so it is not acknowledged: the request answers 503, and the retry replays or
+// runs again, which is safe either way.
 type boundTx struct {
 	driver.Tx
 	conn *boundDriverConn
@@ -156,8 +210,8 @@ func (t *boundTx) Commit() error {
 // boundRows are rows read under their statement's deadline, which ends when they are closed.
 type boundRows struct {
 	pqRows
-	conn   *boundDriverConn
-	cancel context.CancelFunc
+	conn *boundDriverConn
+	done func() bool
 }
 
 func (r *boundRows) Next(dest []driver.Value) error {
@@ -170,7 +224,7 @@ func (r *boundRows) Next(dest []driver.Value) error {
 
 func (r *boundRows) Close() error {
 	err := r.pqRows.Close()
-	r.cancel()
+	r.done()
 	return r.conn.replicated(err)
 }
 
@@ -183,32 +237,35 @@ type boundStmt struct {
 
 // ExecContext runs s traced, heard (hearing), and ErrNotReplicated where the server said so.
 func (s *boundStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	ctx, done := traceStatement(ctx, s.query)
-	ctx, cancel := s.conn.bounded(ctx)
-	defer cancel()
+	ctx, traced := traceStatement(ctx, s.query)
+	ctx, done := s.conn.bounded(ctx)
 	end := s.conn.hear.begin(ctx)
 	res, err := s.pqStmt.ExecContext(ctx, args)
 	end(err)
-	err = s.conn.replicated(err)
-	done(err)
+	err = s.conn.replicated(expired(ctx, done(), err))
+	traced(err)
 	return res, err
 }
 
 // QueryContext is ExecContext for a statement with rows: its deadline ends when they are closed.
 func (s *boundStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	ctx, done := traceStatement(ctx, s.query)
-	ctx, cancel := s.conn.bounded(ctx)
+	ctx, traced := traceStatement(ctx, s.query)
+	ctx, done := s.conn.bounded(ctx)
 	end := s.conn.hear.begin(ctx)
 	rows, err := s.pqStmt.QueryContext(ctx, args)
 	end(err)
-	if done(err); err != nil {
-		cancel()
+	if err != nil {
+		err = expired(ctx, done(), err)
+		traced(err)
 		return nil, err
 	}
-	return &boundRows{pqRows: rows.(pqRows), conn: s.conn, cancel: cancel}, nil
+	traced(nil)
+	return &boundRows{pqRows: rows.(pqRows), conn: s.conn, done: done}, nil
 }
 
-// unprepared is a statement the server parses at each run, as a pooler in transaction mode needs.
+// unprepared is a statement the server parses at each run, as a pooler in transaction mode
+// needs: a prepared statement lives in one server connection, and the pooler may give
+// the next transaction another.
 type unprepared struct {
 	conn  pqConn
 	query string

@@ -1,14 +1,18 @@
 package postgres
 
 import (
+	"context"
+	"io"
 	"net"
 	"testing"
 	"time"
 )
 
-// TestEveryDialIsBounded: whichever of pq.Dialer's methods lib/pq calls,
-// the connection it gets fails its reads after the dialer's limit, as a
-// partition needs.
+// TestEveryDialIsBounded: whichever dial lib/pq makes, the connection it
+// gets fails its reads, as a partition needs: a connect's after the
+// dialer's limit, or at once when the connect's context ends; a cancel
+// request's after cancelLimit, whatever deadline lib/pq sets on it, as the
+// end of the server's answer (EOF).
 func TestEveryDialIsBounded(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -25,19 +29,47 @@ func TestEveryDialIsBounded(t *testing.T) {
 		}
 	}()
 	d := &boundedDialer{limit: 100 * time.Millisecond}
-	for name, dial := range map[string]func() (net.Conn, error){
-		"Dial":        func() (net.Conn, error) { return d.Dial("tcp", ln.Addr().String()) },
-		"DialTimeout": func() (net.Conn, error) { return d.DialTimeout("tcp", ln.Addr().String(), time.Second) },
+	addr := ln.Addr().String()
+	ended, end := context.WithCancel(context.Background())
+	for _, tt := range []struct {
+		name   string
+		dial   func() (net.Conn, error)
+		within time.Duration
+	}{
+		{"a connect", func() (net.Conn, error) {
+			ctx, _ := connecting(context.Background())
+			return d.DialContext(ctx, "tcp", addr)
+		}, time.Second},
+		{"a connect that ends", func() (net.Conn, error) {
+			ctx, dialing := connecting(ended)
+			c, err := (&boundedDialer{limit: time.Hour}).DialContext(ctx, "tcp", addr) // only the end ends it
+			context.AfterFunc(ctx, dialing.end)
+			time.AfterFunc(50*time.Millisecond, end)
+			return c, err
+		}, time.Second},
+		{"a cancel request", func() (net.Conn, error) {
+			c, err := d.DialTimeout("tcp", addr, time.Hour)
+			if err == nil {
+				c.SetDeadline(time.Now().Add(time.Hour)) // as lib/pq's dial does, for its connect timeout
+			}
+			return c, err
+		}, cancelLimit + time.Second},
 	} {
-		c, err := dial()
+		c, err := tt.dial()
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s: %v", tt.name, err)
 		}
 		start := time.Now()
 		_, err = c.Read(make([]byte, 1))
 		c.Close()
-		if ne, ok := err.(net.Error); !ok || !ne.Timeout() || time.Since(start) > 5*time.Second {
-			t.Errorf("%s: a read of a silent server ended with %v after %v, want a timeout after the limit", name, err, time.Since(start))
+		ne, ok := err.(net.Error)
+		if tt.name == "a cancel request" {
+			ok = err == io.EOF
+		} else {
+			ok = ok && ne.Timeout()
+		}
+		if !ok || time.Since(start) > tt.within {
+			t.Errorf("%s: a read of a silent server ended with %v after %v, want a timeout within %v", tt.name, err, time.Since(start), tt.within)
 		}
 	}
 }

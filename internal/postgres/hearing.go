@@ -14,12 +14,17 @@ import (
 // database/sql bounds a wait for a connection by the caller's context only: with the database
 // gone, a waiter would outwait every statement ahead, so it gives up once its pool is silent.
 
-// silence is how long a pool hears nothing before its waiters give up.
+// silence is how long a pool hears nothing before its waiters give up. It is shorter
+// than a statement's bound: a waiter that outwaited the statements ahead of it would
+// answer only after all of them, one bound each, at ten times the pool.
 const silence = time.Second
 
 // ErrSilent is the error of a statement that gave up waiting for a connection of a silent pool.
 var ErrSilent = errors.New("postgres: the database has not answered for a while; no connection was free")
 
+// hearing is what a pool has heard of its database: when it last answered, and which
+// exchanges (connects and statements) are under way. A refusal from the server counts
+// as an answer: the database is there, only the statement failed.
 type hearing struct {
 	mu       sync.Mutex
 	answered time.Time               // the last answer: a result, or the server's error
@@ -70,6 +75,8 @@ func (h *hearing) silent() bool {
 type waiterKey struct{}
 
 // await runs fn on a context that ends, ErrSilent, once db's pool is silent while fn waits for a connection.
+// While one of fn's statements runs, its own bound applies instead: a running
+// statement is not cut short because the pool is quiet, only a wait for a turn is.
 func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) error {
 	c, ok := db.Driver().(*boundConnector)
 	if !ok {

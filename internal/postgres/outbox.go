@@ -12,6 +12,13 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 )
 
+// The outbox is how a create hands its event to the other system without calling it
+// inside the request: the statement that writes the business row and completes the key
+// also writes an outbox row, in the same commit, so an event exists exactly when its
+// request does. The dispatcher (package delivery) then takes due rows under a lease,
+// calls the desk with a key derived from the request (never a fresh one), and records
+// the outcome here; a retry first asks the desk whether it took the event already.
+//
 // The outbox statements (package delivery), off a request's path, so unprepared.
 var (
 	takeDue     = scanOf("outbox_take_due.sql")
@@ -22,8 +29,12 @@ var (
 	requeuedSQL = statement("outbox_requeued.sql") // reconcile: the desk never did
 )
 
-// TakeDue implements delivery.Store. On Citus it takes from the shards in
-// turn until it has n rows; a failed shard's error counts only when none gave rows.
+// TakeDue implements delivery.Store: it takes up to n due rows, marking each taken
+// under token for lease (FOR UPDATE SKIP LOCKED, so replicas that take at once share
+// the rows and never send the same one together). An actor in busy is left out: its
+// earlier event is still being handed over, and its events go in order. On Citus it
+// takes from the shards in turn until it has n rows; a failed shard's error counts
+// only when none gave rows, since a partial batch is still progress.
 func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
 	if busy == nil {
 		busy = []string{} // an empty array, not NULL: no actor is left out
@@ -50,7 +61,11 @@ func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Dur
 	return due, nil
 }
 
-// Settle implements delivery.Store; on Citus each shard's marks go to that shard.
+// Settle implements delivery.Store: it records what each call of a taken row ended in
+// (submitted, retry later, unknown, failed). A mark counts only under the token that
+// took the row: a dispatcher whose lease ran out, and whose row another took, settles
+// nothing, so two dispatchers never both record an outcome. On Citus each shard's
+// marks go to that shard.
 func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) {
 	actors := make([]string, len(marks))
 	for i, m := range marks {
@@ -122,7 +137,9 @@ func (s *Store) Delivery(ctx context.Context, actor, id string) (delivery.Status
 	return st, nil
 }
 
-// Reconciled implements delivery.Store.
+// Reconciled implements delivery.Store: after the desk was asked, a delivery it
+// accepted is marked submitted with its reference; one it never got is due again.
+// Nothing is resent blindly: the question comes first.
 func (s *Store) Reconciled(ctx context.Context, id, kind string, seq int, reference string) error {
 	var err error
 	if reference != "" {

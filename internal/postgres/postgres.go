@@ -34,8 +34,8 @@ import (
 
 // Statement bounds for Open: how long one statement of a pool may run (bound.go).
 const (
-	KeyStatements  = 2 * time.Second  // a request's statements, which take milliseconds
-	LongStatements = 10 * time.Second // the sweeper's and dispatcher's batches, and the commands
+	KeyStatements  = 1500 * time.Millisecond // a request's statements, which take milliseconds
+	LongStatements = 10 * time.Second        // the sweeper's and dispatcher's batches, and the commands
 )
 
 // Options are how OpenWith opens a pool.
@@ -102,6 +102,7 @@ func behindPgBouncer(ctx context.Context, cfg pq.Config, dialer pq.Dialer) (bool
 		return false, err
 	}
 	c.Dialer(dialer)
+	ctx, _ = connecting(ctx)
 	conn, err := c.Connect(ctx)
 	if err == nil {
 		conn.Close()
@@ -130,15 +131,57 @@ func startupHint(err error) error {
 	return err
 }
 
+// Every connection is dialed through boundedDialer, so that no read waits forever: a
+// partition holds bytes rather than refusing them, and TCP alone would wait for minutes.
+//
 // boundedDialer dials connections whose every read and write fails after limit: lib/pq does
 // not stop reading at a context's deadline, and its cancel would cross the same partition.
+// A dial whose context no connect marked (connecting) is lib/pq's cancel request for a
+// statement past its deadline: it has cancelLimit in all.
 type boundedDialer struct {
 	net.Dialer
 	limit time.Duration
 }
 
-// Dial and DialTimeout complete pq.Dialer; each is DialContext, so every
-// connection is bounded whichever lib/pq calls.
+// cancelLimit bounds how long lib/pq waits for a cancel request, its connect and the
+// server's answer: lib/pq ends a prepared statement only once its cancel has, and in
+// a partition no cancel arrives.
+const cancelLimit = 250 * time.Millisecond
+
+// dialingKey marks a connect's context; its value is the connect's *dialing.
+type dialingKey struct{}
+
+// dialing is a connect's connection, once dialed; the connect's end (ctx's) expires it,
+// since lib/pq's startup reads do not watch ctx.
+type dialing struct {
+	mu    sync.Mutex
+	conn  *boundedConn
+	ended bool
+}
+
+// connecting returns ctx marked as a connect's, and what its dial makes.
+func connecting(ctx context.Context) (context.Context, *dialing) {
+	d := new(dialing)
+	return context.WithValue(ctx, dialingKey{}, d), d
+}
+
+func (d *dialing) made(c *boundedConn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn = c; d.ended {
+		c.expire()
+	}
+}
+
+func (d *dialing) end() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ended = true; d.conn != nil {
+		d.conn.expire()
+	}
+}
+
+// Dial and DialTimeout complete pq.Dialer; lib/pq calls DialContext, which each of them is.
 func (d *boundedDialer) Dial(network, addr string) (net.Conn, error) {
 	return d.DialContext(context.Background(), network, addr)
 }
@@ -150,25 +193,92 @@ func (d *boundedDialer) DialTimeout(network, addr string, timeout time.Duration)
 }
 
 func (d *boundedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	connect, ok := ctx.Value(dialingKey{}).(*dialing)
+	if !ok {
+		end := time.Now().Add(cancelLimit)
+		ctx, cancel := context.WithDeadline(ctx, end)
+		defer cancel()
+		c, err := d.Dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &cancelConn{Conn: c, end: end, linger: d.limit}, nil
+	}
 	c, err := d.Dialer.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	return &boundedConn{Conn: c, limit: d.limit}, nil
+	bc := &boundedConn{Conn: c, limit: d.limit}
+	connect.made(bc)
+	return bc, nil
 }
 
+// cancelConn is a cancel request's connection. lib/pq reads it until the server closes
+// it, which says the cancel was done; at end it reads an EOF instead. The connection
+// itself stays open, in the background, until the server closes it or linger passes:
+// a pooler told of a cancel may not expect its client gone first (PgBouncer 1.18 exits).
+type cancelConn struct {
+	net.Conn
+	end    time.Time
+	linger time.Duration
+}
+
+func (c *cancelConn) SetDeadline(time.Time) error      { return nil }
+func (c *cancelConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *cancelConn) SetWriteDeadline(time.Time) error { return nil }
+
+func (c *cancelConn) Read(b []byte) (int, error) {
+	c.Conn.SetReadDeadline(c.end)
+	n, err := c.Conn.Read(b)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+func (c *cancelConn) Write(b []byte) (int, error) {
+	c.Conn.SetWriteDeadline(c.end)
+	return c.Conn.Write(b)
+}
+
+func (c *cancelConn) Close() error {
+	go func() {
+		c.Conn.SetReadDeadline(time.Now().Add(c.linger))
+		io.Copy(io.Discard, c.Conn)
+		c.Conn.Close()
+	}()
+	return nil
+}
+
+// boundedConn is a connection to the database; a read or write on it waits limit at most,
+// and while a statement runs, no longer than until (boundDriverConn.bounded).
 type boundedConn struct {
 	net.Conn
 	limit time.Duration
+	until atomic.Int64 // Unix nanoseconds; 0 while no statement runs
+}
+
+func (c *boundedConn) deadline() time.Time {
+	d := time.Now().Add(c.limit)
+	if u := c.until.Load(); u != 0 && u < d.UnixNano() {
+		return time.Unix(0, u)
+	}
+	return d
+}
+
+// expire ends the connection's reads and writes, those under way too.
+func (c *boundedConn) expire() {
+	c.until.Store(1)
+	c.Conn.SetDeadline(time.Unix(0, 1))
 }
 
 func (c *boundedConn) Read(b []byte) (int, error) {
-	c.Conn.SetReadDeadline(time.Now().Add(c.limit))
+	c.Conn.SetReadDeadline(c.deadline())
 	return c.Conn.Read(b)
 }
 
 func (c *boundedConn) Write(b []byte) (int, error) {
-	c.Conn.SetWriteDeadline(time.Now().Add(c.limit))
+	c.Conn.SetWriteDeadline(c.deadline())
 	return c.Conn.Write(b)
 }
 
@@ -297,7 +407,9 @@ func (s *Store) keyWrite(ctx context.Context, k stmt) (string, error) {
 }
 
 // prepared returns query prepared once per Store (and per connection):
-// the key statements cost several times more to plan than to run.
+// the key statements cost several times more to plan than to run. database/sql
+// prepares it again on each connection that first runs it, and forgets it with
+// a connection the pool closes.
 func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	if st, ok := s.stmts.Load(query); ok {
 		return st.(*sqlx.Stmt), nil
@@ -363,7 +475,9 @@ func (s *Store) Ping(ctx context.Context) (err error) {
 	return err
 }
 
-// Unavailable reports whether err is worth trying again as is: unreachable, shutting down, busy, cancelled, unserializable.
+// Unavailable reports whether err is worth trying again as is: unreachable, shutting down, busy,
+// cancelled, unserializable. Such an error answers 503 with Retry-After and stores nothing: the
+// key's statement did not commit, or its commit was not confirmed, and the same key may run again.
 func Unavailable(err error) bool {
 	_, netErr := errors.AsType[net.Error](err)
 	if netErr || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
@@ -377,6 +491,8 @@ func Unavailable(err error) bool {
 }
 
 // dbErr turns an Unavailable error into apperr unavailable; others pass unchanged.
+// Only this package reads SQLSTATEs: above it an error is unavailable (503, try again)
+// or the caller's to decide.
 func dbErr(err error) error {
 	if err == nil || !Unavailable(err) {
 		return err

@@ -19,6 +19,14 @@ type SweepMark struct {
 	scope     idempotency.Scope
 }
 
+// Expiry: a completed key is replayed for its TTL and then deleted, after which the
+// same key is a new intent. A claim is deleted only once both its TTL and its lease
+// have passed: nothing committed under it (a finish needs its claim), so it was
+// abandoned. The sweep walks the expired rows in one order (expires_at, then the
+// scope), a batch a statement, each batch starting after the last row of the one
+// before (the mark): a row a trigger keeps is passed over once, not met again by
+// every batch, and the walk ends when a batch comes back short.
+
 // PurgeExpired deletes up to batch expired records after mark (sql/purge_expired_keys.sql),
 // and returns how many and the next batch's mark: nil when the sweep is done.
 func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (deleted int64, next *SweepMark, err error) {

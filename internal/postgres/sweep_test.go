@@ -91,3 +91,69 @@ func TestSweeperBoundsItsScanByTheClock(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepTakesEveryAbandonedClaim: keys of different TTLs. A batch's worth
+// of kept claims (a trigger keeps them, as the full demo keeps the key of an
+// unfinished run), claimed before some abandoned claims but expiring after
+// them: each sweep still deletes every abandoned claim and every expired
+// completed key, whichever was claimed first; the kept ones stay.
+func TestSweepTakesEveryAbandonedClaim(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ctx := context.Background()
+	const batch, kept, abandoned, completed = 10, 10, 25, 15
+	db.MustExec(`
+CREATE FUNCTION keep_kept_keys() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.idem_key LIKE 'kept-%' THEN
+        RETURN NULL;
+    END IF;
+    RETURN OLD;
+END
+$$;
+CREATE TRIGGER keep_kept_keys BEFORE DELETE ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION keep_kept_keys();`)
+	for _, rows := range []struct {
+		q string
+		n int
+	}{
+		// Kept: claimed three days ago under a long TTL, expired an hour ago.
+		{`INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token, lease_until, created_at, expires_at)
+		SELECT 'alice', 'op', 'kept-' || i, 'fp', 'in_progress', gen_random_uuid(), now() - interval '3 days',
+		       now() - interval '3 days', now() - interval '1 hour' + i * interval '1 second'
+		FROM generate_series(1, $1) i`, kept},
+		// Abandoned: claimed a day ago under a short TTL, expired before the kept ones.
+		{`INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token, lease_until, created_at, expires_at)
+		SELECT 'alice', 'op', 'abandoned-' || i, 'fp', 'in_progress', gen_random_uuid(), now() - interval '1 day',
+		       now() - interval '1 day', now() - interval '2 hours' + i * interval '1 second'
+		FROM generate_series(1, $1) i`, abandoned},
+		// Completed, expired between the two.
+		{`INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token, status_code, response_body, created_at, completed_at, expires_at)
+		SELECT 'alice', 'op', 'done-' || i, 'fp', 'completed', gen_random_uuid(), 201, '{}'::bytea,
+		       now() - interval '2 days', now() - interval '2 days', now() - interval '90 minutes' + i * interval '1 second'
+		FROM generate_series(1, $1) i`, completed},
+	} {
+		db.MustExec(rows.q, rows.n)
+	}
+	store := postgres.New(db)
+	for sweep := 1; sweep <= 2; sweep++ {
+		var deleted int64
+		for mark := new(postgres.SweepMark); mark != nil; {
+			n, next, err := store.PurgeExpired(ctx, batch, *mark)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deleted, mark = deleted+n, next
+		}
+		var left []string
+		if err := db.Select(&left, `SELECT idem_key FROM idempotency_keys WHERE idem_key NOT LIKE 'kept-%' ORDER BY idem_key`); err != nil {
+			t.Fatal(err)
+		}
+		if len(left) > 0 {
+			t.Fatalf("sweep %d deleted %d; left %d abandoned claims and completed keys: %v", sweep, deleted, len(left), left[:min(len(left), 10)])
+		}
+	}
+	var stayed int
+	if err := db.Get(&stayed, `SELECT count(*) FROM idempotency_keys WHERE idem_key LIKE 'kept-%'`); err != nil || stayed != kept {
+		t.Fatalf("%d kept keys stayed (%v), want %d", stayed, err, kept)
+	}
+}

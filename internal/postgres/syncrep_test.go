@@ -98,14 +98,38 @@ func TestCommitWithoutItsStandbyIsNotAcknowledged(t *testing.T) {
 }
 
 // TestReplicationOfASingleServer: a server without standbys says its
-// commits wait for none.
+// commits wait for none; no acknowledged key is at risk for it unless its
+// commits do not wait for its disk (the tests' servers: synchronous_commit off).
 func TestReplicationOfASingleServer(t *testing.T) {
 	store, _, _ := newStore(t) // parallel
 	r, err := store.Replication(context.Background())
-	if err != nil || r.CommitWaits || r.StandbyNames != "" || r.Attached != 0 {
-		t.Fatalf("replication: %+v, %v; want asynchronous (no standby named), none attached", r, err)
+	if err != nil || r.CommitWaits || r.StandbyNames != "" || r.Attached != 0 || r.Streaming != 0 || r.AtRisk() != (r.SynchronousCommit == "off") {
+		t.Fatalf("replication: %+v, %v; want no standby named, none streaming, at risk only with synchronous_commit off", r, err)
 	}
-	if !strings.HasPrefix(r.Describe(), "asynchronous") {
+	if want := map[bool]string{true: "commits do not wait for their own disk", false: "no standby"}[r.AtRisk()]; !strings.HasPrefix(r.Describe(), want) {
 		t.Fatalf("described as %q", r.Describe())
+	}
+}
+
+// TestReplicationAtRisk: a reading warns (AtRisk) only where an acknowledged
+// key can be lost: a standby streams that commits do not wait for, or
+// commits do not wait for their own disk.
+func TestReplicationAtRisk(t *testing.T) {
+	for _, tt := range []struct {
+		r      postgres.Replication
+		atRisk bool
+		says   string
+	}{
+		{postgres.Replication{SynchronousCommit: "on"}, false, "no standby"},
+		{postgres.Replication{SynchronousCommit: "local"}, false, "no standby"},
+		{postgres.Replication{SynchronousCommit: "off"}, true, "commits do not wait for their own disk"},
+		{postgres.Replication{SynchronousCommit: "on", Streaming: 1}, true, "asynchronous"},
+		{postgres.Replication{SynchronousCommit: "local", StandbyNames: "s1", Streaming: 1}, true, "asynchronous"},
+		{postgres.Replication{SynchronousCommit: "on", StandbyNames: "s1", CommitWaits: true, Attached: 1, Streaming: 1}, false, "synchronous"},
+		{postgres.Replication{SynchronousCommit: "on", StandbyNames: "s1", CommitWaits: true}, false, "synchronous, with no"},
+	} {
+		if tt.r.AtRisk() != tt.atRisk || !strings.HasPrefix(tt.r.Describe(), tt.says) {
+			t.Errorf("%+v: at risk %v, %q; want %v, %q…", tt.r, tt.r.AtRisk(), tt.r.Describe(), tt.atRisk, tt.says)
+		}
 	}
 }

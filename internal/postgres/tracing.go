@@ -13,6 +13,8 @@ import (
 
 // traceStatement starts the span of a run of query, named after its file,
 // inside ctx's recording span only; done ends it with the statement's error.
+// A statement outside a traced request (the sweeper's, say) makes no span: a
+// trace shows a request's statements, not a stream of orphans.
 func traceStatement(ctx context.Context, query string) (context.Context, func(error)) {
 	if !tracing.On() || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, func(error) {}

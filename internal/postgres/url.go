@@ -12,6 +12,10 @@ import (
 
 // ParseURL returns a URL of several hosts (postgres://u@db1:5432,db2:5433/app, as
 // pg_auto_failover writes it) in lib/pq's keyword form, which takes several; else url as it is.
+// net/url reads no list of hosts, so the list is cut out first and the rest (user,
+// database, parameters) read by net/url as one host's URL. With
+// target_session_attrs=read-write a connect goes to the first host that takes
+// writes, which after a failover is the promoted standby.
 func ParseURL(raw string) (string, error) {
 	scheme, rest, _ := strings.Cut(raw, "://")
 	authority, tail := rest, ""

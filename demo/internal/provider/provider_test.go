@@ -1293,7 +1293,8 @@ func TestDeskFaultsPerAccount(t *testing.T) {
 }
 
 // TestOversizeBody: the desk answers a body over its limit 413
-// body_too_large, as sent or as declared (at once, before the body).
+// body_too_large, as sent or as declared (at once, before the body, as the
+// API does).
 func TestOversizeBody(t *testing.T) {
 	t.Parallel()
 	d := desktest.StartDesk(t, nil)
@@ -1319,21 +1320,31 @@ func TestOversizeBody(t *testing.T) {
 		}
 	}
 
+	// Declared over the limit, also under the 256 KiB Go's server would read
+	// (and wait for) before it answers on a connection it keeps, and without
+	// a key: 413 at once, closing the connection, before a body that never comes.
 	u, _ := url.Parse(d.URL)
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/submissions HTTP/1.1\r\nHost: %s\r\nIdempotency-Key: k-declared\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{",
-		u.Host, 1<<20)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer to a declared oversize body: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("a declared oversize body: %d, want 413", resp.StatusCode)
+	for _, request := range []string{"POST /v1/submissions", "PUT /v1/faults", "POST /v1/slots"} {
+		for _, key := range []string{"Idempotency-Key: k-declared\r\n", ""} {
+			for _, declared := range []int{16<<10 + 1, 128 << 10, 256<<10 - 1, 1 << 20} {
+				conn, err := net.Dial("tcp", u.Host)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(conn, "%s HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{",
+					request, u.Host, key, declared)
+				conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					t.Fatalf("%s, %q, declared %d bytes: no answer: %v", request, key, declared, err)
+				}
+				resp.Body.Close()
+				conn.Close()
+				if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+					t.Fatalf("%s, %q, declared %d bytes: %d (closing: %v), want 413 and the connection closed",
+						request, key, declared, resp.StatusCode, resp.Close)
+				}
+			}
+		}
 	}
 }

@@ -11,12 +11,15 @@
 -- DELETE leaves (a trigger kept it, as a service may keep a key whose work
 -- is unfinished) is so passed over once a sweep, not picked by every batch.
 --
--- Each kind is read through its own index in the order it expires (completed
--- keys: idempotency_keys_expires_at; claims: idempotency_keys_in_progress,
--- oldest first); lease_until IS NULL is "completed" by the table's CHECKs. The
--- clock and the mark are compared in each WHERE so that they bound the index
--- scan: from a CTE they would filter above the scan, which then reads the
--- whole index when fewer than a batch are due.
+-- Both kinds are taken in the order the mark moves in (expires_at, then the
+-- scope): a claim taken by any other order (say, oldest claimed first) could
+-- lie before the mark and never be reached while a batch of kept keys came
+-- first. Completed keys are read through idempotency_keys_expires_at, claims
+-- through idempotency_keys_in_progress (the claims alone, a few: sorted
+-- there); lease_until IS NULL is "completed" by the table's CHECKs. The clock
+-- and the mark are compared in each WHERE so that they bound the index scan:
+-- from a CTE they would filter above the scan, which then reads the whole
+-- index when fewer than a batch are due.
 WITH completed AS (
     SELECT k.actor_id, k.operation, k.idem_key, k.expires_at
     FROM idempotency_keys k
@@ -31,7 +34,7 @@ WITH completed AS (
     WHERE k.lease_until IS NOT NULL AND k.lease_until <= coalesce($1::timestamptz, now())
       AND k.expires_at <= coalesce($1::timestamptz, now())
       AND (k.expires_at, k.actor_id, k.operation, k.idem_key) > (coalesce($2::timestamptz, '-infinity'), $3::text, $4::text, $5::text)
-    ORDER BY k.created_at
+    ORDER BY k.expires_at, k.actor_id, k.operation, k.idem_key
     LIMIT $6::integer
     FOR UPDATE OF k SKIP LOCKED
 ), doomed AS (

@@ -321,7 +321,16 @@ func checkWalkthrough(t *testing.T, me string, blocks []string, out string) {
 	status := regexp.MustCompile(`#\s+(\d{3})\b`)
 	exit := regexp.MustCompile(`#.*exit (\d)\b`)
 	got := regexp.MustCompile(`(?m)^HTTP/1\.1 (\d{3})`)
+	retryAfter := regexp.MustCompile(`Retry-After: (\d+)`)
 	for i, b := range blocks {
+		// A comment's Retry-After: N comes true as N, or N+1 when the request
+		// it waits behind started late (the header counts whole seconds, up).
+		for _, c := range retryAfter.FindAllStringSubmatch(b, -1) {
+			n, _ := strconv.Atoi(c[1])
+			if !regexp.MustCompile(`(?mi)^Retry-After: (` + strconv.Itoa(n) + `|` + strconv.Itoa(n+1) + `)\r?$`).MatchString(outs[i]) {
+				t.Errorf("ME=%s, block %d: no Retry-After of %d (or %d), as its comment says:\n%s", me, i+1, n, n+1, outs[i])
+			}
+		}
 		var want, seen []string
 		for line := range strings.SplitSeq(b, "\n") {
 			if m := status.FindStringSubmatch(line); m != nil {
