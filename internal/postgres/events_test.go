@@ -252,7 +252,7 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 	reopenDesk := testenv.ServeUntilTheEnd(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		e.reopens[req.Header.Get("Idempotency-Key")]++
+		e.reopens[req.Header.Get(reviewdesk.IdempotencyKeyHeader)]++
 		w.WriteHeader(http.StatusCreated)
 	}))
 	e.dispatcher = &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -260,7 +260,7 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 		Kinds: map[string]delivery.Kind{"reopen": {
 			Send: func(ctx context.Context, key string, _ delivery.Due) (reviewdesk.Receipt, error) {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, reopenDesk.URL+"/reopen", nil)
-				req.Header.Set("Idempotency-Key", key)
+				req.Header.Set(reviewdesk.IdempotencyKeyHeader, key)
 				resp, err := reopenDesk.Client().Do(req)
 				if err != nil {
 					return reviewdesk.Receipt{}, err
