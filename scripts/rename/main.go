@@ -21,10 +21,10 @@
 // cmd/<new name> (git mv in a git work tree). The example resource keeps its
 // name. Run twice with the same path, the second run changes nothing.
 //
-// What checks the template itself leaves with it (template, below): the
-// test that copies it, the tests of the README's walkthrough and reading
-// path, and the README's sections about the template and its full demo. A
-// copy's README is its team's.
+// What checks the template itself leaves with it (templateFiles and
+// templateSections, below): the test that copies it, the tests of the
+// README's walkthrough and reading path, and the README's sections about the
+// template and its full demo. A copy's README is its team's.
 //
 // A path ending in a major version (…/tickets/v2) takes the element before
 // it; a second argument names the service otherwise.
