@@ -57,16 +57,22 @@ CREATE INDEX demo_requests_actor_id ON demo_requests (actor_id, created_at);
 -- completes its key, FROM the request it writes (so no foreign key: the
 -- statement is the reference). The dispatcher (package delivery) hands each
 -- row to the desk under a key derived from it and records what became of
--- it. seq numbers a request's events of one kind, 1 for the first: a
--- request cancelled, reopened and cancelled again has two cancels, each
--- with its own key at the desk (delivery.EventKey).
+-- it. kind is the event's, named by its operation (plain text: an
+-- operation with an event of its own needs no change here); seq numbers a
+-- request's events of one kind, 1 for the first: a request cancelled,
+-- reopened and cancelled again has two cancels, each with its own key at
+-- the desk (delivery.EventKey). The outbox names its request's actor, as
+-- every other table does: a statement that writes or joins an outbox row
+-- can then say whose it is, which is what a table distributed by the actor
+-- needs to keep the statement on one shard (migrations/citus).
 CREATE TYPE delivery_state AS ENUM ('pending', 'submitted', 'unknown', 'failed', 'withdrawn');
-CREATE TYPE outbox_kind AS ENUM ('submit', 'cancel');
 
 CREATE TABLE outbox (
     request_id         uuid           NOT NULL,           -- demo_requests.id
-    kind               outbox_kind    NOT NULL DEFAULT 'submit',
+    actor_id           text COLLATE "C" NOT NULL,         -- demo_requests.actor_id
+    kind               text COLLATE "C" NOT NULL DEFAULT 'submit',
     seq                integer        NOT NULL DEFAULT 1,
+    position           integer        NOT NULL DEFAULT 1, -- of the request's events, in queue order: 1 for the submission
     state              delivery_state NOT NULL DEFAULT 'pending',
     attempts           integer        NOT NULL DEFAULT 0, -- attempts taken; after the first, each asks the desk first
     next_attempt_at    timestamptz,                       -- when it is due; while taken, the end of the lease
@@ -82,3 +88,10 @@ CREATE TABLE outbox (
 
 -- The dispatcher takes the rows due first; the metrics count the backlog.
 CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+
+-- The dispatcher hands a request's events to the desk in the order their
+-- statements queued them (outbox_take_due.sql). Two transitions of a
+-- request wait for each other on its row; one whose statement began before
+-- the other committed takes the same position and fails here, and is
+-- decided again.
+CREATE UNIQUE INDEX outbox_position ON outbox (request_id, actor_id, position);

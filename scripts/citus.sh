@@ -170,7 +170,7 @@ sql() { # sql ROOT PORT DB SQL: run SQL as postgres, print the rows unaligned
   aspg "$1" "$pgbin/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$2" -U postgres -d "$3" -Atqc "$4"
 }
 
-url() { echo "postgres://postgres@127.0.0.1:$base_port/demo?sslmode=disable"; }
+url() { echo "postgres://postgres@127.0.0.1:$base_port/demo_api?sslmode=disable"; }
 
 start_node() { # start_node ROOT NODE
   local root=$1 node=$2 port
@@ -210,15 +210,15 @@ start() {
   for node in "${nodes[@]}"; do start_node "$root" "$node"; done
   if [[ ! -f "$data/.formed" ]]; then
     for node in "${nodes[@]}"; do
-      sql "$root" "$(port_of "$node")" postgres "CREATE DATABASE demo" >/dev/null
-      sql "$root" "$(port_of "$node")" demo "CREATE EXTENSION citus" >/dev/null
+      sql "$root" "$(port_of "$node")" postgres "CREATE DATABASE demo_api" >/dev/null
+      sql "$root" "$(port_of "$node")" demo_api "CREATE EXTENSION citus" >/dev/null
     done
-    sql "$root" "$base_port" demo "SELECT citus_set_coordinator_host('127.0.0.1', $base_port)" >/dev/null
-    sql "$root" "$base_port" demo "SELECT citus_add_node('127.0.0.1', $((base_port + 1)))" >/dev/null
-    sql "$root" "$base_port" demo "SELECT citus_add_node('127.0.0.1', $((base_port + 2)))" >/dev/null
+    sql "$root" "$base_port" demo_api "SELECT citus_set_coordinator_host('127.0.0.1', $base_port)" >/dev/null
+    sql "$root" "$base_port" demo_api "SELECT citus_add_node('127.0.0.1', $((base_port + 1)))" >/dev/null
+    sql "$root" "$base_port" demo_api "SELECT citus_add_node('127.0.0.1', $((base_port + 2)))" >/dev/null
     echo "$base_port" >"$data/.formed"
   fi
-  log "Citus $(sql "$root" "$base_port" demo "SELECT citus_version()" | awk '{ print $2 }'): coordinator on 127.0.0.1:$base_port, workers on $((base_port + 1)) and $((base_port + 2)) (data in $data)"
+  log "Citus $(sql "$root" "$base_port" demo_api "SELECT citus_version()" | awk '{ print $2 }'): coordinator on 127.0.0.1:$base_port, workers on $((base_port + 1)) and $((base_port + 2)) (data in $data)"
   url
 }
 
@@ -385,8 +385,8 @@ bench() {
   trap 'for n in "${bench_started[@]}"; do stop_node "$n" || true; done' EXIT
   url="$(start)"
   start_node "$root" single
-  [[ "$(sql "$root" "$(port_of single)" postgres "SELECT count(*) FROM pg_database WHERE datname = 'demo'")" == 1 ]] ||
-    sql "$root" "$(port_of single)" postgres "CREATE DATABASE demo" >/dev/null
+  [[ "$(sql "$root" "$(port_of single)" postgres "SELECT count(*) FROM pg_database WHERE datname = 'demo_api'")" == 1 ]] ||
+    sql "$root" "$(port_of single)" postgres "CREATE DATABASE demo_api" >/dev/null
   bin="$(mktemp -d)"
   (cd "$repo" && ${GO:-go} build -o "$bin/demo-api" ./cmd/demo-api)
   dir="$data/bench"
@@ -400,15 +400,15 @@ bench() {
   for target in single citus; do
     port=$base_port pids="$(pid_of coordinator) $(pid_of worker1) $(pid_of worker2)"
     [[ "$target" == single ]] && port="$(port_of single)" pids="$(pid_of single)"
-    DATABASE_URL="postgres://postgres@127.0.0.1:$port/demo?sslmode=disable" "$bin/demo-api" migrate up >&2
-    sql "$root" "$port" demo "TRUNCATE idempotency_keys, demo_requests, outbox" >/dev/null
-    aspg "$root" "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d demo \
+    DATABASE_URL="postgres://postgres@127.0.0.1:$port/demo_api?sslmode=disable" "$bin/demo-api" migrate up >&2
+    sql "$root" "$port" demo_api "TRUNCATE idempotency_keys, demo_requests, outbox" >/dev/null
+    aspg "$root" "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d demo_api \
       -f "/data/bench/preload.$target" >/dev/null
     for work in create replay read; do
       for clients in 8 32; do
         ticks="$(cpu_ticks $pids)" cticks="$(cpu_ticks "$(pid_of coordinator)")"
         out="$(aspg "$root" "$pgbin/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -M prepared \
-          -c "$clients" -j 2 -T "$bench_secs" -f "/data/bench/$work.$target" demo 2>&1)" ||
+          -c "$clients" -j 2 -T "$bench_secs" -f "/data/bench/$work.$target" demo_api 2>&1)" ||
           die "pgbench $work on $target failed: $out"
         ticks=$(($(cpu_ticks $pids) - ticks)) cticks=$(($(cpu_ticks "$(pid_of coordinator)") - cticks))
         n="$(awk -F': ' '/transactions actually processed/ { print $2 }' <<<"$out" | cut -d/ -f1)"
@@ -420,7 +420,7 @@ bench() {
     done
   done
   rm -rf "$bin"
-  echo "PostgreSQL $(sql "$root" "$(port_of single)" demo "SHOW server_version"), Citus $(sql "$root" "$base_port" demo "SELECT citus_version()" | awk '{ print $2 }'); $(nproc) CPUs, load average $load at the start; pgbench -M prepared, ${bench_secs} s a run."
+  echo "PostgreSQL $(sql "$root" "$(port_of single)" demo_api "SHOW server_version"), Citus $(sql "$root" "$base_port" demo_api "SELECT citus_version()" | awk '{ print $2 }'); $(nproc) CPUs, load average $load at the start; pgbench -M prepared, ${bench_secs} s a run."
   echo
   echo "| request | clients | one PostgreSQL: req/s | CPU per req | Citus: req/s | CPU per req | of which the coordinator |"
   echo "|---|---|---|---|---|---|---|"

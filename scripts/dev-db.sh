@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # dev-db.sh: have a development PostgreSQL and print a database URL.
 #
-#   scripts/dev-db.sh             print the URL of database "demo" (the only
+#   scripts/dev-db.sh             print the URL of database "demo_api" (the only
 #                                 line on stdout), creating what is missing
 #   scripts/dev-db.sh url NAME... the same for each database NAME on the
 #                                 same server, a line each, e.g.
 #                                 `scripts/dev-db.sh url demo_full reviewdesk`
 #                                 (the full demo's make run: its own
-#                                 databases, apart from the root's "demo")
+#                                 databases, apart from the root's "demo_api")
 #   scripts/dev-db.sh stop        stop the local cluster (make db-stop)
 #   scripts/dev-db.sh reset       stop it and delete its data, or the Docker
 #                                 service and its volume (make db-reset); the
@@ -265,7 +265,7 @@ swap_database() {
   echo "${BASH_REMATCH[1]}/$2${BASH_REMATCH[3]}"
 }
 
-dbs=(demo)
+dbs=(demo_api)
 case "${1:-}" in
   "") ;;
   url)

@@ -36,8 +36,8 @@ commands:
   migrate up|down     apply all migrations, or roll back the last one
   purge-expired       delete expired idempotency records, then exit
   hash-token TOKEN    print the SHA-256 of TOKEN, as API_TOKENS holds it
-  dispatch            hand accepted requests to the review desk (serve does it too)
-  send                create a demo request through the retrying Go client (api/client)
+  dispatch            hand the outbox's events to the other system, PROVIDER_URL (serve does it too)
+  send                send one create through the retrying Go client (api/client)
   healthcheck         exit 0 when the serve on LISTEN_ADDR answers /healthz (the image's HEALTHCHECK)
 
 run "demo-api <command> -h" for the flags and environment variables.`
@@ -114,7 +114,7 @@ func serve(ctx context.Context, cfg service.Config, stdout, stderr io.Writer) er
 	return app.Serve(ctx, ln, api)
 }
 
-// dispatch hands accepted requests to the review desk until ctx ends.
+// dispatch hands the outbox's events to the other system until ctx ends.
 func dispatch(ctx context.Context, cfg service.Config, stdout, stderr io.Writer) error {
 	app, err := service.Open(ctx, cfg, stderr)
 	if err != nil {

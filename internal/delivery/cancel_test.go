@@ -10,6 +10,7 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/reviewdesk"
 	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
@@ -160,8 +161,8 @@ func TestACancelAfterAFailedAttemptIsNeverSubmitted(t *testing.T) {
 		state       string // the delivery in the end
 		submissions int    // at the desk
 	}{
-		{"the desk was down", testenv.DeskFaults{Down: true, Only: []string{"submissions"}}, delivery.Withdrawn, 0},
-		{"the answer was lost", testenv.DeskFaults{DropResponses: 1, Only: []string{"submissions"}}, delivery.Submitted, 1},
+		{"the desk was down", testenv.DeskFaults{Down: true, Only: []string{reviewdesk.Submissions}}, delivery.Withdrawn, 0},
+		{"the answer was lost", testenv.DeskFaults{DropResponses: 1, Only: []string{reviewdesk.Submissions}}, delivery.Submitted, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -209,7 +210,7 @@ func TestReconcileSettlesACancelThatEndedUnknown(t *testing.T) {
 	d, c := e.dispatcher(2)
 	e.drain(t, d)
 	e.cancel(t, ids[0], "c-1")
-	e.desk.Faults(t, testenv.DeskFaults{Down: true, Only: []string{"cancels"}})
+	e.desk.Faults(t, testenv.DeskFaults{Down: true, Only: []string{reviewdesk.Cancels}})
 	e.drain(t, d)
 	st := e.status(t, ids[0])
 	if st.State != delivery.Submitted || st.Cancel == nil || st.Cancel.State != delivery.Unknown {

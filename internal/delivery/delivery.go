@@ -97,7 +97,7 @@ type Handover struct {
 type Due struct {
 	RequestID string `db:"request_id"`
 	Actor     string `db:"actor_id"` // owns the request: the desk's calls are made for this account
-	Kind      string `db:"kind"`     // KindSubmit, KindCancel or one of Dispatcher.Kinds
+	Kind      string `db:"kind"`     // one of kinds, or of Dispatcher.Kinds
 	Seq       int    `db:"seq"`      // which of its request's events of its kind, 1 for the first
 	Attempt   int    `db:"attempts"`
 	Topic     string `db:"topic"`
@@ -144,7 +144,7 @@ type Dispatcher struct {
 	Store       Store
 	Desk        *reviewdesk.Client
 	Logger      *slog.Logger
-	Kinds       map[string]Kind // a service's own kinds; an event of an unknown kind ends unknown
+	Kinds       map[string]Kind // kinds beyond the service's own (kinds, below), as a test adds one; an event of an unknown kind ends unknown
 	Metrics     Metrics         // optional
 	Batch       int             // rows one take asks for at most (default 32)
 	InFlight    int             // rows taken and not yet recorded, at most (default 256)
@@ -174,22 +174,29 @@ func (d *Dispatcher) defaults() {
 		d.Metrics = cmp.Or[Metrics](d.Metrics, noMetrics{})
 		d.byActor = map[string]int{}
 		d.freed = make(chan struct{}, 1)
-		d.kinds = map[string]Kind{
-			KindSubmit: {
-				Send: func(ctx context.Context, key string, e Due) (reviewdesk.Receipt, error) {
-					return d.Desk.Submit(ctx, key, reviewdesk.Submission{RequestID: e.RequestID, Topic: e.Topic, Note: e.Note})
-				},
-				Status: func(ctx context.Context, key string) (reviewdesk.Receipt, error) { return d.Desk.Status(ctx, key) }},
-			KindCancel: {
-				Send: func(ctx context.Context, key string, e Due) (reviewdesk.Receipt, error) {
-					return d.Desk.Cancel(ctx, key, ProviderKey(e.RequestID))
-				},
-				Status: func(ctx context.Context, key string) (reviewdesk.Receipt, error) {
-					return d.Desk.CancelStatus(ctx, key)
-				}},
-		}
+		d.kinds = kinds(d.Desk)
 		maps.Copy(d.kinds, d.Kinds)
 	})
+}
+
+// kinds are the hand-overs of the service's events, in every dispatcher
+// (serve's, the dispatch command's, the tests'): an operation with an event
+// of its own adds its kind here.
+func kinds(desk *reviewdesk.Client) map[string]Kind {
+	return map[string]Kind{
+		KindSubmit: {
+			Send: func(ctx context.Context, key string, e Due) (reviewdesk.Receipt, error) {
+				return desk.Submit(ctx, key, reviewdesk.Submission{RequestID: e.RequestID, Topic: e.Topic, Note: e.Note})
+			},
+			Status: func(ctx context.Context, key string) (reviewdesk.Receipt, error) { return desk.Status(ctx, key) }},
+		KindCancel: {
+			Send: func(ctx context.Context, key string, e Due) (reviewdesk.Receipt, error) {
+				return desk.Cancel(ctx, key, ProviderKey(e.RequestID))
+			},
+			Status: func(ctx context.Context, key string) (reviewdesk.Receipt, error) {
+				return desk.CancelStatus(ctx, key)
+			}},
+	}
 }
 
 // Run dispatches until ctx ends, then records the marks of the rows in
@@ -373,7 +380,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row Due) (m Mark) {
 	defer cancel()
 	kind, ok := d.kinds[row.Kind]
 	if !ok {
-		return d.retry(row, fmt.Errorf("no hand-over for events of kind %q (Dispatcher.Kinds)", row.Kind))
+		return d.retry(row, fmt.Errorf("no hand-over for events of kind %q (delivery's kinds)", row.Kind))
 	}
 	if row.Attempt > 1 {
 		receipt, err := d.call(ctx, row.Kind+"_status", func(ctx context.Context) (reviewdesk.Receipt, error) { return kind.Status(ctx, key) })
@@ -460,7 +467,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, actor, id string) (Status, e
 	for _, e := range ask {
 		kind, ok := d.kinds[e.Kind]
 		if !ok {
-			return Status{}, fmt.Errorf("reconcile: no hand-over for events of kind %q (Dispatcher.Kinds)", e.Kind)
+			return Status{}, fmt.Errorf("reconcile: no hand-over for events of kind %q (delivery's kinds)", e.Kind)
 		}
 		key := EventKey(id, e.Kind, e.Seq)
 		receipt, err := d.call(reviewdesk.WithAccount(ctx, actor), e.Kind+"_status",

@@ -30,7 +30,8 @@ import (
 // README's "A second operation" says: its two statements
 // (testdata/reopen_demo_request.sql and its finish), each queueing a
 // "reopen" event FROM the request it changes; a typed constructor of its
-// effect; and its event's hand-over to the desk (Dispatcher.Kinds). A
+// effect; and its event's hand-over to the desk (Dispatcher.Kinds, as a test
+// adds a kind; a service adds its own to delivery's kinds). A
 // request is created and delivered, then cancelled, reopened, cancelled
 // and reopened again, on both paths, before the dispatcher runs: each
 // transition queued its event, and the dispatcher hands them to the desk
@@ -75,6 +76,50 @@ func TestAThirdOperationsEventsReachTheDeskInOrder(t *testing.T) {
 	wantKeys := []string{sub + ":cancel", sub + ":reopen", sub + ":cancel:2", sub + ":reopen:2"}
 	if _, keys := e.checkDelivered(t, st); !slices.Equal(keys, wantKeys) || st.Cancel == nil || st.Cancel.ProviderKey != wantKeys[2] {
 		t.Fatalf("events under %v (cancel %+v); want %v, the second cancel as cancel", keys, st.Cancel, wantKeys)
+	}
+}
+
+// TestAReopenPutsAWithdrawnSubmissionBack: the rule between a reverse
+// transition and a withdrawn submission. A cancel before the dispatcher's
+// first take withdraws the submission (the desk never got it) and queues no
+// cancel; a reopen after it puts the submission back to pending and queues
+// no reopen, so that the desk never hears of a request it never got.
+// create → cancel → reopen → cancel → reopen, on both paths, before the
+// dispatcher runs: the desk ends with the request, once and not cancelled,
+// and nothing else.
+func TestAReopenPutsAWithdrawnSubmissionBack(t *testing.T) {
+	t.Parallel()
+	e := newReopenEnv(t)
+	r := e.request
+	e.do(t, "demo-requests.create", "create", idempotency.OnePhase, e.store.CreateDemoRequest(r))
+	e.do(t, "demo-requests.cancel", "cancel-1", idempotency.OnePhase, e.store.CancelDemoRequest(cancelledNow(r)))
+	e.do(t, "demo-requests.reopen", "reopen-1", idempotency.OnePhase, e.reopen(r))
+	e.do(t, "demo-requests.cancel", "cancel-2", idempotency.TwoPhase, e.store.CancelDemoRequest(cancelledNow(r)))
+	e.do(t, "demo-requests.reopen", "reopen-2", idempotency.TwoPhase, e.reopen(r))
+	for range 10 {
+		if n, err := e.dispatcher.Once(context.Background()); err != nil {
+			t.Fatal(err)
+		} else if n == 0 {
+			break
+		}
+	}
+	e.mu.Lock()
+	reopens := len(e.reopens)
+	e.mu.Unlock()
+	if sent := e.sends.sent(); !slices.Equal(sent, []string{delivery.KindSubmit}) || e.desk.Submissions(t) != 1 ||
+		e.desk.AllCancels(t) != 0 || reopens != 0 {
+		t.Fatalf("the dispatcher sent %v; the desk holds %d submissions, %d cancels, %d reopens; want the submission alone",
+			sent, e.desk.Submissions(t), e.desk.AllCancels(t), reopens)
+	}
+	st, err := e.store.Delivery(context.Background(), r.Actor, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != delivery.Submitted || len(st.Events) != 0 {
+		t.Fatalf("the delivery: %s with events %+v; want submitted, no event", st.State, st.Events)
+	}
+	if now, err := e.store.DemoRequest(context.Background(), r.Actor, r.ID); err != nil || now.State != demo.StateAccepted {
+		t.Fatalf("the request: %+v, %v; want it accepted", now, err)
 	}
 }
 
@@ -207,7 +252,7 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 	reopenDesk := testenv.ServeUntilTheEnd(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		e.reopens[req.Header.Get("Idempotency-Key")]++
+		e.reopens[req.Header.Get(reviewdesk.IdempotencyKeyHeader)]++
 		w.WriteHeader(http.StatusCreated)
 	}))
 	e.dispatcher = &delivery.Dispatcher{Store: e.store, Desk: e.desk.Client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -215,7 +260,7 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 		Kinds: map[string]delivery.Kind{"reopen": {
 			Send: func(ctx context.Context, key string, _ delivery.Due) (reviewdesk.Receipt, error) {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, reopenDesk.URL+"/reopen", nil)
-				req.Header.Set("Idempotency-Key", key)
+				req.Header.Set(reviewdesk.IdempotencyKeyHeader, key)
 				resp, err := reopenDesk.Client().Do(req)
 				if err != nil {
 					return reviewdesk.Receipt{}, err

@@ -320,6 +320,10 @@ func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 	} else {
 		err = m.Steps(steps)
 	}
+	if errors.Is(err, fs.ErrNotExist) { // the database's version is none of the files'
+		return fmt.Errorf("migrate: the database is at a migration this build does not have (a development database: "+
+			"make db-reset starts it afresh): %w", err)
+	}
 	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrate: %w", err)
 	}

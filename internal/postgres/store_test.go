@@ -447,3 +447,15 @@ func TestMigrationsDownAndUp(t *testing.T) {
 		t.Fatal("no create after the migrations went up again")
 	}
 }
+
+// TestMigrateAtAnUnknownVersion: a database at a migration this build does
+// not have (a development database older than the init migration) is
+// refused with what to run.
+func TestMigrateAtAnUnknownVersion(t *testing.T) {
+	_, db, _ := newStore(t)
+	db.MustExec(`UPDATE schema_migrations SET version = 999`)
+	err := postgres.Migrate(db, 0)
+	if err == nil || !strings.Contains(err.Error(), "make db-reset") {
+		t.Fatalf("migrate at version 999: %v; want an error that says make db-reset", err)
+	}
+}

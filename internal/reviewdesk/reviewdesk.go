@@ -69,25 +69,25 @@ func WithAccount(ctx context.Context, account string) context.Context {
 // Errors: *RefusedError, *UnclearError (ask Status before sending again).
 func (c *Client) Submit(ctx context.Context, key string, s Submission) (Receipt, error) {
 	body, _ := json.Marshal(s)
-	return c.exchange(ctx, "submit", http.MethodPost, submitPath, key, body)
+	return c.exchange(ctx, "submit", http.MethodPost, SubmitPath, key, body)
 }
 
 // Cancel cancels the submission under submissionKey, under key, even before
 // it arrives; nil is accepted. Errors: *RefusedError, *UnclearError (ask
 // CancelStatus before sending again).
 func (c *Client) Cancel(ctx context.Context, key, submissionKey string) (Receipt, error) {
-	return c.exchange(ctx, "cancel", http.MethodPost, fmt.Sprintf(cancelPath, url.PathEscape(submissionKey)), key, []byte("{}"))
+	return c.exchange(ctx, "cancel", http.MethodPost, fmt.Sprintf(CancelPath, url.PathEscape(submissionKey)), key, []byte("{}"))
 }
 
 // Status asks what became of the submission under key. Errors: ErrNotFound
 // (sending is safe), *UnclearError.
 func (c *Client) Status(ctx context.Context, key string) (Receipt, error) {
-	return c.exchange(ctx, "status", http.MethodGet, submissionStatusPath+url.PathEscape(key), key, nil)
+	return c.exchange(ctx, "status", http.MethodGet, SubmissionStatusPath+url.PathEscape(key), key, nil)
 }
 
 // CancelStatus is Status of the cancel under key.
 func (c *Client) CancelStatus(ctx context.Context, key string) (Receipt, error) {
-	return c.exchange(ctx, "cancel_status", http.MethodGet, cancelStatusPath+url.PathEscape(key), key, nil)
+	return c.exchange(ctx, "cancel_status", http.MethodGet, CancelStatusPath+url.PathEscape(key), key, nil)
 }
 
 // exchange makes the call op under key once and tells its outcomes apart.
@@ -100,7 +100,7 @@ func (c *Client) exchange(ctx context.Context, op, method, path, key string, bod
 	post := method == http.MethodPost
 	if post {
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(idempotencyKeyHeader, key)
+		req.Header.Set(IdempotencyKeyHeader, key)
 		req.GetBody = nil
 	}
 	if a, _ := ctx.Value(accountKey{}).(string); a != "" {

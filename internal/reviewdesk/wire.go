@@ -5,16 +5,26 @@ import "time"
 // The review desk's wire words: they belong to the desk, and a rename of the
 // example leaves them as they are.
 
-// The desk's routes: %s, or what follows a final /, is a key, path-escaped.
+// The desk's resources, as its routes and its fault knobs name them.
 const (
-	submitPath           = "/v1/submissions"           // POST: Submit
-	submissionStatusPath = "/v1/submissions/"          // GET: Status
-	cancelPath           = "/v1/submissions/%s/cancel" // POST: Cancel, of the submission's key
-	cancelStatusPath     = "/v1/cancels/"              // GET: CancelStatus
+	Submissions = "submissions"
+	Cancels     = "cancels"
 )
 
-// idempotencyKeyHeader carries the sender's key on every keyed call.
-const idempotencyKeyHeader = "Idempotency-Key"
+// The desk's routes: %s, or what follows a final /, is a key, path-escaped.
+const (
+	SubmitPath           = "/v1/" + Submissions      // POST: Submit
+	SubmissionStatusPath = SubmitPath + "/"          // GET: Status
+	CancelPath           = SubmitPath + "/%s/cancel" // POST: Cancel, of the submission's key
+	CancelStatusPath     = "/v1/" + Cancels + "/"    // GET: CancelStatus
+)
+
+// IdempotencyKeyHeader carries the sender's key on every keyed call;
+// ReplayedHeader marks the desk's answer to a key it held already.
+const (
+	IdempotencyKeyHeader = "Idempotency-Key"
+	ReplayedHeader       = "Idempotent-Replayed"
+)
 
 // AccountHeader names, on a call, the account it is made for.
 const AccountHeader = "Desk-Account"
@@ -38,4 +48,13 @@ type Receipt struct {
 type problem struct {
 	Code   string `json:"code"`
 	Detail string `json:"detail"`
+}
+
+// Lookup is the desk's answer to a lookup (Status, CancelStatus): the
+// receipt, with its state; a cancel's names its submission, a cancelled
+// submission's its cancel.
+type Lookup struct {
+	Receipt
+	SubmissionKey   string `json:"submissionKey,omitempty"`
+	CancelReference string `json:"cancelReference,omitempty"`
 }

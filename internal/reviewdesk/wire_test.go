@@ -7,15 +7,17 @@ import (
 	"testing"
 )
 
-// TestWireWordsInOnePlace: the desk's routes, header names and JSON fields
-// are spelled in wire.go only, so that a rename of the example can leave
-// that one file alone.
+// TestWireWordsInOnePlace: the desk's routes, resources, header names and
+// JSON fields are spelled in wire.go only, which the client and the double
+// the tests run (testenv/deskdouble.go) import, so that a rename of the
+// example can leave that one file alone.
 func TestWireWordsInOnePlace(t *testing.T) {
-	wireWord := regexp.MustCompile("\"/v1/|`json:\"|\"Idempotency-Key\"|\"Desk-Account\"")
+	wireWord := regexp.MustCompile("\"/v1/|`json:\"|\"(Idempotency-Key|Idempotent-Replayed|Desk-Account|submissions|cancels)\"")
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	files = append(files, "../tools/testenv/deskdouble.go")
 	for _, f := range files {
 		if f == "wire.go" || f == "wire_test.go" {
 			continue

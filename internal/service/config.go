@@ -48,7 +48,7 @@ var commandUsage = map[string]string{
 	"serve":         "usage: demo-api serve [flags]",
 	"migrate":       "usage: demo-api migrate up|down [flags]",
 	"purge-expired": "usage: demo-api purge-expired [flags]",
-	"dispatch":      "usage: demo-api dispatch [flags]\n\nHands accepted demo requests to the review desk until stopped (serve does it too, unless DISPATCH=false).",
+	"dispatch":      "usage: demo-api dispatch [flags]\n\nHands the outbox's events to the other system (PROVIDER_URL) until stopped (serve does it too, unless DISPATCH=false).",
 }
 
 // Settings declares the settings of a command: each a flag, set by the

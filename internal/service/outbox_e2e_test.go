@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func TestOutboxEndToEnd(t *testing.T) {
 	if n, c, bad := desk.Submissions(t), desk.AllCancels(t), desk.Invalid(); n != 1 || c != 1 || bad != 0 {
 		t.Fatalf("the desk holds %d submissions and %d cancels and refused %d calls, want 1, 1 and 0", n, c, bad)
 	}
-	if n := desk.Calls("POST /v1/submissions") + desk.Calls("POST /v1/submissions/{key}/cancel"); n != 2 {
+	if n := desk.Calls("POST "+reviewdesk.SubmitPath) + desk.Calls("POST "+testenv.DeskRoute(fmt.Sprintf(reviewdesk.CancelPath, id))); n != 2 {
 		t.Fatalf("the dispatcher sent %d calls, want the submission and the cancel, once each", n)
 	}
 	if n := testenv.Count(t, db, `SELECT count(*) FROM outbox WHERE request_id = $1 AND state = 'submitted'`, id); n != 2 {

@@ -10,15 +10,21 @@
 // still names where the template came from. A nested module that does not
 // require this one (conformance/, installed alone) is another project's:
 // its files, and its path wherever this module names it (go install
-// …/conformance/cmd/idemcheck@latest), stay as they are. Outside demo/, the
-// old name (the old path's last element, e.g.
-// orders-api) becomes the new one (tickets) wherever it stands as a word: the
-// command's folder and binary, the image, the compose service, the usage
-// text, the tracing service name, the README's title, the docs; and the same
-// with '-' written '_' (orders_api_ → tickets_): the metrics prefix. The
-// command's folder cmd/<old name> moves to cmd/<new name> (git mv in a git
-// work tree). The example resource keeps its name. Run twice with the same
-// path, the second run changes nothing.
+// …/conformance/cmd/idemcheck@latest), stay as they are, whether its folder
+// was copied or not. Outside demo/, the old name (the old path's last
+// element, e.g. orders-api) becomes the new one (tickets) wherever it stands
+// as a word: the command's folder and binary, the image, the compose
+// service, the usage text, the tracing service name, the README's title, the
+// docs; the same with '-' written '_' (orders_api_ → tickets_): the metrics
+// prefix, the development database; and in capitals (ORDERS_API_CACHE →
+// TICKETS_CACHE): the settings. The command's folder cmd/<old name> moves to
+// cmd/<new name> (git mv in a git work tree). The example resource keeps its
+// name. Run twice with the same path, the second run changes nothing.
+//
+// What checks the template itself leaves with it (templateFiles and
+// templateSections, below): the test that copies it, the tests of the
+// README's walkthrough and reading path, and the README's sections about the
+// template and its full demo. A copy's README is its team's.
 //
 // A path ending in a major version (…/tickets/v2) takes the element before
 // it; a second argument names the service otherwise.
@@ -42,6 +48,22 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// What checks the template itself, not a service made from it, leaves with
+// it: these files, and these sections of README.md (from their heading to
+// the next).
+var (
+	templateFiles = []string{
+		"internal/service/copy_test.go",        // copies the template and renames it
+		"internal/service/readme_test.go",      // runs the README's walkthrough
+		"internal/service/readingpath_test.go", // counts the README's reading path
+	}
+	templateSections = []string{"Starting a service from it", "The full demo"}
+)
+
+// installedAlone are the folders of nested modules installed by the
+// template's path (go install <module>/conformance/…@latest).
+var installedAlone = []string{"conformance"}
 
 var (
 	nameRE    = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
@@ -80,9 +102,17 @@ func run(args []string) error {
 	for _, m := range alone {
 		r.pairs = append(r.pairs, [2]string{m.path, m.path}) // kept: matched before the old path
 	}
+	for _, dir := range installedAlone {
+		path := oldModule + "/" + dir
+		r.pairs = append(r.pairs, [2]string{path, path}) // its folder copied or not
+	}
 	r.pairs = append(r.pairs, [2]string{oldModule, newModule})
 	if nameRE.MatchString(oldName) {
-		r.names = [][2]string{{oldName, newName}, {ident(oldName), ident(newName)}}
+		r.names = [][2]string{{oldName, newName}, {ident(oldName), ident(newName)},
+			{strings.ToUpper(ident(oldName)), strings.ToUpper(ident(newName))}}
+	}
+	if err := leaveTemplate(); err != nil {
+		return err
 	}
 	changed := 0
 	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -127,6 +157,42 @@ func run(args []string) error {
 		fmt.Printf("the service %s is now %s (metrics %s_…)\n", oldName, newName, ident(newName))
 	}
 	return nil
+}
+
+// leaveTemplate removes templateFiles and README.md's templateSections.
+func leaveTemplate() error {
+	for _, f := range templateFiles {
+		if err := os.Remove(filepath.FromSlash(f)); err == nil {
+			fmt.Printf("removed %s: it checks the template\n", f)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	b, err := os.ReadFile("README.md")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	readme := string(b)
+	for _, heading := range templateSections {
+		start := strings.Index(readme, "\n## "+heading+"\n")
+		if start < 0 {
+			continue
+		}
+		end := strings.Index(readme[start+1:], "\n## ")
+		if end < 0 {
+			readme = readme[:start+1]
+		} else {
+			readme = readme[:start] + readme[start+1+end:]
+		}
+		fmt.Printf("removed the README's section %q: it is the template's\n", heading)
+	}
+	if readme == string(b) {
+		return nil
+	}
+	return os.WriteFile("README.md", []byte(readme), 0o644)
 }
 
 // nested is a module in a folder of this one.

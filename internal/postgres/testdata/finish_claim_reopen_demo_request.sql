@@ -23,8 +23,18 @@ effect AS (
     FROM finished
     WHERE id = $10::uuid AND actor_id = $6 AND state = 'cancelled'
     RETURNING id
+), restored AS (
+    -- The rule between a reverse transition and a withdrawn submission: the
+    -- desk hears only of what it holds. A submission the cancel withdrew
+    -- never reached the desk; the reopen puts it back, due now, and the desk
+    -- gets the request once, open.
+    UPDATE outbox o SET state = 'pending', next_attempt_at = clock.now, updated_at = clock.now
+    FROM effect, clock
+    WHERE o.request_id = effect.id AND o.actor_id = $6 AND o.kind = 'submit' AND o.state = 'withdrawn'
+    RETURNING o.request_id
 ), event AS (
-    -- its event for the desk: the seq-th reopen of the request, after the
+    -- its event for the desk, when the cancel it undoes queued one (the
+    -- request's last event): the seq-th reopen of the request, after the
     -- request's other events (position)
     INSERT INTO outbox (request_id, actor_id, kind, seq, position, next_attempt_at, created_at, updated_at)
     SELECT effect.id, $6, 'reopen',
@@ -32,6 +42,7 @@ effect AS (
         1 + (SELECT max(e.position) FROM outbox e WHERE e.request_id = effect.id AND e.actor_id = $6),
         clock.now, clock.now, clock.now
     FROM effect, clock
+    WHERE (SELECT e.kind FROM outbox e WHERE e.request_id = effect.id AND e.actor_id = $6 ORDER BY e.position DESC LIMIT 1) = 'cancel'
     RETURNING request_id
 )
 SELECT EXISTS (SELECT 1 FROM finished) AS wrote, EXISTS (SELECT 1 FROM effect)::integer AS effect

@@ -1,7 +1,9 @@
 -- reopen_demo_request.sql: a third operation, as the README's "A second
 -- operation" adds one (TestAThirdOperationsEventsReachTheDeskInOrder): the
 -- one-phase reopen, the key completed with its answer and, FROM it, the
--- cancelled request accepted again and its event queued for the desk.
+-- cancelled request accepted again and the desk told as far as it heard of
+-- the cancel: its withdrawn submission put back, or a reopen event queued
+-- (TestAReopenPutsAWithdrawnSubmissionBack).
 -- $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
 -- $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
 -- $10 result_id, $11 ttl_us; the request: $12 id
@@ -37,8 +39,18 @@ effect AS (
     FROM finished
     WHERE id = $12::uuid AND actor_id = $2 AND state = 'cancelled'
     RETURNING id
+), restored AS (
+    -- The rule between a reverse transition and a withdrawn submission: the
+    -- desk hears only of what it holds. A submission the cancel withdrew
+    -- never reached the desk; the reopen puts it back, due now, and the desk
+    -- gets the request once, open.
+    UPDATE outbox o SET state = 'pending', next_attempt_at = clock.now, updated_at = clock.now
+    FROM effect, clock
+    WHERE o.request_id = effect.id AND o.actor_id = $2 AND o.kind = 'submit' AND o.state = 'withdrawn'
+    RETURNING o.request_id
 ), event AS (
-    -- its event for the desk: the seq-th reopen of the request, after the
+    -- its event for the desk, when the cancel it undoes queued one (the
+    -- request's last event): the seq-th reopen of the request, after the
     -- request's other events (position)
     INSERT INTO outbox (request_id, actor_id, kind, seq, position, next_attempt_at, created_at, updated_at)
     SELECT effect.id, $2, 'reopen',
@@ -46,6 +58,7 @@ effect AS (
         1 + (SELECT max(e.position) FROM outbox e WHERE e.request_id = effect.id AND e.actor_id = $2),
         clock.now, clock.now, clock.now
     FROM effect, clock
+    WHERE (SELECT e.kind FROM outbox e WHERE e.request_id = effect.id AND e.actor_id = $2 ORDER BY e.position DESC LIMIT 1) = 'cancel'
     RETURNING request_id
 )
 SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS wrote, (SELECT count(*) FROM effect) AS effect, prev.*

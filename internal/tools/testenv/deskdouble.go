@@ -26,8 +26,8 @@ type DeskDouble struct {
 
 	mu      sync.Mutex
 	faults  DeskFaults
-	held    map[string]map[string]deskEntry // by resource ("submissions", "cancels"), then key
-	calls   map[string]int                  // by route: "POST /v1/submissions", "GET /v1/submissions/{key}", …
+	held    map[string]map[string]deskEntry // by resource (reviewdesk.Submissions, Cancels), then key
+	calls   map[string]int                  // by route, as DeskRoute writes it: "POST /v1/submissions", …
 	invalid int                             // calls refused for their key or body
 }
 
@@ -45,14 +45,14 @@ type DeskFaults struct {
 	DropResponses int      // accept the next N new calls, then close the connection unanswered
 	Refuse        bool     // answer every new call 422; a key held is answered as usual
 	Down          bool     // close every call's connection at once
-	Only          []string // the resources the knobs apply to, "submissions" or "cancels"; empty: both
+	Only          []string // the resources the knobs apply to, reviewdesk.Submissions or Cancels; empty: both
 	Account       string   // the account (Desk-Account header) they apply to; empty: all
 }
 
 // StartDeskDouble serves a desk double over loopback until t ends.
 func StartDeskDouble(t testing.TB) *DeskDouble {
 	t.Helper()
-	d := &DeskDouble{held: map[string]map[string]deskEntry{"submissions": {}, "cancels": {}}, calls: map[string]int{}}
+	d := &DeskDouble{held: map[string]map[string]deskEntry{reviewdesk.Submissions: {}, reviewdesk.Cancels: {}}, calls: map[string]int{}}
 	d.URL = ServeUntilTheEnd(t, http.HandlerFunc(d.serve)).URL
 	d.Client = reviewdesk.New(d.URL, nil)
 	return d
@@ -91,12 +91,12 @@ func read[T any](d *DeskDouble, f func() T) (v T) {
 
 // Submissions counts the submissions the double accepted.
 func (d *DeskDouble) Submissions(testing.TB) int {
-	return read(d, func() int { return len(d.held["submissions"]) })
+	return read(d, func() int { return len(d.held[reviewdesk.Submissions]) })
 }
 
 // AllCancels counts the cancels the double accepted.
 func (d *DeskDouble) AllCancels(testing.TB) int {
-	return read(d, func() int { return len(d.held["cancels"]) })
+	return read(d, func() int { return len(d.held[reviewdesk.Cancels]) })
 }
 
 // entry is what the double holds of resource under key.
@@ -107,13 +107,13 @@ func (d *DeskDouble) entry(resource, key string) (deskEntry, bool) {
 
 // Submission is the receipt and body of the submission under key, if accepted.
 func (d *DeskDouble) Submission(key string) (reviewdesk.Receipt, reviewdesk.Submission, bool) {
-	e, ok := d.entry("submissions", key)
+	e, ok := d.entry(reviewdesk.Submissions, key)
 	return e.receipt, e.body, ok
 }
 
 // Cancels counts the cancels under key of submissionKey's: 0 or 1.
 func (d *DeskDouble) Cancels(key, submissionKey string) int {
-	if c, ok := d.entry("cancels", key); ok && c.of == submissionKey {
+	if c, ok := d.entry(reviewdesk.Cancels, key); ok && c.of == submissionKey {
 		return 1
 	}
 	return 0
@@ -125,12 +125,37 @@ func (d *DeskDouble) Invalid() int { return read(d, func() int { return d.invali
 // Calls counts the calls of a route, as DeskRoute writes it.
 func (d *DeskDouble) Calls(route string) int { return read(d, func() int { return d.calls[route] }) }
 
-func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
-	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
-	resource := parts[0]
-	if resource == "submissions" && len(parts) == 3 && parts[2] == "cancel" {
-		resource = "cancels"
+// deskCall is the resource a call of method to path is about (none: no
+// route of the desk's), whether it is a lookup, and the key it names: the
+// key looked up, or the submission's that a cancel cancels.
+func deskCall(method, path string) (resource string, lookup bool, named string) {
+	cancelPrefix, cancelSuffix, _ := strings.Cut(reviewdesk.CancelPath, "%s")
+	key := func(prefix, suffix string) (string, bool) {
+		k, hasPrefix := strings.CutPrefix(path, prefix)
+		k, hasSuffix := strings.CutSuffix(k, suffix)
+		return k, hasPrefix && hasSuffix && k != "" && !strings.Contains(k, "/")
 	}
+	switch method {
+	case http.MethodPost:
+		if path == reviewdesk.SubmitPath {
+			return reviewdesk.Submissions, false, ""
+		}
+		if k, ok := key(cancelPrefix, cancelSuffix); ok {
+			return reviewdesk.Cancels, false, k
+		}
+	case http.MethodGet:
+		if k, ok := key(reviewdesk.SubmissionStatusPath, ""); ok {
+			return reviewdesk.Submissions, true, k
+		}
+		if k, ok := key(reviewdesk.CancelStatusPath, ""); ok {
+			return reviewdesk.Cancels, true, k
+		}
+	}
+	return "", false, ""
+}
+
+func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
+	resource, lookup, named := deskCall(r.Method, r.URL.Path)
 	var on, fail, down bool
 	d.locked(func() {
 		d.calls[r.Method+" "+DeskRoute(r.URL.Path)]++
@@ -140,21 +165,21 @@ func (d *DeskDouble) serve(w http.ResponseWriter, r *http.Request) {
 			d.faults.FailNext--
 		}
 	})
-	key := r.Header.Get("Idempotency-Key")
+	key := r.Header.Get(reviewdesk.IdempotencyKeyHeader)
 	switch {
 	case down:
 		panic(http.ErrAbortHandler) // the connection closes unanswered
 	case fail:
 		w.Header().Set("Retry-After", "1")
 		writeDeskProblem(w, http.StatusServiceUnavailable, "unavailable", "the review desk failed this call (failNext)")
-	case r.Method == http.MethodGet && len(parts) == 2 && (parts[0] == "submissions" || parts[0] == "cancels"):
-		d.lookup(w, parts[0], parts[1])
-	case r.Method != http.MethodPost || !(resource == "submissions" && len(parts) == 1 || resource == "cancels" && len(parts) > 1):
+	case lookup:
+		d.lookup(w, resource, named)
+	case resource == "":
 		writeDeskProblem(w, http.StatusNotFound, "not_found", "no such route")
-	case key == "" || len(key) > 255 || len(r.Header.Values("Idempotency-Key")) > 1:
+	case key == "" || len(key) > 255 || len(r.Header.Values(reviewdesk.IdempotencyKeyHeader)) > 1:
 		d.refuseInvalid(w, http.StatusBadRequest, "idempotency_key_invalid", "send one Idempotency-Key of 1 to 255 characters")
-	case resource == "cancels": // the desk reads no body of a cancel
-		d.accept(w, r, resource, on, key, deskEntry{of: parts[1]})
+	case resource == reviewdesk.Cancels: // the desk reads no body of a cancel
+		d.accept(w, r, resource, on, key, deskEntry{of: named})
 	default:
 		if body, ok := d.decode(w, r); ok {
 			d.accept(w, r, resource, on, key, deskEntry{body: body})
@@ -224,29 +249,22 @@ func (d *DeskDouble) accept(w http.ResponseWriter, r *http.Request, resource str
 	status := http.StatusCreated
 	if known {
 		status = http.StatusOK
-		w.Header().Set("Idempotent-Replayed", "true")
+		w.Header().Set(reviewdesk.ReplayedHeader, "true")
 	}
 	var answer any = e.receipt
-	if resource == "cancels" {
+	if resource == reviewdesk.Cancels {
 		answer = cancelAnswer(e)
 	}
 	writeDesk(w, status, "application/json", answer)
 }
 
-// deskLookup is the desk's answer to a lookup.
-type deskLookup struct {
-	reviewdesk.Receipt
-	SubmissionKey   string `json:"submissionKey,omitempty"`   // of a cancel
-	CancelReference string `json:"cancelReference,omitempty"` // of a cancelled submission
-}
-
 // cancelAnswer is a cancel as the desk answers its POST and its lookup.
-func cancelAnswer(c deskEntry) deskLookup {
+func cancelAnswer(c deskEntry) reviewdesk.Lookup {
 	c.receipt.State = "accepted"
-	return deskLookup{Receipt: c.receipt, SubmissionKey: c.of}
+	return reviewdesk.Lookup{Receipt: c.receipt, SubmissionKey: c.of}
 }
 
-// lookup answers GET /v1/{submissions,cancels}/{key}.
+// lookup answers a lookup of resource's key.
 func (d *DeskDouble) lookup(w http.ResponseWriter, resource, key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -255,14 +273,14 @@ func (d *DeskDouble) lookup(w http.ResponseWriter, resource, key string) {
 		writeDesk(w, http.StatusNotFound, "application/json", map[string]string{"key": key, "state": "unknown"})
 		return
 	}
-	if resource == "cancels" {
+	if resource == reviewdesk.Cancels {
 		writeDesk(w, http.StatusOK, "application/json", cancelAnswer(e))
 		return
 	}
-	answer := deskLookup{Receipt: e.receipt}
+	answer := reviewdesk.Lookup{Receipt: e.receipt}
 	answer.State = "accepted"
 	var last time.Time
-	for _, c := range d.held["cancels"] {
+	for _, c := range d.held[reviewdesk.Cancels] {
 		if c.of == key && !c.receipt.AcceptedAt.Before(last) {
 			answer.State, answer.CancelReference, last = "cancelled", c.receipt.Reference, c.receipt.AcceptedAt
 		}

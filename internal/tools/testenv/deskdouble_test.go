@@ -39,10 +39,10 @@ func TestTheDeskDoubleChecksWhatItIsSent(t *testing.T) {
 		{"a body over 16 KiB", "k", `{"requestId":"3","topic":"t","note":"` + strings.Repeat("n", 16<<10) + `"}`, 413, "body_too_large"},
 		{"no key", "", `{"requestId":"3","topic":"t"}`, 400, "idempotency_key_invalid"},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, d.URL+"/v1/submissions", strings.NewReader(c.body))
+		req, _ := http.NewRequest(http.MethodPost, d.URL+reviewdesk.SubmitPath, strings.NewReader(c.body))
 		req.Header.Set("Content-Type", "application/json")
 		if c.key != "" {
-			req.Header.Set("Idempotency-Key", c.key)
+			req.Header.Set(reviewdesk.IdempotencyKeyHeader, c.key)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
