@@ -475,7 +475,7 @@ func (r *runner) storm(ctx context.Context) Result {
 	}
 	k := couldMissStorms(storms)
 	j.ev.Storms, j.ev.Duplicated = storms, dup
-	j.ev.CouldMiss = fmt.Sprintf("a duplicate in 1 storm of %d or rarer (this many clean storms find 1 in %d in at least 19 runs of 20)", k+1, k)
+	j.ev.CouldMiss = fmt.Sprintf("a duplicate rarer than 1 storm in %d (%d clean storms find that rate in at least 19 runs of 20)", k, storms)
 	saw := fmt.Sprintf("%d storms of %d requests, results per storm %v, answers %s", storms, r.cfg.Storm, perStorm, histogram(statuses))
 	if dup > 0 {
 		j.broken("%d of %d storms made more than one result: %s", dup, storms, saw)

@@ -324,6 +324,29 @@ func TestEvidence(t *testing.T) {
 	}
 }
 
+// TestOnlyChangesNoVerdict: what a check needs (the replay mark) is learned
+// in the preflight, so a check run alone is graded as in company.
+func TestOnlyChangesNoVerdict(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(target.New(target.Correct, time.Minute, ""))
+	defer srv.Close()
+	var got []conformance.Verdict
+	for _, only := range []string{"refusal-replayed", "replay,refusal-replayed"} {
+		var stdout, stderr strings.Builder
+		run(context.Background(), []string{"--base", srv.URL, "--json", "--profile", "strict", "--allow-inconclusive",
+			"--route", "POST /things/{id}/reopen", "--setup", `POST /things {"ref":"{{nonce}}"}`, "--setup", "POST /things/{id}/close",
+			"--header", "Authorization: Bearer alice", "--only", only}, &stdout, &stderr)
+		var rep conformance.Report
+		if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+			t.Fatalf("--only %s: %v\n%s%s", only, err, stdout.String(), stderr.String())
+		}
+		got = append(got, verdictOf(rep, "refusal-replayed"))
+	}
+	if got[0] != pass || got[1] != pass {
+		t.Errorf("refusal-replayed alone: %s, after replay: %s; want PASS both", got[0], got[1])
+	}
+}
+
 // TestCountCmdBroken: a --count-cmd that fails is reported as itself, with
 // its stderr, exit 2: not as the target.
 func TestCountCmdBroken(t *testing.T) {
