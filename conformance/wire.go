@@ -451,17 +451,18 @@ func (r *runner) count(ctx context.Context, in *intent) (int, error) {
 	cmd.Stderr = &stderr
 	start := time.Now()
 	out, err := cmd.Output()
-	if err == nil {
-		if _, perr := strconv.Atoi(strings.TrimSpace(string(out))); perr != nil {
-			err = fmt.Errorf("printed %q, want a number", snippet(out))
-		}
+	n, nerr := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err == nil && nerr != nil {
+		err = fmt.Errorf("printed %q, want a number", snippet(out))
 	}
-	r.logLine(start, fmt.Sprintf("$ --count-cmd for %s (%s) → %q%s%s", in.key, in.varsText(), snippet(out),
-		map[bool]string{true: ", " + fmt.Sprint(err)}[err != nil], withBody(stderr.Bytes())))
+	line := fmt.Sprintf("$ --count-cmd for %s (%s) → %q", in.key, in.varsText(), snippet(out))
+	if err != nil {
+		line += ", " + err.Error()
+	}
+	r.logLine(start, line+withBody(stderr.Bytes()))
 	if err != nil {
 		return 0, &CountError{Err: err, Stderr: snippet(stderr.Bytes())}
 	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 	return n, nil
 }
 
