@@ -314,7 +314,7 @@ func TestEvidence(t *testing.T) {
 		run(context.Background(), []string{"--base", srv.URL, "--route", "POST /things",
 			"--body", `{"ref":"{{nonce}}"}`, "--header", "Authorization: Bearer alice", "--other-actor-header", "Authorization: Bearer bob",
 			"--count-cmd", "cat " + filepath.Join(dir, "{{nonce}}") + " 2>/dev/null || echo 0",
-			"--only", tc.check, "--hangups", "2", "--settle", "1s", "--transcript", dir}, &stdout, &stderr)
+			"--only", tc.check, "--hangups", "4", "--settle", "1s", "--transcript", dir}, &stdout, &stderr)
 		b, err := os.ReadFile(filepath.Join(dir, tc.check+".txt"))
 		for _, want := range tc.want {
 			if err != nil || !strings.Contains(string(b), want) {
