@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -234,17 +235,13 @@ func (h headers) Set(v string) error {
 	return nil
 }
 
-// writeFile creates name and writes it with write.
+// writeFile writes name with write.
 func writeFile(name string, write func(io.Writer) error) error {
-	f, err := os.Create(name)
-	if err != nil {
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
 		return err
 	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return os.WriteFile(name, b.Bytes(), 0o644)
 }
 
 func writeJSON(w io.Writer, v any) {
