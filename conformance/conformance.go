@@ -92,7 +92,7 @@ type Config struct {
 	KeyHeader string        // default Idempotency-Key
 	TTL       time.Duration // the target's key lifetime; 0: expiry is SKIP
 	Storm     int           // concurrent requests on one key per storm; default 20
-	Storms    int           // storms of the storm check; default 20
+	Storms    int           // storms of the storm check; default 24
 	HangUps   int           // hang-ups of the lost-response sweep; default 20
 	Settle    time.Duration // how long a retrying client waits for a key in progress; default 40s
 	Timeout   time.Duration // bounds each request; default 10s
@@ -334,7 +334,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Header = http.Header{}
 	}
 	c.Storm = orDefault(c.Storm, 20)
-	c.Storms = orDefault(c.Storms, 20)
+	c.Storms = orDefault(c.Storms, 24)
 	c.HangUps = orDefault(c.HangUps, 20)
 	if c.Storm < 2 || c.Storms < 1 || c.HangUps < 1 || c.TTL < 0 || c.Settle < 0 || c.Timeout < 0 {
 		return c, &UsageError{"a storm is at least 2 requests, --storms and --hangups at least 1, and durations not negative"}

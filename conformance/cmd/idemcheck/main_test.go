@@ -442,7 +442,7 @@ var rareFaults = []struct {
 }
 
 // TestDefaultsFindRareFaults: the defaults find each rare fault. A miss is
-// possible (a storm duplicate in 1 of 6 escapes 20 storms in 2.6% of runs,
+// possible (a storm duplicate in 1 of 6 escapes 24 storms in 1.3% of runs,
 // and a machine under load shifts a hang-up past a window), so up to three
 // runs are allowed; BenchmarkCatchRate measures the rate.
 func TestDefaultsFindRareFaults(t *testing.T) {
