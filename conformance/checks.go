@@ -3,9 +3,10 @@ package conformance
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -13,106 +14,153 @@ import (
 	"time"
 )
 
-// check is one branch of the contract: a name, the draft's level and
-// section for what it judges, and how.
+// check is one branch of the contract: a name, what it sends, the draft's
+// level and section of what it judges, whether it is a core check (what
+// the header is for: a run that cannot see it says nothing), and how.
 type check struct {
-	name           string
+	name, about    string
 	level, section string
+	core           bool
 	run            func(*runner, context.Context) Result
 }
 
-// checks run in this order; replay and mismatch reuse the preflight's key,
-// every other check makes intents of its own.
+// checks run in this order; first-request, replay and mismatch judge the
+// preflight's intent, every other check makes intents of its own.
 var checks = []check{
-	{"first-request", "SHOULD", "§2.6", (*runner).firstRequest},
-	{"key-missing", "SHOULD", "§2.7", (*runner).keyMissing},
-	{"key-malformed", "SHOULD", "§2.1, §5", (*runner).keyMalformed},
-	{"key-twice", "SHOULD", "§2.1, §5", (*runner).keyTwice},
-	{"replay", "SHOULD", "§2.6", (*runner).replay},
-	{"mismatch", "SHOULD", "§2.4, §2.7", (*runner).mismatch},
-	{"storm", "core", "§1, §2.6, §2.7", (*runner).storm},
-	{"lost-response", "core", "§1, §2.6", (*runner).lostResponse},
-	{"scope", "MAY", "§5", (*runner).scope},
-	{"failure-not-stored", "MAY", "§2.6", (*runner).failureNotStored},
-	{"refusal-replayed", "SHOULD", "§2.6", (*runner).refusalReplayed},
-	{"expiry", "SHOULD", "§2.3", (*runner).expiry},
+	{"first-request", "the operation once, with a fresh key (the preflight)", "SHOULD", "§2.6", false, (*runner).firstRequest},
+	{"key-missing", "the operation without a key", "SHOULD", "§2.7", false, (*runner).keyMissing},
+	{"key-malformed", "an unclosed quote; a key outside ASCII", "SHOULD", "§2.1, §5", false, (*runner).keyMalformed},
+	{"key-twice", "two key lines", "SHOULD", "§2.1, §5", false, (*runner).keyTwice},
+	{"replay", "the preflight's key and body again, twice", "SHOULD", "§2.6", false, (*runner).replay},
+	{"mismatch", "the preflight's key with --other-body", "SHOULD", "§2.4, §2.7", false, (*runner).mismatch},
+	{"storm", "--storm requests at once on a fresh key, --storms times", "core", "§1, §2.6, §2.7", true, (*runner).storm},
+	{"lost-response", "a hang-up after sending, at --hangups delays past the first answer, then retries", "core", "§1, §2.6", true, (*runner).lostResponse},
+	{"scope", "one key from two actors (--other-actor-header)", "MAY", "§5", false, (*runner).scope},
+	{"failure-not-stored", "a 5xx made by --fail-header, then the key again without it", "MAY", "§2.6", false, (*runner).failureNotStored},
+	{"refusal-replayed", "a refusal (--refused-body), then its key again", "SHOULD", "§2.6", false, (*runner).refusalReplayed},
+	{"expiry", "a key again after --ttl", "SHOULD", "§2.3", false, (*runner).expiry},
 }
 
 // judgement gathers a check's findings; its result is the worst of them.
 type judgement struct {
 	r        *runner
+	c        check
 	findings []finding
 	ev       Evidence
-	core     bool // a FAIL of what the header is for: two results for one key, or a leak
 }
 
+// finding is one thing a check found: its verdict, the level and section
+// it is judged by, and why.
 type finding struct {
-	v   Verdict
-	why string
+	v              Verdict
+	level, section string
+	why            string
 }
 
 var rank = map[Verdict]int{Skip: 0, Pass: 1, Info: 2, Warn: 3, Inconclusive: 4, Fail: 5}
 
-func (r *runner) judge() *judgement { return &judgement{r: r} }
+// byLevel is the draft profile's verdict for a rule of each level: the
+// draft's silence (no level) is INFO.
+var byLevel = map[string]Verdict{"MUST": Fail, "SHOULD": Warn, "MAY": Info, "": Info}
 
-// add records a finding.
+// judge begins the judgement of the check that runs.
+func (r *runner) judge() *judgement { return &judgement{r: r, c: r.current} }
+
+// add records a finding at the check's own level and section.
 func (j *judgement) add(v Verdict, format string, args ...any) {
-	j.findings = append(j.findings, finding{v, fmt.Sprintf(format, args...)})
+	j.findings = append(j.findings, finding{v, j.c.level, j.c.section, fmt.Sprintf(format, args...)})
 }
 
 // broken records what FAILs under every profile: two results for one
-// key, or one actor's answer given to another.
+// key, or one actor's answer given to another (§1, §2.6, §5).
 func (j *judgement) broken(format string, args ...any) {
-	j.core = true
-	j.add(Fail, format, args...)
+	j.findings = append(j.findings, finding{Fail, "core", "§1, §2.6", fmt.Sprintf(format, args...)})
 }
 
-// graded records a finding whose verdict depends on the profile.
-func (j *judgement) graded(draft, strict Verdict, format string, args ...any) {
-	v := draft
-	if j.r.cfg.Profile == ProfileStrict {
-		v = strict
+// rule records a rule of the draft at its level and section: under draft
+// a MUST broken is FAIL, a SHOULD WARN, a MAY or the draft's silence INFO;
+// under strict it is the contract's verdict, and the line says the
+// contract's rule when there is one.
+func (j *judgement) rule(level, section string, strict Verdict, contract, format string, args ...any) {
+	f := finding{byLevel[level], level, section, fmt.Sprintf(format, args...)}
+	if f.level == "" {
+		f.level = "silent"
 	}
-	j.add(v, format, args...)
+	if j.r.cfg.Profile == ProfileStrict {
+		if strict == Pass {
+			return
+		}
+		f.v, f.level = strict, "contract"
+		if contract != "" {
+			f.why += "; the contract: " + contract
+		}
+	}
+	j.findings = append(j.findings, f)
 }
 
 // result is the worst finding first, the others after it, or PASS with
-// pass when nothing was found. Run fills its level and section from the
-// check, unless it is a FAIL of the core.
+// pass when nothing was found.
 func (j *judgement) result(pass string) Result {
-	res := Result{Verdict: Pass, Why: pass, Evidence: j.ev}
+	res := Result{Verdict: Pass, Level: j.c.level, Section: j.c.section, Why: pass, Evidence: j.ev}
 	if len(j.findings) == 0 {
 		return res
 	}
 	fs := slices.Clone(j.findings)
 	slices.SortStableFunc(fs, func(a, b finding) int { return rank[b.v] - rank[a.v] })
-	res.Verdict, res.Why = fs[0].v, fs[0].why
+	res.Verdict, res.Level, res.Section, res.Why = fs[0].v, fs[0].level, fs[0].section, fs[0].why
 	for _, f := range fs[1:] {
 		if f.v != Pass {
-			res.Why += "; also " + strings.ToLower(string(f.v)) + ": " + f.why
+			res.Why += fmt.Sprintf("; also %s [%s %s]: %s", strings.ToLower(string(f.v)), f.section, f.level, f.why)
 		}
-	}
-	if j.core {
-		res.Level = "core"
 	}
 	return res
 }
 
 func (j *judgement) skip(why string) Result {
-	j.findings = []finding{{Skip, why}}
+	j.findings = []finding{{Skip, j.c.level, j.c.section, why}}
 	return j.result("")
 }
 
-// preflight sends the operation once, with a fresh key, and refuses a
-// target that cannot be checked: unreachable, hanging, the auth refused,
-// no such route, an answer that is not JSON, a body it refuses, or a
-// --count-cmd that does not count it.
+// preflightSamples is how many first requests the preflight sends, each on
+// a fresh key: the lost-response sweep spans past their latency.
+const preflightSamples = 5
+
+// preflight sends the operation preflightSamples times, each with a fresh
+// key, and the first key twice more (the replay check's retries, which
+// also show the replay mark). It refuses a target that cannot be checked:
+// unreachable, hanging, the auth refused, no such route, a page, a body it
+// refuses; and a --count-cmd that does not count one result (a
+// *CountError).
 func (r *runner) preflight(ctx context.Context) error {
-	in, err := r.newIntent(ctx, r.cfg.Header, "")
-	if err != nil {
-		return &UnusableError{err.Error()}
+	for i := range preflightSamples {
+		in, err := r.newIntent(ctx, r.cfg.Header, "")
+		if err != nil {
+			return &UnusableError{err.Error()}
+		}
+		a := r.send(ctx, in, in.body, quote(in.key))
+		if err := r.usable(in, a); err != nil {
+			return err
+		}
+		if n, err := r.count(ctx, in); err != nil {
+			return err
+		} else if n != -1 && n != 1 {
+			return &CountError{Err: fmt.Errorf("it printed %d after the first request's %d, want 1: it counts something else, or the target made no result", n, a.status)}
+		}
+		in.answer = a
+		r.latencies = append(r.latencies, a.elapsed)
+		if i == 0 {
+			r.first = in
+			for range 2 {
+				r.replays = append(r.replays, r.settle(ctx, in, in.body).answer)
+			}
+			r.replayMark = replayMarkOf(a, r.replays[0], r.replays[1])
+		}
 	}
-	a := r.send(ctx, in, in.body, quote(in.key))
+	return nil
+}
+
+// usable refuses an answer the suite cannot check the operation by.
+func (r *runner) usable(in *intent, a answer) error {
 	route := r.cfg.Method + " " + r.base + in.path
 	switch {
 	case isTimeout(a.err):
@@ -123,17 +171,11 @@ func (r *runner) preflight(ctx context.Context) error {
 		return &UnusableError{fmt.Sprintf("%s: %d, the auth is refused (check --header)", route, a.status)}
 	case a.status == http.StatusNotFound || a.status == http.StatusMethodNotAllowed:
 		return &UnusableError{fmt.Sprintf("%s: %d, no such route", route, a.status)}
-	case !isJSON(a):
-		return &UnusableError{fmt.Sprintf("%s: %d %s, not JSON", route, a.status, a.header.Get("Content-Type"))}
+	case strings.HasPrefix(a.header.Get("Content-Type"), "text/html"):
+		return &UnusableError{fmt.Sprintf("%s: %d %s, a page, not an API's answer (check --base and --route)", route, a.status, a.header.Get("Content-Type"))}
 	case !a.ok():
 		return &UnusableError{fmt.Sprintf("%s: %d for --body, want 2xx: give a request the operation accepts%s", route, a.status, withBody(a.body))}
 	}
-	if n, err := r.count(ctx, in); err != nil {
-		return &UnusableError{err.Error()}
-	} else if n != -1 && n != 1 {
-		return &UnusableError{fmt.Sprintf("--count-cmd printed %d after the first request, want 1", n)}
-	}
-	in.answer, r.first, r.latency = a, in, a.elapsed
 	return nil
 }
 
@@ -142,14 +184,32 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func isJSON(a answer) bool {
-	return strings.Contains(a.header.Get("Content-Type"), "json") || (len(a.body) > 0 && json.Valid(a.body))
+// described reports whether an error answer describes its problem as §2.7
+// asks: a problem body (RFC 9457) or a Link to the documentation.
+func described(a answer) bool {
+	return strings.HasPrefix(a.header.Get("Content-Type"), "application/problem+json") || a.header.Get("Link") != ""
+}
+
+// record is the intent as evidence: its answers' statuses, the results
+// they name, and the count n (-1: none).
+func (in *intent) record(n int, answers ...answer) IntentRecord {
+	rec := IntentRecord{Key: in.key, Nonce: in.vars["nonce"]}
+	var ids []string
+	for _, a := range answers {
+		rec.Statuses = append(rec.Statuses, a.status)
+		ids = append(ids, in.resultIDs(a)...)
+	}
+	rec.ResultIDs = unique(ids...)
+	if n >= 0 {
+		rec.Count = &n
+	}
+	return rec
 }
 
 func (r *runner) firstRequest(ctx context.Context) Result {
 	j := r.judge()
 	a := r.first.answer
-	j.ev = Evidence{Keys: []string{r.first.key}, Statuses: []int{a.status}, ResultIDs: r.first.resultIDs(a)}
+	j.ev.Intents = []IntentRecord{r.first.record(-1, a)}
 	named := r.first.result(a)
 	if named == "" {
 		named = "names no result (no id, no Location)"
@@ -164,18 +224,19 @@ func (r *runner) keyMissing(ctx context.Context) Result {
 		return j.skip(err.Error())
 	}
 	a := r.send(ctx, in, in.body)
-	j.ev.Statuses = []int{a.status}
+	j.ev.Intents = []IntentRecord{in.record(-1, a)}
 	switch {
+	case a.status == http.StatusBadRequest && !described(a):
+		j.rule("SHOULD", "§2.7", Fail, "a problem body", "400 without a key, but no problem body and no Link: §2.7 asks a body that points to the documentation")
 	case a.status == http.StatusBadRequest:
-		return j.result("400 without a key")
 	case a.ok() && r.cfg.Policy.KeyOptional:
 		return j.result(fmt.Sprintf("%d without a key: it ran unprotected, as --key-optional declares", a.status))
 	case a.ok():
-		j.graded(Warn, Fail, "%d without a key: it ran unprotected; §2.7 asks 400 where the operation requires the key (declare --key-optional if it does not)", a.status)
+		j.rule("SHOULD", "§2.7", Fail, "400", "%d without a key: it ran unprotected; §2.7 asks 400 where the operation requires the key (declare --key-optional if it does not)", a.status)
 	default:
-		j.graded(Warn, Fail, "%s without a key, want 400", a)
+		j.rule("SHOULD", "§2.7", Fail, "400", "%s without a key, want 400", a)
 	}
-	return j.result("")
+	return j.result("400 without a key, with a problem body")
 }
 
 func (r *runner) keyMalformed(ctx context.Context) Result {
@@ -185,14 +246,15 @@ func (r *runner) keyMalformed(ctx context.Context) Result {
 		if err != nil {
 			return j.skip(err.Error())
 		}
+		in.key = v
 		a := r.send(ctx, in, in.body, v)
-		j.ev.Keys, j.ev.Statuses = append(j.ev.Keys, v), append(j.ev.Statuses, a.status)
+		j.ev.Intents = append(j.ev.Intents, in.record(-1, a))
 		switch {
 		case a.status == http.StatusBadRequest:
 		case a.ok():
-			j.graded(Warn, Fail, "%d for the key %s, not an sf-string: the client MUST send one (§2.1), and the server should validate the key (§5); the contract says 400", a.status, v)
+			j.rule("SHOULD", "§2.1, §5", Fail, "400", "%d for the key %s, not an sf-string: the client MUST send one (§2.1), and §5 asks the server to validate the key", a.status, v)
 		default:
-			j.graded(Warn, Fail, "%s for the key %s, want 400", a, v)
+			j.rule("SHOULD", "§2.1, §5", Fail, "400", "%s for the key %s, want 400", a, v)
 		}
 	}
 	return j.result("400 for an unclosed quote and for a key outside ASCII")
@@ -205,30 +267,45 @@ func (r *runner) keyTwice(ctx context.Context) Result {
 		return j.skip(err.Error())
 	}
 	a := r.send(ctx, in, in.body, quote(newKey()), quote(newKey()))
-	j.ev.Statuses = []int{a.status}
+	j.ev.Intents = []IntentRecord{in.record(-1, a)}
 	switch {
 	case a.status == http.StatusBadRequest:
 		return j.result("400 for two key lines")
 	case a.ok():
-		j.graded(Warn, Fail, "%d for two key lines: it chose one; the field is one sf-string (§2.1), the contract says 400", a.status)
+		j.rule("SHOULD", "§2.1, §5", Fail, "400", "%d for two key lines: it chose one; the field is one sf-string (§2.1)", a.status)
 	default:
-		j.graded(Warn, Fail, "%s for two key lines, want 400", a)
+		j.rule("SHOULD", "§2.1, §5", Fail, "400", "%s for two key lines, want 400", a)
 	}
 	return j.result("")
+}
+
+// perResponse are headers that differ between two answers of one result.
+var perResponse = []string{"Date", "Age", "Expires", "Last-Modified", "Content-Length"}
+
+// headerDiff lists the headers of first that a replay does not repeat:
+// each of first's headers, unless it differs between the two replays (a
+// header of each response, such as a request id) or is the replay mark.
+func headerDiff(first, b, c answer, mark string) []string {
+	var diff []string
+	for _, name := range slices.Sorted(maps.Keys(first.header)) {
+		if slices.Contains(perResponse, name) || name == mark || b.header.Get(name) != c.header.Get(name) {
+			continue
+		}
+		if v := first.header.Get(name); b.header.Get(name) != v {
+			diff = append(diff, fmt.Sprintf("%s %q, then %q", name, v, b.header.Get(name)))
+		}
+	}
+	return diff
 }
 
 func (r *runner) replay(ctx context.Context) Result {
 	j := r.judge()
 	in := r.first
-	first := in.answer
-	b := r.settle(ctx, in, in.body).answer
+	first, b := in.answer, r.replays[0]
 	n, err := r.count(ctx, in)
-	j.ev = Evidence{Keys: []string{in.key}, Statuses: []int{first.status, b.status}, ResultIDs: unique(in.result(first), in.result(b))}
-	if n >= 0 {
-		j.ev.Counts = []int{n}
-	}
+	j.ev.Intents = []IntentRecord{in.record(n, append([]answer{first}, r.replays...)...)}
 	mark := ", unmarked"
-	if r.replayMark = replayMarkOf(first, b); r.replayMark != "" {
+	if r.replayMark != "" {
 		mark = ", marked " + r.replayMark
 	}
 	sameBytes := bytes.Equal(b.body, first.body)
@@ -242,17 +319,24 @@ func (r *runner) replay(ctx context.Context) Result {
 	case in.result(first) != "" && in.result(b) != "" && in.result(first) != in.result(b):
 		j.broken("the retry made a second result: %s, then %s", in.result(first), in.result(b))
 	case b.status != first.status:
-		j.graded(Warn, Fail, "the retry got %s, the first request %d: §2.6 asks the previous result", b, first.status)
+		j.rule("SHOULD", "§2.6", Fail, "the stored status", "the retry got %s, the first request %d: §2.6 asks the previous result", b, first.status)
 	case !sameBytes && r.cfg.Policy.Replay == "bytes":
-		j.graded(Warn, Fail, "the retry's body differs from the first answer's at %s: replay by bytes", firstDifference(first.body, b.body))
+		j.rule("SHOULD", "§2.6", Fail, "replay by bytes", "the retry's body differs from the first answer's at %s (--replay bytes)", firstDifference(first.body, b.body))
 	case !sameBytes && in.result(b) == "" && n < 0:
 		j.add(Inconclusive, "the retry's body differs, and it names no result: cannot tell a re-rendered replay from a second run (give --count-cmd)")
 	case !sameBytes:
 		j.add(Info, "the same result, re-rendered (replay by resource): %s", in.result(b)+countText(n))
 	case n < 0 && in.result(b) == "":
-		j.add(Inconclusive, "the same %d and bytes, but no id and no --count-cmd: a second run that answers the same cannot be told from a replay", b.status)
+		j.add(Inconclusive, "the same %d and bytes, but no id, no Location and no --count-cmd: a second run that answers the same cannot be told from a replay", b.status)
 	}
-	return j.result(fmt.Sprintf("the same %d and %d bytes%s, one result%s", b.status, len(b.body), mark, countText(n)))
+	for _, d := range headerDiff(first, b, r.replays[1], r.replayMark) {
+		if strings.HasPrefix(d, "Location ") || strings.HasPrefix(d, "Content-Type ") {
+			j.rule("SHOULD", "§2.6", Fail, "a replay is the first answer", "the retry's %s: §2.6 asks the previous result", d)
+		} else {
+			j.rule("", "§2.6", Fail, "a replay is the first answer", "the retry's %s", d)
+		}
+	}
+	return j.result(fmt.Sprintf("the same %d, headers and %d bytes%s, one result%s", b.status, len(b.body), mark, countText(n)))
 }
 
 func (r *runner) mismatch(ctx context.Context) Result {
@@ -263,10 +347,7 @@ func (r *runner) mismatch(ctx context.Context) Result {
 	in := r.first
 	b := r.send(ctx, in, in.other, quote(in.key))
 	n, err := r.count(ctx, in)
-	j.ev = Evidence{Keys: []string{in.key}, Statuses: []int{b.status}, ResultIDs: unique(in.result(in.answer), in.result(b))}
-	if n >= 0 {
-		j.ev.Counts = []int{n}
-	}
+	j.ev.Intents = []IntentRecord{in.record(n, in.answer, b)}
 	// The first answer again: by its result, or by its bytes where a result
 	// or a count says it ran once.
 	sameResult := (in.result(b) != "" && in.result(b) == in.result(in.answer)) ||
@@ -278,31 +359,51 @@ func (r *runner) mismatch(ctx context.Context) Result {
 		j.broken("another body under a used key made a second result: %d results for one key", n)
 	case b.ok() && in.result(b) != "" && !sameResult:
 		j.broken("another body under a used key made a second result (%s)", in.result(b))
+	case b.status == http.StatusUnprocessableEntity && !described(b):
+		j.rule("SHOULD", "§2.7", Fail, "a problem body", "422, but no problem body and no Link: §2.7 asks a body that points to the documentation")
 	case b.status == http.StatusUnprocessableEntity:
 	case b.ok() && sameResult:
-		j.graded(Info, Fail, "%d with the first answer for another body: no fingerprint (§2.4 makes it MAY; the contract says 422)", b.status)
+		j.rule("SHOULD", "§2.4, §2.7", Fail, "422", "%d with the first answer for another body: no fingerprint (§2.4 makes one MAY), but §2.7 asks 422 for a key reused with another payload", b.status)
 	case b.ok():
-		j.graded(Inconclusive, Fail, "%d for another body under a used key, naming no result: cannot tell whether it ran", b.status)
+		j.rule("SHOULD", "§2.7", Fail, "422", "%d for another body under a used key, naming no result: cannot tell whether it ran; §2.7 asks 422", b.status)
+		if r.cfg.Profile == ProfileDraft {
+			j.add(Inconclusive, "%d for another body, naming no result, and no --count-cmd", b.status)
+		}
 	default:
-		j.graded(Warn, Fail, "%s for another body under a used key, want 422 (§2.7)", b)
+		j.rule("SHOULD", "§2.7", Fail, "422", "%s for another body under a used key, want 422", b)
 	}
-	return j.result("422 for another body under a used key")
+	return j.result("422 with a problem body for another body under a used key")
+}
+
+// couldMissStorms is the rarest storm duplicate a run of n clean storms
+// finds in at least 19 runs of 20: 1 storm in k, k the largest with
+// (1-1/k)^n ≤ 1/20.
+func couldMissStorms(n int) int {
+	k := 1
+	for math.Pow(1-1/float64(k+1), float64(n)) <= 0.05 {
+		k++
+	}
+	return k
 }
 
 func (r *runner) storm(ctx context.Context) Result {
 	j := r.judge()
 	statuses := map[int]int{}
-	var dup, stuck, unknown, bare409, failed, mixed int
-	for i := 0; i < r.cfg.Repeat; i++ {
+	var dup, unknown, bare409, bare409body, failed, mixed, held int
+	var lost, none, stuck []string // storms whose key still answered 409 at --settle, by what the count says
+	var perStorm []int
+	storms := 0
+	for i := 0; i < r.cfg.Storms && !r.stopped(ctx); i++ {
 		in, err := r.newIntent(ctx, r.cfg.Header, "")
 		if err != nil {
 			return j.skip(err.Error())
 		}
+		storms++
 		answers := r.together(ctx, in, r.cfg.Storm)
 		end := r.settle(ctx, in, in.body) // the answer a retrying client ends with
-		answers = append(answers, end.answer)
 		ids, nameless, refused := map[string]bool{}, false, false
-		for _, a := range answers {
+		firstOK := -1 // the 2xx that came back first
+		for i, a := range answers {
 			statuses[a.status]++
 			switch {
 			case a.err != nil || a.status >= 500:
@@ -312,29 +413,59 @@ func (r *runner) storm(ctx context.Context) Result {
 				if a.header.Get("Retry-After") == "" {
 					bare409++
 				}
-			case a.ok() && in.result(a) == "":
-				nameless = true
+				if !described(a) {
+					bare409body++
+				}
 			case a.ok():
-				ids[in.result(a)] = true
+				if firstOK < 0 || a.sent.Add(a.elapsed).Before(answers[firstOK].sent.Add(answers[firstOK].elapsed)) {
+					firstOK = i
+				}
+				if id := in.result(a); id != "" {
+					ids[id] = true
+				} else {
+					nameless = true
+				}
 			default:
 				refused = true
 			}
 		}
 		n, err := r.count(ctx, in)
 		if err != nil {
-			return j.skip(err.Error())
+			j.add(Inconclusive, "%v", err)
+			break
 		}
+		countSays := n
 		if n < 0 {
 			n = len(ids)
 		}
-		j.ev.Keys, j.ev.Counts = append(j.ev.Keys, in.key), append(j.ev.Counts, n)
+		j.ev.Intents = append(j.ev.Intents, in.record(countSays, append(answers, end.answer)...))
+		perStorm = append(perStorm, n)
+		// Held: a duplicate sent while the first request was at work, given
+		// the first's result when it finished instead of a 409. A finding
+		// only where no storm got a 409: under load a duplicate can reach
+		// the target after the first finished, and be replayed rightly.
+		if firstOK >= 0 && n == 1 && (countSays == 1 || len(ids) == 1) {
+			f := answers[firstOK]
+			for i, a := range answers {
+				if i != firstOK && a.ok() && a.sent.Before(f.sent.Add(f.elapsed)) && a.elapsed >= f.elapsed/2 {
+					held++
+				}
+			}
+		}
 		switch {
 		case n > 1 || len(ids) > 1:
 			dup++
+		case end.gaveUp || (end.err != nil && end.askedPast == 0):
+			switch {
+			case countSays > 0:
+				lost = append(lost, in.key)
+			case countSays == 0:
+				none = append(none, in.key)
+			default:
+				stuck = append(stuck, in.key)
+			}
 		case end.askedPast > 0:
 			unknown++
-		case end.gaveUp || end.err != nil:
-			stuck++
 		case r.cfg.CountCmd == "" && nameless && len(ids) == 0:
 			unknown++
 		}
@@ -342,31 +473,41 @@ func (r *runner) storm(ctx context.Context) Result {
 			mixed++
 		}
 	}
-	j.ev.Storms, j.ev.Duplicated = r.cfg.Repeat, dup
-	j.ev.Rate = fmt.Sprintf("%d of %d", dup, r.cfg.Repeat)
-	for s := range statuses {
-		j.ev.Statuses = append(j.ev.Statuses, s)
-	}
-	slices.Sort(j.ev.Statuses)
+	k := couldMissStorms(storms)
+	j.ev.Storms, j.ev.Duplicated = storms, dup
+	j.ev.CouldMiss = fmt.Sprintf("a duplicate rarer than 1 storm in %d (%d clean storms find that rate in at least 19 runs of 20)", k, storms)
+	saw := fmt.Sprintf("%d storms of %d requests, results per storm %v, answers %s", storms, r.cfg.Storm, perStorm, histogram(statuses))
 	if dup > 0 {
-		j.broken("%d of %d storms of %d requests on one key made more than one result (results %v)", dup, r.cfg.Repeat, r.cfg.Storm, j.ev.Counts)
+		j.broken("%d of %d storms made more than one result: %s", dup, storms, saw)
 	}
-	if stuck > 0 {
-		j.graded(Warn, Fail, "%d of %d storms left no result within --settle %s (still 409 or no answer)", stuck, r.cfg.Repeat, r.cfg.Settle)
+	if len(lost) > 0 {
+		j.rule("SHOULD", "§2.6", Fail, "a key answers with its result", "lost results: in %d storms the work made its result (--count-cmd) but the key still answered 409 at --settle %s: no client gets the answer, and a retry after the key expires makes a second (%s)", len(lost), r.cfg.Settle, strings.Join(lost, ", "))
+	}
+	if len(none) > 0 {
+		j.rule("SHOULD", "§2.6", Fail, "a key answers with its result", "in %d storms no request made a result (--count-cmd: 0) and the key still answered 409 at --settle %s (%s)", len(none), r.cfg.Settle, strings.Join(none, ", "))
+	}
+	if len(stuck) > 0 {
+		j.rule("SHOULD", "§2.6", Fail, "a key answers with its result", "in %d storms the key still answered 409 (or nothing) at --settle %s; without --count-cmd, whether the work made a result is unseen (%s)", len(stuck), r.cfg.Settle, strings.Join(stuck, ", "))
 	}
 	if unknown > 0 {
-		j.add(Inconclusive, "%d of %d storms ended unseen: 2xx answers that name no result and no --count-cmd, or a Retry-After past --settle", unknown, r.cfg.Repeat)
+		j.add(Inconclusive, "%d of %d storms ended unseen (2xx answers that name no result and no --count-cmd, or a Retry-After past --settle): %s", unknown, storms, saw)
 	}
 	if mixed > 0 {
-		j.graded(Warn, Fail, "in %d storms one key got a result and a refusal: a duplicate ran and was refused (§2.6 asks the first result, or 409)", mixed)
+		j.rule("SHOULD", "§2.6", Fail, "one answer per key", "in %d storms one key got a result and a refusal: a duplicate ran and was refused; §2.6 asks the first result, or 409", mixed)
+	}
+	if held > 0 && statuses[http.StatusConflict] == 0 {
+		j.rule("SHOULD", "§2.6, §2.7", Pass, "", "%d duplicates sent while the first request was at work waited and got its result, not 409: §2.6 asks a conflict for a concurrent request", held)
+	}
+	if bare409body > 0 {
+		j.rule("SHOULD", "§2.7", Fail, "a problem body", "%d 409s without a problem body or Link: §2.7 asks a body describing the problem", bare409body)
 	}
 	if bare409 > 0 {
-		j.graded(Info, Fail, "%d 409s without Retry-After: the draft does not ask it, the contract does", bare409)
+		j.rule("", "§2.7", Fail, "a 409 says when to come back (Retry-After)", "%d 409s without Retry-After (the draft does not ask it)", bare409)
 	}
 	if failed > 0 {
-		j.add(Warn, "%d answers were 5xx or none: no duplicate, but a lost race should be 409 or the replay (§2.6)", failed)
+		j.rule("SHOULD", "§2.6", Warn, "", "%d answers were 5xx or none: no duplicate, but §2.6 asks a concurrent request a 409, or the result", failed)
 	}
-	return j.result(fmt.Sprintf("%d storms of %d: one result each (answers %s)", r.cfg.Repeat, r.cfg.Storm, histogram(statuses)))
+	return j.result(fmt.Sprintf("%s: one result each; could miss %s", saw, j.ev.CouldMiss))
 }
 
 func btoi(b bool) int {
@@ -376,23 +517,47 @@ func btoi(b bool) int {
 	return 0
 }
 
-// lostResponse hangs up after sending, at a sweep of delays from 0 to
-// twice the first answer's latency, then retries as a client would.
+// sweep is the lost-response check's hang-up delays: n, evenly from 0 to
+// half again past the median of the preflight's first answers, so that
+// the step between two is small beside the work.
+func (r *runner) sweep(n int) (delays []time.Duration, median, span time.Duration) {
+	lat := slices.Sorted(slices.Values(r.latencies))
+	median = lat[len(lat)/2]
+	span = median * 3 / 2
+	for i := range n {
+		d := time.Duration(0)
+		if n > 1 {
+			d = span * time.Duration(i) / time.Duration(n-1)
+		}
+		delays = append(delays, d)
+	}
+	return delays, median, span
+}
+
+// lostResponse hangs up after sending, at each delay of the sweep, then
+// retries as a client would, and counts what the intent made.
 func (r *runner) lostResponse(ctx context.Context) Result {
 	j := r.judge()
-	span := 2 * r.latency
-	var unknown []string
-	for i := 0; i < r.cfg.Repeat; i++ {
-		delay := time.Duration(0)
-		if r.cfg.Repeat > 1 {
-			delay = span * time.Duration(i) / time.Duration(r.cfg.Repeat-1)
+	delays, median, span := r.sweep(r.cfg.HangUps)
+	step := time.Duration(0)
+	if len(delays) > 1 {
+		step = delays[1]
+	}
+	var unknown, lost, died, stuck []string
+	var most time.Duration
+	for _, delay := range delays {
+		if r.stopped(ctx) {
+			break
 		}
 		in, err := r.newIntent(ctx, r.cfg.Header, "")
 		if err != nil {
 			return j.skip(err.Error())
 		}
 		if err := r.hangUp(ctx, in, delay); err != nil {
-			return j.skip(fmt.Sprintf("could not send the request: %v", err))
+			r.mu.Lock()
+			r.down = err
+			r.mu.Unlock()
+			continue
 		}
 		s := r.settle(ctx, in, in.body)
 		again := r.send(ctx, in, in.body, quote(in.key))
@@ -407,36 +572,52 @@ func (r *runner) lostResponse(ctx context.Context) Result {
 			}
 		}
 		if err != nil {
-			return j.skip(err.Error())
+			j.add(Inconclusive, "%v", err)
+			break
 		}
-		ms := float64(delay.Round(100*time.Microsecond).Microseconds()) / 1000
-		j.ev.Keys, j.ev.DelaysMS = append(j.ev.Keys, in.key), append(j.ev.DelaysMS, ms)
-		j.ev.StuckSeconds = append(j.ev.StuckSeconds, s.inProgress.Round(10*time.Millisecond).Seconds())
-		if n >= 0 {
-			j.ev.Counts = append(j.ev.Counts, n)
-		}
+		ms := fmt.Sprintf("%.1fms", float64(delay.Microseconds())/1000)
+		rec := in.record(n, s.answer, again)
+		d, p := float64(delay.Microseconds())/1000, s.inProgress.Round(10*time.Millisecond).Seconds()
+		rec.DelayMS, rec.InProgressS = &d, &p
+		j.ev.Intents = append(j.ev.Intents, rec)
+		j.ev.HangUps++
+		most = max(most, s.inProgress)
 		switch {
 		case n > 1:
-			j.broken("hung up %.0fms after sending: the intent made %d results", ms, n)
+			j.broken("hung up %s after sending: the intent made %d results (key %s)", ms, n, in.key)
 		case s.ok() && again.ok() && in.result(s.answer) != "" && in.result(again) != "" && in.result(s.answer) != in.result(again):
-			j.broken("hung up %.0fms after sending: two retries got two results (%s, then %s)", ms, in.result(s.answer), in.result(again))
+			j.broken("hung up %s after sending: two retries got two results (%s, then %s; key %s)", ms, in.result(s.answer), in.result(again), in.key)
+		case s.gaveUp && n > 0:
+			lost = append(lost, ms)
+		case s.gaveUp && n == 0:
+			died = append(died, ms)
 		case s.gaveUp:
-			j.graded(Warn, Fail, "hung up %.0fms after sending: the key still answered 409 %s later (--settle): the work died with its client, or holds the key", ms, s.inProgress.Round(100*time.Millisecond))
+			stuck = append(stuck, ms)
 		case s.askedPast > 0:
-			j.add(Inconclusive, "hung up %.0fms after sending: in progress %s, then asked to come back in %s, past --settle %s", ms, s.inProgress.Round(100*time.Millisecond), s.askedPast, r.cfg.Settle)
+			j.add(Inconclusive, "hung up %s after sending: in progress %s, then asked to come back in %s, past --settle %s", ms, s.inProgress.Round(100*time.Millisecond), s.askedPast, r.cfg.Settle)
 		case !s.ok():
-			j.graded(Warn, Fail, "hung up %.0fms after sending: the retry got %s, want the result", ms, s.answer)
+			j.rule("SHOULD", "§2.6", Fail, "the retry gets the result", "hung up %s after sending: the retry got %s, want the result", ms, s.answer)
 		case n == 0:
-			j.add(Fail, "hung up %.0fms after sending: --count-cmd counts no result after a %d", ms, s.status)
+			j.add(Fail, "hung up %s after sending: --count-cmd counts no result after the retry's %d (key %s)", ms, s.status, in.key)
 		case n < 0:
-			unknown = append(unknown, fmt.Sprintf("%.0fms", ms))
+			unknown = append(unknown, ms)
 		}
+	}
+	if len(lost) > 0 {
+		j.rule("SHOULD", "§2.6", Fail, "a key answers with its result", "lost results: hung up at %s, the work made its result (--count-cmd) but the key still answered 409 at --settle %s: the client never gets its answer, and a retry after the key expires makes a second", strings.Join(lost, ", "), r.cfg.Settle)
+	}
+	if len(died) > 0 {
+		j.rule("SHOULD", "§2.6", Fail, "the work outlives its client", "hung up at %s: the work died with its client (--count-cmd: 0) and the key still answered 409 at --settle %s: every retry is refused until it expires", strings.Join(died, ", "), r.cfg.Settle)
+	}
+	if len(stuck) > 0 {
+		j.rule("SHOULD", "§2.6", Fail, "a key answers with its result", "hung up at %s: the key still answered 409 at --settle %s; without --count-cmd, whether the work made a result is unseen", strings.Join(stuck, ", "), r.cfg.Settle)
 	}
 	if len(unknown) > 0 {
 		j.add(Inconclusive, "cannot count what the lost requests made (hung up at %s): give --count-cmd", strings.Join(unknown, ", "))
 	}
-	return j.result(fmt.Sprintf("hung up at %s after sending (twice the first answer's %s): one result each; in progress at most %.1fs",
-		joinMS(j.ev.DelaysMS), r.latency.Round(time.Millisecond), slices.Max(j.ev.StuckSeconds)))
+	j.ev.CouldMiss = fmt.Sprintf("a hang-up window narrower than %s (the sweep's step), or past %s", step.Round(100*time.Microsecond), span.Round(time.Millisecond))
+	return j.result(fmt.Sprintf("%d hang-ups from 0 to %s after sending, every %s (half again past the median first answer, %s of %d): one result each, in progress at most %.1fs; could miss %s",
+		j.ev.HangUps, span.Round(time.Millisecond), step.Round(100*time.Microsecond), median.Round(time.Millisecond), len(r.latencies), most.Seconds(), j.ev.CouldMiss))
 }
 
 func (r *runner) scope(ctx context.Context) Result {
@@ -460,28 +641,25 @@ func (r *runner) scope(ctx context.Context) Result {
 	other.key = in.key
 	b := r.send(ctx, other, other.body, quote(in.key))
 	c := r.send(ctx, in, in.body, quote(in.key)) // the first actor again
-	j.ev = Evidence{Keys: []string{in.key}, Statuses: []int{a.status, b.status, c.status}, ResultIDs: unique(in.result(a), other.result(b))}
 	n := -1
 	if len(r.cfg.Setup) == 0 {
 		n, err = r.count(ctx, in) // both actors' results share the nonce
 	} else if n, err = r.count(ctx, other); n >= 0 {
 		n++ // and the first actor's one
 	}
+	j.ev.Intents = []IntentRecord{in.record(-1, a, c), other.record(n, b)}
 	// A leak: the second actor's answer names the first actor's result or
 	// resource, or is the first answer's bytes where a result or a count
 	// says the second actor made none of its own.
 	var leak bool
 	for _, id := range in.resultIDs(a) {
 		_, v, _ := strings.Cut(id, "=")
-		leak = leak || bytes.Contains(b.body, []byte(`"`+v+`"`))
+		leak = leak || bytes.Contains(b.body, []byte(`"`+v+`"`)) || (b.header.Get("Location") != "" && b.header.Get("Location") == a.header.Get("Location"))
 	}
 	for name, v := range in.vars {
 		leak = leak || (name != "nonce" && other.vars[name] != v && bytes.Contains(b.body, []byte(`"`+v+`"`)))
 	}
-	leak = leak || (bytes.Equal(a.body, b.body) && (in.result(a) != "" || n == 1))
-	if n >= 0 {
-		j.ev.Counts = []int{n}
-	}
+	leak = leak || (len(a.body) > 0 && bytes.Equal(a.body, b.body) && (in.result(a) != "" || n == 1))
 	switch {
 	case err != nil:
 		j.add(Inconclusive, "%v", err)
@@ -494,7 +672,7 @@ func (r *runner) scope(ctx context.Context) Result {
 	case b.ok():
 		j.broken("the second actor got %s and the intents made %d results, want 2: one each", b, n)
 	default:
-		j.graded(Info, Fail, "the second actor got %s for the same key: keys are shared by actors, refused without a leak (a composite key is MAY in §5; the contract keeps keys per actor)", b)
+		j.rule("MAY", "§5", Fail, "keys per actor", "the second actor got %s for the same key: keys are shared by actors, refused without a leak (§5 makes a composite key MAY)", b)
 	}
 	if !c.ok() || (!bytes.Equal(c.body, a.body) && in.result(c) != in.result(a)) {
 		j.broken("after the second actor used the key, the first got %s %s, not its own result", c, in.result(c))
@@ -518,7 +696,7 @@ func (r *runner) failureNotStored(ctx context.Context) Result {
 		return j.skip(fmt.Sprintf("the request with --fail-header got %s, not a 5xx: nothing to check", a))
 	}
 	b := r.send(ctx, in, in.body, quote(in.key))
-	j.ev = Evidence{Keys: []string{in.key}, Statuses: []int{a.status, b.status}, ResultIDs: unique(in.result(b))}
+	j.ev.Intents = []IntentRecord{in.record(-1, a, b)}
 	stored := b.status == a.status && (bytes.Equal(b.body, a.body) || (r.replayMark != "" && b.header.Get(r.replayMark) != ""))
 	switch {
 	case b.ok() && r.cfg.Policy.FailuresStored:
@@ -527,9 +705,9 @@ func (r *runner) failureNotStored(ctx context.Context) Result {
 	case stored && r.cfg.Policy.FailuresStored:
 		return j.result(fmt.Sprintf("the %d was stored and replayed, as --failures-stored declares", a.status))
 	case stored:
-		j.graded(Info, Fail, "the %d was stored: the same key without the fault replays it (§2.6 allows it: \"success or an error\"; the contract releases the key, or a blip sticks; declare --failures-stored)", a.status)
+		j.rule("MAY", "§2.6", Fail, "a 5xx releases the key, or a blip sticks", "the %d was stored: the same key without the fault replays it (§2.6 allows it: \"success or an error\"; declare --failures-stored)", a.status)
 	default:
-		j.graded(Warn, Fail, "%d, then %s for the same key without the fault, want it to run again", a.status, b)
+		j.rule("SHOULD", "§2.6", Fail, "the key runs again", "%d, then %s for the same key without the fault, want it to run again", a.status, b)
 	}
 	return j.result(strings.TrimSpace(fmt.Sprintf("%d, then the same key ran again: %d %s", a.status, b.status, in.result(b))))
 }
@@ -559,17 +737,17 @@ func (r *runner) refusalReplayed(ctx context.Context) Result {
 		return j.skip(fmt.Sprintf("%s got %s, not a refusal: nothing to replay", how, a))
 	}
 	b := r.send(ctx, in, body, quote(in.key))
-	j.ev = Evidence{Keys: []string{in.key}, Statuses: []int{a.status, b.status}}
+	j.ev.Intents = []IntentRecord{in.record(-1, a, b)}
 	marked := r.replayMark != "" && b.header.Get(r.replayMark) != ""
 	switch {
 	case b.status != a.status:
-		j.graded(Warn, Fail, "the refusal %d, then %s for its retry: §2.6 asks the previous result, \"success or an error\"", a.status, b)
+		j.rule("SHOULD", "§2.6", Fail, "a refusal is stored", "the refusal %d, then %s for its retry: §2.6 asks the previous result, \"success or an error\"", a.status, b)
 	case !bytes.Equal(a.body, b.body):
-		j.graded(Info, Fail, "the refusal's retry got another body (at %s)", firstDifference(a.body, b.body))
+		j.rule("", "§2.6", Fail, "a refusal is stored", "the refusal's retry got another body (at %s)", firstDifference(a.body, b.body))
 	case r.replayMark != "" && !marked:
-		j.graded(Info, Fail, "the refusal's retry was not marked %s: it ran again, the refusal was not stored", r.replayMark)
-	case r.replayMark == "":
-		j.graded(Pass, Inconclusive, "the same %d again, unmarked: cannot tell a stored refusal from one decided again", a.status)
+		j.rule("", "§2.6", Fail, "a refusal is stored", "the refusal's retry was not marked %s: it ran again, the refusal was not stored", r.replayMark)
+	case r.replayMark == "" && r.cfg.Profile == ProfileStrict:
+		j.add(Inconclusive, "the same %d again, unmarked: cannot tell a stored refusal from one decided again", a.status)
 	}
 	return j.result(fmt.Sprintf("%s: %d, and its retry the same %d and bytes", how, a.status, b.status))
 }
@@ -593,10 +771,7 @@ func (r *runner) expiry(ctx context.Context) Result {
 	}
 	b := r.send(ctx, in, in.body, quote(in.key))
 	n, err := r.count(ctx, in)
-	j.ev = Evidence{Keys: []string{in.key}, Statuses: []int{a.status, b.status}, ResultIDs: unique(in.result(a), in.result(b))}
-	if n >= 0 {
-		j.ev.Counts = []int{n}
-	}
+	j.ev.Intents = []IntentRecord{in.record(n, a, b)}
 	// A new intent: a second result, or, for a state change, a decision
 	// made again (refused, as the state moved on) instead of the replay.
 	isNew := n == 2 || (in.result(a) != "" && in.result(b) != "" && in.result(a) != in.result(b)) ||
@@ -608,22 +783,35 @@ func (r *runner) expiry(ctx context.Context) Result {
 		j.add(Inconclusive, "%v", err)
 	case isNew:
 	case replays:
-		j.graded(Warn, Fail, "the key still replays %s after the --ttl of %s: the expiry the target publishes (§2.3) is not the one it keeps", wait, r.cfg.TTL)
+		j.rule("SHOULD", "§2.3", Fail, "a key expires at its TTL", "the key still replays %s after the --ttl of %s: the expiry the target publishes (§2.3) is not the one it keeps", wait, r.cfg.TTL)
 	case !b.ok():
-		j.graded(Warn, Fail, "%s for the key %s after its TTL, want a new intent", b, wait)
+		j.rule("SHOULD", "§2.3", Fail, "a key expires at its TTL", "%s for the key %s after its TTL, want a new intent", b, wait)
 	default:
 		j.add(Inconclusive, "cannot tell a new result from a replay: no id, no replay mark, no --count-cmd")
 	}
 	return j.result(fmt.Sprintf("a new intent %s after the --ttl of %s: %d%s", wait, r.cfg.TTL, b.status, countText(n)))
 }
 
-// replayMarkOf is the header of replay, absent from first, whose name
-// says replay (Idempotent-Replayed, X-Idempotency-Replayed, …).
-func replayMarkOf(first, replay answer) string {
-	for name := range replay.header {
-		if strings.Contains(strings.ToLower(name), "replay") && first.header.Get(name) == "" {
+// replayMarkOf is the header that marks a replay: one that both retries
+// carry with the same value, and the first answer lacks or has with
+// another (Idempotent-Replayed, X-Cache: HIT, Idempotency-Status:
+// replayed). A header of each response (a request id) differs between the
+// retries, and is not one. A name that says replay wins a tie.
+func replayMarkOf(first, b, c answer) string {
+	var marks []string
+	for _, name := range slices.Sorted(maps.Keys(b.header)) {
+		v := b.header.Get(name)
+		if !slices.Contains(perResponse, name) && v != "" && c.header.Get(name) == v && first.header.Get(name) != v {
+			marks = append(marks, name)
+		}
+	}
+	for _, name := range marks {
+		if strings.Contains(strings.ToLower(name), "replay") {
 			return name
 		}
+	}
+	if len(marks) > 0 {
+		return marks[0]
 	}
 	return ""
 }

@@ -5,8 +5,8 @@
 // name. Where neither tells, a check says INCONCLUSIVE, never PASS.
 //
 // Each check is graded by a profile. Draft grades by the IETF draft this
-// suite follows (Draft): a MUST broken is FAIL, a SHOULD is WARN, what the
-// draft allows or leaves open is INFO. Strict grades by the contract of
+// suite follows (Draft): a MUST broken is FAIL, a SHOULD is WARN, a MAY or
+// what the draft leaves open is INFO, each finding citing its section. Strict grades by the contract of
 // demo-api (byte-identical replay, 5xx not stored, 400 for a malformed
 // key, 422 on a mismatch, keys per actor). Two results for one key, or one
 // actor's answer replayed to another, FAIL under every profile.
@@ -22,12 +22,14 @@ import (
 	"time"
 )
 
-// Version is the suite's version, written in every JSON report.
-const Version = "2.0.0"
+// Version is the suite's version, written in every JSON report. Its major
+// is 1 (or 0): the module path has no /vN suffix, so a tag
+// conformance/vX.Y.Z with X ≥ 2 would be refused by the go command.
+const Version = "1.0.0"
 
 // Draft is the version of the IETF draft the checks cite; §n are its
 // sections.
-const Draft = "draft-ietf-httpapi-idempotency-key-header-06"
+const Draft = "draft-ietf-httpapi-idempotency-key-header-07"
 
 // Profile is how checks are graded.
 type Profile string
@@ -90,11 +92,16 @@ type Config struct {
 	KeyHeader string        // default Idempotency-Key
 	TTL       time.Duration // the target's key lifetime; 0: expiry is SKIP
 	Storm     int           // concurrent requests on one key per storm; default 20
-	Repeat    int           // storms, and hang-up delays of the lost-response sweep; default 5
+	Storms    int           // storms of the storm check; default 24
+	HangUps   int           // hang-ups of the lost-response sweep; default 20
 	Settle    time.Duration // how long a retrying client waits for a key in progress; default 40s
 	Timeout   time.Duration // bounds each request; default 10s
 	Only      []string      // run only these checks
 	Skip      []string      // do not run these
+
+	// AllowInconclusive lets a run whose core check (storm,
+	// lost-response) saw nothing end with exit 0; the report says so.
+	AllowInconclusive bool
 }
 
 // Verdict is the outcome of one check.
@@ -109,31 +116,46 @@ const (
 	Skip         Verdict = "SKIP"         // not run, and why
 )
 
-// Result is one check's verdict with its level (MUST, SHOULD, MAY,
-// contract, or core: what the header is for), the section it cites, why in
-// one line, and its evidence.
+// Result is one check's verdict with the level of its worst finding
+// (MUST, SHOULD, MAY, contract, or core: what the header is for), the
+// section that finding cites, why in one line, and its evidence.
 type Result struct {
 	Check    string   `json:"check"`
 	Verdict  Verdict  `json:"verdict"`
 	Level    string   `json:"level"`
 	Section  string   `json:"section"`
 	Why      string   `json:"why"`
+	Core     bool     `json:"core,omitempty"` // storm or lost-response: what the header is for
 	Evidence Evidence `json:"evidence"`
 
-	exchanges []string // what was sent and answered, for a transcript
+	transcript []string // what was sent, answered and counted, for a transcript
 }
 
-// Evidence is what a check saw, in fields a program can read.
+// Evidence is what a check saw, in fields a program can read: each intent
+// it made, and for the storm and lost-response sweeps, their size.
 type Evidence struct {
-	Keys         []string  `json:"keys,omitempty"`
-	Statuses     []int     `json:"statuses,omitempty"`
-	ResultIDs    []string  `json:"result_ids,omitempty"`
-	Counts       []int     `json:"counts,omitempty"` // results per intent
-	DelaysMS     []float64 `json:"delays_ms,omitempty"`
-	StuckSeconds []float64 `json:"stuck_seconds,omitempty"`
-	Storms       int       `json:"storms,omitempty"`
-	Duplicated   int       `json:"duplicated,omitempty"` // intents with more than one result
-	Rate         string    `json:"rate,omitempty"`
+	Intents    []IntentRecord `json:"intents,omitempty"`
+	Storms     int            `json:"storms,omitempty"`
+	Duplicated int            `json:"duplicated,omitempty"` // storms with more than one result
+	HangUps    int            `json:"hang_ups,omitempty"`
+	// CouldMiss is the size of fault this run could have missed: a
+	// duplicate rarer than a rate of storms, a hang-up window narrower
+	// than the sweep's step.
+	CouldMiss string `json:"could_miss,omitempty"`
+}
+
+// IntentRecord is one intent as a check saw it: its key and nonce, each
+// answer's status in order (0: none), the results they named, what
+// --count-cmd counted, and for a hang-up its delay and how long the key
+// answered 409 afterwards.
+type IntentRecord struct {
+	Key         string   `json:"key"`
+	Nonce       string   `json:"nonce"`
+	Statuses    []int    `json:"statuses,omitempty"`
+	ResultIDs   []string `json:"result_ids,omitempty"`
+	Count       *int     `json:"count,omitempty"`
+	DelayMS     *float64 `json:"delay_ms,omitempty"`
+	InProgressS *float64 `json:"in_progress_s,omitempty"`
 }
 
 // Report is every check's result against one target.
@@ -144,15 +166,19 @@ type Report struct {
 	Profile Profile  `json:"profile"`
 	Target  string   `json:"target"`
 	Flags   []string `json:"flags,omitempty"`
-	Results []Result `json:"checks"`
+	// InconclusiveAllowed: --allow-inconclusive was given, so a core check
+	// that saw nothing does not change the exit code.
+	InconclusiveAllowed bool     `json:"inconclusive_allowed,omitempty"`
+	Results             []Result `json:"checks"`
 }
 
 // Exit codes of the command.
 const (
-	ExitConforms = 0 // no FAIL (WARN, INFO, INCONCLUSIVE and SKIP allowed)
-	ExitFailed   = 1 // a check failed
-	ExitUsage    = 2 // the command was given wrong flags
-	ExitUnusable = 3 // the target cannot be checked: unreachable, auth refused, no such route, not JSON, hangs
+	ExitConforms     = 0 // no FAIL, and every core check saw its effect (WARN, INFO and SKIP allowed)
+	ExitFailed       = 1 // a check failed
+	ExitUsage        = 2 // wrong flags, or a --count-cmd that does not run
+	ExitUnusable     = 3 // the target cannot be checked: unreachable, auth refused, no such route, a page, hangs, or stopped answering
+	ExitInconclusive = 4 // no FAIL, but a core check (storm, lost-response) is INCONCLUSIVE: nothing says it conforms
 )
 
 // Failed reports whether any check failed.
@@ -160,8 +186,13 @@ func (r Report) Failed() bool {
 	return slices.ContainsFunc(r.Results, func(res Result) bool { return res.Verdict == Fail })
 }
 
-// UnusableError is a target that cannot be checked, found by the preflight:
-// one line that says why.
+// Unseen reports whether a core check ended INCONCLUSIVE.
+func (r Report) Unseen() bool {
+	return slices.ContainsFunc(r.Results, func(res Result) bool { return res.Core && res.Verdict == Inconclusive })
+}
+
+// UnusableError is a target that cannot be checked, found by the preflight
+// or when it stops answering mid-run: one line that says why.
 type UnusableError struct{ Why string }
 
 func (e *UnusableError) Error() string { return "the target is unusable: " + e.Why }
@@ -171,9 +202,26 @@ type UsageError struct{ Why string }
 
 func (e *UsageError) Error() string { return e.Why }
 
-// Run checks the target: a preflight exchange first (an *UnusableError if
-// the target cannot be checked), then each check in order. Its other
-// errors are a *UsageError, or the context's.
+// CountError is a --count-cmd that did not print a count: its exit and
+// what it wrote to stderr.
+type CountError struct {
+	Err    error
+	Stderr string
+}
+
+func (e *CountError) Error() string {
+	s := "--count-cmd failed: " + e.Err.Error()
+	if e.Stderr != "" {
+		s += ": " + e.Stderr
+	}
+	return s
+}
+
+// Run checks the target: a preflight first (an *UnusableError if the
+// target cannot be checked, a *CountError if --count-cmd does not count),
+// then each check in order. A target that stops answering mid-run is an
+// *UnusableError with the results so far. Its other errors are a
+// *UsageError, or the context's.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -181,10 +229,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	r := newRunner(cfg)
 	defer r.hc.CloseIdleConnections()
-	rep := Report{Suite: "idemcheck", Version: Version, Draft: Draft, Profile: cfg.Profile, Target: cfg.Method + " " + r.base + cfg.Path}
+	rep := Report{Suite: "idemcheck", Version: Version, Draft: Draft, Profile: cfg.Profile,
+		Target: cfg.Method + " " + r.base + cfg.Path, InconclusiveAllowed: cfg.AllowInconclusive}
+	r.startLog()
 	if err := r.preflight(ctx); err != nil {
 		return rep, err
 	}
+	preflight := r.takeLog()
 	for _, c := range checks {
 		if !cfg.runs(c.name) {
 			continue
@@ -192,14 +243,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		r.log = nil
+		r.startLog()
+		r.current = c
 		res := c.run(r, ctx)
-		res.Check, res.Section = c.name, c.section
-		if res.Level == "" {
-			res.Level = c.level
+		res.Check, res.Core = c.name, c.core
+		res.transcript = r.takeLog()
+		if c.name == "first-request" || c.name == "replay" || c.name == "mismatch" {
+			res.transcript = append(slices.Clip(preflight), res.transcript...) // they judge the preflight's intent
 		}
-		res.exchanges = r.log
 		rep.Results = append(rep.Results, res)
+		if r.stopped(ctx) {
+			return rep, &UnusableError{fmt.Sprintf("it stopped answering during %s: %v", c.name, r.dead)}
+		}
 	}
 	return rep, nil
 }
@@ -211,6 +266,16 @@ func Names() []string {
 		names[i] = c.name
 	}
 	return names
+}
+
+// Describe is one line per check, in the order they run: its name, what it
+// sends, and the draft's section.
+func Describe() string {
+	var b strings.Builder
+	for _, c := range checks {
+		fmt.Fprintf(&b, "  %-19s %s [%s]\n", c.name, c.about, c.section)
+	}
+	return b.String()
 }
 
 func (c Config) runs(name string) bool {
@@ -269,9 +334,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.Header = http.Header{}
 	}
 	c.Storm = orDefault(c.Storm, 20)
-	c.Repeat = orDefault(c.Repeat, 5)
-	if c.Storm < 2 || c.Repeat < 1 || c.TTL < 0 || c.Settle < 0 || c.Timeout < 0 {
-		return c, &UsageError{"a storm is at least 2 requests, --repeat at least 1, and durations not negative"}
+	c.Storms = orDefault(c.Storms, 24)
+	c.HangUps = orDefault(c.HangUps, 20)
+	if c.Storm < 2 || c.Storms < 1 || c.HangUps < 1 || c.TTL < 0 || c.Settle < 0 || c.Timeout < 0 {
+		return c, &UsageError{"a storm is at least 2 requests, --storms and --hangups at least 1, and durations not negative"}
 	}
 	if c.Settle == 0 {
 		c.Settle = 40 * time.Second

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"os"
@@ -10,10 +11,14 @@ import (
 )
 
 // Exit is the command's exit code for the report: ExitFailed when a check
-// failed, else ExitConforms.
+// failed; else ExitInconclusive when a core check saw nothing, unless
+// InconclusiveAllowed; else ExitConforms.
 func (r Report) Exit() int {
-	if r.Failed() {
+	switch {
+	case r.Failed():
 		return ExitFailed
+	case r.Unseen() && !r.InconclusiveAllowed:
+		return ExitInconclusive
 	}
 	return ExitConforms
 }
@@ -34,6 +39,13 @@ func (r Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "%-12s  %-*s  %s  [%s %s]\n", res.Verdict, width, res.Check, res.Why, res.Section, res.Level)
 	}
 	fmt.Fprintf(&b, "%s; exit %d\n", r.summary(), r.Exit())
+	if r.Unseen() {
+		if r.InconclusiveAllowed {
+			b.WriteString("a core check is INCONCLUSIVE, allowed by --allow-inconclusive: this exit says nothing of what it could not see\n")
+		} else {
+			fmt.Fprintf(&b, "a core check is INCONCLUSIVE: exit %d, not %d (give --count-cmd, or --allow-inconclusive)\n", ExitInconclusive, ExitConforms)
+		}
+	}
 	for _, res := range r.Results {
 		if res.Verdict == Skip {
 			fmt.Fprintf(&b, "not checked: %s: %s\n", res.Check, res.Why)
@@ -70,23 +82,87 @@ func (r Report) WriteJSON(w io.Writer) error {
 	}{r, r.summary(), r.Exit()})
 }
 
-// WriteTranscripts writes the exchanges of each failing check to
-// dir/<check>.txt, and returns the files it wrote.
+// WriteTranscripts writes the transcript of each check that did not PASS
+// (and was not skipped) to dir/<check>.txt: its line, then every exchange
+// and count, stamped, in order. It returns the files it wrote.
 func (r Report) WriteTranscripts(dir string) ([]string, error) {
 	var files []string
 	for _, res := range r.Results {
-		if res.Verdict != Fail {
+		if res.Verdict == Pass || res.Verdict == Skip {
 			continue
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return files, err
 		}
 		name := filepath.Join(dir, res.Check+".txt")
-		text := fmt.Sprintf("%s: %s %s\n\n%s", res.Check, res.Verdict, res.Why, strings.Join(res.exchanges, "\n"))
-		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+		if err := os.WriteFile(name, []byte(res.transcriptText()), 0o644); err != nil {
 			return files, err
 		}
 		files = append(files, name)
 	}
 	return files, nil
+}
+
+func (res Result) transcriptText() string {
+	return fmt.Sprintf("%s: %s [%s %s] %s\n\n%s", res.Check, res.Verdict, res.Section, res.Level, res.Why, strings.Join(res.transcript, "\n"))
+}
+
+// WriteJUnit writes the report as a JUnit XML test suite, a test case per
+// check: FAIL is a failure, a core check INCONCLUSIVE an error (unless
+// InconclusiveAllowed), SKIP skipped; the transcript of each case that did
+// not PASS is its system-out.
+func (r Report) WriteJUnit(w io.Writer) error {
+	type message struct {
+		Message string `xml:"message,attr"`
+		Type    string `xml:"type,attr,omitempty"`
+	}
+	type testCase struct {
+		Name      string   `xml:"name,attr"`
+		ClassName string   `xml:"classname,attr"`
+		Failure   *message `xml:"failure,omitempty"`
+		Error     *message `xml:"error,omitempty"`
+		Skipped   *message `xml:"skipped,omitempty"`
+		SystemOut string   `xml:"system-out,omitempty"`
+	}
+	type testSuite struct {
+		XMLName  xml.Name   `xml:"testsuite"`
+		Name     string     `xml:"name,attr"`
+		Tests    int        `xml:"tests,attr"`
+		Failures int        `xml:"failures,attr"`
+		Errors   int        `xml:"errors,attr"`
+		Skipped  int        `xml:"skipped,attr"`
+		Cases    []testCase `xml:"testcase"`
+	}
+	suite := testSuite{Name: fmt.Sprintf("%s %s (profile %s): %s", r.Suite, r.Version, r.Profile, r.Target), Tests: len(r.Results)}
+	for _, res := range r.Results {
+		m := &message{Message: fmt.Sprintf("%s [%s %s] %s", res.Verdict, res.Section, res.Level, res.Why), Type: string(res.Verdict)}
+		c := testCase{Name: res.Check, ClassName: r.Suite}
+		switch {
+		case res.Verdict == Fail:
+			c.Failure = m
+			suite.Failures++
+		case res.Verdict == Inconclusive && res.Core && !r.InconclusiveAllowed:
+			c.Error = m
+			suite.Errors++
+		case res.Verdict == Skip:
+			c.Skipped = m
+			suite.Skipped++
+		}
+		if res.Verdict != Pass && res.Verdict != Skip {
+			c.SystemOut = res.transcriptText()
+		} else if res.Verdict == Pass {
+			c.SystemOut = res.Why
+		}
+		suite.Cases = append(suite.Cases, c)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(suite); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,14 +32,21 @@ type runner struct {
 	base string
 	hc   *http.Client
 
-	first   *intent       // the preflight's intent, which replay and mismatch reuse
-	latency time.Duration // the preflight's answer time: the lost-response sweep spans twice it
-	// replayMark is the header that marked a replay (e.g. Idempotent-Replayed),
-	// if the replay check saw one.
+	current check    // the check that runs
+	first   *intent  // the preflight's intent, which replay and mismatch reuse
+	replays []answer // its two retries, sent by the preflight
+	// latencies are the preflight's first answers, each a fresh key: the
+	// lost-response sweep spans past them.
+	latencies []time.Duration
+	// replayMark is the header that marks a replay (e.g. Idempotent-Replayed),
+	// if the preflight's retries carried one.
 	replayMark string
 
-	mu  sync.Mutex
-	log []string // the current check's exchanges, for a transcript
+	mu       sync.Mutex
+	log      []string  // the current check's exchanges and counts, for a transcript
+	logStart time.Time // when the current check began
+	down     error     // the last request that got no answer at all
+	dead     error     // down, and a probe got no answer either: the run stops
 }
 
 func newRunner(cfg Config) *runner {
@@ -66,6 +74,7 @@ type answer struct {
 	header  http.Header
 	body    []byte
 	err     error
+	sent    time.Time
 	elapsed time.Duration
 }
 
@@ -244,7 +253,8 @@ func (r *runner) exchangeOnce(ctx context.Context, method, path string, header h
 	return r.do(req, body)
 }
 
-// do sends req and reads its answer whole, and writes both to the log.
+// do sends req and reads its answer whole, and writes both to the log. A
+// request that gets no answer at all is noted: the target may be down.
 func (r *runner) do(req *http.Request, body []byte) answer {
 	start := time.Now()
 	a := func() answer {
@@ -259,9 +269,40 @@ func (r *runner) do(req *http.Request, body []byte) answer {
 		}
 		return answer{status: resp.StatusCode, header: resp.Header, body: b}
 	}()
-	a.elapsed = time.Since(start)
+	a.sent, a.elapsed = start, time.Since(start)
+	if a.err != nil && req.Context().Err() == nil {
+		r.mu.Lock()
+		r.down = a.err
+		r.mu.Unlock()
+	}
 	r.record(req, body, a)
 	return a
+}
+
+// stopped reports whether the target stopped answering: a request got no
+// answer since the last call, and a probe (the operation once more, on a
+// fresh intent) gets none either. Then r.dead says why, and the run ends.
+func (r *runner) stopped(ctx context.Context) bool {
+	r.mu.Lock()
+	down := r.down
+	r.down = nil
+	r.mu.Unlock()
+	if r.dead != nil || down == nil {
+		return r.dead != nil
+	}
+	in, err := r.newIntent(ctx, r.cfg.Header, "")
+	if err == nil {
+		if a := r.send(ctx, in, in.body, quote(in.key)); a.err != nil {
+			err = a.err
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		r.dead = fmt.Errorf("%v; a probe then: %v", down, err)
+	}
+	r.mu.Lock()
+	r.down = nil
+	r.mu.Unlock()
+	return r.dead != nil
 }
 
 // settled is where a retrying client ends: its last answer, how long the
@@ -372,10 +413,11 @@ func (r *runner) hangUp(ctx context.Context, in *intent, delay time.Duration) er
 	}
 	defer conn.Close()
 	conn.SetWriteDeadline(time.Now().Add(r.cfg.Timeout))
+	sent := time.Now()
 	if err := req.Write(conn); err != nil {
 		return err
 	}
-	r.record(req, in.body, answer{err: fmt.Errorf("hung up %s after sending", delay)})
+	r.record(req, in.body, answer{sent: sent, err: fmt.Errorf("(idemcheck hangs up %s after sending, reading nothing)", delay)})
 	select {
 	case <-time.After(delay):
 	case <-ctx.Done():
@@ -405,34 +447,44 @@ func (r *runner) count(ctx context.Context, in *intent) (int, error) {
 	if runtime.GOOS == "windows" {
 		cmd = exec.CommandContext(ctx, "cmd", "/C", cmdline)
 	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
 	out, err := cmd.Output()
-	if err != nil {
-		return 0, fmt.Errorf("--count-cmd %q: %w", cmdline, err)
+	n, nerr := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err == nil && nerr != nil {
+		err = fmt.Errorf("printed %q, want a number", snippet(out))
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	line := fmt.Sprintf("$ --count-cmd for %s (%s) → %q", in.key, in.varsText(), snippet(out))
 	if err != nil {
-		return 0, fmt.Errorf("--count-cmd %q printed %q, want a number", cmdline, snippet(out))
+		line += ", " + err.Error()
+	}
+	r.logLine(start, line+withBody(stderr.Bytes()))
+	if err != nil {
+		return 0, &CountError{Err: err, Stderr: snippet(stderr.Bytes())}
 	}
 	return n, nil
 }
 
-// record writes one exchange to the current check's log, with the
-// values of the headers the suite was given (tokens) left out.
+// varsText is the intent's nonce and setup fields, for a line.
+func (in *intent) varsText() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(in.vars)) {
+		parts = append(parts, name+"="+in.vars[name])
+	}
+	return strings.Join(parts, " ")
+}
+
+// record writes one exchange to the current check's log, when it was
+// sent, with the values of the headers the suite was given (tokens) left
+// out and named by the flag that gave them, so that two actors are told
+// apart.
 func (r *runner) record(req *http.Request, body []byte, a answer) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "> %s %s\n", req.Method, req.URL)
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for name := range req.Header {
-			if !yield(name) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(req.Header)) {
 		for _, v := range req.Header[name] {
-			if _, secret := r.cfg.Header[name]; (secret || r.cfg.OtherActor[name] != nil) && name != "Content-Type" {
-				v = "(given)"
-			}
-			fmt.Fprintf(&b, "> %s: %s\n", name, v)
+			fmt.Fprintf(&b, "> %s: %s\n", name, r.redact(name, v))
 		}
 	}
 	fmt.Fprintf(&b, ">\n> %s\n", snippet(body))
@@ -440,17 +492,62 @@ func (r *runner) record(req *http.Request, body []byte, a answer) {
 		fmt.Fprintf(&b, "< %v\n", a.err)
 	} else {
 		fmt.Fprintf(&b, "< %d (%s)\n", a.status, a.elapsed.Round(time.Millisecond))
-		for name, vs := range a.header {
-			for _, v := range vs {
+		for _, name := range slices.Sorted(maps.Keys(a.header)) {
+			for _, v := range a.header[name] {
 				fmt.Fprintf(&b, "< %s: %s\n", name, v)
 			}
 		}
 		fmt.Fprintf(&b, "<\n< %s\n", snippet(a.body))
 	}
+	r.logLine(a.sent, b.String())
+}
+
+// redact is a header's value as a transcript shows it: the value of a
+// header given by a flag is replaced by the flag's name.
+func (r *runner) redact(name, v string) string {
+	if name == "Content-Type" || name == r.cfg.KeyHeader {
+		return v
+	}
+	for _, given := range []struct {
+		flag string
+		h    http.Header
+	}{{"--other-actor-header", r.cfg.OtherActor}, {"--fail-header", r.cfg.FailHeader}, {"--header", r.cfg.Header}} {
+		if slices.Contains(given.h[name], v) {
+			return "(" + given.flag + ")"
+		}
+	}
+	if _, secret := r.cfg.Header[name]; secret {
+		return "(given)"
+	}
+	return v
+}
+
+// startLog begins the log of a check.
+func (r *runner) startLog() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.log) < 500 {
-		r.log = append(r.log, b.String())
+	r.log, r.logStart = nil, time.Now()
+}
+
+// takeLog ends the log of a check and returns it.
+func (r *runner) takeLog() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	log := r.log
+	r.log = nil
+	return log
+}
+
+// logLine adds text to the log, stamped with the clock at at and the time
+// since the check began.
+func (r *runner) logLine(at time.Time, text string) {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.log) < 1000 {
+		r.log = append(r.log, fmt.Sprintf("[%s +%s]\n%s", at.UTC().Format("15:04:05.000"), at.Sub(r.logStart).Round(100*time.Microsecond), text))
 	}
 }
 

@@ -18,12 +18,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +35,11 @@ type Flaw string
 const (
 	Correct           Flaw = "correct"
 	StormDuplicates   Flaw = "storm-duplicates"    // looks the key up, works, then stores it: a storm runs many times
+	RareStorm         Flaw = "rare-storm"          // as StormDuplicates on 1 key in 6, chosen at random: a race a storm meets now and then
+	HangUpWindow      Flaw = "hang-up-window"      // a hang-up inside a Window of the work, from WindowAt, loses the completion: the result is made, the key released, and the retry runs again
+	LostResult        Flaw = "lost-result"         // after a hang-up the work makes its result, but the completion fails and the key stays in progress
+	EmptyCreated      Flaw = "empty-created"       // not a flaw: a create answers 201 with Location and no body
+	NoContent         Flaw = "no-content"          // not a flaw: a create answers 204, naming nothing
 	CommitThenRelease Flaw = "commit-then-release" // writes its completion on the request's context: a hang-up after the commit releases the key, and the retry runs again
 	DiesWithClient    Flaw = "dies-with-client"    // the work stops when its client hangs up, and the key stays in progress
 	GlobalLeak        Flaw = "global-leak"         // one key for every actor: another actor gets the first actor's answer
@@ -56,6 +63,7 @@ const (
 const (
 	Work     = 60 * time.Millisecond
 	LongWork = 1500 * time.Millisecond
+	Window   = 10 * time.Millisecond // HangUpWindow's
 )
 
 // Server is the API. Its zero value is not usable: call New.
@@ -64,7 +72,12 @@ type Server struct {
 	ttl      time.Duration
 	countDir string
 
+	// WindowAt is where HangUpWindow's Window begins, from the work's
+	// start: set it before serving.
+	WindowAt time.Duration
+
 	mu     sync.Mutex
+	racy   map[scope]bool // RareStorm: the keys whose storm races
 	keys   map[scope]*record
 	things map[string]*thing
 	counts map[string]int // results per ref (creates) and transitions per thing (reopens)
@@ -96,7 +109,7 @@ type thing struct {
 // New returns the API with flaw, keeping a completed key for ttl, and
 // writing each count to countDir/<ref or thing id> when countDir is set.
 func New(flaw Flaw, ttl time.Duration, countDir string) *Server {
-	return &Server{flaw: flaw, ttl: ttl, countDir: countDir, keys: map[scope]*record{}, things: map[string]*thing{}, counts: map[string]int{}}
+	return &Server{flaw: flaw, ttl: ttl, countDir: countDir, racy: map[scope]bool{}, keys: map[scope]*record{}, things: map[string]*thing{}, counts: map[string]int{}}
 }
 
 // Count is the results of ref, or the transitions of a thing.
@@ -163,7 +176,8 @@ func (s *Server) keyed(w http.ResponseWriter, r *http.Request, actor string, req
 	}
 	values := r.Header.Values("Idempotency-Key")
 	if len(values) == 0 && s.flaw == KeyOptional {
-		s.write(w, s.run(r, work), false)
+		a, _ := s.run(r, work)
+		s.write(w, a, false)
 		return
 	}
 	key, ok := s.parseKey(values)
@@ -183,18 +197,22 @@ func (s *Server) keyed(w http.ResponseWriter, r *http.Request, actor string, req
 		delete(s.keys, sc) // an expired key is a new intent
 		rec = nil
 	}
+	if _, seen := s.racy[sc]; !seen && s.flaw == RareStorm {
+		s.racy[sc] = rand.IntN(6) == 0
+	}
 	switch {
 	case rec == nil:
-		if s.flaw != StormDuplicates {
+		if s.flaw != StormDuplicates && !s.racy[sc] {
 			s.keys[sc] = &record{actor: actor, fingerprint: fp} // the claim
 		}
 		s.mu.Unlock()
-		a := s.run(r, work)
+		a, cut := s.run(r, work)
 		s.mu.Lock()
 		switch {
-		case a.status == 0 && s.flaw == DiesWithClient:
+		case (a.status == 0 && s.flaw == DiesWithClient) || (s.flaw == LostResult && cut >= 0):
 			// the key stays claimed, and answers 409 from now on
-		case a.status == 0 || (s.flaw == CommitThenRelease && r.Context().Err() != nil):
+		case a.status == 0 || (s.flaw == CommitThenRelease && cut >= 0) ||
+			(s.flaw == HangUpWindow && cut >= s.WindowAt && cut < s.WindowAt+Window):
 			delete(s.keys, sc) // the completion's write failed with its context: released
 		case a.status >= 500 && s.flaw != StoresFailures:
 			delete(s.keys, sc) // released: the same key may run again
@@ -234,14 +252,29 @@ func (s *Server) keyed(w http.ResponseWriter, r *http.Request, actor string, req
 }
 
 // run does the work after its length; status 0 is no work done (the
-// client was gone first).
-func (s *Server) run(r *http.Request, work func(context.Context) answer) answer {
+// client was gone first). cut is when the client hung up, from the work's
+// start (0 if before it), or -1 if it did not before the work ended.
+func (s *Server) run(r *http.Request, work func(context.Context) answer) (a answer, cut time.Duration) {
 	ctx := context.WithoutCancel(r.Context()) // the work outlives its client
 	if s.flaw == DiesWithClient || s.flaw == CommitThenRelease {
 		ctx = r.Context()
 	}
+	start := time.Now()
+	var hungUp atomic.Int64
+	hungUp.Store(-1)
+	noted := make(chan struct{})
+	stop := context.AfterFunc(r.Context(), func() {
+		hungUp.Store(int64(time.Since(start)))
+		close(noted)
+	})
+	defer func() {
+		if !stop() { // the client hung up: wait until that is noted
+			<-noted
+		}
+		cut = time.Duration(hungUp.Load())
+	}()
 	if ctx.Err() != nil {
-		return answer{} // a statement on a cancelled context never starts
+		return answer{}, 0 // a statement on a cancelled context never starts
 	}
 	length := Work
 	if s.flaw == LongRetryAfter {
@@ -251,13 +284,13 @@ func (s *Server) run(r *http.Request, work func(context.Context) answer) answer 
 	case <-time.After(length):
 	case <-ctx.Done():
 		if s.flaw == DiesWithClient {
-			return answer{}
+			return answer{}, 0
 		}
 	}
 	if r.Header.Get("Target-Fail") != "" {
-		return answer{status: http.StatusServiceUnavailable, body: []byte(`{"title":"the work failed","status":503}`)}
+		return answer{status: http.StatusServiceUnavailable, body: []byte(`{"title":"the work failed","status":503}`)}, 0
 	}
-	return work(ctx) // CommitThenRelease: the work commits; only its completion sees the context
+	return work(ctx), 0 // CommitThenRelease: the work commits; only its completion sees the context
 }
 
 func (s *Server) create(actor, ref string) answer {
@@ -298,15 +331,24 @@ func (s *Server) write(w http.ResponseWriter, a answer, replay bool) {
 	if a.status == 0 {
 		return // the client is gone
 	}
+	if replay {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	switch {
+	case a.status == http.StatusCreated && s.flaw == NoContent:
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case a.status == http.StatusCreated && s.flaw == EmptyCreated:
+		w.Header().Set("Location", "/things/"+a.id)
+		w.WriteHeader(http.StatusCreated)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if a.status >= 400 {
 		w.Header().Set("Content-Type", "application/problem+json")
 	}
 	if a.status == http.StatusCreated {
 		w.Header().Set("Location", "/things/"+a.id)
-	}
-	if replay {
-		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(a.status)
 	w.Write(a.body)
