@@ -7,7 +7,10 @@
 -- whether it is cancelled (never submitted then). A request's events go in
 -- the order they were queued (position): one waits while an earlier one is
 -- pending. Rows of busy actors, at their limit with the desk (delivery's
--- PerActor), wait.
+-- PerActor), wait. due reads the outbox alone, so that it walks the due
+-- index in order and stops at the batch: joined to demo_requests, the
+-- planner may join every due row before the LIMIT (a row's request is there:
+-- the statement that writes the row writes it FROM its request).
 --
 -- Parameters: $1 now (NULL: the database clock), $2 busy (text[], may be
 -- empty), $3 batch, $4 lease_token, $5 lease_us (the lease, in microseconds).
@@ -15,9 +18,9 @@ WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), due AS (
     SELECT o.request_id, o.kind, o.seq
-    FROM clock, outbox o JOIN demo_requests r ON r.id = o.request_id AND r.actor_id = o.actor_id
+    FROM clock, outbox o
     WHERE o.next_attempt_at <= clock.now -- pending, by the table's CHECK
-      AND r.actor_id <> ALL ($2::text[])
+      AND o.actor_id <> ALL ($2::text[])
       AND NOT EXISTS (SELECT 1 FROM outbox e
                       WHERE e.request_id = o.request_id AND e.actor_id = o.actor_id
                         AND e.position < o.position AND e.state = 'pending')
