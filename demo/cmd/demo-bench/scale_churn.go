@@ -51,16 +51,15 @@ type churnRun struct {
 	samples    []churnSample
 
 	// Over the judged periods (all but the first):
-	load         loadResult // creates, latency from when each was due
-	dropped      int        // creates not sent: every sender busy
-	judged       time.Duration
-	cpu          cpuTimes
-	walBytes     int64
-	sweepCalls   int64   // the sweeper's statements (pg_stat_statements)
-	sweepExec    float64 // ms, their execution time
-	sweepDeleted int64   // the key table's deleted rows meanwhile (n_tup_del): only the sweeper deletes keys
-	autovacuums  int64
-	deletes      int64
+	load        loadResult // creates, latency from when each was due
+	dropped     int        // creates not sent: every sender busy
+	judged      time.Duration
+	cpu         cpuTimes
+	walBytes    int64
+	sweepCalls  int64   // the sweeper's statements (pg_stat_statements)
+	sweepExec   float64 // ms, their execution time
+	autovacuums int64
+	deletes     int64 // the key table's n_tup_del: only the sweeper deletes keys
 }
 
 // judgedFrom is the sample index where the judged periods start.
@@ -162,14 +161,13 @@ func (s *scaleRun) churn(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server,
 	began := time.Now()
 	sampleEvery := max(so.churnTTL/12, 200*time.Millisecond) // not the sweep interval: samples must not keep one phase of it
 	var (
-		mu       sync.Mutex
-		judged   bool
-		start    cpuTimes
-		startSn  snapshot
-		startDel int64 // n_tup_del when the statements' counts start
-		lr       loadResult
-		dropped  int
-		wg       sync.WaitGroup
+		mu      sync.Mutex
+		judged  bool
+		start   cpuTimes
+		startSn snapshot
+		lr      loadResult
+		dropped int
+		wg      sync.WaitGroup
 	)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
@@ -182,9 +180,6 @@ func (s *scaleRun) churn(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server,
 		mu.Unlock()
 		if err := stats.resetStatements(ctx); err != nil {
 			s.logf("churn: reset pg_stat_statements: %v", err)
-		}
-		if err := db.GetContext(ctx, &startDel, deletedKeysSQL); err != nil {
-			s.logf("churn: read n_tup_del: %v", err)
 		}
 		start = cpu.sample()
 		startSn, _ = stats.snapshot(ctx)
@@ -234,25 +229,20 @@ func (s *scaleRun) churn(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server,
 	ch.cpu = end.sub(start)
 	ch.walBytes = endSn.walBytes - startSn.walBytes
 	// The sweep's statement returns a summary row, not the rows it deleted:
-	// those are the table's deletes over the same time.
+	// those are the table's deletes (n_tup_del) over the judged samples.
 	if err := stats.admin.QueryRowxContext(ctx, `
 SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)
 FROM pg_stat_statements WHERE dbid = $1 AND query LIKE '%DELETE FROM idempotency_keys%'`, dbid).Scan(
 		&ch.sweepCalls, &ch.sweepExec); err != nil {
 		return err
 	}
-	var endDel int64
-	if err := db.GetContext(ctx, &endDel, deletedKeysSQL); err != nil {
-		return err
-	}
-	ch.sweepDeleted = endDel - startDel
 	if firstJudged >= 0 {
 		first, last := ch.samples[firstJudged], ch.samples[len(ch.samples)-1]
 		ch.autovacuums = last.autovacuums - first.autovacuums
 		ch.deletes = last.deletes - first.deletes
 	}
 	s.logf("churn %s: %d creates (%.0f/s, %d dropped, %d errors %s), p99 %s; the sweeper deleted %d rows in %d statements, %.0f rows per second of its statements; %d autovacuums; WAL %.0f B per create",
-		variant, lr.n, lr.rps(), dropped, lr.errors, lr.firstErr, ms(lr.quantile(.99)), ch.sweepDeleted, ch.sweepCalls, ch.sweepCapacity(), ch.autovacuums, ch.walPerCreate())
+		variant, lr.n, lr.rps(), dropped, lr.errors, lr.firstErr, ms(lr.quantile(.99)), ch.deletes, ch.sweepCalls, ch.sweepCapacity(), ch.autovacuums, ch.walPerCreate())
 	s.notePeakDisk(ctx, admin)
 	s.rep.churns = append(s.rep.churns, ch)
 	return nil
@@ -262,13 +252,8 @@ func (c *churnRun) sweepCapacity() float64 {
 	if c.sweepExec <= 0 {
 		return 0
 	}
-	return float64(c.sweepDeleted) / (c.sweepExec / 1000)
+	return float64(c.deletes) / (c.sweepExec / 1000)
 }
-
-// deletedKeysSQL reads the rows deleted from the key table so far. A
-// backend reports its counts when it goes idle, within about a second: over
-// the churn's judged periods the lag at either end is a few sweeps.
-const deletedKeysSQL = `SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'idempotency_keys'::regclass`
 
 func (c *churnRun) walPerCreate() float64 {
 	return float64(c.walBytes) / float64(max(c.load.n, 1))

@@ -132,7 +132,7 @@ func sampleScaleReport() *scaleReport {
 	}
 	ch := &churnRun{variant: churnMigrated, rate: 500, ttl: 30 * time.Second, periods: 6, interval: 2 * time.Second, batch: 500,
 		load: loadResult{n: 75000, elapsed: 150 * time.Second, latencies: lat}, judged: 150 * time.Second,
-		sweepCalls: 400, sweepDeleted: 75000, sweepExec: 3000, autovacuums: 20, deletes: 75000, walBytes: 150_000_000}
+		sweepCalls: 400, sweepExec: 3000, autovacuums: 20, deletes: 75000, walBytes: 150_000_000}
 	for i := range 19 {
 		size := int64(10<<20) + int64(i)*(1<<20) // grows a MiB every 10 s
 		ch.samples = append(ch.samples, churnSample{at: time.Duration(i) * 10 * time.Second, heap: size, indexes: 3 << 20, live: 15000, dead: 2000, keys: 15000})
