@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -24,6 +25,9 @@ type drainRun struct {
 	// CPU time per delivery of the dispatcher (serve), the desk, PostgreSQL
 	// and the machine; zero where not measured.
 	cpuDispatcher, cpuDesk, cpuPostgres, cpuMachine time.Duration
+	// The statements of serve's database (the dispatcher's) and of the
+	// desk's during the drain, the bench's own left out.
+	statements, deskStatements []statement
 }
 
 func (d drainRun) rate() float64 { return float64(d.rows) / d.took.Seconds() }
@@ -107,7 +111,7 @@ SELECT id, actor_id, now() + interval '1 hour', now(), now() FROM demo_requests`
 	defer deskDB.Close()
 
 	if rows > 0 {
-		if err := b.stage("drain", b.drainWait(rows), func() error { return b.drain(ctx, db, deskDB, srv, desk, rows) }); err != nil {
+		if err := b.stage("drain", b.drainWait(rows), func() error { return b.drain(ctx, db, deskDB, dbid, deskDBID, srv, desk, rows) }); err != nil {
 			return err
 		}
 	}
@@ -122,19 +126,22 @@ SELECT id, actor_id, now() + interval '1 hour', now(), now() FROM demo_requests`
 // drain makes every outbox row of db due at once, and times the backlog to
 // empty: serve's dispatcher (srv) hands them to desk. The calls to the desk
 // are read from serve's metrics.
-func (b *bench) drain(ctx context.Context, db, deskDB *sqlx.DB, srv, desk *serverProc, rows int) error {
+func (b *bench) drain(ctx context.Context, db, deskDB *sqlx.DB, dbid, deskDBID int64, srv, desk *serverProc, rows int) error {
 	b.logf("drain: %d due rows to the review desk", rows)
+	if err := b.stats.resetStatements(ctx); err != nil {
+		return err
+	}
 
 	dispatcherCPU := &cpuMeter{serverPids: []int{srv.cmd.Process.Pid}, postmasterPid: b.cpu.postmasterPid}
 	deskCPU := &cpuMeter{serverPids: []int{desk.cmd.Process.Pid}}
 	cpu0, deskCPU0 := dispatcherCPU.sample(), deskCPU.sample()
 	start := time.Now()
-	if _, err := db.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = now()`); err != nil {
+	if _, err := db.ExecContext(ctx, benchsOwn+`UPDATE outbox SET next_attempt_at = now()`); err != nil {
 		return err
 	}
 	for {
 		var pending bool // EXISTS stops at the first row: the poll costs next to nothing
-		if err := db.GetContext(ctx, &pending, `SELECT EXISTS (SELECT 1 FROM outbox WHERE next_attempt_at IS NOT NULL)`); err != nil {
+		if err := db.GetContext(ctx, &pending, benchsOwn+`SELECT EXISTS (SELECT 1 FROM outbox WHERE next_attempt_at IS NOT NULL)`); err != nil {
 			return err
 		}
 		if !pending {
@@ -159,6 +166,20 @@ func (b *bench) drain(ctx context.Context, db, deskDB *sqlx.DB, srv, desk *serve
 	if err := deskDB.GetContext(ctx, &d.submissions, `SELECT count(*) FROM submissions`); err != nil {
 		return err
 	}
+	for _, st := range []struct {
+		dbid int64
+		into *[]statement
+	}{{dbid, &d.statements}, {deskDBID, &d.deskStatements}} {
+		all, err := (&statsDB{admin: b.stats.admin, dbid: st.dbid, pgss: b.stats.pgss}).statements(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range all {
+			if !strings.HasPrefix(s.Query, benchsOwn) {
+				*st.into = append(*st.into, s)
+			}
+		}
+	}
 	calls, err := providerCalls(ctx, srv.base+"/metrics")
 	if err != nil {
 		return err
@@ -167,6 +188,9 @@ func (b *bench) drain(ctx context.Context, db, deskDB *sqlx.DB, srv, desk *serve
 	b.rep.drain = &d
 	return nil
 }
+
+// benchsOwn begins the drain's own statements, which its counts leave out.
+const benchsOwn = "-- demo-bench's own\n"
 
 // providerCalls reads serve's count of calls to the desk by kind (submit,
 // status) from its metrics.

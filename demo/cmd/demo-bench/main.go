@@ -84,10 +84,10 @@ func main() {
 		return
 	}
 	var o options
-	flag.IntVar(&o.rounds, "rounds", 5, "rounds; every figure is the median across rounds")
+	flag.IntVar(&o.rounds, "rounds", 9, "rounds; every figure is the median across rounds")
 	flag.DurationVar(&o.duration, "duration", time.Second, "measured time of each phase")
 	flag.DurationVar(&o.warmup, "warmup", 250*time.Millisecond, "unmeasured time before each phase")
-	flag.IntVar(&o.storms, "storms", 3, "same-key storms per round")
+	flag.IntVar(&o.storms, "storms", 2, "same-key storms per round")
 	flag.IntVar(&o.stormSize, "storm-size", 500, "concurrent requests of a storm")
 	flag.DurationVar(&o.floorDuration, "floor-duration", 1500*time.Millisecond, "time of each SQL floor loop")
 	flag.IntVar(&o.countRequests, "count-requests", 200, "requests per scenario when counting network round trips")

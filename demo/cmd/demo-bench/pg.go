@@ -123,6 +123,27 @@ type statement struct {
 	TotalExec float64 `db:"total_exec_time"` // ms
 	TotalPlan float64 `db:"total_plan_time"` // ms; 0 unless pg_stat_statements.track_planning
 	MaxExec   float64 `db:"max_exec_time"`   // ms
+	// What it did, which the host's load does not change: rows returned or
+	// changed, shared buffers touched (hit or read) and dirtied, WAL records
+	// and bytes.
+	Rows       int64 `db:"rows"`
+	Buffers    int64 `db:"buffers"`
+	Dirtied    int64 `db:"shared_blks_dirtied"`
+	WALRecords int64 `db:"wal_records"`
+	WALBytes   int64 `db:"wal_bytes"`
+}
+
+// add sums o's counters into s.
+func (s *statement) add(o statement) {
+	s.Calls += o.Calls
+	s.TotalExec += o.TotalExec
+	s.TotalPlan += o.TotalPlan
+	s.MaxExec = max(s.MaxExec, o.MaxExec)
+	s.Rows += o.Rows
+	s.Buffers += o.Buffers
+	s.Dirtied += o.Dirtied
+	s.WALRecords += o.WALRecords
+	s.WALBytes += o.WALBytes
 }
 
 // statements returns the app's statements since the last reset.
@@ -132,7 +153,9 @@ func (s *statsDB) statements(ctx context.Context) ([]statement, error) {
 	}
 	var out []statement
 	err := s.admin.SelectContext(ctx, &out, `
-SELECT queryid, query, calls, total_exec_time, total_plan_time, max_exec_time FROM pg_stat_statements
+SELECT queryid, query, calls, total_exec_time, total_plan_time, max_exec_time, rows,
+       shared_blks_hit + shared_blks_read AS buffers, shared_blks_dirtied, wal_records, wal_bytes::bigint AS wal_bytes
+FROM pg_stat_statements
 WHERE dbid = $1 AND calls > 0 ORDER BY calls DESC, queryid`, s.dbid)
 	return out, err
 }

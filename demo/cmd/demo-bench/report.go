@@ -198,6 +198,8 @@ func perRound(phases []phase, a, b string, c int, f func(phase) float64) []float
 type dbWork struct {
 	requests         int64
 	calls, xids, wal int64
+	buffers          int64 // shared buffers the statements touched
+	walRecords       int64 // and the WAL records they wrote
 	byQuery          map[int64]*statement
 	queryOrder       []int64
 }
@@ -216,10 +218,10 @@ func work(phases []phase, sc string) dbWork {
 			// By displayed text: one statement can show under two query ids
 			// (pg_stat_statements keeps the text it first saw for each).
 			st.QueryID = textID(shortQuery(st.Query, 70))
+			w.buffers += st.Buffers
+			w.walRecords += st.WALRecords
 			if s := w.byQuery[st.QueryID]; s != nil {
-				s.Calls += st.Calls
-				s.TotalExec += st.TotalExec
-				s.MaxExec = max(s.MaxExec, st.MaxExec)
+				s.add(st)
 			} else {
 				cp := st
 				w.byQuery[st.QueryID] = &cp
@@ -478,6 +480,31 @@ type drainRow struct {
 	Took                                                   time.Duration
 	Rate, CallsPerDelivery                                 float64
 	Dispatcher, Desk, Postgres, Machine                    time.Duration // CPU per delivery
+	Statements                                             []drainStatementRow
+}
+
+// drainStatementRow is one statement of the drain, in serve's database or
+// the desk's: its calls, and what it did, per delivery.
+type drainStatementRow struct {
+	DB, Query                                                  string
+	Calls, RowsPerCall, Buffers, Dirtied, WALRecords, WALBytes float64
+	Exec                                                       float64 // mean, ms
+}
+
+// drainStatementRows are the statements of db run at least once per hundred
+// deliveries, most calls first.
+func drainStatementRows(db string, sts []statement, deliveries int) []drainStatementRow {
+	var rows []drainStatementRow
+	n := float64(max(deliveries, 1))
+	for _, st := range sts {
+		if float64(st.Calls)/n < 0.01 {
+			continue
+		}
+		calls := float64(max(st.Calls, 1))
+		rows = append(rows, drainStatementRow{db, shortQuery(st.Query, 60), float64(st.Calls) / n, float64(st.Rows) / calls,
+			float64(st.Buffers) / n, float64(st.Dirtied) / n, float64(st.WALRecords) / n, float64(st.WALBytes) / n, st.TotalExec / calls})
+	}
+	return rows
 }
 
 // expediteRow is the expedite phase: its cells by clients, and the desk's
@@ -514,15 +541,17 @@ type ratioCell struct{ CPU, RPS []float64 }
 var ratioPairs = [][2]string{{scCreate, scOutbox}, {scCreate2P, scOutbox}, {scReplay, scRead}, {scReplayA2, scRead}, {scOutbox, scBaseline}}
 
 type workRow struct {
-	Scenario              string
-	Statements, Xids, WAL float64
-	RoundTrips            string
+	Scenario                                   string
+	Statements, Xids, WAL, Buffers, WALRecords float64
+	RoundTrips                                 string
 }
 
 type statementRow struct {
 	Scenario, Query string
 	Calls, Exec     float64
 	Plan, ExecAtOne string
+	// per call, under load
+	Rows, Buffers, Dirtied, WALRecords, WALBytes float64
 }
 
 type cpuRow struct {
@@ -574,7 +603,8 @@ func (r *report) markdown() string {
 	}
 	if d := r.drain; d != nil {
 		pg.Drain = &drainRow{d.rows, d.submitCalls, d.statusCalls, d.submitted, d.submissions, d.took.Round(time.Millisecond),
-			d.rate(), d.callsPerDelivery(), d.cpuDispatcher, d.cpuDesk, d.cpuPostgres, d.cpuMachine}
+			d.rate(), d.callsPerDelivery(), d.cpuDispatcher, d.cpuDesk, d.cpuPostgres, d.cpuMachine,
+			append(drainStatementRows("serve's", d.statements, d.rows), drainStatementRows("the desk's", d.deskStatements, d.rows)...)}
 	}
 	if x := r.expedite; x != nil {
 		row := &expediteRow{Requests: expediteRequests, Answered: x.answered, Slot: x.sum(slotCalls), Charge: x.sum(chargeCalls),
@@ -625,7 +655,7 @@ func (r *report) markdown() string {
 				nrt += fmt.Sprintf(" (%d errors: %s)", c.errors, c.firstErr)
 			}
 		}
-		pg.Work = append(pg.Work, workRow{sc, w.per(w.calls), w.per(w.xids), w.per(w.wal), nrt})
+		pg.Work = append(pg.Work, workRow{sc, w.per(w.calls), w.per(w.xids), w.per(w.wal), w.per(w.buffers), w.per(w.walRecords), nrt})
 		pg.Statements = append(pg.Statements, r.statementRows(sc, w)...)
 		if cpuMeasured {
 			pg.CPU = append(pg.CPU, r.cpuRows(sc)...)
@@ -662,10 +692,7 @@ func (r *report) statementRows(sc string, w dbWork) []statementRow {
 		for _, st := range c.db.statements {
 			id := textID(shortQuery(st.Query, 70))
 			if prev, ok := seq[id]; ok {
-				st.Calls += prev.Calls
-				st.TotalPlan += prev.TotalPlan
-				st.TotalExec += prev.TotalExec
-				st.MaxExec = max(st.MaxExec, prev.MaxExec)
+				st.add(prev)
 			}
 			seq[id] = st
 		}
@@ -681,7 +708,9 @@ func (r *report) statementRows(sc string, w dbWork) []statementRow {
 			plan = fmt.Sprintf("%.3f ms", one.TotalPlan/float64(one.Calls))
 			exec = fmt.Sprintf("%.3f ms (%.3f ms)", one.TotalExec/float64(one.Calls), one.MaxExec)
 		}
-		rows = append(rows, statementRow{sc, shortQuery(st.Query, 70), w.per(st.Calls), st.TotalExec / float64(max(st.Calls, 1)), plan, exec})
+		calls := float64(max(st.Calls, 1))
+		rows = append(rows, statementRow{sc, shortQuery(st.Query, 70), w.per(st.Calls), st.TotalExec / calls, plan, exec,
+			float64(st.Rows) / calls, float64(st.Buffers) / calls, float64(st.Dirtied) / calls, float64(st.WALRecords) / calls, float64(st.WALBytes) / calls})
 	}
 	return rows
 }

@@ -25,7 +25,10 @@ func sampleReport() *report {
 		peakRSS: 40 << 20, rssAfter: 30 << 20,
 		rowsCreate: 10, sentCreate: 10, rowsBaseline: 20, sentBaseline: 20, rowsOutbox: 30, sentOutbox: 29,
 		drain: &drainRun{rows: 1000, took: 2 * time.Second, submitted: 1000, submissions: 1000, submitCalls: 1000, statusCalls: 3,
-			cpuDispatcher: time.Millisecond, cpuDesk: 2 * time.Millisecond, cpuPostgres: 3 * time.Millisecond, cpuMachine: 7 * time.Millisecond},
+			cpuDispatcher: time.Millisecond, cpuDesk: 2 * time.Millisecond, cpuPostgres: 3 * time.Millisecond, cpuMachine: 7 * time.Millisecond,
+			statements: []statement{{Query: "-- outbox_take_due.sql: take", Calls: 40, Rows: 1000, Buffers: 24000, Dirtied: 100, WALRecords: 5000, WALBytes: 400000, TotalExec: 40},
+				{Query: "SELECT rare", Calls: 5}},
+			deskStatements: []statement{{Query: "INSERT INTO submissions", Calls: 1000, Rows: 1000, Buffers: 9000, WALRecords: 4000, WALBytes: 500000, TotalExec: 100}}},
 	}
 	r.expedite = &expediteRun{answered: 500, confirmed: 500, slots: 500, charges: 500,
 		calls: map[string]int{"POST /v1/slots": 500, "POST /v1/charges": 500, "GET /v1/slots/{key}": 3}}
@@ -94,6 +97,8 @@ func TestReportRenders(t *testing.T) {
 		"- replay @32: 2 errors, first: status 503; statuses: none×1 201×14998 503×1\n",
 		"### The outbox drained\n",
 		"| 1000 | 2s | **500** | 1000 | 3 | 1.00 | 1000 | 1000 |\n",
+		"| serve's | `-- outbox_take_due.sql: take` | 0.040 | 25.0 | 24.0 | 0.10 | 5.00 | 400 | 1.000 ms |\n",
+		"| the desk's | `INSERT INTO submissions` | 1.000 | 1.0 | 9.0 | 0.00 | 4.00 | 500 | 0.100 ms |\n",
 		"### Ratios\n",
 		"| create-2p | 1.00 | 2.01 (1 errors: status 500) |",
 		"### Same-key storms\n",
@@ -106,6 +111,9 @@ func TestReportRenders(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q", want)
 		}
+	}
+	if strings.Contains(md, "SELECT rare") {
+		t.Error("the drain's table shows a statement run less than once per hundred deliveries")
 	}
 	if strings.Contains(md, "<no value>") || strings.Contains(md, "%!") {
 		t.Errorf("the report has an unfilled or misformatted value:\n%s", md)

@@ -51,15 +51,15 @@ type churnRun struct {
 	samples    []churnSample
 
 	// Over the judged periods (all but the first):
-	load                 loadResult // creates, latency from when each was due
-	dropped              int        // creates not sent: every sender busy
-	judged               time.Duration
-	cpu                  cpuTimes
-	walBytes             int64
-	sweepCalls, sweepRow int64
-	sweepExec            float64 // ms, the purge statement's execution time
-	autovacuums          int64
-	deletes              int64
+	load        loadResult // creates, latency from when each was due
+	dropped     int        // creates not sent: every sender busy
+	judged      time.Duration
+	cpu         cpuTimes
+	walBytes    int64
+	sweepCalls  int64   // the sweeper's statements (pg_stat_statements)
+	sweepExec   float64 // ms, their execution time
+	autovacuums int64
+	deletes     int64 // the key table's n_tup_del: only the sweeper deletes keys
 }
 
 // judgedFrom is the sample index where the judged periods start.
@@ -228,10 +228,12 @@ func (s *scaleRun) churn(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server,
 	ch.judged = lr.elapsed
 	ch.cpu = end.sub(start)
 	ch.walBytes = endSn.walBytes - startSn.walBytes
+	// The sweep's statement returns a summary row, not the rows it deleted:
+	// those are the table's deletes (n_tup_del) over the judged samples.
 	if err := stats.admin.QueryRowxContext(ctx, `
-SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(rows), 0)::bigint, coalesce(sum(total_exec_time), 0)
+SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)
 FROM pg_stat_statements WHERE dbid = $1 AND query LIKE '%DELETE FROM idempotency_keys%'`, dbid).Scan(
-		&ch.sweepCalls, &ch.sweepRow, &ch.sweepExec); err != nil {
+		&ch.sweepCalls, &ch.sweepExec); err != nil {
 		return err
 	}
 	if firstJudged >= 0 {
@@ -240,7 +242,7 @@ FROM pg_stat_statements WHERE dbid = $1 AND query LIKE '%DELETE FROM idempotency
 		ch.deletes = last.deletes - first.deletes
 	}
 	s.logf("churn %s: %d creates (%.0f/s, %d dropped, %d errors %s), p99 %s; the sweeper deleted %d rows in %d statements, %.0f rows per second of its statements; %d autovacuums; WAL %.0f B per create",
-		variant, lr.n, lr.rps(), dropped, lr.errors, lr.firstErr, ms(lr.quantile(.99)), ch.sweepRow, ch.sweepCalls, ch.sweepCapacity(), ch.autovacuums, ch.walPerCreate())
+		variant, lr.n, lr.rps(), dropped, lr.errors, lr.firstErr, ms(lr.quantile(.99)), ch.deletes, ch.sweepCalls, ch.sweepCapacity(), ch.autovacuums, ch.walPerCreate())
 	s.notePeakDisk(ctx, admin)
 	s.rep.churns = append(s.rep.churns, ch)
 	return nil
@@ -250,7 +252,7 @@ func (c *churnRun) sweepCapacity() float64 {
 	if c.sweepExec <= 0 {
 		return 0
 	}
-	return float64(c.sweepRow) / (c.sweepExec / 1000)
+	return float64(c.deletes) / (c.sweepExec / 1000)
 }
 
 func (c *churnRun) walPerCreate() float64 {

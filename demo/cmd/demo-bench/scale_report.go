@@ -168,7 +168,7 @@ func (r *scaleReport) targets() []target {
 		}
 		capacity := ch.sweepCapacity()
 		ts = append(ts, target{name: pre + ": the sweeper's deletes per second of its statements / the create rate",
-			measured: fmt.Sprintf("%.0f / %.0f = %.1f× (%d rows in %d statements, %.0f ms)", capacity, ch.rate, capacity/ch.rate, ch.sweepRow, ch.sweepCalls, ch.sweepExec),
+			measured: fmt.Sprintf("%.0f / %.0f = %.1f× (%d rows deleted in %d statements, %.0f ms)", capacity, ch.rate, capacity/ch.rate, ch.deletes, ch.sweepCalls, ch.sweepExec),
 			want:     fmt.Sprintf("≥ %.0f×", targetSweepHeadroom), met: capacity >= targetSweepHeadroom*ch.rate})
 		lo, hi, base, ok := ch.sizeSwing()
 		if ok {
@@ -344,7 +344,7 @@ func (r *scaleReport) markdown() (string, error) {
 		row := churnRow{Variant: ch.variant, Reloptions: strings.Join(ch.reloptions, ", "), Interval: ch.interval, Batch: ch.batch,
 			Prefilled: ch.prefilled, Creates: ch.load.n, Dropped: ch.dropped, Errors: ch.load.errors, RPS: ch.load.rps(),
 			P50: msf(ch.load.quantile(.5)), P99: msf(ch.load.quantile(.99)), Deletes: ch.deletes,
-			SweepCapacity: ch.sweepCapacity(), SweepCalls: ch.sweepCalls, SweepRows: ch.sweepRow, SweepExec: ch.sweepExec,
+			SweepCapacity: ch.sweepCapacity(), SweepCalls: ch.sweepCalls, SweepRows: ch.deletes, SweepExec: ch.sweepExec,
 			Autovacuums: ch.autovacuums, WALPerCreate: ch.walPerCreate(), Judged: ch.judged.Round(time.Second)}
 		if row.Reloptions == "" {
 			row.Reloptions = "none (PostgreSQL's defaults)"

@@ -132,7 +132,7 @@ func sampleScaleReport() *scaleReport {
 	}
 	ch := &churnRun{variant: churnMigrated, rate: 500, ttl: 30 * time.Second, periods: 6, interval: 2 * time.Second, batch: 500,
 		load: loadResult{n: 75000, elapsed: 150 * time.Second, latencies: lat}, judged: 150 * time.Second,
-		sweepCalls: 400, sweepRow: 75000, sweepExec: 3000, autovacuums: 20, deletes: 75000, walBytes: 150_000_000}
+		sweepCalls: 400, sweepExec: 3000, autovacuums: 20, deletes: 75000, walBytes: 150_000_000}
 	for i := range 19 {
 		size := int64(10<<20) + int64(i)*(1<<20) // grows a MiB every 10 s
 		ch.samples = append(ch.samples, churnSample{at: time.Duration(i) * 10 * time.Second, heap: size, indexes: 3 << 20, live: 15000, dead: 2000, keys: 15000})
@@ -163,7 +163,7 @@ func TestScaleReportRenders(t *testing.T) {
 		"create at 10 M keys / on the empty table in the same rounds, by CPU per request at 8 clients":  "| 2.00× (rounds 2.00–2.00: 2.00, 2.00) | ≤ 1.30× | **MISSED** |",
 		"create at 10 M keys / on the empty table in the same rounds, by CPU per request at 32 clients": "**MISSED** |",
 		"replay at 10 M keys / on the empty table in the same rounds, by CPU per request at 8 clients":  "| 1.00× (rounds 1.00–1.00: 1.00, 1.00) | ≤ 1.30× | met |",
-		"churn: the sweeper's deletes per second of its statements / the create rate":                   "| 25000 / 500 = 50.0× (75000 rows in 400 statements, 3000 ms) | ≥ 2× | met |",
+		"churn: the sweeper's deletes per second of its statements / the create rate":                   "| 25000 / 500 = 50.0× (75000 rows deleted in 400 statements, 3000 ms) | ≥ 2× | met |",
 		"churn: table + indexes over 5 TTL periods":                                                     "| 16.0 MiB: +0% … +94% | within ±15% | **MISSED** |",
 	} {
 		if got := row(prefix); !strings.HasSuffix(got, want) {

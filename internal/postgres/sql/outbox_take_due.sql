@@ -9,15 +9,22 @@
 -- pending. Rows of busy actors, at their limit with the desk (delivery's
 -- PerActor), wait.
 --
+-- due walks the due index in order and stops at the batch. It reads the
+-- outbox alone: joined to demo_requests, the planner may join every due row
+-- before the LIMIT (a row's request is there: the statement that writes the
+-- row writes it FROM its request). And it compares the clock in its WHERE,
+-- which bounds the scan: from the clock CTE it would filter above the scan,
+-- which then reads every row due later at each take.
+--
 -- Parameters: $1 now (NULL: the database clock), $2 busy (text[], may be
 -- empty), $3 batch, $4 lease_token, $5 lease_us (the lease, in microseconds).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ), due AS (
     SELECT o.request_id, o.kind, o.seq
-    FROM clock, outbox o JOIN demo_requests r ON r.id = o.request_id AND r.actor_id = o.actor_id
-    WHERE o.next_attempt_at <= clock.now -- pending, by the table's CHECK
-      AND r.actor_id <> ALL ($2::text[])
+    FROM outbox o
+    WHERE o.next_attempt_at <= coalesce($1::timestamptz, now()) -- pending, by the table's CHECK
+      AND o.actor_id <> ALL ($2::text[])
       AND NOT EXISTS (SELECT 1 FROM outbox e
                       WHERE e.request_id = o.request_id AND e.actor_id = o.actor_id
                         AND e.position < o.position AND e.state = 'pending')
