@@ -11,27 +11,21 @@ import (
 )
 
 var (
-	createStatements = keyStatements{
-		onePhase: keyWriteOf("create_demo_request.sql"),
-		finish:   keyWriteOf("finish_claim_create_demo_request.sql"),
-	}
-	cancelStatements = keyStatements{
-		onePhase: keyWriteOf("cancel_demo_request.sql"),
-		finish:   keyWriteOf("finish_claim_cancel_demo_request.sql"),
-	}
+	createSQL = statement("create_demo_request.sql")
+	cancelSQL = statement("cancel_demo_request.sql")
 )
 
 var getDemoRequestSQL = statement("get_demo_request.sql")
 
 // CreateDemoRequest is the create's write of r, committed with the key.
 func (s *Store) CreateDemoRequest(r demo.Request) idempotency.Effect {
-	return &effect{what: "create demo request", stmts: &createStatements, args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
+	return &effect{what: "create demo request", stmt: createSQL, args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
 }
 
 // CancelDemoRequest is the cancel's write of r, committed with the key
 // (sql/cancel_demo_request.sql); conditional: it was decided on a read.
 func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
-	return &effect{what: "cancel demo request", stmts: &cancelStatements, args: []any{r.State, r.CancelledAt, r.ID}, conditional: true}
+	return &effect{what: "cancel demo request", stmt: cancelSQL, args: []any{r.State, r.CancelledAt, r.ID}, conditional: true}
 }
 
 // DemoRequest implements demo.Store.
