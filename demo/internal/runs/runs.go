@@ -85,7 +85,7 @@ var claimRunSQL = statement("claim_run.sql")
 // ClaimRun implements steps.RunStore (sql/claim_run.sql).
 func (s *Store) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error) {
 	// jsonb goes as text (see SaveRun).
-	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds(), string(input)}
+	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, fp, lease.Microseconds(), ttl.Microseconds(), string(input)}
 	return s.WriteKey(ctx, nil, claimRunSQL, args)
 }
 
