@@ -1,50 +1,30 @@
--- write_key: the key row's part of every statement that writes a key (a
--- claim, and each operation's function), written once. An operation's
--- function calls it first and writes its business rows only where it
--- wrote; so the key row and the business rows commit together, or neither.
+-- write_key: the key row's part of every key write, written once: a claim
+-- (claim.sql), and each operation's function, which calls it first and
+-- writes its business rows only where it wrote, so that both commit or
+-- neither. It returns key_write: the time it used (at, or the database
+-- clock), whether it wrote, the row there before (prev; all NULL for none,
+-- and for a finish), and effect, the rows an operation's business write
+-- changed (0 here). On Citus each function that returns key_write is
+-- delegated to the worker of the actor's shard (postgres.Distribute).
 --
--- A claim or a one-phase answer (finish false) writes the scope's row where
--- the key is free or idempotency.Decide takes it over: its answer expired,
--- or its owner's lease passed and the same intent asks again. The unique
--- index decides the race: the INSERT waits on it for an uncommitted writer
--- of the scope, and ON CONFLICT takes the row over only where its WHERE
--- holds, rechecked under the row's lock, so of two racing takeovers one
--- wins. It returns the row that was there before (prev, read first): a row
--- committed after that read is not in it, wrote is false, and the Runner
--- runs the statement again. A lease makes the row a claim in progress,
--- owned by token until it ends; no lease, the answer completed.
+-- A claim or a one-phase answer writes the scope's row where the key is
+-- free or idempotency.Decide takes it over: its answer expired, or its
+-- owner's lease passed and the same intent asks again. The unique index
+-- decides the race: the INSERT waits on it for an uncommitted writer of the
+-- scope, and ON CONFLICT takes the row over only where its WHERE holds,
+-- rechecked under the row's lock, so of two racing takeovers one wins. A
+-- row committed after prev was read is not in it: wrote is false, and the
+-- Runner runs the statement again. A lease makes the row a claim, owned by
+-- token until it ends; no lease, the answer completed.
 --
--- The finish of a two-phase claim (finish true) completes the row with its
--- answer only while token holds it in progress: a lost lease completes
--- nothing, and the operation writes nothing. Its TTL counts from the
--- answer: the claim set expires_at - created_at to it, added in UTC
--- (timestamp + interval is immutable, where timestamptz + interval is not,
--- which Citus refuses beside columns).
---
--- at is the statement's time, NULL for the database clock (the test clock
--- otherwise). On Citus the functions that return key_write are delegated
--- to the worker that holds the actor's shard (postgres.Distribute), where
--- each of their statements is a router statement on that shard; each
--- resolves the tables in the search_path of the migration that made it.
-
--- key_write is what a key write returns: the statement's time, whether it
--- wrote the key, the row there before (prev: all NULL for none, and for a
--- finish), and how many rows its business write changed (effect).
-CREATE TYPE key_write AS (
-    now              timestamptz,
-    wrote            boolean,
-    fingerprint      text,
-    state            key_state,
-    lease_until      timestamptz,
-    status_code      integer,
-    response_body    bytea,
-    response_headers jsonb,
-    result_id        text,
-    created_at       timestamptz,
-    completed_at     timestamptz,
-    expires_at       timestamptz,
-    effect           bigint
-);
+-- A finish completes the claim with its answer only while token holds it
+-- in progress: a lost lease completes nothing. Its TTL counts from the
+-- answer, added in UTC (timestamptz + interval is not immutable, and Citus
+-- refuses it beside columns).
+CREATE TYPE key_write AS (now timestamptz, wrote boolean,
+    fingerprint text, state key_state, lease_until timestamptz, status_code integer, response_body bytea,
+    response_headers jsonb, result_id text, created_at timestamptz, completed_at timestamptz, expires_at timestamptz,
+    effect bigint);
 
 CREATE FUNCTION write_key(at timestamptz, actor text, op text, scope_key text, token uuid, finish boolean,
     fp text, lease_us bigint, ttl_us bigint, status integer, body bytea, headers jsonb, result text)

@@ -7,7 +7,9 @@ import (
 )
 
 // Replication says whether a commit waits for a synchronous standby: with
-// asynchronous replication an acknowledged key can be lost in a failover.
+// asynchronous replication an acknowledged key can be lost in a failover;
+// with synchronous_commit off, a commit does not wait for its disk either,
+// and a crash of the primary itself can lose acknowledged keys.
 type Replication struct {
 	SynchronousCommit string `json:"synchronousCommit"`           // the setting
 	StandbyNames      string `json:"synchronousStandbyNames"`     // the setting; empty: none
@@ -18,6 +20,9 @@ type Replication struct {
 // Describe says it in a few words, for a log line.
 func (r Replication) Describe() string {
 	switch {
+	case r.SynchronousCommit == "off":
+		return "asynchronous: a commit waits neither for its disk nor for a standby, and a crash of the primary itself, " +
+			"or a failover, can lose acknowledged keys"
 	case !r.CommitWaits:
 		return "asynchronous: a commit does not wait for a standby, and a failover can lose acknowledged keys"
 	case r.Attached == 0:

@@ -12,9 +12,9 @@ import (
 	"testing"
 )
 
-// TestReadingPathIsShort: the README's "Read the code" links at most five
+// TestReadingPathIsShort: the README's "Read the code" links at most six
 // code files, and a learner who reads what it names and opens, once, each
-// function of the same package that those call reads at most 600 lines. A
+// function of the same package that those call reads at most 625 lines. A
 // linked file is read whole unless the item names its parts (`Runner.Do`):
 // then those declarations, with their doc comments, and their callees.
 func TestReadingPathIsShort(t *testing.T) {
@@ -46,11 +46,11 @@ func TestReadingPathIsShort(t *testing.T) {
 		}
 	}
 	t.Logf("the reading path: %d lines in %d files linked", r.lines, len(files))
-	if len(files) > 5 {
-		t.Errorf("the reading path links %d code files, more than 5", len(files))
+	if len(files) > 6 {
+		t.Errorf("the reading path links %d code files, more than 6", len(files))
 	}
-	if r.lines > 600 {
-		t.Errorf("the reading path is %d lines, more than 600", r.lines)
+	if r.lines > 625 {
+		t.Errorf("the reading path is %d lines, more than 625", r.lines)
 	}
 }
 
