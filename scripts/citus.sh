@@ -274,11 +274,13 @@ status() {
 # outcome route, the delivery routes), the outbox delivered once (the
 # dispatcher's tests, the cancel that stops a delivery, a third
 # operation's events in order, transitions racing the dispatcher, the
-# dispatch command and a dispatcher killed mid-delivery), and, last, a
-# worker stopped under load. Not here (docs/running.md, Sharding on Citus): tests
+# dispatch command and a dispatcher killed mid-delivery), two replicas
+# started together, each operation's statement writing its key and its
+# business rows together, and, last, a worker stopped under load, fast and
+# immediately. Not here (docs/running.md, Sharding on Citus): tests
 # that take the outbox or hold locks in a transaction of their own, and a
 # trigger on the key table.
-citus_tests='^(TestCitusExplain|TestCitusScans|TestCitusStormOnOneKey|TestStoreScenarios|TestOnePhase|TestCreateBranches|TestLostResponse|TestInProgress|TestExpiredKeyIsANewIntent|TestLeaseTakeover|TestConcurrentSameKey|TestCancel|TestConcurrentCancels|TestOutcomeRoute|TestDeliveryRoutes|TestDeliveryRouteShowsTheCancel|TestCancelAfterAReopen|TestTheCancelStopsTheDelivery|TestAThirdOperationsEventsReachTheDeskInOrder|TestTransitionsRaceTheDispatcher|TestOutboxEndToEnd|TestDispatchCommand|TestDispatcherKilledBetweenAcceptAndMark|TestACancelBeforeDeliveryNeverReachesTheDesk|TestACancelAfterDeliveryReachesTheDeskOnce|TestACancelWhileTheDispatcherHoldsTheDelivery|TestACancelAfterAFailedAttemptIsNeverSubmitted|TestReconcileSettlesACancelThatEndedUnknown|TestEachRequestIsSubmittedOnceWithOneCall|TestLostAnswerIsLookedUpNotResent|TestBacklogGrowsWhileTheDeskIsDownAndDrains|TestRacingDispatchersSendEachRowOnce|TestAStaleDispatcherChangesNothing|TestGiveUpAndReconcile|TestRunBacksOffWhileTheDatabaseIsGone|TestASlowCallHoldsOnlyItsOwnDelivery|TestAnActorAtItsShareIsReadOncePerPause)$'
+citus_tests='^(TestCitusExplain|TestCitusScans|TestCitusStormOnOneKey|TestCitusReplicasStartTogether|TestStatementsWriteKeyAndBusinessRowsTogether|TestKeyRowsAreWrittenByWriteKey|TestStoreScenarios|TestOnePhase|TestCreateBranches|TestLostResponse|TestInProgress|TestExpiredKeyIsANewIntent|TestLeaseTakeover|TestConcurrentSameKey|TestCancel|TestConcurrentCancels|TestOutcomeRoute|TestDeliveryRoutes|TestDeliveryRouteShowsTheCancel|TestCancelAfterAReopen|TestTheCancelStopsTheDelivery|TestAThirdOperationsEventsReachTheDeskInOrder|TestTransitionsRaceTheDispatcher|TestOutboxEndToEnd|TestDispatchCommand|TestDispatcherKilledBetweenAcceptAndMark|TestACancelBeforeDeliveryNeverReachesTheDesk|TestACancelAfterDeliveryReachesTheDeskOnce|TestACancelWhileTheDispatcherHoldsTheDelivery|TestACancelAfterAFailedAttemptIsNeverSubmitted|TestReconcileSettlesACancelThatEndedUnknown|TestEachRequestIsSubmittedOnceWithOneCall|TestLostAnswerIsLookedUpNotResent|TestBacklogGrowsWhileTheDeskIsDownAndDrains|TestRacingDispatchersSendEachRowOnce|TestAStaleDispatcherChangesNothing|TestGiveUpAndReconcile|TestRunBacksOffWhileTheDatabaseIsGone|TestASlowCallHoldsOnlyItsOwnDelivery|TestAnActorAtItsShareIsReadOncePerPause)$'
 citus_packages=(./internal/postgres ./internal/delivery ./internal/httpapi ./internal/service)
 # A worker stopped under load runs last, alone: the packages' tests run
 # at the same time, and the worker it stops holds their shards too.

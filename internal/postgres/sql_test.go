@@ -153,7 +153,7 @@ func TestStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1) +
 		               (SELECT count(*) FROM outbox WHERE request_id = $1)`,
 		together: `SELECT count(*) FROM idempotency_keys k
-		           JOIN demo_requests r ON r.id::text = k.result_id JOIN outbox o ON o.request_id = r.id
+		           JOIN demo_requests r ON r.actor_id = k.actor_id AND r.id::text = k.result_id JOIN outbox o ON o.actor_id = r.actor_id AND o.request_id = r.id
 		           WHERE k.state = 'completed' AND r.id = $1 AND o.state = 'pending'`,
 		written: 2, // the request and its outbox row
 	}
@@ -166,8 +166,8 @@ func TestStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		        INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at) SELECT id, actor_id, now(), now(), now() FROM r`,
 		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled') +
 		               (SELECT count(*) FROM outbox WHERE request_id = $1 AND state = 'withdrawn')`,
-		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.id::text = k.result_id
-		           JOIN outbox o ON o.request_id = r.id AND o.kind = 'submit'
+		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.actor_id = k.actor_id AND r.id::text = k.result_id
+		           JOIN outbox o ON o.actor_id = r.actor_id AND o.request_id = r.id AND o.kind = 'submit'
 		           WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'cancelled' AND o.state = 'withdrawn'`,
 		written: 2, // the request and its delivery
 	}
@@ -181,8 +181,8 @@ func TestStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		        SELECT id, actor_id, 'submitted', 'ref', now(), now() FROM r`,
 		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'accepted') +
 		               (SELECT count(*) FROM outbox WHERE request_id = $1 AND kind = 'reopen')`,
-		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.id::text = k.result_id
-		           JOIN outbox o ON o.request_id = r.id AND o.kind = 'reopen'
+		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.actor_id = k.actor_id AND r.id::text = k.result_id
+		           JOIN outbox o ON o.actor_id = r.actor_id AND o.request_id = r.id AND o.kind = 'reopen'
 		           WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'accepted' AND o.position = 2`,
 		written: 2, // the request and its event
 	}
@@ -445,7 +445,8 @@ func TestKeyRowsAreWrittenByWriteKey(t *testing.T) {
 		Calls int    `db:"calls"`
 	}
 	if err := db.Select(&fns, `SELECT proname, (length(prosrc) - length(replace(prosrc, 'write_key(', ''))) / length('write_key(') AS calls
-		FROM pg_proc WHERE prorettype = 'key_write'::regtype AND proname <> 'write_key' ORDER BY 1`); err != nil {
+		FROM pg_proc WHERE prorettype = 'key_write'::regtype AND proname <> 'write_key'
+		  AND pronamespace = current_schema()::regnamespace ORDER BY 1`); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range fns {
