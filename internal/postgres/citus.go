@@ -25,9 +25,8 @@ type Distribution struct {
 
 // Distribute, on a Citus coordinator, distributes the tables by actor_id unless
 // they are already, and makes the store's functions; on one PostgreSQL it does nothing.
-// Every start of serve runs it: each step holds citusLock, and makes only
-// what is not there as it should be, so replicas that start together wait
-// for each other and change nothing twice.
+// Every start of serve runs it: each step holds the lock of citusTx, so
+// replicas that start together wait for each other.
 func Distribute(ctx context.Context, db *sqlx.DB) (d Distribution, err error) {
 	err = db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
 	if errors.Is(err, sql.ErrNoRows) {

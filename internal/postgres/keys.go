@@ -16,8 +16,8 @@ import (
 )
 
 // claimSQL and answerOnlySQL write a key row through write_key
-// (migrations/000004_write_key.up.sql), as every key write does; answerOnly
-// completes a key with no business change (a refusal).
+// (migrations/000004_write_key.up.sql), as every key write does;
+// answer_only.sql completes a key with no business change (a refusal).
 var (
 	claimSQL      = statement("claim.sql")
 	answerOnlySQL = statement("answer_only.sql")
@@ -143,7 +143,8 @@ func (s *Store) WriteKey(ctx context.Context, tx *sqlx.Tx, query string, args []
 
 // Claim implements idempotency.Store (sql/claim.sql).
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
-	return s.WriteKey(ctx, nil, claimSQL, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, fp, lease.Microseconds(), ttl.Microseconds()})
+	w, _, err := s.write(ctx, nil, claimSQL, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, fp, lease.Microseconds(), ttl.Microseconds()})
+	return w, err
 }
 
 // CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).
