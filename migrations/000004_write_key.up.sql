@@ -32,6 +32,7 @@ RETURNS key_write
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     k key_write;
+    n idempotency_keys; -- the row to write, unless it is a finish
 BEGIN
     k.now := coalesce(at, pg_catalog.now());
     k.effect := 0;
@@ -52,20 +53,23 @@ BEGIN
         -- claims again).
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
+    n := ROW(actor, op, scope_key, fp, CASE WHEN lease_us IS NULL THEN 'completed' ELSE 'in_progress' END, token,
+        k.now + lease_us * interval '1 microsecond', status, body, headers, result,
+        k.now, CASE WHEN lease_us IS NULL THEN k.now END, k.now + ttl_us * interval '1 microsecond');
+    -- A new key, the most frequent write, in one statement: nothing was
+    -- there (a fast path: make bench shows it buys a tenth of a create).
+    INSERT INTO idempotency_keys VALUES (n.*) ON CONFLICT (actor_id, operation, idem_key) DO NOTHING;
+    IF FOUND THEN
+        k.wrote := true;
+        RETURN k;
+    END IF;
     SELECT r.fingerprint, r.state, r.lease_until, r.status_code, r.response_body, r.response_headers,
            r.result_id, r.created_at, r.completed_at, r.expires_at
     INTO k.fingerprint, k.state, k.lease_until, k.status_code, k.response_body, k.response_headers,
          k.result_id, k.created_at, k.completed_at, k.expires_at
     FROM idempotency_keys r
     WHERE r.actor_id = actor AND r.operation = op AND r.idem_key = scope_key;
-    INSERT INTO idempotency_keys AS r (actor_id, operation, idem_key,
-        fingerprint, state, claim_token, lease_until, status_code, response_body,
-        response_headers, result_id, created_at, completed_at, expires_at)
-    VALUES (actor, op, scope_key,
-        fp, CASE WHEN lease_us IS NULL THEN 'completed' ELSE 'in_progress' END::key_state, token,
-        k.now + lease_us * interval '1 microsecond', status, body,
-        headers, result, k.now, CASE WHEN lease_us IS NULL THEN k.now END,
-        k.now + ttl_us * interval '1 microsecond')
+    INSERT INTO idempotency_keys AS r VALUES (n.*)
     ON CONFLICT (actor_id, operation, idem_key) DO UPDATE SET
         (fingerprint, state, claim_token, lease_until, status_code, response_body,
          response_headers, result_id, created_at, completed_at, expires_at)
