@@ -372,6 +372,6 @@ func workerDown(t *testing.T, mode string) {
 		t.Errorf("the desk holds %d submissions for %d intents, want one each", n, len(want))
 	}
 	if testing.Verbose() {
-		fmt.Fprintf(os.Stderr, "worker down (%s stop): %d answers, %d keys, one row and one submission each\n", mode, len(answers), len(want))
+		fmt.Fprintf(os.Stderr, "worker down (%s stop): %d answers, %d keys, %d submissions at the desk\n", mode, len(answers), len(want), desk.Submissions(t))
 	}
 }
