@@ -46,10 +46,9 @@ BEGIN
         RETURN k;
     END IF;
     IF lease_us IS NOT NULL THEN
-        -- A claim must be visible, not durable: its commit does not wait
-        -- for its WAL flush. A crash may lose a claim, never a creation
-        -- (the durable finish finds no row and creates nothing; the retry
-        -- claims again).
+        -- A claim must be visible, not durable: its commit does not wait for its WAL
+        -- flush. A crash may lose a claim, never a creation (the durable finish finds
+        -- no row and creates nothing; the retry claims again).
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     -- A new key, the most frequent write, in one statement: nothing was
