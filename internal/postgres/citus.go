@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -22,6 +25,8 @@ type Distribution struct {
 
 // Distribute, on a Citus coordinator, distributes the tables by actor_id unless
 // they are already, and makes the store's functions; on one PostgreSQL it does nothing.
+// Every start of serve runs it: each step holds the lock of citusTx, so
+// replicas that start together wait for each other.
 func Distribute(ctx context.Context, db *sqlx.DB) (d Distribution, err error) {
 	err = db.GetContext(ctx, &d.Citus, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -30,33 +35,78 @@ func Distribute(ctx context.Context, db *sqlx.DB) (d Distribution, err error) {
 	if err != nil {
 		return d, fmt.Errorf("distribute: %w", dbErr(err))
 	}
-	var done bool
-	if err := db.GetContext(ctx, &done,
-		`SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'idempotency_keys'::regclass)`); err != nil {
-		return d, fmt.Errorf("distribute: %w", dbErr(err))
-	}
-	if !done {
-		if err := runCitusScript(ctx, db, "citus/distribute.sql"); err != nil {
-			return d, fmt.Errorf("distribute on Citus %s: %w", d.Citus, err)
+	// Each its own transaction: Citus makes no function in the one that distributes the tables.
+	err = citusTx(ctx, db, func(tx *sqlx.Tx) error {
+		var done bool
+		err := tx.GetContext(ctx, &done,
+			`SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'idempotency_keys'::regclass)`)
+		if err == nil && !done {
+			err = runCitusScript(ctx, tx, "citus/distribute.sql")
+			d.Distributed = true
 		}
-		d.Distributed = true
+		return err
+	})
+	if err == nil {
+		err = citusTx(ctx, db, func(tx *sqlx.Tx) error { return runCitusScript(ctx, tx, "citus/scans.sql") })
 	}
-	// Each its own transaction: Citus makes no function in the one that distributed the tables.
-	for _, name := range []string{"citus/key_writes.sql", "citus/scans.sql"} {
-		if err := runCitusScript(ctx, db, name); err != nil {
-			return d, fmt.Errorf("%s on Citus %s: %w", name, d.Citus, err)
-		}
+	if err == nil {
+		err = citusTx(ctx, db, func(tx *sqlx.Tx) error { return delegateKeyWrites(ctx, tx) })
+	}
+	if err != nil {
+		return d, fmt.Errorf("distribute on Citus %s: %w", d.Citus, err)
 	}
 	return d, nil
 }
 
-// runCitusScript runs migrations/name as one simple query: all of it or nothing.
-func runCitusScript(ctx context.Context, db *sqlx.DB, name string) error {
+// citusTx runs fn in a transaction that holds the lock of the store's
+// changes to a Citus schema: two starts that make the same function at once
+// would otherwise fail ("tuple concurrently updated").
+func citusTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return dbErr(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('demo-api: the store on Citus'))`); err != nil {
+		return dbErr(err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return dbErr(tx.Commit())
+}
+
+// runCitusScript runs migrations/name in tx, as one simple query.
+func runCitusScript(ctx context.Context, tx *sqlx.Tx, name string) error {
 	script, err := fs.ReadFile(migrations.Citus, name)
 	if err != nil {
 		return err
 	}
-	_, err = db.ExecContext(ctx, string(script))
+	_, err = tx.ExecContext(ctx, string(script))
+	return dbErr(err)
+}
+
+// delegateKeyWrites distributes each function of the schema that returns
+// key_write (write_key, and every operation's) and is not yet: by the actor,
+// its second argument, and co-located with the keys. Citus then delegates
+// its call to the worker that holds the actor's shard, also inside a
+// transaction (force_delegation: a conditional effect's), and there each
+// statement of the function is a router statement on the local shard: one
+// round trip from the coordinator. Citus routes no statement that inserts
+// in a CTE to one shard, so the operations are functions, not statements.
+func delegateKeyWrites(ctx context.Context, tx *sqlx.Tx) error {
+	var fns []string
+	err := tx.SelectContext(ctx, &fns, `SELECT p.oid::regprocedure::text FROM pg_proc p
+		WHERE p.prorettype = to_regtype('key_write') AND p.pronamespace = current_schema()::regnamespace
+		  AND NOT EXISTS (SELECT FROM pg_dist_object d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+		                  AND d.distribution_argument_index IS NOT NULL)
+		ORDER BY p.proname <> 'write_key', 1`)
+	for _, fn := range fns {
+		if err != nil {
+			break
+		}
+		_, err = tx.ExecContext(ctx, `SELECT create_distributed_function($1, '$2', colocate_with => 'idempotency_keys', force_delegation => true)`, fn)
+	}
 	return dbErr(err)
 }
 
@@ -72,9 +122,31 @@ func (d Distribution) String() string {
 	}
 }
 
-// scanOf is a statement across actors; on Citus its call runs it on one
+// stmt is a statement that scans across actors, sql/name, and the call of
+// its function on Citus (migrations/citus/scans.sql), which runs it on one
 // shard, given an actor of the shard and the statement.
-func scanOf(name string) stmt { return stmt{sql: statement(name), citus: citusCall(name, 2)} }
+type stmt struct {
+	sql, citus string
+}
+
+func scanOf(name string) stmt { return stmt{sql: statement(name), citus: scanCall(name)} }
+
+// scanCall is the call of sql/name's function on Citus: the shard's actor,
+// the statement, then the statement's parameters.
+func scanCall(name string) string {
+	n := 0
+	for _, m := range paramRE.FindAllStringSubmatch(statement(name), -1) {
+		i, _ := strconv.Atoi(m[1])
+		n = max(n, i)
+	}
+	params := make([]string, n+2)
+	for i := range params {
+		params[i] = "$" + strconv.Itoa(i+1)
+	}
+	return "SELECT * FROM " + strings.TrimSuffix(name, ".sql") + "(" + strings.Join(params, ", ") + ")"
+}
+
+var paramRE = regexp.MustCompile(`\$(\d+)`)
 
 // target is one run of a scan: the query, and the arguments before the statement's own.
 type target struct {

@@ -17,14 +17,8 @@ import (
 // and then replays. The finish is the two-phase path's end: the same writes, fenced by
 // the claim's token, so an owner whose lease was taken over changes nothing.
 var (
-	createStatements = keyStatements{
-		onePhase: keyWriteOf("create_demo_request.sql"),
-		finish:   keyWriteOf("finish_claim_create_demo_request.sql"),
-	}
-	cancelStatements = keyStatements{
-		onePhase: keyWriteOf("cancel_demo_request.sql"),
-		finish:   keyWriteOf("finish_claim_cancel_demo_request.sql"),
-	}
+	createSQL = statement("create_demo_request.sql")
+	cancelSQL = statement("cancel_demo_request.sql")
 )
 
 var getDemoRequestSQL = statement("get_demo_request.sql")
@@ -32,7 +26,7 @@ var getDemoRequestSQL = statement("get_demo_request.sql")
 // CreateDemoRequest is the create's write of r, committed with the key: the business
 // row exists exactly when the key holds the 201 that names it.
 func (s *Store) CreateDemoRequest(r demo.Request) idempotency.Effect {
-	return &effect{what: "create demo request", stmts: &createStatements, args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
+	return &effect{what: "create demo request", stmt: createSQL, args: []any{r.ID, r.State, r.Topic, r.Note, r.CreatedAt}}
 }
 
 // CancelDemoRequest is the cancel's write of r, committed with the key
@@ -40,7 +34,7 @@ func (s *Store) CreateDemoRequest(r demo.Request) idempotency.Effect {
 // statement checks that the row is still as read (else ErrEffectNotApplied, and
 // the Runner decides again on a fresh read).
 func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
-	return &effect{what: "cancel demo request", stmts: &cancelStatements, args: []any{r.State, r.CancelledAt, r.ID}, conditional: true}
+	return &effect{what: "cancel demo request", stmt: cancelSQL, args: []any{r.State, r.CancelledAt, r.ID}, conditional: true}
 }
 
 // DemoRequest implements demo.Store: the actor's own request, or not_found (another

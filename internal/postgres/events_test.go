@@ -27,9 +27,11 @@ import (
 )
 
 // TestAThirdOperationsEventsReachTheDeskInOrder adds a reopen the way the
-// README's "A second operation" says: its two statements
-// (testdata/reopen_demo_request.sql and its finish), each queueing a
-// "reopen" event FROM the request it changes; a typed constructor of its
+// README's "A second operation" says: its function in a migration of its
+// own (testdata/migrations), which writes the key with write_key and,
+// where it did, queues a "reopen" event beside the request it changes, in
+// one phase and as a claim's finish; its statement
+// (testdata/reopen_demo_request.sql); a typed constructor of its
 // effect; and its event's hand-over to the desk (Dispatcher.Kinds, as a test
 // adds a kind; a service adds its own to delivery's kinds). A
 // request is created and delivered, then cancelled, reopened, cancelled
@@ -245,9 +247,10 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 		}
 		return string(b)
 	}
-	onePhase, finish := readSQL("reopen_demo_request.sql"), readSQL("finish_claim_reopen_demo_request.sql")
+	withReopen(t, e.db)
+	reopen := readSQL("reopen_demo_request.sql")
 	e.reopen = func(r demo.Request) idempotency.Effect {
-		return postgres.StatementsEffect("reopen demo request", onePhase, finish, true, r.ID)
+		return postgres.KeyWriteEffect("reopen demo request", reopen, true, r.ID)
 	}
 	reopenDesk := testenv.ServeUntilTheEnd(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e.mu.Lock()
@@ -273,6 +276,19 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 			},
 		}}}
 	return e
+}
+
+// withReopen gives db the reopen's function as a service gives a schema its
+// own migrations: migrated after the template's, then distributed (on
+// Citus, its function delegated as the store's are).
+func withReopen(t *testing.T, db *sqlx.DB) {
+	t.Helper()
+	if err := postgres.MigrateFS(db, os.DirFS("testdata"), "migrations", "reopen_migrations", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := postgres.Distribute(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // do runs op under key on path p, its work answering 200 with effect, and

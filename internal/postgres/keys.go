@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -18,91 +15,58 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-var claimSQL = keyWriteOf("claim.sql")
+// claimSQL and answerOnlySQL write a key row through write_key
+// (migrations/000002_write_key.up.sql), as every key write does;
+// answer_only.sql completes a key with no business change (a refusal).
+var (
+	claimSQL      = statement("claim.sql")
+	answerOnlySQL = statement("answer_only.sql")
+)
 
-// stmt is a statement, sql/name, and the call of its function on Citus
-// (migrations/citus: key_writes.sql for a key write, scans.sql for a scan).
-type stmt struct {
-	sql, citus string
-}
-
-func keyWriteOf(name string) stmt {
-	return stmt{sql: statement(name), citus: citusCall(name, 0)}
-}
-
-// citusCall is the call of sql/name's function on Citus: lead parameters, then the statement's.
-func citusCall(name string, lead int) string {
-	n := lead
-	for _, m := range paramRE.FindAllStringSubmatch(statement(name), -1) {
-		i, _ := strconv.Atoi(m[1])
-		n = max(n, lead+i)
-	}
-	params := make([]string, n)
-	for i := range params {
-		params[i] = "$" + strconv.Itoa(i+1)
-	}
-	return "SELECT * FROM " + strings.TrimSuffix(name, ".sql") + "(" + strings.Join(params, ", ") + ")"
-}
-
-var paramRE = regexp.MustCompile(`\$(\d+)`)
-
-// keyStatements are an effect's statements: the one-phase write, and the two-phase finish.
-type keyStatements struct {
-	onePhase stmt
-	finish   stmt
-}
-
-// answerOnly completes a key with no business change (a refusal).
-var answerOnly = keyStatements{onePhase: keyWriteOf("answer_only.sql"), finish: keyWriteOf("finish_claim_answer_only.sql")}
-
-// effect is the store's idempotency.Effect: its statements, their business arguments
-// (after the key's), and whether its row may have changed since the work read it.
+// effect is the store's idempotency.Effect: its statement, the call of an
+// operation's function that returns key_write (its key's arguments, then
+// args, its business arguments), and whether its row may have changed since
+// the work read it.
 type effect struct {
 	what        string
-	stmts       *keyStatements
+	stmt        string
 	args        []any
 	conditional bool
 }
 
 func (e *effect) Describe() string { return e.what }
 
-// answer runs a's one-phase write (or finish) with its arguments (before, a's answer,
-// after, the effect's), in a transaction when its effect is conditional (inTx); run runs
-// it and returns whether the key was written and how many rows the effect changed.
-func (s *Store) answer(ctx context.Context, a idempotency.Answer, finish bool, before, after []any,
-	run func(tx *sqlx.Tx, query string, args []any) (wrote bool, changed int, err error)) error {
+// answer runs a's statement, in one phase or as the finish of c (finish), in a
+// transaction when its effect is conditional. The key's arguments come first
+// (fp and ttl, which a finish does not use), then a's answer, then the effect's.
+func (s *Store) answer(ctx context.Context, c idempotency.Claim, finish bool, fp any, ttl any, a idempotency.Answer) (w idempotency.KeyWrite, err error) {
 	e, ok := a.Effect.(*effect)
 	if !ok && a.Effect != nil {
-		return fmt.Errorf("postgres: %s is not an effect of this store", a.Effect.Describe())
+		return w, fmt.Errorf("postgres: %s is not an effect of this store", a.Effect.Describe())
 	}
-	stmts, business := &answerOnly, []any(nil)
+	q, business := answerOnlySQL, []any(nil)
 	if e != nil {
-		stmts, business = e.stmts, e.args
+		q, business = e.stmt, e.args
 	}
 	headers, err := json.Marshal(a.Response.Header)
 	if err != nil {
-		return fmt.Errorf("encode headers: %w", err)
+		return w, fmt.Errorf("encode headers: %w", err)
 	}
-	k := stmts.onePhase
-	if finish {
-		k = stmts.finish
-	}
-	q, err := s.keyWrite(ctx, k)
-	if err != nil {
-		return err
-	}
-	args := slices.Concat(before, []any{a.Response.Status, a.Response.Body, string(headers),
-		sql.NullString{String: a.Response.ResultID, Valid: a.Response.ResultID != ""}}, after, business)
-	return s.inTx(ctx, e, func(tx *sqlx.Tx) error {
-		wrote, changed, err := run(tx, q, args)
+	args := slices.Concat([]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, finish, fp, ttl,
+		a.Response.Status, a.Response.Body, string(headers),
+		sql.NullString{String: a.Response.ResultID, Valid: a.Response.ResultID != ""}}, business)
+	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
+		var changed int
+		w, changed, err = s.write(ctx, tx, q, args)
 		switch {
-		case err != nil || e == nil || !wrote || changed > 0:
+		case err != nil || e == nil || !w.Wrote || changed > 0:
 			return err
 		case e.conditional: // its row changed since the work read it
 			return idempotency.ErrEffectNotApplied
 		}
 		return fmt.Errorf("finish: the business write %q changed nothing", e.what)
 	})
+	return w, err
 }
 
 // recordRow is a row of idempotency_keys as the statements return it: recordColumns.
@@ -155,17 +119,16 @@ func (r recordRow) record() (*idempotency.Record, error) {
 	return rec, nil
 }
 
-// The columns the store scans by position: of a key write, of a finish, and of lookup_key.sql.
+// The columns the store scans by position: of a key write, and of lookup_key.sql.
 var (
-	writeColumns  = append([]string{"now", "wrote", "effect"}, recordColumns...)
-	finishColumns = []string{"wrote", "effect"}
+	writeColumns  = append(append([]string{"now", "wrote"}, recordColumns...), "effect")
 	lookupColumns = append([]string{"now"}, recordColumns...)
 )
 
 // write runs a key write in tx if not nil: what it found, and how many rows its effect changed.
 func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (w idempotency.KeyWrite, changed int, err error) {
 	var row recordRow
-	if err = s.queryRow(ctx, tx, query, args, row.dest(&w.Now, &w.Wrote, &changed)...); err != nil {
+	if err = s.queryRow(ctx, tx, query, args, append(row.dest(&w.Now, &w.Wrote), &changed)...); err != nil {
 		return idempotency.KeyWrite{}, 0, err
 	}
 	w.Prev, err = row.record()
@@ -174,37 +137,26 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any
 
 // Claim implements idempotency.Store (sql/claim.sql).
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
-	q, err := s.keyWrite(ctx, claimSQL)
-	if err != nil {
-		return idempotency.KeyWrite{}, err
-	}
-	w, _, err := s.write(ctx, nil, q, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds()})
+	w, _, err := s.write(ctx, nil, claimSQL, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, fp, lease.Microseconds(), ttl.Microseconds()})
 	return w, err
 }
 
 // CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).
-func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (w idempotency.KeyWrite, err error) {
-	err = s.answer(ctx, a, false,
-		[]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token}, []any{ttl.Microseconds()},
-		func(tx *sqlx.Tx, q string, args []any) (_ bool, changed int, err error) {
-			w, changed, err = s.write(ctx, tx, q, args)
-			return w.Wrote, changed, err
-		})
+func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
+	w, err := s.answer(ctx, c, false, fp, ttl.Microseconds(), a)
 	if err != nil {
 		return idempotency.KeyWrite{}, err
 	}
 	return w, nil
 }
 
-// FinishClaimAtomically implements idempotency.Store (sql/finish_claim_create_demo_request.sql).
+// FinishClaimAtomically implements idempotency.Store (the same statement, as the claim's finish).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
-	return s.answer(ctx, a, true, []any{s.now()}, []any{c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token},
-		func(tx *sqlx.Tx, q string, args []any) (wrote bool, changed int, err error) {
-			if err = s.queryRow(ctx, tx, q, args, &wrote, &changed); err == nil && !wrote { // finishColumns
-				err = idempotency.ErrLeaseLost
-			}
-			return wrote, changed, err
-		})
+	w, err := s.answer(ctx, c, true, nil, nil, a)
+	if err == nil && !w.Wrote {
+		err = idempotency.ErrLeaseLost
+	}
+	return err
 }
 
 // inTx runs fn in a transaction when e is conditional, else with a nil tx.

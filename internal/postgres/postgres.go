@@ -377,37 +377,30 @@ type Store struct {
 	nextShard   atomic.Uint32            // turns the shard a take starts with
 }
 
-// citusFunc says which functions of migrations/citus the database has.
+// citusFunc says whether the scans' functions of migrations/citus are there.
 type citusFunc struct {
-	KeyWrites bool `db:"key_writes"`
-	Scans     bool `db:"scans"`
+	Scans bool `db:"scans"`
 }
 
-// onCitus returns which functions run for the statements; the first call asks.
+// onCitus says what runs for the scans; the first call asks.
 func (s *Store) onCitus(ctx context.Context) (*citusFunc, error) {
 	if c := s.citus.Load(); c != nil {
 		return c, nil
 	}
 	c := new(citusFunc)
 	err := await(ctx, s.db, func(ctx context.Context) error {
-		return s.db.GetContext(ctx, c, `SELECT c AND to_regproc('claim') IS NOT NULL AS key_writes,
-				c AND to_regproc('on_shard') IS NOT NULL AS scans
-			FROM (SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS c) e`)
+		var ext bool
+		err := s.db.GetContext(ctx, &ext, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`)
+		if err != nil || !ext {
+			return err
+		}
+		return s.db.GetContext(ctx, c, `SELECT to_regproc('on_shard') IS NOT NULL AS scans`)
 	})
 	if err != nil {
 		return nil, dbErr(err)
 	}
 	s.citus.Store(c)
 	return c, nil
-}
-
-// keyWrite returns the text that runs k: on Citus its function's call, else its statement.
-func (s *Store) keyWrite(ctx context.Context, k stmt) (string, error) {
-	c, err := s.onCitus(ctx)
-	if err != nil || !c.KeyWrites {
-		return k.sql, err
-	}
-	return k.citus, nil
 }
 
 // prepared returns query prepared once per Store (and per connection):

@@ -9,7 +9,7 @@ import (
 // Replication says whether a commit waits for a synchronous standby. Acknowledged
 // keys are at risk where a standby streams that commits do not wait for (a failover
 // to it loses what it had not received), or where commits do not wait for their own
-// disk (synchronous_commit off: a crash loses them). A server with no standby at all,
+// disk (synchronous_commit off: a crash of the primary itself loses them). A server with no standby at all,
 // a development database say, acknowledges a commit once it is on its disk.
 type Replication struct {
 	SynchronousCommit string `json:"synchronousCommit"`           // the setting
@@ -29,7 +29,7 @@ func (r Replication) AtRisk() bool {
 func (r Replication) Describe() string {
 	switch {
 	case r.SynchronousCommit == "off":
-		return "commits do not wait for their own disk (synchronous_commit off): a crash can lose acknowledged keys"
+		return "commits do not wait for their own disk (synchronous_commit off): a crash of the primary itself, or a failover, can lose acknowledged keys"
 	case !r.CommitWaits && r.Streaming > 0:
 		return "asynchronous: a standby streams, but a commit does not wait for it, and a failover to it can lose acknowledged keys"
 	case !r.CommitWaits:

@@ -126,12 +126,13 @@ func splitHeader(text string) (header, body string) {
 	return strings.Join(lines[:i], "\n"), b.String()
 }
 
-// TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether runs each one-phase
-// file on its own, with the parameters its comment lists: where it may
-// write (a free scope, an expired row) it writes the key row completed and,
-// from it, the business rows; where the scope is taken (a live claim) it
-// writes neither.
-func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
+// TestStatementsWriteKeyAndBusinessRowsTogether runs each operation's
+// statement on its own (a third operation's too, testdata), with the
+// parameters its comment lists: where it may write (a free scope, an
+// expired row; as a finish, the claim its token holds) it writes the key
+// row completed and, from it, the business rows; where it may not (a live
+// claim; as a finish, another token's claim) it writes neither.
+func TestStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	const (
 		actor = "alice"
 		op    = "demo-requests.create"
@@ -139,7 +140,7 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	type business struct {
-		args  func(id string) []any // $12 on, as the file lists them
+		args  func(id string) []any // $13 on, as the file lists them
 		setup string                // run with $1 = id before the statement
 		// alone counts the business rows the statement writes for $1
 		// (written of them when it writes); together is 1 when they are
@@ -152,7 +153,7 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1) +
 		               (SELECT count(*) FROM outbox WHERE request_id = $1)`,
 		together: `SELECT count(*) FROM idempotency_keys k
-		           JOIN demo_requests r ON r.id::text = k.result_id JOIN outbox o ON o.request_id = r.id
+		           JOIN demo_requests r ON r.actor_id = k.actor_id AND r.id::text = k.result_id JOIN outbox o ON o.actor_id = r.actor_id AND o.request_id = r.id
 		           WHERE k.state = 'completed' AND r.id = $1 AND o.state = 'pending'`,
 		written: 2, // the request and its outbox row
 	}
@@ -165,10 +166,25 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		        INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at) SELECT id, actor_id, now(), now(), now() FROM r`,
 		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'cancelled') +
 		               (SELECT count(*) FROM outbox WHERE request_id = $1 AND state = 'withdrawn')`,
-		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.id::text = k.result_id
-		           JOIN outbox o ON o.request_id = r.id AND o.kind = 'submit'
+		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.actor_id = k.actor_id AND r.id::text = k.result_id
+		           JOIN outbox o ON o.actor_id = r.actor_id AND o.request_id = r.id AND o.kind = 'submit'
 		           WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'cancelled' AND o.state = 'withdrawn'`,
 		written: 2, // the request and its delivery
+	}
+	reopen := business{
+		args: func(id string) []any { return []any{id} },
+		// A cancelled request whose submission was delivered: the reopen
+		// accepts it again and queues its event.
+		setup: `WITH r AS (INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at, cancelled_at)
+		        VALUES ($1, 'alice', 'cancelled', 't', 'n', now(), now()) RETURNING id, actor_id)
+		        INSERT INTO outbox (request_id, actor_id, state, provider_reference, created_at, updated_at)
+		        SELECT id, actor_id, 'submitted', 'ref', now(), now() FROM r`,
+		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'accepted') +
+		               (SELECT count(*) FROM outbox WHERE request_id = $1 AND kind = 'reopen')`,
+		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.actor_id = k.actor_id AND r.id::text = k.result_id
+		           JOIN outbox o ON o.actor_id = r.actor_id AND o.request_id = r.id AND o.kind = 'reopen'
+		           WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'accepted' AND o.position = 2`,
+		written: 2, // the request and its event
 	}
 	answerOnly := business{args: func(string) []any { return nil }}
 	cases := []struct {
@@ -178,8 +194,10 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 		{"create_demo_request.sql", create},
 		{"cancel_demo_request.sql", cancel},
 		{"answer_only.sql", answerOnly},
+		{"testdata/reopen_demo_request.sql", reopen},
 	}
-	// The rows a scope may hold before: an expired answer, a live claim.
+	// The rows a scope may hold before: an expired answer, a live claim
+	// ($1 its token).
 	const (
 		expired = `INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token,
 			status_code, response_body, response_headers, created_at, completed_at, expires_at)
@@ -190,18 +208,32 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 			VALUES ('alice', 'demo-requests.create', $2, 'fp', 'in_progress', $1,
 			now() + interval '30 seconds', now(), now() + interval '1 day')`
 	)
+	scopes := []struct {
+		name, before string
+		finish, ours bool // a finish; the claim before is its token's
+		writes       bool
+	}{
+		{name: "free", writes: true},
+		{name: "taken by a live claim", before: live},
+		{name: "holding an expired row", before: expired, writes: true},
+		{name: "finishing its claim", before: live, finish: true, ours: true, writes: true},
+		{name: "finishing a claim another token holds", before: live, finish: true},
+	}
 	db := openDB(t) // each case has a scope of its own: its name
+	withReopen(t, db)
 	for _, c := range cases {
-		scopes := map[string]string{"free": "", "taken by a live claim": live, "holding an expired row": expired}
-		for scope, before := range scopes {
-			writes := before != live
-			t.Run(c.file+"/"+scope, func(t *testing.T) {
+		for _, sc := range scopes {
+			t.Run(c.file+"/"+sc.name, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
 				key := t.Name()
 				id, token := uuid.NewString(), uuid.NewString()
-				if before != "" {
-					db.MustExecContext(ctx, before, uuid.NewString(), key)
+				if sc.before != "" {
+					held := uuid.NewString()
+					if sc.ours {
+						held = token
+					}
+					db.MustExecContext(ctx, sc.before, held, key)
 				}
 				b := c.business
 				if b.setup != "" {
@@ -211,17 +243,20 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 				if b.alone == "" {
 					resultID = nil
 				}
-				args := append([]any{nil, actor, op, key, fp, token, 201, []byte(`{"requestId":"` + id + `"}`),
-					`{"Location":"/v1/demo-requests/` + id + `"}`, resultID, (24 * time.Hour).Microseconds()}, b.args(id)...)
+				args := append([]any{nil, actor, op, key, token, sc.finish, fp, (24 * time.Hour).Microseconds(),
+					201, []byte(`{"requestId":"` + id + `"}`), `{"Location":"/v1/demo-requests/` + id + `"}`, resultID}, b.args(id)...)
 				got := map[string]any{}
-				if err := db.QueryRowxContext(ctx, readSQL(t, c.file), args...).MapScan(got); err != nil {
+				if err := db.QueryRowxContext(ctx, readStatement(t, c.file), args...).MapScan(got); err != nil {
 					t.Fatal(err)
 				}
 				keyRows := count(t, db, `SELECT count(*) FROM idempotency_keys WHERE claim_token = $1 AND state = 'completed'
 					AND fingerprint = 'fp' AND status_code = 201 AND result_id IS NOT DISTINCT FROM $2`, token, resultID)
-				if !writes {
-					if got["wrote"] != false || got["state"] == nil || keyRows != 0 {
-						t.Fatalf("wrote %v, previous row's state %s, %d key rows written; want false, the row there, 0", got["wrote"], got["state"], keyRows)
+				if !sc.writes {
+					if got["wrote"] != false || keyRows != 0 {
+						t.Fatalf("wrote %v, %d key rows written; want false, 0", got["wrote"], keyRows)
+					}
+					if !sc.finish && got["state"] == nil {
+						t.Fatal("no previous row returned, want the row there")
 					}
 					if b.alone != "" {
 						if n := count(t, db, b.alone, id); n != 0 {
@@ -230,7 +265,7 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 					}
 					return
 				}
-				wantEffect := int64(min(b.written, 1)) // the rows of its last CTE, effect
+				wantEffect := int64(min(b.written, 1)) // the rows of its CTE effect
 				if got["wrote"] != true || got["effect"] != wantEffect || keyRows != 1 {
 					t.Fatalf("wrote %v, effect %v, %d key rows; want true, %d, 1", got["wrote"], got["effect"], keyRows, wantEffect)
 				}
@@ -242,6 +277,19 @@ func TestOnePhaseStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 			})
 		}
 	}
+}
+
+// readStatement returns sql/name, or the file itself for testdata/name.
+func readStatement(t *testing.T, name string) string {
+	t.Helper()
+	if !strings.HasPrefix(name, "testdata/") {
+		return readSQL(t, name)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestClaimCommitsAsynchronously runs claim.sql in a transaction and
@@ -267,9 +315,9 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 					t.Fatal(err)
 				}
 				key := "k-" + uuid.NewString()
-				args := []any{nil, "alice", "demo-requests.create", key, "fp", uuid.NewString(), time.Minute.Microseconds(), time.Hour.Microseconds()}
+				args := []any{nil, "alice", "demo-requests.create", key, uuid.NewString(), "fp", time.Minute.Microseconds(), time.Hour.Microseconds()}
 				run := func() (wrote bool) {
-					args[5] = uuid.NewString()
+					args[4] = uuid.NewString()
 					rows, err := tx.QueryxContext(ctx, readSQL(t, name), args...)
 					if err != nil {
 						t.Fatal(err)
@@ -319,28 +367,23 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openDB(t)
+	withReopen(t, db)
 	id, token, now := uuid.NewString(), uuid.NewString(), time.Now()
 	key := []any{nil, "alice", "demo-requests.create", "k-1"}
-	answer := func(business ...any) []any { // the one-phase files' parameters
-		return append(append(append([]any{}, key...), "fp", token, 201, []byte("{}"), "{}", id, int64(1)), business...)
+	answer := func(business ...any) []any { // the operations' parameters
+		return append(append(append([]any{}, key...), token, false, "fp", int64(1), 201, []byte("{}"), "{}", id), business...)
 	}
-	finish := func(business ...any) []any {
-		return append([]any{nil, 201, []byte("{}"), "{}", id, "alice", "demo-requests.create", "k-1", token}, business...)
-	}
-	claim := append(append([]any{}, key...), "fp", token, int64(1), int64(1))
-	create, cancel := []any{id, "accepted", "t", "n", now}, []any{"cancelled", now, id}
+	claim := append(append([]any{}, key...), token, "fp", int64(1), int64(1))
 	cases := []struct {
 		file string
 		args []any
 		want []string
 	}{
 		{"claim.sql", claim, postgres.WriteColumns},
-		{"create_demo_request.sql", answer(create...), postgres.WriteColumns},
-		{"cancel_demo_request.sql", answer(cancel...), postgres.WriteColumns},
+		{"create_demo_request.sql", answer(id, "accepted", "t", "n", now), postgres.WriteColumns},
+		{"cancel_demo_request.sql", answer("cancelled", now, id), postgres.WriteColumns},
 		{"answer_only.sql", answer(), postgres.WriteColumns},
-		{"finish_claim_create_demo_request.sql", finish(create...), postgres.FinishColumns},
-		{"finish_claim_cancel_demo_request.sql", finish(cancel...), postgres.FinishColumns},
-		{"finish_claim_answer_only.sql", finish(), postgres.FinishColumns},
+		{"testdata/reopen_demo_request.sql", answer(id), postgres.WriteColumns},
 		{"lookup_key.sql", key, postgres.LookupColumns},
 	}
 	for _, c := range cases {
@@ -350,7 +393,7 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback()
-			rows, err := tx.QueryContext(ctx, readSQL(t, c.file), c.args...)
+			rows, err := tx.QueryContext(ctx, readStatement(t, c.file), c.args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -366,38 +409,52 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 	}
 }
 
-// TestStatementsShareTheKeyRowsPart: the statements of one kind (one phase,
-// or the two-phase finish) write the key
-// row the same way, whatever their business write: without their comments
-// and their effect (the CTEs from "effect AS (" to the final SELECT), each
-// is the answer_only statement of its kind, whose effect writes nothing.
-func TestStatementsShareTheKeyRowsPart(t *testing.T) {
-	effect := regexp.MustCompile(`(?s)\neffect AS \(\n.*?\n\)\nSELECT `)
-	keyPart := func(name string) string {
-		text := ""
-		if strings.HasPrefix(name, "testdata/") { // a third operation's, as the README adds one
-			b, err := os.ReadFile(name)
+// TestKeyRowsAreWrittenByWriteKey: the key row's part is written once, in
+// write_key (migrations/000002_write_key.up.sql). No other statement or
+// function inserts or updates idempotency_keys, and every function that
+// returns key_write (an operation's: on Citus, the functions delegated by
+// the actor) calls write_key once.
+func TestKeyRowsAreWrittenByWriteKey(t *testing.T) {
+	t.Parallel()
+	writes := regexp.MustCompile(`(?i)(INSERT\s+INTO|UPDATE)\s+idempotency_keys\b`)
+	texts := map[string]string{}
+	for _, pattern := range []string{"../../migrations/*.up.sql", "testdata/migrations/*.up.sql", "testdata/*.sql"} {
+		files, _ := filepath.Glob(pattern)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			text = string(b)
-		} else {
-			text = readSQL(t, name)
+			texts[f] = string(b)
 		}
-		_, body := splitHeader(text)
-		if !effect.MatchString(body) {
-			t.Fatalf("%s has no effect CTE", name)
-		}
-		return effect.ReplaceAllString(body, "\n@effect\nSELECT ")
 	}
-	for _, kind := range [][2]string{
-		{"answer_only.sql", "cancel_demo_request.sql"},
-		{"finish_claim_answer_only.sql", "finish_claim_cancel_demo_request.sql"},
-		{"answer_only.sql", "testdata/reopen_demo_request.sql"},
-		{"finish_claim_answer_only.sql", "testdata/finish_claim_reopen_demo_request.sql"},
-	} {
-		if want, got := keyPart(kind[0]), keyPart(kind[1]); got != want {
-			t.Errorf("%s writes its key row otherwise than %s:\n%s\n---\n%s", kind[1], kind[0], got, want)
+	sqlFiles, _ := fs.Glob(postgres.SQLFiles, "sql/*.sql")
+	for _, f := range sqlFiles {
+		texts[f] = readSQL(t, strings.TrimPrefix(f, "sql/"))
+	}
+	for name, text := range texts {
+		_, body := splitHeader(text)
+		if writes.MatchString(body) && !strings.HasSuffix(name, "000002_write_key.up.sql") {
+			t.Errorf("%s writes idempotency_keys itself; write the key row with write_key", name)
 		}
+	}
+	db := openDB(t)
+	withReopen(t, db)
+	var fns []struct {
+		Name  string `db:"proname"`
+		Calls int    `db:"calls"`
+	}
+	if err := db.Select(&fns, `SELECT proname, (length(prosrc) - length(replace(prosrc, 'write_key(', ''))) / length('write_key(') AS calls
+		FROM pg_proc WHERE prorettype = 'key_write'::regtype AND proname <> 'write_key'
+		  AND pronamespace = current_schema()::regnamespace ORDER BY 1`); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fns {
+		if f.Calls != 1 {
+			t.Errorf("%s calls write_key %d times, want once", f.Name, f.Calls)
+		}
+	}
+	if len(fns) != 3 { // the create, the cancel, the reopen
+		t.Errorf("%d functions return key_write (%v), want 3", len(fns), fns)
 	}
 }

@@ -109,6 +109,11 @@ func TestReplicationOfASingleServer(t *testing.T) {
 	if want := map[bool]string{true: "commits do not wait for their own disk", false: "no standby"}[r.AtRisk()]; !strings.HasPrefix(r.Describe(), want) {
 		t.Fatalf("described as %q", r.Describe())
 	}
+	// The tests' server commits without waiting for its disk: a crash of
+	// the server itself can lose what it acknowledged, and the words say so.
+	if r.SynchronousCommit != "off" || !strings.Contains(r.Describe(), "a crash of the primary itself") {
+		t.Fatalf("synchronous_commit %s described as %q; want off, and a crash of the primary named", r.SynchronousCommit, r.Describe())
+	}
 }
 
 // TestReplicationAtRisk: a reading warns (AtRisk) only where an acknowledged

@@ -22,6 +22,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
@@ -96,6 +97,41 @@ func TestCitusStormOnOneKey(t *testing.T) {
 	}
 }
 
+// TestCitusReplicasStartTogether: two replicas start at once, three times,
+// on one schema: what every start of serve runs against the database
+// (migrateUp: the migrations, then the distribution and the functions) runs
+// in both together. Each waits for the other, and neither fails.
+func TestCitusReplicasStartTogether(t *testing.T) {
+	url := pgtest.NewURL(t) // a schema, migrated and distributed
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range errs {
+			wg.Go(func() {
+				db, err := postgres.Open(context.Background(), url, postgres.LongStatements)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				defer db.Close()
+				_, errs[i] = migrateUp(context.Background(), db, nil)
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("round %d, replica %d: %v", round+1, i+1, err)
+			}
+		}
+	}
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	onCitus(t, db)
+}
+
 // answer is one create under load: whose, which key, what came back and
 // how long it took.
 type answer struct {
@@ -109,12 +145,22 @@ type answer struct {
 }
 
 // TestCitusWorkerDown stops one worker while two actors, one on each
-// worker, create under load: the stopped worker's actor gets 503 with
+// worker, create under load, once a fast stop and once an immediate one (a
+// crash of its server): the stopped worker's actor gets 503 with
 // Retry-After within 3 s, the other is served throughout, and once the
-// worker is back every key answered 201, or retried after its 503, has
-// exactly one business row. make test-citus runs it last, alone: the
-// worker it stops holds the other tests' shards too.
+// worker is back every key answered 201 is there with the request the
+// client was told (asked again, it is replayed), every key retried after
+// its 503 has exactly one business row, and the desk holds one submission
+// for each. make test-citus runs it last, alone: the worker it stops holds
+// the other tests' shards too.
 func TestCitusWorkerDown(t *testing.T) {
+	for _, mode := range []string{"fast", "immediate"} {
+		t.Run(mode, func(t *testing.T) { workerDown(t, mode) })
+	}
+}
+
+// workerDown is TestCitusWorkerDown with the worker stopped in mode.
+func workerDown(t *testing.T, mode string) {
 	tokens := map[string]string{}
 	var list []string
 	for i := range 16 {
@@ -122,9 +168,11 @@ func TestCitusWorkerDown(t *testing.T) {
 		tokens[actor] = "tok-" + actor
 		list = append(list, actor+":"+auth.Hash(tokens[actor]))
 	}
-	// The load is the workers', not the bound on new keys.
+	// The load is the workers', not the bound on new keys; the dispatcher
+	// hands every request to the desk as it goes.
+	desk := testenv.StartDeskDouble(t)
 	base, db := testenv.ServeInProcess(t, run, "API_TOKENS="+strings.Join(list, ","),
-		"NEW_KEYS_PER_SECOND=100000", "NEW_KEYS_BURST=100000")
+		"NEW_KEYS_PER_SECOND=100000", "NEW_KEYS_BURST=100000", "PROVIDER_URL="+desk.URL)
 	onCitus(t, db)
 
 	// The workers by port (worker1 first, as scripts/citus.sh numbers
@@ -228,7 +276,7 @@ func TestCitusWorkerDown(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second)
-	worker("stop", "worker1")
+	worker("stop", "worker1", mode)
 	stopped := time.Now()
 	time.Sleep(6 * time.Second)
 	restarting := time.Now()
@@ -281,17 +329,21 @@ func TestCitusWorkerDown(t *testing.T) {
 		t.Fatalf("want 503s while worker1 was down and 201s for %s after: %d, %d; and %s served: %d", down, downRefused, after, up, upServed)
 	}
 
-	// Every key that did not get a 201 is tried again, as a client would:
-	// it is created now, once.
+	// Every key is asked again, as a client whose answer was lost would:
+	// one answered 201 is replayed, with the request the client was told
+	// (a commit acknowledged and lost would make a new one); one that did
+	// not get a 201 is created now, once.
 	want := map[string]string{} // key → request id
 	for _, a := range append(warm, answers...) {
-		if a.status != http.StatusCreated {
-			if a = create(a.actor, a.key); a.status != http.StatusCreated {
-				t.Errorf("%s %s tried again: %d %v", a.actor, a.key, a.status, a.err)
-				continue
-			}
+		again := create(a.actor, a.key)
+		if again.status != http.StatusCreated {
+			t.Errorf("%s %s asked again: %d %v", a.actor, a.key, again.status, again.err)
+			continue
 		}
-		want[a.key] = a.id
+		if a.status == http.StatusCreated && again.id != a.id {
+			t.Errorf("%s %s: acknowledged with request %s, asked again %s: the acknowledged create was lost", a.actor, a.key, a.id, again.id)
+		}
+		want[a.key] = again.id
 	}
 	var rows []struct {
 		Key string `db:"idem_key"`
@@ -309,7 +361,17 @@ func TestCitusWorkerDown(t *testing.T) {
 			t.Errorf("key %s has request %s in the database, the client was told %q", r.Key, r.ID, id)
 		}
 	}
+	// One submission at the desk for each intent, once the dispatcher has
+	// handed them all over.
+	if !testenv.Eventually(60*time.Second, func() bool {
+		return testenv.Count(t, db, `SELECT count(*) FROM outbox WHERE state = 'pending'`) == 0
+	}) {
+		t.Fatal("deliveries still pending 60 s after the load")
+	}
+	if n := desk.Submissions(t); n != len(want) {
+		t.Errorf("the desk holds %d submissions for %d intents, want one each", n, len(want))
+	}
 	if testing.Verbose() {
-		fmt.Fprintf(os.Stderr, "worker down: %d answers, %d keys, one row each\n", len(answers), len(want))
+		fmt.Fprintf(os.Stderr, "worker down (%s stop): %d answers, %d keys, %d submissions at the desk\n", mode, len(answers), len(want), desk.Submissions(t))
 	}
 }

@@ -66,6 +66,7 @@ func TestReadingPathIsShort(t *testing.T) {
 		"internal/idempotency/idempotency.go Runner.Do", "internal/idempotency/decide.go Decide",
 		"internal/httpapi/demo_requests.go createDemoRequest", "internal/httpapi/operation.go Idempotent",
 		"internal/postgres/keys.go Store.CompleteAtomically", "internal/postgres/sql/create_demo_request.sql",
+		"migrations/000003_create_demo_request.up.sql", "migrations/000002_write_key.up.sql",
 	} {
 		if !slices.Contains(named, want) {
 			t.Errorf("the README's path does not name %s", want)

@@ -245,7 +245,7 @@ func TestSpansOfTheBranches(t *testing.T) {
 		first, taken []string
 	}{
 		idempotency.OnePhase: {idempotency.OutcomeCompleted, []string{"create_demo_request.sql"}, []string{"create_demo_request.sql"}},
-		idempotency.TwoPhase: {idempotency.OutcomeClaimed, []string{"claim.sql", "finish_claim_create_demo_request.sql"}, []string{"claim.sql"}},
+		idempotency.TwoPhase: {idempotency.OutcomeClaimed, []string{"claim.sql", "create_demo_request.sql"}, []string{"claim.sql"}},
 	}
 	n := 0
 	for _, p := range []idempotency.Path{idempotency.OnePhase, idempotency.TwoPhase} {

@@ -123,8 +123,8 @@ func TestSaveRunCommitsAsynchronously(t *testing.T) {
 			t.Fatal(err)
 		}
 		key, token := "k-"+uuid.NewString(), uuid.NewString()
-		if _, err := tx.ExecContext(ctx, readSQL(t, "../../../internal/postgres/sql/claim.sql"), nil, "alice", "demo-requests.expedite", key, "fp",
-			token, time.Minute.Microseconds(), time.Hour.Microseconds()); err != nil {
+		if _, err := tx.ExecContext(ctx, readSQL(t, "../../../internal/postgres/sql/claim.sql"), nil, "alice", "demo-requests.expedite", key, token,
+			"fp", time.Minute.Microseconds(), time.Hour.Microseconds()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {

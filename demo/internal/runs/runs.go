@@ -92,7 +92,7 @@ var claimRunSQL = statement("claim_run.sql")
 // ClaimRun implements steps.RunStore (sql/claim_run.sql).
 func (s *Store) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error) {
 	// jsonb goes as text (see SaveRun).
-	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, fp, c.Token, lease.Microseconds(), ttl.Microseconds(), string(input)}
+	args := []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, fp, lease.Microseconds(), ttl.Microseconds(), string(input)}
 	var k claimRow
 	if err := s.queryRow(ctx, nil, claimRunSQL, args, k.dest()...); err != nil {
 		return idempotency.KeyWrite{}, err
@@ -100,9 +100,9 @@ func (s *Store) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, le
 	return k.keyWrite()
 }
 
-// claimRow is the row a claim returns (claim.sql's columns): the store's
-// time, whether the claim wrote the key, the rows its effect changed (none),
-// and the key as it was before, all NULL where there was none.
+// claimRow is the row a claim returns (write_key's key_write): the store's
+// time, whether the claim wrote the key, the key as it was before (all NULL
+// where there was none), and the rows its effect changed (none).
 type claimRow struct {
 	now                           time.Time
 	wrote                         bool
@@ -115,8 +115,8 @@ type claimRow struct {
 }
 
 func (k *claimRow) dest() []any {
-	return []any{&k.now, &k.wrote, &k.effect, &k.fingerprint, &k.state, &k.leaseUntil, &k.status, &k.body,
-		&k.headers, &k.resultID, &k.createdAt, &k.completedAt, &k.until}
+	return []any{&k.now, &k.wrote, &k.fingerprint, &k.state, &k.leaseUntil, &k.status, &k.body,
+		&k.headers, &k.resultID, &k.createdAt, &k.completedAt, &k.until, &k.effect}
 }
 
 // keyWrite is the claim as the Runner decides on it.

@@ -7,14 +7,15 @@ import (
 	"testing"
 )
 
-// TestClaimRunRepeatsTheClaim: a step-wise claim is the template's claim
-// word for word, with its run started in the same statement (the CTE
-// started): claim_run.sql, without that CTE and its comments, is claim.sql.
+// TestClaimRunRepeatsTheClaim: a step-wise claim writes its key as the
+// template's claim does, with its run started in the same statement (the
+// CTE started): claim_run.sql calls write_key as claim.sql does, word for word.
 func TestClaimRunRepeatsTheClaim(t *testing.T) {
-	started := regexp.MustCompile(`(?s)\), started AS \(\n.*?\n\)\nSELECT `)
-	got := started.ReplaceAllString(statementOf(t, "sql/claim_run.sql"), ")\nSELECT ")
-	if want := statementOf(t, "../../../internal/postgres/sql/claim.sql"); got != want {
-		t.Errorf("claim_run.sql, without its run, is not claim.sql:\n%s\n---\n%s", got, want)
+	call := regexp.MustCompile(`FROM write_key\([^)]*\)`)
+	got := call.FindAllString(statementOf(t, "sql/claim_run.sql"), -1)
+	want := call.FindString(statementOf(t, "../../../internal/postgres/sql/claim.sql"))
+	if len(got) != 1 || want == "" || got[0] != want {
+		t.Errorf("claim_run.sql writes its key with %q, claim.sql with %q", got, want)
 	}
 }
 

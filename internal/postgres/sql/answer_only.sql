@@ -1,39 +1,7 @@
--- answer_only.sql: the one-phase answer that changes nothing but its key (a
--- refusal): create_demo_request.sql without business rows, which explains
--- the parts. Its key-row part is that of every statement of its kind
--- (TestStatementsShareTheKeyRowsPart); effect is the business write.
--- $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 fingerprint,
--- $6 claim_token, $7 status_code, $8 response_body, $9 response_headers,
--- $10 result_id, $11 ttl_us
-WITH clock AS (
-    SELECT coalesce($1::timestamptz, now()) AS now
-), prev AS MATERIALIZED (
-    SELECT fingerprint, state, lease_until, status_code, response_body,
-           response_headers, result_id, created_at, completed_at, expires_at
-    FROM idempotency_keys
-    WHERE actor_id = $2 AND operation = $3 AND idem_key = $4
-), finished AS (
-    INSERT INTO idempotency_keys AS k (actor_id, operation, idem_key,
-        fingerprint, state, claim_token, lease_until, status_code, response_body,
-        response_headers, result_id, created_at, completed_at, expires_at)
-    SELECT $2, $3, $4,
-        $5, 'completed', $6::uuid, NULL, $7::integer, $8::bytea,
-        $9::jsonb, $10, clock.now, clock.now, clock.now + $11::bigint * interval '1 microsecond'
-    FROM clock
-    ON CONFLICT (actor_id, operation, idem_key) DO UPDATE SET
-        (fingerprint, state, claim_token, lease_until, status_code, response_body,
-         response_headers, result_id, created_at, completed_at, expires_at)
-      = (excluded.fingerprint, excluded.state, excluded.claim_token, excluded.lease_until,
-         excluded.status_code, excluded.response_body, excluded.response_headers,
-         excluded.result_id, excluded.created_at, excluded.completed_at, excluded.expires_at)
-    -- where idempotency.Decide takes the row over: its answer expired, or
-    -- its owner's lease passed and the same intent asks again
-    WHERE (k.state = 'completed' AND k.expires_at <= excluded.created_at)
-       OR (k.state = 'in_progress' AND k.lease_until <= excluded.created_at AND k.fingerprint = excluded.fingerprint)
-    RETURNING k.result_id
-), -- the effect, FROM finished:
-effect AS (
-    SELECT FROM finished WHERE false
-)
-SELECT clock.now, EXISTS (SELECT 1 FROM finished) AS wrote, (SELECT count(*) FROM effect) AS effect, prev.*
-FROM clock LEFT JOIN prev ON true
+-- answer_only.sql: the answer that changes nothing but its key (a refusal),
+-- in one phase or as a claim's finish: write_key
+-- (migrations/000002_write_key.up.sql) alone.
+-- $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 claim_token, $6 finish,
+-- $7 fingerprint, $8 ttl_us, $9 status_code, $10 response_body,
+-- $11 response_headers, $12 result_id
+SELECT * FROM write_key($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12)

@@ -1,0 +1,1 @@
+DROP FUNCTION cancel_demo_request(timestamptz, text, text, text, uuid, boolean, text, bigint, integer, bytea, jsonb, text, text, timestamptz, uuid);
