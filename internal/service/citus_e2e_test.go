@@ -114,7 +114,7 @@ func TestCitusReplicasStartTogether(t *testing.T) {
 					return
 				}
 				defer db.Close()
-				_, errs[i] = migrateUp(context.Background(), db, nil)
+				_, errs[i] = migrateUp(context.Background(), db)
 			})
 		}
 		wg.Wait()
