@@ -88,6 +88,8 @@ func writeResponse(w http.ResponseWriter, resp idempotency.Response, replayed bo
 	for k, v := range resp.Header {
 		w.Header().Set(k, v)
 	}
+	// Only a replay carries the header: a client, a log or a test tells a
+	// repeated answer from a first one without comparing bodies.
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}

@@ -39,6 +39,14 @@ func (e *effect) Describe() string { return e.what }
 // answer runs a's statement, in one phase or as the finish of c (finish), in a
 // transaction when its effect is conditional. The key's arguments come first
 // (fp and ttl, which a finish does not use), then a's answer, then the effect's.
+//
+// One statement serves both paths because the key and the business rows must
+// commit together either way: in one phase the key is written completed with
+// its answer, and in two the claim's row is completed, but only while c's
+// token still holds it. Either way the business rows are written only where
+// the key was, so no crash or race can leave a request without its key, or a
+// key completed without its request. The body is stored as bytes, not jsonb,
+// so that a replay sends the very bytes of the first answer.
 func (s *Store) answer(ctx context.Context, c idempotency.Claim, finish bool, fp any, ttl any, a idempotency.Answer) (w idempotency.KeyWrite, err error) {
 	e, ok := a.Effect.(*effect)
 	if !ok && a.Effect != nil {
@@ -70,6 +78,8 @@ func (s *Store) answer(ctx context.Context, c idempotency.Claim, finish bool, fp
 }
 
 // recordRow is a row of idempotency_keys as the statements return it: recordColumns.
+// Every column may be NULL: a key write returns the row that was there before
+// it, and a free key had none.
 type recordRow struct {
 	Fingerprint     sql.NullString
 	State           sql.NullString
@@ -135,13 +145,20 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any
 	return w, changed, err
 }
 
-// Claim implements idempotency.Store (sql/claim.sql).
+// Claim implements idempotency.Store (sql/claim.sql). The claim commits on its
+// own, before the work runs, so that a retry meanwhile finds the key in
+// progress rather than running the work a second time. Its token is new on
+// every claim: the finish completes the key only while the token still holds
+// it, which fences out an owner whose lease passed and whose key was taken.
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
 	w, _, err := s.write(ctx, nil, claimSQL, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, fp, lease.Microseconds(), ttl.Microseconds()})
 	return w, err
 }
 
 // CompleteAtomically implements idempotency.Store (sql/create_demo_request.sql, for a create).
+// The key is written completed and the business rows from it in one
+// statement: a duplicate sent meanwhile waits on the key's unique index for
+// this commit and then replays, and a crash before the commit leaves nothing.
 func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
 	w, err := s.answer(ctx, c, false, fp, ttl.Microseconds(), a)
 	if err != nil {
@@ -151,6 +168,9 @@ func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp 
 }
 
 // FinishClaimAtomically implements idempotency.Store (the same statement, as the claim's finish).
+// A finish that wrote nothing found the key no longer under c's token: another
+// request took it over after the lease passed, and this work's rows were not
+// written, so the work is not done twice (ErrLeaseLost).
 func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
 	w, err := s.answer(ctx, c, true, nil, nil, a)
 	if err == nil && !w.Wrote {
@@ -187,7 +207,10 @@ var (
 	countInProgressClaimsSQL = statement("count_in_progress_claims.sql")
 )
 
-// Release implements idempotency.Store.
+// Release implements idempotency.Store. It deletes the key only while c's
+// token holds it in progress: a key another request took over, or one that was
+// completed, is not this request's to delete. A released key is free, and the
+// next attempt runs the work afresh, as a transient failure should allow.
 func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
 	return await(ctx, s.db, func(ctx context.Context) error {
 		_, err := s.db.ExecContext(ctx, releaseClaimSQL, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
@@ -195,7 +218,9 @@ func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
 	})
 }
 
-// Lookup implements idempotency.Store.
+// Lookup implements idempotency.Store: one indexed read of a key, with the
+// database's clock, which a retry reads first and the outcome route shows. It
+// takes no lock and writes nothing, so a key's many readers never queue.
 func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.Record, time.Time, error) {
 	var now time.Time // lookupColumns
 	var row recordRow

@@ -331,6 +331,9 @@ func MigrateFS(db *sqlx.DB, fsys fs.FS, dir, table string, steps int) error {
 }
 
 // schemaCurrent returns nil when steps is 0 and the schema is current, else ErrMigrateNeedsDirectURL.
+// A migration holds a session's advisory lock while it runs, which a pooler in
+// transaction mode cannot give: behind one, a service only checks that the
+// schema is the one it needs, and migrates through a direct URL.
 func schemaCurrent(db *sqlx.DB, src source.Driver, table string, steps int) error {
 	var want uint
 	for v, err := src.First(); err == nil; v, err = src.Next(v) {
@@ -366,7 +369,10 @@ func statement(name string) string {
 	return string(b)
 }
 
-// Store implements the idempotency store and the business store.
+// Store implements the idempotency store and the business store. It keeps no
+// state of a key in memory: every decision is made by a statement, on the
+// database's clock and under its unique index, so that any number of
+// replicas share one Store's rules through the database alone.
 type Store struct {
 	db          *sqlx.DB
 	Clock       func() time.Time // if set, replaces the database clock (tests move time with it)
@@ -423,6 +429,9 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 }
 
 // queryRow runs query in tx if not nil (else on the pool, awaited) and scans its one row into dest.
+// Awaited: a statement that waits for a connection of a pool whose database
+// hears nothing gives up with 503 (hearing.go) rather than queue behind it,
+// so that an outage answers at once and a client retries with its key.
 func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
 	run := func(ctx context.Context) error {
 		if s.Unprepared {
@@ -454,6 +463,9 @@ func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db)} }
 func (s *Store) DB() *sqlx.DB { return s.db }
 
 // now is every statement's time argument: NULL is the database clock (coalesce($n::timestamptz, now())).
+// Leases and expiry are read on one clock, the database's, so that replicas
+// whose own clocks drift still agree on when a key may be taken over; a test
+// sets Clock to move time instead of sleeping.
 func (s *Store) now() any {
 	if s.Clock == nil {
 		return nil
