@@ -27,7 +27,7 @@ import (
 )
 
 // TestAThirdOperationsEventsReachTheDeskInOrder adds a reopen the way the
-// README's "A second operation" says: its function in a migration of its
+// "A second operation" of docs/operations.md says: its function in a migration of its
 // own (testdata/migrations), which writes the key with write_key and,
 // where it did, queues a "reopen" event beside the request it changes, in
 // one phase and as a claim's finish; its statement
@@ -228,9 +228,9 @@ type reopenEnv struct {
 	reopens map[string]int // the desk's reopens, by key
 }
 
-// newReopenEnv adds the reopen the way the README's list says: its two
-// statements (testdata/), a typed constructor of its effect, and its
-// event's hand-over to the desk (Dispatcher.Kinds).
+// newReopenEnv adds the reopen the way docs/operations.md's list says: its
+// function and statement (testdata/), a typed constructor of its effect,
+// and its event's hand-over to the desk (Dispatcher.Kinds).
 func newReopenEnv(t *testing.T) *reopenEnv {
 	e := &reopenEnv{db: pgtest.NewDB(t), desk: testenv.StartDeskDouble(t), sends: &sendLog{}, reopens: map[string]int{},
 		request: demo.Request{ID: uuid.NewString(), Actor: "alice", State: demo.StateAccepted, Topic: "billing",

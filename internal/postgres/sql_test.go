@@ -173,17 +173,19 @@ func TestStatementsWriteKeyAndBusinessRowsTogether(t *testing.T) {
 	}
 	reopen := business{
 		args: func(id string) []any { return []any{id} },
-		// A cancelled request whose submission was delivered: the reopen
-		// accepts it again and queues its event.
+		// A cancelled request whose submission was delivered, so that its
+		// cancel was queued: the reopen accepts it again and queues its event
+		// after the cancel.
 		setup: `WITH r AS (INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at, cancelled_at)
 		        VALUES ($1, 'alice', 'cancelled', 't', 'n', now(), now()) RETURNING id, actor_id)
-		        INSERT INTO outbox (request_id, actor_id, state, provider_reference, created_at, updated_at)
-		        SELECT id, actor_id, 'submitted', 'ref', now(), now() FROM r`,
+		        INSERT INTO outbox (request_id, actor_id, kind, position, state, provider_reference, next_attempt_at, created_at, updated_at)
+		        SELECT id, actor_id, 'submit', 1, 'submitted'::delivery_state, 'ref', NULL::timestamptz, now(), now() FROM r
+		        UNION ALL SELECT id, actor_id, 'cancel', 2, 'pending', NULL, now(), now(), now() FROM r`,
 		alone: `SELECT (SELECT count(*) FROM demo_requests WHERE id = $1 AND state = 'accepted') +
 		               (SELECT count(*) FROM outbox WHERE request_id = $1 AND kind = 'reopen')`,
 		together: `SELECT count(*) FROM idempotency_keys k JOIN demo_requests r ON r.actor_id = k.actor_id AND r.id::text = k.result_id
 		           JOIN outbox o ON o.actor_id = r.actor_id AND o.request_id = r.id AND o.kind = 'reopen'
-		           WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'accepted' AND o.position = 2`,
+		           WHERE k.state = 'completed' AND r.id = $1 AND r.state = 'accepted' AND o.position = 3`,
 		written: 2, // the request and its event
 	}
 	answerOnly := business{args: func(string) []any { return nil }}

@@ -1,4 +1,4 @@
--- reopen_demo_request.sql: a third operation's statement, as the README's
+-- reopen_demo_request.sql: a third operation's statement, as docs/operations.md's
 -- "A second operation" adds one: the function reopen_demo_request
 -- (testdata/migrations/000001_reopen_demo_request.up.sql).
 -- $1 now, $2 actor_id, $3 operation, $4 idem_key, $5 claim_token, $6 finish,

@@ -1,4 +1,4 @@
--- reopen_demo_request: a third operation, as the README's "A second
+-- reopen_demo_request: a third operation, as docs/operations.md's "A second
 -- operation" adds one (TestAThirdOperationsEventsReachTheDeskInOrder): the
 -- reopen, in one phase or as a claim's finish: the key written with its
 -- answer (write_key) and, only where it was, the cancelled request
