@@ -115,8 +115,8 @@ func TestCopyFollowsItsName(t *testing.T) {
 	}
 	// The conformance suite is installed by the template's path, which the
 	// copy keeps, though it has no conformance/.
-	if !strings.Contains(readme, "go install "+oldModule+"/conformance/cmd/idemcheck@latest") {
-		t.Errorf("the copy's README does not install idemcheck from %s/conformance", oldModule)
+	if ops := read("docs/operations.md"); !strings.Contains(ops, "go install "+oldModule+"/conformance/cmd/idemcheck@latest") {
+		t.Errorf("the copy's docs/operations.md does not install idemcheck from %s/conformance", oldModule)
 	}
 	for f, want := range map[string]string{
 		"Makefile":           "IMAGE ?= tickets\n",
