@@ -125,6 +125,127 @@ func TestAReopenPutsAWithdrawnSubmissionBack(t *testing.T) {
 	}
 }
 
+// TestAWithdrawalYieldsToAReopen: the rule between the dispatcher's
+// withdrawal and a reopen. A submission tried once (the desk did not
+// answer) and then cancelled is due again, for the dispatcher to ask the
+// desk and withdraw it if it never got there; a reopen between that take and
+// its mark finds the submission still pending (not withdrawn, so nothing to
+// put back) and queues its reopen after the cancel. The mark then withdraws
+// the submission only while its request is still cancelled: here it stays
+// pending, and the desk gets the request, its cancel and its reopen, once
+// each and in order, and ends with it open.
+func TestAWithdrawalYieldsToAReopen(t *testing.T) {
+	t.Parallel()
+	e := newReopenEnv(t)
+	r := e.request
+	ctx := context.Background()
+	settle := func(d delivery.Due, token, state string) {
+		t.Helper()
+		m := delivery.Mark{RequestID: d.RequestID, Kind: d.Kind, Seq: d.Seq, Attempt: d.Attempt, Token: token, Actor: d.Actor, State: state}
+		if n, err := e.store.Settle(ctx, []delivery.Mark{m}); err != nil || n != 1 {
+			t.Fatalf("settle %s: %d, %v", state, n, err)
+		}
+	}
+	e.do(t, "demo-requests.create", "create", idempotency.OnePhase, e.store.CreateDemoRequest(r))
+	token := uuid.NewString()
+	first, err := e.store.TakeDue(ctx, token, 16, time.Minute, nil)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("the first take: %+v, %v", first, err)
+	}
+	settle(first[0], token, delivery.Pending) // the desk did not answer: tried again later
+	e.do(t, "demo-requests.cancel", "cancel", idempotency.OnePhase, e.store.CancelDemoRequest(cancelledNow(r)))
+
+	token = uuid.NewString()
+	again, err := e.store.TakeDue(ctx, token, 16, time.Minute, nil)
+	if err != nil || len(again) != 1 || !again[0].Cancelled || again[0].Kind != delivery.KindSubmit {
+		t.Fatalf("the take after the cancel: %+v, %v; want the cancelled submission", again, err)
+	}
+	e.do(t, "demo-requests.reopen", "reopen", idempotency.OnePhase, e.reopen(r))
+	settle(again[0], token, delivery.Withdrawn) // the desk never got it, as the dispatcher found
+	for range 10 {
+		if n, err := e.dispatcher.Once(ctx); err != nil {
+			t.Fatal(err)
+		} else if n == 0 {
+			break
+		}
+	}
+	st, err := e.store.Delivery(ctx, r.Actor, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != delivery.Submitted || e.desk.Submissions(t) != 1 {
+		t.Fatalf("the submission: %s, the desk holds %d (the dispatcher sent %v); want it submitted, once",
+			st.State, e.desk.Submissions(t), e.sends.sent())
+	}
+	if sent := e.sends.sent(); !slices.Equal(sent, []string{delivery.KindSubmit, delivery.KindCancel, "reopen"}) {
+		t.Fatalf("the dispatcher sent %v, want the submission, its cancel, its reopen", sent)
+	}
+	sub := delivery.ProviderKey(r.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(st.Events) != 2 || e.desk.Cancels(sub+":cancel", sub) != 1 || e.reopens[sub+":reopen"] != 1 {
+		t.Fatalf("events %+v; the desk holds %d cancels, reopens %v; want the cancel and the reopen once each",
+			st.Events, e.desk.Cancels(sub+":cancel", sub), e.reopens)
+	}
+}
+
+// TestAWithdrawalRacesAReopen: the same rule under a race. A submission
+// tried once and then cancelled is due; a dispatcher runs while the reopen
+// commits, before, during or after the dispatcher's withdrawal. Whichever
+// way it falls, the desk gets the submission once, and the cancel and the
+// reopen once each, the reopen last: the submission before the cancel (the
+// reopen came first, or the withdrawal yielded to it), or after it (the
+// withdrawal came first, the cancel went, and the reopen put the submission
+// back). Any other outcome breaks the rule.
+func TestAWithdrawalRacesAReopen(t *testing.T) {
+	t.Parallel()
+	orders := map[string]int{}
+	for round := range 12 {
+		e := newReopenEnv(t)
+		r := e.request
+		ctx, stop := context.WithCancel(context.Background())
+		e.do(t, "demo-requests.create", "create", idempotency.OnePhase, e.store.CreateDemoRequest(r))
+		token := uuid.NewString()
+		first, err := e.store.TakeDue(ctx, token, 16, time.Minute, nil)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("the first take: %+v, %v", first, err)
+		}
+		d := first[0]
+		m := delivery.Mark{RequestID: d.RequestID, Kind: d.Kind, Seq: d.Seq, Attempt: d.Attempt, Token: token, Actor: d.Actor,
+			State: delivery.Pending, Retry: time.Hour} // the desk did not answer; the cancel makes it due now
+		if n, err := e.store.Settle(ctx, []delivery.Mark{m}); err != nil || n != 1 {
+			t.Fatalf("settle: %d, %v", n, err)
+		}
+		e.do(t, "demo-requests.cancel", "cancel", idempotency.OnePhase, e.store.CancelDemoRequest(cancelledNow(r)))
+
+		var running sync.WaitGroup
+		running.Go(func() { e.dispatcher.Run(ctx) })
+		time.Sleep(time.Duration(round%4) * time.Millisecond)
+		e.do(t, "demo-requests.reopen", "reopen", idempotency.OnePhase, e.reopen(r))
+		settled := testenv.Eventually(30*time.Second, func() bool {
+			return testenv.Count(t, e.db, `SELECT count(*) FROM outbox WHERE state = 'pending'`) == 0
+		})
+		stop()
+		running.Wait()
+		if !settled {
+			t.Fatalf("round %d: events still pending 30 s after the reopen (sent %v)", round, e.sends.sent())
+		}
+		sent := e.sends.sent()
+		sub := delivery.ProviderKey(r.ID)
+		e.mu.Lock()
+		reopens := e.reopens[sub+":reopen"]
+		e.mu.Unlock()
+		if !slices.Equal(sent, []string{delivery.KindSubmit, delivery.KindCancel, "reopen"}) &&
+			!slices.Equal(sent, []string{delivery.KindCancel, delivery.KindSubmit, "reopen"}) ||
+			e.desk.Submissions(t) != 1 || e.desk.Cancels(sub+":cancel", sub) != 1 || reopens != 1 {
+			t.Fatalf("round %d: the dispatcher sent %v; the desk holds %d submissions, %d cancels, %d reopens; "+
+				"want each once, the reopen last", round, sent, e.desk.Submissions(t), e.desk.Cancels(sub+":cancel", sub), reopens)
+		}
+		orders[strings.Join(sent, " ")]++
+	}
+	t.Logf("orders the desk saw: %v", orders)
+}
+
 // TestTransitionsRaceTheDispatcher: the rule between a request's
 // transitions and the dispatcher is that the desk gets a request's events
 // once each, in the order their transitions committed. Cancels and reopens
