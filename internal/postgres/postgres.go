@@ -379,14 +379,11 @@ type Store struct {
 	Clock      func() time.Time // if set, replaces the database clock (tests move time with it)
 	Unprepared bool             // runs every statement unprepared, as a Pooled db needs
 	stmts      sync.Map         // query text → *sqlx.Stmt
-	scans      scanner
+	scans      scanner          // New's or NewCitus's
 }
 
-// scanner runs the scans, the statements that read across actors: the
-// dispatcher's take and its marks, the sweeper's purge. onePostgres runs
-// each scan's statement once; on Citus, citusScans (citus.go) runs a call
-// of it on each shard. It is all that differs between the two backends:
-// a request's statements are the same text on both.
+// scanner runs the scans (the dispatcher's take and marks, the sweeper's purge), all that differs
+// on Citus: onePostgres runs each statement once, citusScans (citus.go) a call of it per shard.
 type scanner interface {
 	takeDue(ctx context.Context, s *Store, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error)
 	settle(ctx context.Context, s *Store, marks []delivery.Mark) (int, error)
