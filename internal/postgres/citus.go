@@ -152,6 +152,7 @@ func NewFor(ctx context.Context, db *sqlx.DB) (*Store, error) {
 // for one shard, given an actor whose rows the shard holds, then the
 // arguments of the statement of one PostgreSQL.
 var (
+	shardIDsSQL     = citusStatement("shard_ids.sql")
 	shardsSQL       = citusStatement("shards.sql")
 	takeDueOnShard  = citusStatement("outbox_take_due_on_shard.sql")
 	settleOnShard   = citusStatement("outbox_settle_on_shard.sql")
@@ -191,9 +192,11 @@ type shardList struct {
 // shards returns the key table's shards now; it looks for their actors only when they changed.
 func (c *citusScans) shards(ctx context.Context, s *Store) (shardList, error) {
 	var ids []int64
-	if err := s.db.SelectContext(ctx, &ids, `SELECT shardid FROM pg_dist_shard
-		WHERE logicalrelid = 'idempotency_keys'::regclass ORDER BY shardminvalue::integer`); err != nil {
+	if err := s.db.SelectContext(ctx, &ids, shardIDsSQL); err != nil {
 		return shardList{}, fmt.Errorf("read the shards: %w", dbErr(err))
+	}
+	if len(ids) == 0 {
+		return shardList{}, errors.New("read the shards: idempotency_keys has none (migrate up distributes it)")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

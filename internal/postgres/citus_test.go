@@ -116,3 +116,36 @@ func TestCitusScanIsDelegated(t *testing.T) {
 		t.Errorf("the take's call is not delegated to one worker:\n%s", p)
 	}
 }
+
+// TestCitusScansAfterASplit (make test-citus): a shard split under a
+// running store needs no restart. The store reads the shards (a sweep of
+// nothing), then the shard of actor-0 is split in two on its worker
+// (citus_split_shard_by_split_points): the next scans find nine shards,
+// and take, mark and sweep every actor's rows once, the split shard's too.
+func TestCitusScansAfterASplit(t *testing.T) {
+	if !pgtest.Citus() {
+		t.Fatal("needs TEST_DATABASE_URL to name a Citus coordinator (make test-citus)")
+	}
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	s := postgres.NewCitus(db)
+	if _, _, err := s.PurgeExpired(ctx, 10, postgres.SweepMark{}); err != nil {
+		t.Fatal(err)
+	}
+	var before, after int
+	if err := db.Get(&before, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency_keys'::regclass`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`SELECT citus_split_shard_by_split_points(s.shardid,
+			ARRAY[((s.shardminvalue::bigint + s.shardmaxvalue::bigint) / 2)::text],
+			ARRAY[n.nodeid, n.nodeid], 'block_writes')
+		FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)
+		WHERE s.shardid = get_shard_id_for_distribution_column('idempotency_keys', 'actor-0')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Get(&after, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency_keys'::regclass`); err != nil || after != before+1 {
+		t.Fatalf("%d shards after the split, %d before (%v): want one more", after, before, err)
+	}
+	takeSettleAndSweep(t, s, db, 40)
+	t.Logf("%d shards, then %d after a split: every row taken, marked and swept once", before, after)
+}

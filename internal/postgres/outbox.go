@@ -43,7 +43,7 @@ func (onePostgres) takeDue(ctx context.Context, s *Store, token string, n int, l
 	return due, dbErr(err)
 }
 
-// takeArgs are the arguments of a take, after those of where it runs.
+// takeArgs are a take's arguments, in its statement's order.
 func (s *Store) takeArgs(token string, n int, lease time.Duration, busy []string) []any {
 	if busy == nil {
 		busy = []string{} // an empty array, not NULL: no actor is left out
@@ -68,7 +68,7 @@ func (onePostgres) settle(ctx context.Context, s *Store, marks []delivery.Mark) 
 	return int(n), err
 }
 
-// settleArgs are the arguments of the settle of marks, after those of where it runs.
+// settleArgs are the arguments of the settle of marks, in its statement's order.
 func (s *Store) settleArgs(marks []delivery.Mark) []any {
 	n := len(marks)
 	ids, kinds, tokens := make([]string, n), make([]string, n), make([]string, n)

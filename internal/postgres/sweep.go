@@ -44,7 +44,7 @@ func (onePostgres) purgeExpired(ctx context.Context, s *Store, batch int, mark S
 	return deleted, &last, nil
 }
 
-// purgeArgs are the arguments of a purge, after those of where it runs.
+// purgeArgs are a purge's arguments, in its statement's order.
 func (s *Store) purgeArgs(batch int, mark SweepMark) []any {
 	after := sql.NullTime{Time: mark.expiresAt, Valid: !mark.expiresAt.IsZero()} // NULL: from the start
 	return []any{s.now(), after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch}
