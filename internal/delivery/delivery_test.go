@@ -37,7 +37,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{db: pgtest.NewDB(t), clock: testenv.NewClock(), desk: testenv.StartDeskDouble(t)}
-	e.store = postgres.New(e.db)
+	e.store = pgtest.NewStore(e.db)
 	e.store.Clock = e.clock.Now
 	return e
 }

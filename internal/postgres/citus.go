@@ -1,19 +1,22 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -122,113 +125,191 @@ func (d Distribution) String() string {
 	}
 }
 
-// stmt is a statement that scans across actors, sql/name, and the call of
-// its function on Citus (migrations/citus/scans.sql), which runs it on one
-// shard, given an actor of the shard and the statement.
-type stmt struct {
-	sql, citus string
+// NewCitus returns the Store on a Citus coordinator at db whose tables
+// Distribute distributed: New's, whose scans run on each shard.
+func NewCitus(db *sqlx.DB) *Store {
+	s := New(db)
+	s.scans = new(citusScans)
+	return s
 }
 
-func scanOf(name string) stmt { return stmt{sql: statement(name), citus: scanCall(name)} }
-
-// scanCall is the call of sql/name's function on Citus: the shard's actor,
-// the statement, then the statement's parameters.
-func scanCall(name string) string {
-	n := 0
-	for _, m := range paramRE.FindAllStringSubmatch(statement(name), -1) {
-		i, _ := strconv.Atoi(m[1])
-		n = max(n, i)
+// NewFor returns the Store for the database at db: NewCitus on a Citus
+// coordinator whose key table is distributed, New elsewhere.
+func NewFor(ctx context.Context, db *sqlx.DB) (*Store, error) {
+	var distributed bool
+	err := db.GetContext(ctx, &distributed, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
+		AND to_regproc('outbox_take_due_on_shard') IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("read the database's engine: %w", dbErr(err))
 	}
-	params := make([]string, n+2)
-	for i := range params {
-		params[i] = "$" + strconv.Itoa(i+1)
+	if distributed {
+		return NewCitus(db), nil
 	}
-	return "SELECT * FROM " + strings.TrimSuffix(name, ".sql") + "(" + strings.Join(params, ", ") + ")"
+	return New(db), nil
 }
 
-var paramRE = regexp.MustCompile(`\$(\d+)`)
+// The scans on Citus: the call of a function of migrations/citus/scans.sql
+// for one shard, given an actor whose rows the shard holds, then the
+// arguments of the statement of one PostgreSQL.
+var (
+	shardIDsSQL     = citusStatement("shard_ids.sql")
+	shardsSQL       = citusStatement("shards.sql")
+	takeDueOnShard  = citusStatement("outbox_take_due_on_shard.sql")
+	settleOnShard   = citusStatement("outbox_settle_on_shard.sql")
+	purgeOnShard    = citusStatement("purge_expired_keys_on_shard.sql")
+	shardOfActorSQL = citusStatement("shard_of_actor.sql")
+)
 
-// target is one run of a scan: the query, and the arguments before the statement's own.
-type target struct {
-	query string
-	args  []any
+// citusFiles holds the statements only the store on Citus runs.
+//
+//go:embed citus/*.sql
+var citusFiles embed.FS
+
+func citusStatement(name string) string {
+	b, err := citusFiles.ReadFile("citus/" + name)
+	if err != nil {
+		panic("postgres: " + err.Error())
+	}
+	return string(b)
 }
 
-func (t target) with(args ...any) []any { return append(slices.Clone(t.args), args...) }
+// citusScans runs each scan once per shard of the key table (and of the
+// tables co-located with it). It reads the shards at each scan, so a shard
+// split or a move needs no restart: Citus routes each call to where the
+// shard is now.
+type citusScans struct {
+	mu    sync.Mutex
+	known shardList     // the shards last read, with an actor of each
+	next  atomic.Uint32 // turns the shard a take starts with
+}
 
-// targets returns the runs of sc: its statement once, or on Citus its call once per shard.
-func (s *Store) targets(ctx context.Context, sc stmt) ([]target, error) {
-	c, err := s.onCitus(ctx)
-	if err != nil || !c.Scans {
-		return []target{{query: sc.sql}}, err
+// shardList is the key table's shards, in the order of their hash ranges, with an actor of each.
+type shardList struct {
+	ids    []int64
+	actors []string
+}
+
+// shards returns the key table's shards now; it looks for their actors only when they changed.
+func (c *citusScans) shards(ctx context.Context, s *Store) (shardList, error) {
+	var ids []int64
+	if err := s.db.SelectContext(ctx, &ids, shardIDsSQL); err != nil {
+		return shardList{}, fmt.Errorf("read the shards: %w", dbErr(err))
 	}
-	actors, err := s.shards(ctx)
+	if len(ids) == 0 {
+		return shardList{}, errors.New("read the shards: idempotency_keys has none (migrate up distributes it)")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slices.Equal(ids, c.known.ids) {
+		return c.known, nil
+	}
+	var rows []struct {
+		Shard int64          `db:"shardid"`
+		Actor sql.NullString `db:"actor"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, shardsSQL); err != nil {
+		return shardList{}, fmt.Errorf("find the shards' actors: %w", dbErr(err))
+	}
+	l := shardList{ids: make([]int64, len(rows)), actors: make([]string, len(rows))}
+	for i, r := range rows {
+		if !r.Actor.Valid {
+			return shardList{}, fmt.Errorf("find the shards' actors: none found for shard %d", r.Shard)
+		}
+		l.ids[i], l.actors[i] = r.Shard, r.Actor.String
+	}
+	c.known = l
+	return l, nil
+}
+
+// takeDue takes from the shards in turn, each take starting at the next, until it has
+// n rows. A failed shard's error counts only when none gave rows: a partial batch is
+// still progress.
+func (c *citusScans) takeDue(ctx context.Context, s *Store, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
+	l, err := c.shards(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	ts := make([]target, len(actors))
-	for i, a := range actors {
-		ts[i] = target{query: sc.citus, args: []any{a, sc.sql}}
+	var due []delivery.Due
+	var failed error
+	first := int(c.next.Add(1) % uint32(len(l.actors)))
+	for i := 0; i < len(l.actors) && len(due) < n; i++ {
+		actor := l.actors[(first+i)%len(l.actors)]
+		var part []delivery.Due
+		args := append([]any{actor}, s.takeArgs(token, n-len(due), lease, busy)...)
+		if err := s.db.SelectContext(ctx, &part, takeDueOnShard, args...); err != nil {
+			failed = cmp.Or(failed, err)
+			continue
+		}
+		due = append(due, part...)
 	}
-	return ts, nil
+	if len(due) == 0 && failed != nil {
+		return nil, dbErr(failed)
+	}
+	return due, nil
 }
 
-// targetsOf is targets for the given actors' rows, with the indexes of the actors of each.
-func (s *Store) targetsOf(ctx context.Context, sc stmt, actors []string) ([]target, [][]int, error) {
-	all := make([]int, len(actors))
-	for i := range all {
-		all[i] = i
-	}
-	c, err := s.onCitus(ctx)
-	if err != nil || !c.Scans {
-		return []target{{query: sc.sql}}, [][]int{all}, err
+// settle records each shard's marks on that shard.
+func (c *citusScans) settle(ctx context.Context, s *Store, marks []delivery.Mark) (int, error) {
+	actors := make([]string, len(marks))
+	for i, m := range marks {
+		actors[i] = m.Actor
 	}
 	var shards []int64
-	if err := s.db.SelectContext(ctx, &shards, `SELECT get_shard_id_for_distribution_column('idempotency_keys', u.a)
-		FROM unnest($1::text[]) WITH ORDINALITY AS u(a, i) ORDER BY u.i`, pq.Array(actors)); err != nil {
-		return nil, nil, dbErr(err)
+	if err := s.db.SelectContext(ctx, &shards, shardOfActorSQL, pq.Array(actors)); err != nil {
+		return 0, dbErr(err)
 	}
-	var ts []target
-	var of [][]int
-	seen := map[int64]int{}
+	var order []int64
+	of := map[int64][]delivery.Mark{}
 	for i, shard := range shards {
-		j, ok := seen[shard]
-		if !ok {
-			j = len(ts)
-			seen[shard] = j
-			ts = append(ts, target{query: sc.citus, args: []any{actors[i], sc.sql}})
-			of = append(of, nil)
+		if of[shard] == nil {
+			order = append(order, shard)
 		}
-		of[j] = append(of[j], i)
+		of[shard] = append(of[shard], marks[i])
 	}
-	return ts, of, nil
+	settled := 0
+	var failed error
+	for _, shard := range order {
+		var n int
+		err := s.db.GetContext(ctx, &n, settleOnShard, append([]any{of[shard][0].Actor}, s.settleArgs(of[shard])...)...)
+		settled += n
+		failed = cmp.Or(failed, dbErr(err))
+	}
+	return settled, failed
 }
 
-// shards returns an actor of each shard of the key table, in order; read
-// once, so splitting a shard needs a restart.
-func (s *Store) shards(ctx context.Context) ([]string, error) {
-	if actors := s.shardActors.Load(); actors != nil {
-		return *actors, nil
-	}
-	// The first of 0, 1, 2, … whose hash falls in each shard; 64 a shard cover them all.
-	var rows []struct {
-		Actor  string `db:"actor"`
-		Shards int    `db:"shards"`
-	}
-	err := s.db.SelectContext(ctx, &rows, `SELECT DISTINCT ON (shard) g::text AS actor, c.n AS shards
-		FROM (SELECT count(*) AS n FROM pg_dist_shard WHERE logicalrelid = 'idempotency_keys'::regclass) c,
-			generate_series(0, 64 * c.n) g, get_shard_id_for_distribution_column('idempotency_keys', g::text) shard
-		ORDER BY shard, g`)
+// purgeExpired sweeps the shards in the order of their hash ranges: a batch
+// on the shard of the mark's key, then, while batches come back short, on
+// the next shards. A shard split in a sweep may leave a part of it to the
+// next sweep.
+func (c *citusScans) purgeExpired(ctx context.Context, s *Store, batch int, mark SweepMark) (int64, *SweepMark, error) {
+	l, err := c.shards(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("find the shards: %w", dbErr(err))
+		return 0, nil, err
 	}
-	if len(rows) == 0 || len(rows) != rows[0].Shards {
-		return nil, fmt.Errorf("find the shards: an actor for %d shards", len(rows))
+	start := 0
+	if mark.scope.Actor != "" {
+		var shards []int64
+		if err := s.db.SelectContext(ctx, &shards, shardOfActorSQL, pq.Array([]string{mark.scope.Actor})); err != nil {
+			return 0, nil, dbErr(err)
+		}
+		if start = slices.Index(l.ids, shards[0]); start < 0 { // split since: the sweep starts again
+			start, mark = 0, SweepMark{}
+		}
 	}
-	actors := make([]string, len(rows))
-	for i, r := range rows {
-		actors[i] = r.Actor
+	var deleted int64
+	rest := batch
+	for i := start; i < len(l.actors); i++ {
+		args := append([]any{l.actors[i]}, s.purgeArgs(rest, mark)...)
+		n, candidates, last, err := scanPurge(s.db.QueryRowContext(ctx, purgeOnShard, args...))
+		deleted += n
+		if err != nil {
+			return deleted, nil, err
+		}
+		if candidates >= rest { // a full batch: more may be expired after it
+			return deleted, &last, nil
+		}
+		rest -= candidates
+		mark = SweepMark{}
 	}
-	s.shardActors.Store(&actors)
-	return actors, nil
+	return deleted, nil, nil
 }

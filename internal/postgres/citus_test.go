@@ -4,7 +4,7 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
+	"io/fs"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,12 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/demo-api/demo-api/internal/delivery"
-	"github.com/demo-api/demo-api/internal/demo"
-	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
-	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestCitusExplain (make test-citus) explains what the store runs for each
@@ -101,86 +97,55 @@ func TestCitusExplain(t *testing.T) {
 	}
 }
 
-// TestCitusScans (make test-citus): the dispatcher's take, its marks and
-// the sweeper reach every shard, one after another. Forty actors' requests
-// spread over the shards: one take of a batch larger than all of them
-// takes each once, their marks record every one, and a second take finds
-// none; a sweep in batches of three, mark after mark, deletes every
-// expired key. Each scan's call is one task, on one worker.
-func TestCitusScans(t *testing.T) {
+// TestCitusScanIsDelegated (make test-citus): a scan's call on a shard
+// (here the take's) is one task, delegated to the worker of that shard.
+func TestCitusScanIsDelegated(t *testing.T) {
+	if !pgtest.Citus() {
+		t.Fatal("needs TEST_DATABASE_URL to name a Citus coordinator (make test-citus)")
+	}
+	db := pgtest.NewDB(t)
+	call, err := fs.ReadFile(postgres.CitusFiles, "citus/outbox_take_due_on_shard.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	if err := db.Select(&plan, "EXPLAIN (COSTS OFF) "+string(call), "actor-0", nil, "{}", 10, uuid.NewString(), int64(1e6)); err != nil {
+		t.Fatal(err)
+	}
+	if p := strings.Join(plan, "\n"); !strings.Contains(p, "Task Count: 1") || !strings.Contains(p, "Function Scan on outbox_take_due_on_shard") {
+		t.Errorf("the take's call is not delegated to one worker:\n%s", p)
+	}
+}
+
+// TestCitusScansAfterASplit (make test-citus): a shard split under a
+// running store needs no restart. The store reads the shards (a sweep of
+// nothing), then the shard of actor-0 is split in two on its worker
+// (citus_split_shard_by_split_points): the next scans find nine shards,
+// and take, mark and sweep every actor's rows once, the split shard's too.
+func TestCitusScansAfterASplit(t *testing.T) {
 	if !pgtest.Citus() {
 		t.Fatal("needs TEST_DATABASE_URL to name a Citus coordinator (make test-citus)")
 	}
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
-	s := postgres.New(db)
-	clk := testenv.NewClock()
-	s.Clock = clk.Now
-	var shards, holding int
-	if err := db.Get(&shards, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'outbox'::regclass`); err != nil {
+	s := postgres.NewCitus(db)
+	if _, _, err := s.PurgeExpired(ctx, 10, postgres.SweepMark{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Get(&holding, `SELECT count(DISTINCT get_shard_id_for_distribution_column('outbox', 'actor-' || g))
-		FROM generate_series(0, 39) g`); err != nil || holding != shards {
-		t.Fatalf("the actors' rows are on %d of the %d shards (%v): want all", holding, shards, err)
-	}
-	const n = 40
-	for i := range n {
-		r := demo.Request{ID: uuid.NewString(), Actor: fmt.Sprintf("actor-%d", i), State: demo.StateAccepted, Topic: "t", CreatedAt: clk.Now()}
-		d := idempotency.Answer{Response: idempotency.Response{Status: 201, Body: []byte("{}"), ResultID: r.ID}, Effect: s.CreateDemoRequest(r)}
-		sc := idempotency.Scope{Actor: r.Actor, Operation: "demo-requests.create", Key: r.ID}
-		if _, err := s.CompleteAtomically(ctx, idempotency.Claim{Scope: sc, Token: uuid.NewString()}, "fp", time.Hour, d); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	token := uuid.NewString()
-	due, err := s.TakeDue(ctx, token, 100, time.Minute, nil)
-	taken := map[string]bool{}
-	for _, d := range due {
-		taken[d.RequestID] = true
-	}
-	if err != nil || len(due) != n || len(taken) != n {
-		t.Fatalf("one take of 100: %d rows, %d requests, %v; want each of the %d once", len(due), len(taken), err, n)
-	}
-	marks := make([]delivery.Mark, len(due))
-	for i, d := range due {
-		marks[i] = delivery.Mark{RequestID: d.RequestID, Actor: d.Actor, Kind: d.Kind, Seq: d.Seq, Token: token,
-			State: delivery.Submitted, Reference: "ref-" + d.RequestID}
-	}
-	if settled, err := s.Settle(ctx, marks); err != nil || settled != n {
-		t.Fatalf("the marks recorded %d rows, %v; want %d", settled, err, n)
-	}
-	if due, err := s.TakeDue(ctx, uuid.NewString(), 100, time.Minute, nil); err != nil || len(due) != 0 {
-		t.Fatalf("a take after the marks: %d rows, %v; want none", len(due), err)
-	}
-
-	clk.Advance(2 * time.Hour)
-	var deleted int64
-	batches := 0
-	for mark := (postgres.SweepMark{}); ; batches++ {
-		d, next, err := s.PurgeExpired(ctx, 3, mark)
-		if err != nil {
-			t.Fatal(err)
-		}
-		deleted += d
-		if next == nil {
-			break
-		}
-		mark = *next
-	}
-	if left := testenv.Count(t, db, `SELECT count(*) FROM idempotency_keys`); deleted != n || left != 0 {
-		t.Fatalf("the sweep deleted %d keys in %d batches, %d left; want all %d", deleted, batches+1, left, n)
-	}
-	t.Logf("%d shards: one take of %d, one settle, a sweep in %d batches of 3", shards, n, batches+1)
-
-	// What EXPLAIN shows of a scan's call: delegated to one worker.
-	var plan []string
-	if err := db.Select(&plan, "EXPLAIN (COSTS OFF) "+postgres.ScanCall("outbox_take_due.sql"),
-		"actor-0", readSQL(t, "outbox_take_due.sql"), nil, "{}", 10, uuid.NewString(), int64(1e6)); err != nil {
+	var before, after int
+	if err := db.Get(&before, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency_keys'::regclass`); err != nil {
 		t.Fatal(err)
 	}
-	if p := strings.Join(plan, "\n"); !strings.Contains(p, "Task Count: 1") || !strings.Contains(p, "Function Scan on outbox_take_due") {
-		t.Errorf("the take's call is not delegated to one worker:\n%s", p)
+	if _, err := db.Exec(`SELECT citus_split_shard_by_split_points(s.shardid,
+			ARRAY[((s.shardminvalue::bigint + s.shardmaxvalue::bigint) / 2)::text],
+			ARRAY[n.nodeid, n.nodeid], 'block_writes')
+		FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)
+		WHERE s.shardid = get_shard_id_for_distribution_column('idempotency_keys', 'actor-0')`); err != nil {
+		t.Fatal(err)
 	}
+	if err := db.Get(&after, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency_keys'::regclass`); err != nil || after != before+1 {
+		t.Fatalf("%d shards after the split, %d before (%v): want one more", after, before, err)
+	}
+	takeSettleAndSweep(t, s, db, 40)
+	t.Logf("%d shards, then %d after a split: every row taken, marked and swept once", before, after)
 }

@@ -356,7 +356,7 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 	e := &reopenEnv{db: pgtest.NewDB(t), desk: testenv.StartDeskDouble(t), sends: &sendLog{}, reopens: map[string]int{},
 		request: demo.Request{ID: uuid.NewString(), Actor: "alice", State: demo.StateAccepted, Topic: "billing",
 			CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}}
-	e.store = postgres.New(e.db)
+	e.store = pgtest.NewStore(e.db)
 	var err error
 	if e.runner, err = idempotency.NewRunner(idempotency.Config{Store: e.store, TTL: time.Hour, Lease: 30 * time.Second}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,9 @@ import "github.com/demo-api/demo-api/internal/idempotency"
 // that prepare and run the files themselves.
 var SQLFiles = sqlFiles
 
+// CitusFiles is the embedded folder of the statements of the store on Citus (citus/*.sql).
+var CitusFiles = citusFiles
+
 // The columns the store scans by position, in its order: of the statements
 // that write a key row, and of lookup_key.sql.
 var (
@@ -24,7 +27,3 @@ func KeyWriteEffect(what, statement string, conditional bool, args ...any) idemp
 
 // Await is await, for the tests of a pool's waiters.
 var Await = await
-
-// ScanCall is the text the store runs on Citus, once per shard, for the
-// statement sql/name that scans: the call of its function.
-func ScanCall(name string) string { return scanOf(name).citus }

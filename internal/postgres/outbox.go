@@ -21,8 +21,8 @@ import (
 //
 // The outbox statements (package delivery), off a request's path, so unprepared.
 var (
-	takeDue     = scanOf("outbox_take_due.sql")
-	settle      = scanOf("outbox_settle.sql")
+	takeDueSQL  = statement("outbox_take_due.sql")
+	settleSQL   = statement("outbox_settle.sql")
 	deliverySQL = statement("outbox_delivery.sql")
 	backlogSQL  = statement("outbox_backlog.sql")
 	acceptedSQL = statement("outbox_accepted.sql") // reconcile: the desk accepted it
@@ -32,83 +32,55 @@ var (
 // TakeDue implements delivery.Store: it takes up to n due rows, marking each taken
 // under token for lease (FOR UPDATE SKIP LOCKED, so replicas that take at once share
 // the rows and never send the same one together). An actor in busy is left out: its
-// earlier event is still being handed over, and its events go in order. On Citus it
-// takes from the shards in turn until it has n rows; a failed shard's error counts
-// only when none gave rows, since a partial batch is still progress.
+// earlier event is still being handed over, and its events go in order.
 func (s *Store) TakeDue(ctx context.Context, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
+	return s.scans.takeDue(ctx, s, token, n, lease, busy)
+}
+
+func (onePostgres) takeDue(ctx context.Context, s *Store, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error) {
+	var due []delivery.Due
+	err := s.db.SelectContext(ctx, &due, takeDueSQL, s.takeArgs(token, n, lease, busy)...)
+	return due, dbErr(err)
+}
+
+// takeArgs are a take's arguments, in its statement's order.
+func (s *Store) takeArgs(token string, n int, lease time.Duration, busy []string) []any {
 	if busy == nil {
 		busy = []string{} // an empty array, not NULL: no actor is left out
 	}
-	ts, err := s.targets(ctx, takeDue)
-	if err != nil {
-		return nil, err
-	}
-	var due []delivery.Due
-	var failed error
-	first := s.nextShard.Add(1)
-	for i := 0; i < len(ts) && len(due) < n; i++ {
-		t := ts[(int(first%uint32(len(ts)))+i)%len(ts)]
-		var part []delivery.Due
-		if err := s.db.SelectContext(ctx, &part, t.query, t.with(s.now(), pq.Array(busy), n-len(due), token, lease.Microseconds())...); err != nil {
-			failed = cmp.Or(failed, err)
-			continue
-		}
-		due = append(due, part...)
-	}
-	if len(due) == 0 && failed != nil {
-		return nil, dbErr(failed)
-	}
-	return due, nil
+	return []any{s.now(), pq.Array(busy), n, token, lease.Microseconds()}
 }
 
 // Settle implements delivery.Store: it records what each call of a taken row ended in
 // (submitted, retry later, unknown, failed). A mark counts only under the token that
 // took the row: a dispatcher whose lease ran out, and whose row another took, settles
-// nothing, so two dispatchers never both record an outcome. On Citus each shard's
-// marks go to that shard.
+// nothing, so two dispatchers never both record an outcome.
 func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) {
-	actors := make([]string, len(marks))
-	for i, m := range marks {
-		actors[i] = m.Actor
-	}
-	ts, of, err := s.targetsOf(ctx, settle, actors)
-	if err != nil {
-		return 0, err
-	}
-	settled := 0
-	var failed error
-	for j, t := range ts {
-		n, err := s.settleOn(ctx, t, marks, of[j])
-		settled += n
-		failed = cmp.Or(failed, err)
-	}
-	return settled, failed
+	return s.scans.settle(ctx, s, marks)
 }
 
-// settleOn records the marks of the indexes given on t.
-func (s *Store) settleOn(ctx context.Context, t target, marks []delivery.Mark, of []int) (int, error) {
-	ids, kinds, tokens := make([]string, len(of)), make([]string, len(of)), make([]string, len(of))
-	states, refs, errs := make([]string, len(of)), make([]string, len(of)), make([]string, len(of))
-	seqs, retry := make([]int64, len(of)), make([]int64, len(of))
-	for i, k := range of {
-		m := marks[k]
+func (onePostgres) settle(ctx context.Context, s *Store, marks []delivery.Mark) (int, error) {
+	res, err := s.db.ExecContext(ctx, settleSQL, s.settleArgs(marks)...)
+	if err != nil {
+		return 0, dbErr(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// settleArgs are the arguments of the settle of marks, in its statement's order.
+func (s *Store) settleArgs(marks []delivery.Mark) []any {
+	n := len(marks)
+	ids, kinds, tokens := make([]string, n), make([]string, n), make([]string, n)
+	states, refs, errs := make([]string, n), make([]string, n), make([]string, n)
+	seqs, retry := make([]int64, n), make([]int64, n)
+	for i, m := range marks {
 		ids[i], kinds[i], seqs[i], states[i], refs[i], errs[i], retry[i] = m.RequestID, cmp.Or(m.Kind, delivery.KindSubmit),
 			int64(max(m.Seq, 1)), m.State, m.Reference, m.Error, m.Retry.Microseconds()
 		tokens[i] = m.Token
 	}
-	args := t.with(s.now(), pq.Array(ids), pq.Array(kinds), pq.Array(seqs), pq.Array(states),
-		pq.Array(refs), pq.Array(errs), pq.Array(retry), pq.Array(tokens))
-	if t.query == settle.sql {
-		res, err := s.db.ExecContext(ctx, t.query, args...)
-		if err != nil {
-			return 0, dbErr(err)
-		}
-		n, err := res.RowsAffected()
-		return int(n), err
-	}
-	var n int // the call's: how many rows it changed
-	err := s.db.GetContext(ctx, &n, t.query, args...)
-	return n, dbErr(err)
+	return []any{s.now(), pq.Array(ids), pq.Array(kinds), pq.Array(seqs), pq.Array(states),
+		pq.Array(refs), pq.Array(errs), pq.Array(retry), pq.Array(tokens)}
 }
 
 // Delivery implements delivery.Store: the submission, its other events in order, the last cancel.

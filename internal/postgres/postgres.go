@@ -29,6 +29,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/migrations"
 )
 
@@ -374,40 +375,23 @@ func statement(name string) string {
 // database's clock and under its unique index, so that any number of
 // replicas share one Store's rules through the database alone.
 type Store struct {
-	db          *sqlx.DB
-	Clock       func() time.Time // if set, replaces the database clock (tests move time with it)
-	Unprepared  bool             // runs every statement unprepared, as a Pooled db needs
-	stmts       sync.Map         // query text → *sqlx.Stmt
-	citus       atomic.Pointer[citusFunc]
-	shardActors atomic.Pointer[[]string] // an actor of each shard, in the shards' order; read once
-	nextShard   atomic.Uint32            // turns the shard a take starts with
+	db         *sqlx.DB
+	Clock      func() time.Time // if set, replaces the database clock (tests move time with it)
+	Unprepared bool             // runs every statement unprepared, as a Pooled db needs
+	stmts      sync.Map         // query text → *sqlx.Stmt
+	scans      scanner          // New's or NewCitus's
 }
 
-// citusFunc says whether the scans' functions of migrations/citus are there.
-type citusFunc struct {
-	Scans bool `db:"scans"`
+// scanner runs the scans (the dispatcher's take and marks, the sweeper's purge), all that differs
+// on Citus: onePostgres runs each statement once, citusScans (citus.go) a call of it per shard.
+type scanner interface {
+	takeDue(ctx context.Context, s *Store, token string, n int, lease time.Duration, busy []string) ([]delivery.Due, error)
+	settle(ctx context.Context, s *Store, marks []delivery.Mark) (int, error)
+	purgeExpired(ctx context.Context, s *Store, batch int, mark SweepMark) (deleted int64, next *SweepMark, err error)
 }
 
-// onCitus says what runs for the scans; the first call asks.
-func (s *Store) onCitus(ctx context.Context) (*citusFunc, error) {
-	if c := s.citus.Load(); c != nil {
-		return c, nil
-	}
-	c := new(citusFunc)
-	err := await(ctx, s.db, func(ctx context.Context) error {
-		var ext bool
-		err := s.db.GetContext(ctx, &ext, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`)
-		if err != nil || !ext {
-			return err
-		}
-		return s.db.GetContext(ctx, c, `SELECT to_regproc('on_shard') IS NOT NULL AS scans`)
-	})
-	if err != nil {
-		return nil, dbErr(err)
-	}
-	s.citus.Store(c)
-	return c, nil
-}
+// onePostgres is the scanner of one PostgreSQL (outbox.go, sweep.go).
+type onePostgres struct{}
 
 // prepared returns query prepared once per Store (and per connection):
 // the key statements cost several times more to plan than to run. database/sql
@@ -456,8 +440,9 @@ func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []
 	return await(ctx, s.db, run)
 }
 
-// New returns a Store on db; it prepares nothing when db is Pooled.
-func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db)} }
+// New returns the Store on one PostgreSQL at db (NewCitus: on a Citus
+// coordinator); it prepares nothing when db is Pooled.
+func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db), scans: onePostgres{}} }
 
 // DB is the store's pool, for a store of a service's own beside the keys.
 func (s *Store) DB() *sqlx.DB { return s.db }

@@ -41,7 +41,7 @@ func openDB(t *testing.T) *sqlx.DB {
 func newStore(t *testing.T) (*postgres.Store, *sqlx.DB, *testenv.Clock) {
 	t.Parallel()
 	db := openDB(t)
-	s := postgres.New(db)
+	s := pgtest.NewStore(db)
 	c := testenv.NewClock()
 	s.Clock = c.Now
 	return s, db, c

@@ -10,11 +10,10 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-var purgeExpiredKeys = scanOf("purge_expired_keys.sql")
+var purgeExpiredKeysSQL = statement("purge_expired_keys.sql")
 
-// SweepMark is where a sweep has got to (the last key picked, the shard); zero is the start.
+// SweepMark is where a sweep has got to: the last key it picked; zero is the start.
 type SweepMark struct {
-	shard     int
 	expiresAt time.Time
 	scope     idempotency.Scope
 }
@@ -30,33 +29,30 @@ type SweepMark struct {
 // PurgeExpired deletes up to batch expired records after mark (sql/purge_expired_keys.sql),
 // and returns how many and the next batch's mark: nil when the sweep is done.
 func (s *Store) PurgeExpired(ctx context.Context, batch int, mark SweepMark) (deleted int64, next *SweepMark, err error) {
-	ts, err := s.targets(ctx, purgeExpiredKeys)
+	deleted, next, err = s.scans.purgeExpired(ctx, s, batch, mark)
 	if err != nil {
-		return 0, nil, fmt.Errorf("purge expired keys: %w", err)
+		return deleted, nil, fmt.Errorf("purge expired keys: %w", err)
 	}
-	rest := batch
-	for i := mark.shard; i < len(ts); i++ {
-		n, candidates, last, err := s.purgeOn(ctx, ts[i], rest, mark)
-		if err != nil {
-			return deleted, nil, fmt.Errorf("purge expired keys: %w", err)
-		}
-		deleted += n
-		if candidates >= rest { // a full batch: more may be expired after it
-			last.shard = i
-			return deleted, &last, nil
-		}
-		rest -= candidates
-		mark = SweepMark{}
-	}
-	return deleted, nil, nil
+	return deleted, next, nil
 }
 
-// purgeOn purges up to batch keys after mark on t: how many it deleted and picked, and the last.
-func (s *Store) purgeOn(ctx context.Context, t target, batch int, mark SweepMark) (deleted int64, candidates int, last SweepMark, err error) {
+func (onePostgres) purgeExpired(ctx context.Context, s *Store, batch int, mark SweepMark) (int64, *SweepMark, error) {
+	deleted, candidates, last, err := scanPurge(s.db.QueryRowContext(ctx, purgeExpiredKeysSQL, s.purgeArgs(batch, mark)...))
+	if err != nil || candidates < batch { // a short batch: nothing expired after it
+		return deleted, nil, err
+	}
+	return deleted, &last, nil
+}
+
+// purgeArgs are a purge's arguments, in its statement's order.
+func (s *Store) purgeArgs(batch int, mark SweepMark) []any {
 	after := sql.NullTime{Time: mark.expiresAt, Valid: !mark.expiresAt.IsZero()} // NULL: from the start
-	err = s.db.QueryRowContext(ctx, t.query, t.with(s.now(),
-		after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch)...).Scan(
-		&deleted, &candidates, &last.expiresAt, &last.scope.Actor, &last.scope.Operation, &last.scope.Key)
+	return []any{s.now(), after, mark.scope.Actor, mark.scope.Operation, mark.scope.Key, batch}
+}
+
+// scanPurge reads a purge's row: how many it deleted and picked, and the last it picked.
+func scanPurge(row *sql.Row) (deleted int64, candidates int, last SweepMark, err error) {
+	err = row.Scan(&deleted, &candidates, &last.expiresAt, &last.scope.Actor, &last.scope.Operation, &last.scope.Key)
 	if errors.Is(err, sql.ErrNoRows) { // nothing expired
 		return 0, 0, SweepMark{}, nil
 	}

@@ -63,7 +63,11 @@ func Purge(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	n, err := purgeAll(ctx, postgres.New(db), cfg.sweepBatch)
+	store, err := postgres.NewFor(ctx, db)
+	if err != nil {
+		return err
+	}
+	n, err := purgeAll(ctx, store, cfg.sweepBatch)
 	if err != nil {
 		return err
 	}

@@ -186,7 +186,12 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, statementTi
 			logger.Info("migrate: " + d.String())
 		}
 	}
-	return postgres.New(db), nil
+	store, err := postgres.NewFor(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return store, nil
 }
 
 // OpenDB opens cfg's database for a command's batches (the long statement

@@ -31,6 +31,15 @@ func citusVersion(ctx context.Context, dsn string) (string, error) {
 // Citus reports whether the tests' server is a Citus coordinator.
 func Citus() bool { return server != nil && server.Citus != "" }
 
+// NewStore is the store for db, a database of NewDB: the store on Citus
+// where the tests' server is a Citus coordinator.
+func NewStore(db *sqlx.DB) *postgres.Store {
+	if Citus() {
+		return postgres.NewCitus(db)
+	}
+	return postgres.New(db)
+}
+
 // freshCitus is a new schema, migrated and distributed, of the Citus
 // database for t: a clone would lack the workers' half of its tables.
 func freshCitus(t testing.TB) pgtestdb.Config {

@@ -89,7 +89,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &Env{T: t, DB: db, Store: postgres.New(db), Logs: &Buffer{}}
+	e := &Env{T: t, DB: db, Store: pgtest.NewStore(db), Logs: &Buffer{}}
 	tokens, err := auth.Parse("alice:" + auth.Hash(TokenAlice) + ",bob:" + auth.Hash(TokenBob))
 	if err != nil {
 		t.Fatal(err)
