@@ -64,13 +64,26 @@ DECLARE
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     EXECUTE format($q$
-        UPDATE %s o SET state = m.state, provider_reference = nullif(m.reference, ''),
+        WITH given AS (
+            SELECT * FROM unnest($2, $3, $4, $5, $6, $7, $8, $9)
+                AS g(request_id, kind, seq, state, reference, error, retry_us, lease_token)
+        ), cancelled AS (
+            SELECT r.id FROM %2$s r
+            WHERE r.id IN (SELECT request_id FROM given WHERE state = 'withdrawn') AND r.state = 'cancelled'
+            FOR SHARE OF r
+        ), m AS (
+            SELECT g.request_id, g.kind, g.seq, g.reference, g.error, g.lease_token,
+                CASE WHEN g.state = 'withdrawn' AND g.request_id NOT IN (SELECT id FROM cancelled) THEN 'pending' ELSE g.state END AS state,
+                CASE WHEN g.state = 'withdrawn' THEN 0 ELSE g.retry_us END AS retry_us
+            FROM given g
+        )
+        UPDATE %1$s o SET state = m.state, provider_reference = nullif(m.reference, ''),
             last_error = nullif(m.error, ''), lease_token = NULL, updated_at = $1,
             next_attempt_at = CASE WHEN m.state = 'pending' THEN $1 + m.retry_us * interval '1 microsecond' END
-        FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS m(request_id, kind, seq, state, reference, error, retry_us, lease_token)
+        FROM m
         WHERE o.request_id = m.request_id AND o.kind = m.kind AND o.seq = m.seq AND o.lease_token = m.lease_token
           AND o.state = 'pending'
-        $q$, shard_of('outbox', shard_actor))
+        $q$, shard_of('outbox', shard_actor), shard_of('demo_requests', shard_actor))
     USING coalesce(at, now()), request_ids, kinds, seqs, states, refs, errors, retry_us, lease_tokens;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
