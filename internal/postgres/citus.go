@@ -95,9 +95,9 @@ func runCitusScript(ctx context.Context, tx *sqlx.Tx, name string) error {
 // round trip from the coordinator. Citus routes no statement that inserts
 // in a CTE to one shard, so the operations are functions, not statements.
 // A worker's session has its own search_path, so each function is first
-// pinned to the schema it was made in (the migrations' functions name none:
-// on one PostgreSQL they use the caller's, and save a setting and its undo
-// on every call).
+// pinned to the schema it was made in (the migrations' functions carry
+// none: on one PostgreSQL they run in the caller's, which saves a setting
+// and its undo on every call).
 func delegateKeyWrites(ctx context.Context, tx *sqlx.Tx) error {
 	var schema string
 	var fns []string
