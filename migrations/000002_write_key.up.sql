@@ -4,8 +4,10 @@
 -- neither. It returns key_write: the time it used (at, or the database
 -- clock), whether it wrote, the row there before (prev; all NULL for none,
 -- and for a finish), and effect, the rows an operation's business write
--- changed (0 here). On Citus each function that returns key_write is
--- delegated to the worker of the actor's shard (postgres.Distribute).
+-- changed (0 here). The functions name their tables unqualified and carry
+-- no search_path of their own: they run in the caller's. On Citus each
+-- function that returns key_write is delegated to the worker of the
+-- actor's shard, pinned to the schema it was made in (postgres.Distribute).
 --
 -- A claim or a one-phase answer writes the scope's row where the key is
 -- free or idempotency.Decide takes it over: its answer expired, or its
@@ -29,7 +31,7 @@ CREATE TYPE key_write AS (now timestamptz, wrote boolean,
 CREATE FUNCTION write_key(at timestamptz, actor text, op text, scope_key text, token uuid, finish boolean,
     fp text, lease_us bigint, ttl_us bigint, status integer, body bytea, headers jsonb, result text)
 RETURNS key_write
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     k key_write;
 BEGIN

@@ -6,7 +6,7 @@ CREATE FUNCTION cancel_demo_request(at timestamptz, actor text, op text, scope_k
     fp text, ttl_us bigint, status integer, body bytea, headers jsonb, result text,
     request_state text, cancelled timestamptz, request_id uuid)
 RETURNS key_write
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     k key_write := write_key(at, actor, op, scope_key, token, finish, fp, NULL, ttl_us, status, body, headers, result);
     stopped delivery_state;

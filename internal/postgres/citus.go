@@ -97,18 +97,29 @@ func runCitusScript(ctx context.Context, tx *sqlx.Tx, name string) error {
 // statement of the function is a router statement on the local shard: one
 // round trip from the coordinator. Citus routes no statement that inserts
 // in a CTE to one shard, so the operations are functions, not statements.
+// A worker's session has its own search_path, so each function is first
+// pinned to the schema it was made in (the migrations' functions carry
+// none: on one PostgreSQL they run in the caller's, which saves a setting
+// and its undo on every call).
 func delegateKeyWrites(ctx context.Context, tx *sqlx.Tx) error {
+	var schema string
 	var fns []string
-	err := tx.SelectContext(ctx, &fns, `SELECT p.oid::regprocedure::text FROM pg_proc p
+	err := tx.GetContext(ctx, &schema, `SELECT quote_ident(current_schema())`)
+	if err == nil {
+		err = tx.SelectContext(ctx, &fns, `SELECT p.oid::regprocedure::text FROM pg_proc p
 		WHERE p.prorettype = to_regtype('key_write') AND p.pronamespace = current_schema()::regnamespace
 		  AND NOT EXISTS (SELECT FROM pg_dist_object d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
 		                  AND d.distribution_argument_index IS NOT NULL)
 		ORDER BY p.proname <> 'write_key', 1`)
+	}
 	for _, fn := range fns {
 		if err != nil {
 			break
 		}
-		_, err = tx.ExecContext(ctx, `SELECT create_distributed_function($1, '$2', colocate_with => 'idempotency_keys', force_delegation => true)`, fn)
+		_, err = tx.ExecContext(ctx, `ALTER FUNCTION `+fn+` SET search_path TO `+schema)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `SELECT create_distributed_function($1, '$2', colocate_with => 'idempotency_keys', force_delegation => true)`, fn)
+		}
 	}
 	return dbErr(err)
 }

@@ -9,7 +9,7 @@
 CREATE FUNCTION reopen_demo_request(at timestamptz, actor text, op text, scope_key text, token uuid, finish boolean,
     fp text, ttl_us bigint, status integer, body bytea, headers jsonb, result text, request_id uuid)
 RETURNS key_write
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     k key_write := write_key(at, actor, op, scope_key, token, finish, fp, NULL, ttl_us, status, body, headers, result);
     next_seq integer;
