@@ -342,18 +342,26 @@ bench_rounds="${BENCH_ROUNDS:-3}"
 bench_started=()
 
 # cpu_ticks PID...: the clock ticks of the postmasters and their children.
+# A child that has exited but is not yet reaped (a zombie: its postmaster has
+# not run since) shows no ticks of its own: wait until none is left.
 cpu_ticks() {
-  local f line rest ppid total=0 pm want=" $* "
-  for f in /proc/[0-9]*/stat; do
-    read -r line 2>/dev/null <"$f" || continue
-    rest="${line##*) }"
-    read -r _ ppid _ _ _ _ _ _ _ _ _ ut st cut cst _ <<<"$rest"
-    pm="${line%% *}"
-    if [[ "$want" == *" $pm "* ]]; then
-      total=$((total + ut + st + cut + cst))
-    elif [[ "$want" == *" $ppid "* ]]; then
-      total=$((total + ut + st))
-    fi
+  local f line rest state ppid ut st cut cst total zombie pm want=" $* " try
+  for try in $(seq 100); do
+    total=0 zombie=""
+    for f in /proc/[0-9]*/stat; do
+      read -r line 2>/dev/null <"$f" || continue
+      rest="${line##*) }"
+      read -r state ppid _ _ _ _ _ _ _ _ _ ut st cut cst _ <<<"$rest"
+      pm="${line%% *}"
+      if [[ "$want" == *" $pm "* ]]; then
+        total=$((total + ut + st + cut + cst))
+      elif [[ "$want" == *" $ppid "* ]]; then
+        total=$((total + ut + st))
+        [[ "$state" == Z ]] && zombie=1
+      fi
+    done
+    [[ -z "$zombie" ]] && break
+    sleep 0.1
   done
   echo "$total"
 }
@@ -467,6 +475,7 @@ bench() {
   done
   med() { tr ' ' '\n' <<<"$1" | grep . | median; }
   ms() { awk -v v="$1" 'BEGIN { printf "%.2f ms", v }'; }
+  rps() { printf "%.0f" "$(med "$1")"; }
   ratio() { awk -v a="$(med "${total[$1]}")" -v b="$(med "${total[$2]}")" 'BEGIN { printf "%.2f×", a / b }'; }
   echo "PostgreSQL $(sql "$root" "$(port_of single)" demo_api "SHOW server_version"), Citus $(sql "$root" "$base_port" demo_api "SELECT citus_version()" | awk '{ print $2 }'); $(nproc) CPUs, load average $load at the start, $(cut -d' ' -f1 /proc/loadavg) at the end; pgbench -M prepared, $bench_rounds interleaved rounds of ${bench_secs} s a shape, medians."
   echo
@@ -477,19 +486,20 @@ bench() {
       for clients in 8 32; do
         key="$target.$shape.$clients"
         if [[ "$target" == citus ]]; then
-          echo "| Citus | $shape | $clients | $(med "${rate[$key]}") | $(ms "$(med "${total[$key]}")") | $(ms "$(med "${coord[$key]}")") | $(ms "$(med "${workers[$key]}")") |"
+          echo "| Citus | $shape | $clients | $(rps "${rate[$key]}") | $(ms "$(med "${total[$key]}")") | $(ms "$(med "${coord[$key]}")") | $(ms "$(med "${workers[$key]}")") |"
         else
-          echo "| one PostgreSQL | $shape | $clients | $(med "${rate[$key]}") | $(ms "$(med "${total[$key]}")") | | |"
+          echo "| one PostgreSQL | $shape | $clients | $(rps "${rate[$key]}") | $(ms "$(med "${total[$key]}")") | | |"
         fi
       done
     done
   done
   echo
-  for target in citus single; do
-    for clients in 8 32; do
-      echo "$target, $clients clients, by CPU: create ÷ effect $(ratio "$target.create.$clients" "$target.effect.$clients"), replay ÷ read $(ratio "$target.replay.$clients" "$target.read.$clients")$(
-        [[ "$target" == citus ]] && echo ", create3 ÷ effect2 $(ratio "citus.create3.$clients" "citus.effect2.$clients"), create ÷ effect2 $(ratio "citus.create.$clients" "citus.effect2.$clients")")"
-    done
+  local ratios=("citus create effect" "citus replay read" "citus create3 effect2" "citus create effect2" "single create effect" "single replay read")
+  local r
+  echo "CPU per request, one shape ÷ another (make bench-citus's targets: create ÷ effect and replay ÷ read at most 1.5× on Citus):"
+  for r in "${ratios[@]}"; do
+    read -r target shape key <<<"$r"
+    echo "- $( [[ $target == citus ]] && echo Citus || echo one PostgreSQL ): $shape ÷ $key $(ratio "$target.$shape.8" "$target.$key.8") at 8 clients, $(ratio "$target.$shape.32" "$target.$key.32") at 32"
   done
 }
 
