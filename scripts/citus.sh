@@ -342,28 +342,45 @@ bench_rounds="${BENCH_ROUNDS:-3}"
 bench_started=()
 
 # cpu_ticks PID...: the clock ticks of the postmasters and their children.
-# A child that has exited but is not yet reaped (a zombie: its postmaster has
-# not run since) shows no ticks of its own: wait until none is left.
+# Read it while no child exits (settle): a child that exits between the
+# reading of its postmaster and its own is counted in neither.
 cpu_ticks() {
-  local f line rest state ppid ut st cut cst total zombie pm want=" $* " try
-  for try in $(seq 100); do
-    total=0 zombie=""
-    for f in /proc/[0-9]*/stat; do
-      read -r line 2>/dev/null <"$f" || continue
-      rest="${line##*) }"
-      read -r state ppid _ _ _ _ _ _ _ _ _ ut st cut cst _ <<<"$rest"
-      pm="${line%% *}"
-      if [[ "$want" == *" $pm "* ]]; then
-        total=$((total + ut + st + cut + cst))
-      elif [[ "$want" == *" $ppid "* ]]; then
-        total=$((total + ut + st))
-        [[ "$state" == Z ]] && zombie=1
-      fi
-    done
-    [[ -z "$zombie" ]] && break
-    sleep 0.1
+  local f line rest ppid ut st cut cst total=0 pm want=" $* "
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null <"$f" || continue
+    rest="${line##*) }"
+    read -r _ ppid _ _ _ _ _ _ _ _ _ ut st cut cst _ <<<"$rest"
+    pm="${line%% *}"
+    if [[ "$want" == *" $pm "* ]]; then
+      total=$((total + ut + st + cut + cst))
+    elif [[ "$want" == *" $ppid "* ]]; then
+      total=$((total + ut + st))
+    fi
   done
   echo "$total"
+}
+
+# children PID...: how many processes the postmasters have, exited ones not yet reaped included.
+children() {
+  local f line ppid n=0 want=" $* "
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null <"$f" || continue
+    read -r _ ppid _ <<<"${line##*) }"
+    [[ "$want" == *" $ppid "* ]] && n=$((n + 1))
+  done
+  echo "$n"
+}
+
+# settle N PID...: wait (up to 10 s) until the postmasters have no more than
+# N children: a run's backends (and, on Citus, the workers' backends of its
+# coordinator's connections) have exited and their postmasters reaped them.
+settle() {
+  local n=$1 _
+  shift
+  for _ in $(seq 100); do
+    (($(children "$@") <= n)) && return
+    sleep 0.1
+  done
 }
 
 # bench_scripts DIR: the pgbench scripts, from the statements' own files.
@@ -374,12 +391,12 @@ bench_scripts() {
   # The create's parameters, $1 to $17 (create_demo_request.sql names them).
   local args=(NULL :a "'demo-requests.create'" :k "md5(:a::text || '/' || :k || 't')::uuid" false "'fp'" 86400000000 201 "$body" "$headers"
     "md5(:a::text || '/' || :k)" "md5(:a::text || '/' || :k)::uuid" "'accepted'" "'a topic'" "''" "'2026-12-06T00:00:00Z'")
-  local create effect read i
+  local create effect lookup i
   create="$(grep -v '^--' "$repo/internal/postgres/sql/create_demo_request.sql")"
   effect="${create//create_demo_request(/bench_effect(}"
-  read="$(grep -v '^--' "$repo/internal/postgres/sql/lookup_key.sql")"
+  lookup="$(grep -v '^--' "$repo/internal/postgres/sql/lookup_key.sql")"
   for ((i = 17; i >= 1; i--)); do
-    create="${create//\$$i/${args[i - 1]}}" effect="${effect//\$$i/${args[i - 1]}}" read="${read//\$$i/${args[i - 1]}}"
+    create="${create//\$$i/${args[i - 1]}}" effect="${effect//\$$i/${args[i - 1]}}" lookup="${lookup//\$$i/${args[i - 1]}}"
   done
   local new='\set a random(1, 64)
 \set k random(1000000, 1000000000000)'
@@ -388,9 +405,10 @@ bench_scripts() {
   printf '%s\n%s;\n' "$new" "$create" >"$dir/create.sql"
   printf '%s\n%s;\n' "$new" "$effect" >"$dir/effect.sql"
   printf '%s\n%s;\n' "$old" "$create" >"$dir/replay.sql"
-  printf '%s\n%s;\n' "$old" "$read" >"$dir/read.sql"
+  printf '%s\n%s;\n' "$old" "$lookup" >"$dir/read.sql"
   # The alternatives: the rows write_key's first INSERT and create_demo_request
-  # write for a new key, as router statements.
+  # write for a new key, as router statements. (\gset wants one row: a new
+  # key's INSERT always returns it.)
   local request="INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
 VALUES (${args[12]}, :a, 'accepted', 'a topic', '', '2026-12-06T00:00:00Z');
 INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at)
@@ -413,7 +431,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 
 bench() {
   can_run
-  local root bin dir target shape clients round out n t0 t1 hz port load key
+  local root bin dir target shape clients round out n t0 t1 hz port load key idle
   root="$(build)"
   for node in "${nodes[@]}" single; do pid_of "$node" >/dev/null || bench_started+=("$node"); done
   trap 'for n in "${bench_started[@]}"; do stop_node "$n" || true; done' EXIT
@@ -452,11 +470,12 @@ bench() {
         port=$base_port pids=("$(pid_of coordinator)" "$(pid_of worker1)" "$(pid_of worker2)")
         [[ "$target" == single ]] && port="$(port_of single)" pids=("$(pid_of single)")
         for shape in ${shapes[$target]}; do
-          ticks0=()
+          idle="$(children "${pids[@]}")" ticks0=()
           for t0 in "${pids[@]}"; do ticks0+=("$(cpu_ticks "$t0")"); done
           out="$(aspg "$root" "$pgbin/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -M prepared \
             -c "$clients" -j 2 -T "$bench_secs" -f "/data/bench/$shape.sql" demo_api 2>&1)" ||
             die "pgbench $shape on $target failed: $out"
+          settle "$idle" "${pids[@]}"
           ticks1=()
           for t1 in "${pids[@]}"; do ticks1+=("$(cpu_ticks "$t1")"); done
           n="$(awk -F': ' '/transactions actually processed/ { print $2 }' <<<"$out" | cut -d/ -f1)"
