@@ -32,8 +32,9 @@
 #                   make citus-stop stops it.
 #   make test-citus the tests that hold on that cluster today (started for
 #                   them, stopped after; docs/running.md, Sharding on Citus)
-#   make bench-citus the key statements on that cluster beside one PostgreSQL:
-#                   req/s and CPU per request (docs/capacity.md, On Citus)
+#   make bench-citus a create and a replay on that cluster, each beside what
+#                   it does without its key, and beside one PostgreSQL: req/s
+#                   and CPU per request (docs/capacity.md, On Citus)
 #   make fuzz       every fuzz target for FUZZTIME (30s); make test runs their seeds
 #   make lint       golangci-lint (.golangci.yml), built from the Go module
 #                   proxy at GOLANGCI_LINT_VERSION into bin/tools; not part

@@ -14,8 +14,9 @@
 #   scripts/citus.sh reset    stop and delete the clusters' data
 #   scripts/citus.sh test     start, run the Citus tests (make test-citus),
 #                             stop what it started
-#   scripts/citus.sh bench    the key statements on the cluster beside one
-#                             PostgreSQL 17 of the same root (make
+#   scripts/citus.sh bench    a create and a replay on the cluster, each
+#                             beside its business effect alone, and beside
+#                             one PostgreSQL 17 of the same root (make
 #                             bench-citus): req/s and CPU per request
 #
 # The root: Debian trixie made by debootstrap, with PostgreSQL 17 and Citus
@@ -315,19 +316,37 @@ test_citus() {
   return $rc
 }
 
-# bench: the statements a create, a replay and a read run, as the store runs
-# them (the same .sql files: on Citus, Citus delegates the functions they call),
-# under pgbench at 8 and 32 clients. CPU is the database's alone: every
-# process of each node's postmaster, living or exited, from /proc. The
-# create writes a new key of one of 64 actors; the replay asks one of 16
-# completed keys of each actor again (it writes nothing and returns the
-# row); the read is the outcome route's lookup_key.sql.
-bench_secs="${BENCH_SECONDS:-15}"
+# bench: what a create and a replay cost on the cluster, each beside what it
+# does without its key, under pgbench at 8 and 32 clients (make bench-citus;
+# docs/capacity.md, On Citus). The shapes, on Citus and, for scale, on one
+# PostgreSQL of the same root:
+#   create    create_demo_request.sql on a new key of one of 64 actors, as
+#             the store runs it (on Citus, delegated to the actor's worker)
+#   effect    the same call of bench_effect (scripts/bench-citus.sql): the
+#             request and its outbox row, no key; delegated the same way
+#   replay    the create's statement on one of 16 completed keys of each
+#             actor: it writes nothing and returns the row
+#   read      the outcome route's lookup_key.sql: a one-row router read
+# and on Citus alone two alternatives to the delegated function:
+#   create3   the key row, the request and its outbox row as three router
+#             statements in one transaction (the business rows only where
+#             the key's INSERT ... ON CONFLICT DO NOTHING wrote)
+#   effect2   the request and its outbox row as two router statements in
+#             one transaction
+# The shapes run interleaved, BENCH_ROUNDS rounds (default 3) of
+# BENCH_SECONDS each (default 10), so that they see the same load; each
+# figure is the median of its rounds. CPU is the database's alone: every
+# process of each node's postmaster, living or exited, from /proc, the
+# coordinator's and the workers' apart.
+bench_secs="${BENCH_SECONDS:-10}"
+bench_rounds="${BENCH_ROUNDS:-3}"
 bench_started=()
 
 # cpu_ticks PID...: the clock ticks of the postmasters and their children.
+# Read it while no child exits (settle): a child that exits between the
+# reading of its postmaster and its own is counted in neither.
 cpu_ticks() {
-  local f line rest ppid total=0 pm want=" $* "
+  local f line rest ppid ut st cut cst total=0 pm want=" $* "
   for f in /proc/[0-9]*/stat; do
     read -r line 2>/dev/null <"$f" || continue
     rest="${line##*) }"
@@ -342,6 +361,29 @@ cpu_ticks() {
   echo "$total"
 }
 
+# children PID...: how many processes the postmasters have, exited ones not yet reaped included.
+children() {
+  local f line ppid n=0 want=" $* "
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null <"$f" || continue
+    read -r _ ppid _ <<<"${line##*) }"
+    [[ "$want" == *" $ppid "* ]] && n=$((n + 1))
+  done
+  echo "$n"
+}
+
+# settle N PID...: wait (up to 10 s) until the postmasters have no more than
+# N children: a run's backends (and, on Citus, the workers' backends of its
+# coordinator's connections) have exited and their postmasters reaped them.
+settle() {
+  local n=$1 _
+  shift
+  for _ in $(seq 100); do
+    (($(children "$@") <= n)) && return
+    sleep 0.1
+  done
+}
+
 # bench_scripts DIR: the pgbench scripts, from the statements' own files.
 bench_scripts() {
   local dir=$1 body headers
@@ -350,44 +392,51 @@ bench_scripts() {
   # The create's parameters, $1 to $17 (create_demo_request.sql names them).
   local args=(NULL :a "'demo-requests.create'" :k "md5(:a::text || '/' || :k || 't')::uuid" false "'fp'" 86400000000 201 "$body" "$headers"
     "md5(:a::text || '/' || :k)" "md5(:a::text || '/' || :k)::uuid" "'accepted'" "'a topic'" "''" "'2026-12-06T00:00:00Z'")
-  local statement i
-  # The same statement on both: on Citus, Citus delegates its function's call.
-  statement="$(grep -v '^--' "$repo/internal/postgres/sql/create_demo_request.sql")"
-  for ((i = 17; i >= 1; i--)); do statement="${statement//\$$i/${args[i - 1]}}"; done
+  local create effect lookup i
+  create="$(grep -v '^--' "$repo/internal/postgres/sql/create_demo_request.sql")"
+  effect="${create//create_demo_request(/bench_effect(}"
+  lookup="$(grep -v '^--' "$repo/internal/postgres/sql/lookup_key.sql")"
+  for ((i = 17; i >= 1; i--)); do
+    create="${create//\$$i/${args[i - 1]}}" effect="${effect//\$$i/${args[i - 1]}}" lookup="${lookup//\$$i/${args[i - 1]}}"
+  done
   local new='\set a random(1, 64)
 \set k random(1000000, 1000000000000)'
   local old='\set a random(1, 64)
 \set k random(1, 16)'
-  printf '%s\n%s;\n' "$new" "$statement" >"$dir/create.single"
-  printf '%s\n%s;\n' "$new" "$statement" >"$dir/create.citus"
-  printf '%s\n%s;\n' "$old" "$statement" >"$dir/replay.single"
-  printf '%s\n%s;\n' "$old" "$statement" >"$dir/replay.citus"
-  statement="$(grep -v '^--' "$repo/internal/postgres/sql/lookup_key.sql")"
-  for ((i = 4; i >= 1; i--)); do statement="${statement//\$$i/${args[i - 1]}}"; done
-  printf '%s\n%s;\n' "$old" "$statement" >"$dir/read.single"
-  cp "$dir/read.single" "$dir/read.citus"
+  printf '%s\n%s;\n' "$new" "$create" >"$dir/create.sql"
+  printf '%s\n%s;\n' "$new" "$effect" >"$dir/effect.sql"
+  printf '%s\n%s;\n' "$old" "$create" >"$dir/replay.sql"
+  printf '%s\n%s;\n' "$old" "$lookup" >"$dir/read.sql"
+  # The alternatives: the rows write_key's first INSERT and create_demo_request
+  # write for a new key, as router statements. (\gset wants one row: a new
+  # key's INSERT always returns it.)
+  local request="INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
+VALUES (${args[12]}, :a, 'accepted', 'a topic', '', '2026-12-06T00:00:00Z');
+INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at)
+VALUES (${args[12]}, :a, '2026-12-06T00:00:00Z', '2026-12-06T00:00:00Z', '2026-12-06T00:00:00Z');"
+  printf '%s\nBEGIN;\n%s\nCOMMIT;\n' "$new" "$request" >"$dir/effect2.sql"
+  printf '%s\nBEGIN;\n%s\n\\if :wrote = 1\n%s\n\\endif\nCOMMIT;\n' "$new" \
+    "INSERT INTO idempotency_keys VALUES (:a, 'demo-requests.create', :k, 'fp', 'completed', ${args[4]}, NULL,
+  201, $body, $headers, ${args[11]}, now(), now(), now() + interval '1 day')
+ON CONFLICT (actor_id, operation, idem_key) DO NOTHING RETURNING 1 AS wrote \\gset" "$request" >"$dir/create3.sql"
+  # The replay's keys, 16 completed keys of each actor.
+  local a k line
+  line="$(sed -n '3,$p' "$dir/create.sql")"
+  for a in $(seq 64); do
+    for k in $(seq 16); do sed -e "s/:a\b/'$a'/g" -e "s/:k\b/'$k'/g" <<<"$line"; done
+  done >"$dir/preload.sql"
 }
 
-# bench_preload DIR: the replay's keys, 16 completed keys of each actor.
-bench_preload() {
-  local dir=$1 target a k line
-  for target in single citus; do
-    line="$(sed -n '3,$p' "$dir/create.$target")"
-    for a in $(seq 64); do
-      for k in $(seq 16); do
-        sed -e "s/:a\b/'$a'/g" -e "s/:k\b/'$k'/g" <<<"$line"
-      done
-    done >"$dir/preload.$target"
-  done
-}
+# median: the median of the numbers on stdin.
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 bench() {
   can_run
-  local root bin dir url target work clients out n ticks cticks pids node hz port load
+  local root bin dir target shape clients round out n t0 t1 hz port load key idle
   root="$(build)"
   for node in "${nodes[@]}" single; do pid_of "$node" >/dev/null || bench_started+=("$node"); done
   trap 'for n in "${bench_started[@]}"; do stop_node "$n" || true; done' EXIT
-  url="$(start)"
+  start >/dev/null
   start_node "$root" single
   [[ "$(sql "$root" "$(port_of single)" postgres "SELECT count(*) FROM pg_database WHERE datname = 'demo_api'")" == 1 ]] ||
     sql "$root" "$(port_of single)" postgres "CREATE DATABASE demo_api" >/dev/null
@@ -396,42 +445,81 @@ bench() {
   dir="$data/bench"
   mkdir -p "$dir"
   bench_scripts "$dir"
-  bench_preload "$dir"
+  cp "$repo/scripts/bench-citus.sql" "$dir/"
   chmod -R a+rX "$dir"
   hz="$(getconf CLK_TCK)"
-  load="$(cut -d' ' -f1 /proc/loadavg)"
-  declare -A rate cpu coord # coord: the Citus coordinator's part of cpu
+  declare -A shapes=([single]="create effect replay read" [citus]="create effect create3 effect2 replay read")
   for target in single citus; do
-    port=$base_port pids="$(pid_of coordinator) $(pid_of worker1) $(pid_of worker2)"
-    [[ "$target" == single ]] && port="$(port_of single)" pids="$(pid_of single)"
+    port=$base_port
+    [[ "$target" == single ]] && port="$(port_of single)"
     DATABASE_URL="postgres://postgres@127.0.0.1:$port/demo_api?sslmode=disable" "$bin/demo-api" migrate up >&2
+    aspg "$root" "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d demo_api -f /data/bench/bench-citus.sql
+    [[ "$target" == citus ]] && sql "$root" "$port" demo_api "SELECT create_distributed_function(p.oid::regprocedure, '\$2',
+      colocate_with => 'idempotency_keys', force_delegation => true) FROM pg_proc p WHERE p.proname = 'bench_effect'
+      AND NOT EXISTS (SELECT FROM pg_dist_object d WHERE d.objid = p.oid AND d.distribution_argument_index IS NOT NULL)" >/dev/null
     sql "$root" "$port" demo_api "TRUNCATE idempotency_keys, demo_requests, outbox" >/dev/null
-    aspg "$root" "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d demo_api \
-      -f "/data/bench/preload.$target" >/dev/null
-    for work in create replay read; do
-      for clients in 8 32; do
-        ticks="$(cpu_ticks $pids)" cticks="$(cpu_ticks "$(pid_of coordinator)")"
-        out="$(aspg "$root" "$pgbin/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -M prepared \
-          -c "$clients" -j 2 -T "$bench_secs" -f "/data/bench/$work.$target" demo_api 2>&1)" ||
-          die "pgbench $work on $target failed: $out"
-        ticks=$(($(cpu_ticks $pids) - ticks)) cticks=$(($(cpu_ticks "$(pid_of coordinator)") - cticks))
-        n="$(awk -F': ' '/transactions actually processed/ { print $2 }' <<<"$out" | cut -d/ -f1)"
-        rate[$work.$clients.$target]="$(awk '/^tps = / { printf "%d", $3 }' <<<"$out")"
-        cpu[$work.$clients.$target]="$(awk -v t="$ticks" -v hz="$hz" -v n="$n" 'BEGIN { printf "%.2f", t / hz * 1000 / n }')"
-        coord[$work.$clients]="$(awk -v t="$cticks" -v hz="$hz" -v n="$n" 'BEGIN { printf "%.2f", t / hz * 1000 / n }')"
-        log "$target $work, $clients clients: ${rate[$work.$clients.$target]} req/s, ${cpu[$work.$clients.$target]} ms CPU a request"
+    aspg "$root" "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d demo_api -f /data/bench/preload.sql >/dev/null
+  done
+  rm -rf "$bin"
+  load="$(cut -d' ' -f1 /proc/loadavg)"
+  # Per run: req/s, and the CPU ticks of each node (coordinator, worker1, worker2, or single).
+  declare -A rate coord workers total
+  local -a ticks0 ticks1 pids
+  for ((round = 1; round <= bench_rounds; round++)); do
+    for clients in 8 32; do
+      for target in citus single; do
+        port=$base_port pids=("$(pid_of coordinator)" "$(pid_of worker1)" "$(pid_of worker2)")
+        [[ "$target" == single ]] && port="$(port_of single)" pids=("$(pid_of single)")
+        for shape in ${shapes[$target]}; do
+          idle="$(children "${pids[@]}")" ticks0=()
+          for t0 in "${pids[@]}"; do ticks0+=("$(cpu_ticks "$t0")"); done
+          out="$(aspg "$root" "$pgbin/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -M prepared \
+            -c "$clients" -j 2 -T "$bench_secs" -f "/data/bench/$shape.sql" demo_api 2>&1)" ||
+            die "pgbench $shape on $target failed: $out"
+          settle "$idle" "${pids[@]}"
+          ticks1=()
+          for t1 in "${pids[@]}"; do ticks1+=("$(cpu_ticks "$t1")"); done
+          n="$(awk -F': ' '/transactions actually processed/ { print $2 }' <<<"$out" | cut -d/ -f1)"
+          key="$target.$shape.$clients"
+          rate[$key]+="$(awk '/^tps = / { printf "%d", $3 }' <<<"$out") "
+          # ms of CPU a request: of the coordinator (or the one PostgreSQL), of the workers, of all.
+          read -r t0 t1 <<<"$(awk -v hz="$hz" -v n="$n" -v a="${ticks0[*]}" -v b="${ticks1[*]}" 'BEGIN {
+            split(a, x); split(b, y); c = (y[1] - x[1]) / hz * 1000 / n; w = 0
+            for (i = 2; i in y; i++) w += (y[i] - x[i]) / hz * 1000 / n
+            printf "%.3f %.3f", c, w }')"
+          coord[$key]+="$t0 " workers[$key]+="$t1 " total[$key]+="$(awk -v c="$t0" -v w="$t1" 'BEGIN { printf "%.3f", c + w }') "
+          log "round $round, $target $shape, $clients clients: $(awk '/^tps = / { printf "%d", $3 }' <<<"$out") req/s, $t0 + $t1 ms CPU a request"
+        done
       done
     done
   done
-  rm -rf "$bin"
-  echo "PostgreSQL $(sql "$root" "$(port_of single)" demo_api "SHOW server_version"), Citus $(sql "$root" "$base_port" demo_api "SELECT citus_version()" | awk '{ print $2 }'); $(nproc) CPUs, load average $load at the start; pgbench -M prepared, ${bench_secs} s a run."
+  med() { tr ' ' '\n' <<<"$1" | grep . | median; }
+  ms() { awk -v v="$1" 'BEGIN { printf "%.2f ms", v }'; }
+  rps() { printf "%.0f" "$(med "$1")"; }
+  ratio() { awk -v a="$(med "${total[$1]}")" -v b="$(med "${total[$2]}")" 'BEGIN { printf "%.2f×", a / b }'; }
+  echo "PostgreSQL $(sql "$root" "$(port_of single)" demo_api "SHOW server_version"), Citus $(sql "$root" "$base_port" demo_api "SELECT citus_version()" | awk '{ print $2 }'); $(nproc) CPUs, load average $load at the start, $(cut -d' ' -f1 /proc/loadavg) at the end; pgbench -M prepared, $bench_rounds interleaved rounds of ${bench_secs} s a shape, medians."
   echo
-  echo "| request | clients | one PostgreSQL: req/s | CPU per req | Citus: req/s | CPU per req | of which the coordinator |"
+  echo "| on | request | clients | req/s | CPU per req | coordinator | workers |"
   echo "|---|---|---|---|---|---|---|"
-  for work in create replay read; do
-    for clients in 8 32; do
-      echo "| $work | $clients | ${rate[$work.$clients.single]} | ${cpu[$work.$clients.single]} ms | ${rate[$work.$clients.citus]} | ${cpu[$work.$clients.citus]} ms | ${coord[$work.$clients]} ms |"
+  for target in citus single; do
+    for shape in ${shapes[$target]}; do
+      for clients in 8 32; do
+        key="$target.$shape.$clients"
+        if [[ "$target" == citus ]]; then
+          echo "| Citus | $shape | $clients | $(rps "${rate[$key]}") | $(ms "$(med "${total[$key]}")") | $(ms "$(med "${coord[$key]}")") | $(ms "$(med "${workers[$key]}")") |"
+        else
+          echo "| one PostgreSQL | $shape | $clients | $(rps "${rate[$key]}") | $(ms "$(med "${total[$key]}")") | | |"
+        fi
+      done
     done
+  done
+  echo
+  local ratios=("citus create effect" "citus replay read" "citus create3 effect2" "citus create effect2" "single create effect" "single replay read")
+  local r
+  echo "CPU per request, one shape ÷ another (make bench-citus's targets: create ÷ effect and replay ÷ read at most 1.5× on Citus):"
+  for r in "${ratios[@]}"; do
+    read -r target shape key <<<"$r"
+    echo "- $( [[ $target == citus ]] && echo Citus || echo one PostgreSQL ): $shape ÷ $key $(ratio "$target.$shape.8" "$target.$key.8") at 8 clients, $(ratio "$target.$shape.32" "$target.$key.32") at 32"
   done
 }
 
