@@ -70,6 +70,15 @@ BEGIN
          k.result_id, k.created_at, k.completed_at, k.expires_at
     FROM idempotency_keys r
     WHERE r.actor_id = actor AND r.operation = op AND r.idem_key = scope_key;
+    -- A row the takeover below would leave as it is (the same test as its
+    -- WHERE) is answered as read, a replay's usual case, without locking it.
+    -- One that changes meanwhile only by its owner (a finish, a release) is
+    -- answered as it was: in progress, and the Runner answers that.
+    IF FOUND AND NOT ((k.state = 'completed' AND k.expires_at <= k.now)
+        OR (k.state = 'in_progress' AND k.lease_until <= k.now AND k.fingerprint = fp)) THEN
+        k.wrote := false;
+        RETURN k;
+    END IF;
     INSERT INTO idempotency_keys AS r
     VALUES (actor, op, scope_key, fp, CASE WHEN lease_us IS NULL THEN 'completed' ELSE 'in_progress' END::key_state,
         token, k.now + lease_us * interval '1 microsecond', status, body, headers, result,
