@@ -71,6 +71,7 @@ type Metrics interface {
 type Server struct {
 	Deps
 	idem    *idempotency.Runner
+	waits   *idempotency.Waits   // Prefer: wait, around idem
 	newKeys *idempotency.NewKeys // the admission in front of idem; nil: no bound
 	outage  *outage              // the 503s' log
 }
@@ -84,7 +85,7 @@ func NewServer(d Deps) (http.Handler, error) {
 	case len(d.Tokens) == 0 && d.Authenticate == nil:
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
-	s := &Server{Deps: d, outage: newOutage(d.Logger, outageEvery)}
+	s := &Server{Deps: d, waits: idempotency.NewWaits(nil), outage: newOutage(d.Logger, outageEvery)}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome

@@ -41,7 +41,9 @@ func (s *Server) do(ctx context.Context, req idempotency.Request, work idempoten
 	ctx, span := tracing.Start(ctx, "idempotency", trace.WithAttributes(attribute.String("idempotency.operation", req.Scope.Operation)))
 	defer span.End()
 	res, err := s.newKeys.Admit(ctx, req, func(ctx context.Context) (idempotency.Result, error) {
-		return s.idem.Do(ctx, req, work)
+		return s.waits.Do(ctx, req, func(ctx context.Context, req idempotency.Request) (idempotency.Result, error) {
+			return s.idem.Do(ctx, req, work)
+		})
 	})
 	span.SetAttributes(attribute.String("idempotency.outcome", string(res.Outcome)),
 		attribute.String("idempotency.path", string(res.Path)), attribute.Bool("idempotency.replayed", res.Replayed))
