@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,6 +82,7 @@ type Store interface {
 	// one transaction while c's token holds it. Errors: ErrLeaseLost, ErrEffectNotApplied.
 	FinishClaimAtomically(ctx context.Context, c Claim, a Answer) error
 	// Release deletes c's record while it is in progress under c's token.
+	// The Runner's store goes on trying in the background (retriedReleases).
 	Release(ctx context.Context, c Claim) error
 	// Lookup returns the record of a scope, nil if none, and the store's time.
 	Lookup(ctx context.Context, s Scope) (*Record, time.Time, error)
@@ -111,7 +111,6 @@ const (
 	OutcomeLeaseLost        Outcome = "lease_lost"   // the finish found the claim taken over
 	OutcomeFailed           Outcome = "failed"       // the work, or the statement that writes the key, failed
 	OutcomeRerun            Outcome = "rerun"        // a row the statement's snapshot missed took the key
-	OutcomeRateLimited      Outcome = "rate_limited" // refused under the bound on new keys (NewKeys)
 )
 
 // Work decides an operation at time now, without writing: the Runner commits
@@ -168,14 +167,15 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.Observe == nil {
+		cfg.Observe = func(string, Path, Outcome) {}
+	}
+	cfg.Store = retriedReleases{cfg.Store, cfg.Lease}
 	return &Runner{cfg: cfg}, nil
 }
 
-const (
-	tries          = 3               // bounds the turns of one request, and a work's decisions
-	releaseTimeout = 5 * time.Second // bounds one attempt to release a claim
-	releaseWait    = time.Second     // how long a request waits for its release; the release goes on
-)
+// tries bounds the turns of one request, and a work's decisions.
+const tries = 3
 
 // Do runs work at most once for the request's key and fingerprint. Each turn
 // runs one statement (a read of the key, or the path's write) and hands the
@@ -221,13 +221,10 @@ func (r *Runner) statement(ctx context.Context, req Request, c Claim, work Work,
 	switch {
 	case read:
 		rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
-		switch {
-		case apperr.Code(err) == apperr.Unavailable: // the write would wait for the database as long
-			return KeyWrite{}, Answer{}, err
-		case err != nil:
-			rec = nil
+		if err != nil && apperr.Code(err) != apperr.Unavailable { // the write decides
+			rec, err = nil, nil
 		}
-		return KeyWrite{Prev: rec, Now: now}, Answer{}, nil
+		return KeyWrite{Prev: rec, Now: now}, Answer{}, err
 	case req.Path == OnePhase:
 		return r.createResultAndFinishAtomically(ctx, req, c, work)
 	default:
@@ -267,12 +264,11 @@ func (r *Runner) createResultAndFinishAtomically(ctx context.Context, req Reques
 // under a lease, so that a retry meanwhile sees it held, and a retry after
 // the owner died (its lease passed) may take it over.
 func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, error) {
-	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
 	w, err := r.cfg.Store.Claim(ctx, c, req.Fingerprint, r.cfg.Lease, cmp.Or(req.TTL, r.cfg.TTL))
 	if err != nil {
 		// It may have committed with its reply lost: release it by its token,
 		// or the key would answer 409 for a whole lease.
-		_ = r.release(ctx, c, leaseEnd) // the claim's error is the answer
+		_ = r.cfg.Store.Release(ctx, c) // the claim's error is the answer
 		return w, fmt.Errorf("claim key: %w", err)
 	}
 	return w, nil
@@ -286,7 +282,6 @@ func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, err
 // twice. On any other failure the claim is released and a retry runs at
 // once.
 func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work Work) (Result, error) {
-	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
 	defer cancel()
 	a, err := work(wctx, r.cfg.Clock())
@@ -302,40 +297,10 @@ func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work 
 		return r.result(req, OutcomeInProgress), err // the work keeps its key
 	}
 	res := r.result(req, OutcomeReleased)
-	if rerr := r.release(ctx, c, leaseEnd); rerr != nil {
+	if rerr := r.cfg.Store.Release(ctx, c); rerr != nil {
 		return res, errors.Join(err, fmt.Errorf("release claim (retried in the background): %w", rerr))
 	}
 	return res, err
-}
-
-// release deletes claim c, retrying in the background until it succeeds or
-// its lease ends (then a retry takes the key over anyway); it returns the
-// first attempt's error, waiting at most releaseWait for it.
-func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
-	first := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), leaseEnd)
-		defer cancel()
-		for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, time.Second) {
-			actx, cancelAttempt := context.WithTimeout(ctx, releaseTimeout)
-			err := r.cfg.Store.Release(actx, c)
-			cancelAttempt()
-			select {
-			case first <- err: // the first attempt's, as the buffer is read once
-			default:
-			}
-			if err == nil {
-				return
-			}
-			time.Sleep(backoff/2 + rand.N(backoff/2))
-		}
-	}()
-	select {
-	case err := <-first:
-		return err
-	case <-time.After(releaseWait):
-		return fmt.Errorf("no answer within %v", releaseWait)
-	}
 }
 
 // inProgress answers a request that met its key held by another attempt:
@@ -367,11 +332,7 @@ func (r *Runner) result(req Request, o Outcome) Result {
 	return Result{Path: req.Path, Outcome: o}
 }
 
-func (r *Runner) observe(req Request, o Outcome) {
-	if r.cfg.Observe != nil {
-		r.cfg.Observe(req.Scope.Operation, req.Path, o)
-	}
-}
+func (r *Runner) observe(req Request, o Outcome) { r.cfg.Observe(req.Scope.Operation, req.Path, o) }
 
 // workBudget is half the lease: a work ends well before its key may be taken over.
 func (r *Runner) workBudget() time.Duration { return r.cfg.Lease / 2 }
