@@ -101,7 +101,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		Logger:     logger,
 		Metrics:    m,
 		Deliveries: e.Dispatcher,
-		Keys:       e.Store,
+		Keys:       e.Store.Watched(),
 		Demo:       &demo.Service{Store: e.Store, RefusedTopics: map[string]bool{"blocked": true}},
 		Writes:     e.Store,
 		Tokens:     tokens,
