@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/tracing"
 )
@@ -131,13 +132,13 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
-// refuseDeclaredOversize answers 413 a request that declares a body over MaxBodyBytes,
+// refuseDeclaredOversize answers 413 a request that declares a body over body.MaxBytes,
 // before its token and key are read: answered after them (a 400 or 401), it would be
 // sent only once Go's server had read the body it does not need, or timed out waiting.
 func (s *Server) refuseDeclaredOversize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxBodyBytes {
-			_, err := ReadBody(w, r, MaxBodyBytes) // body_too_large, the connection closing
+		if r.ContentLength > body.MaxBytes {
+			_, err := body.Read(w, r, body.MaxBytes) // body_too_large, the connection closing
 			WriteError(s.Logger, w, r, err)
 			return
 		}

@@ -107,10 +107,10 @@ const (
 	OutcomeReplayed         Outcome = "replayed"
 	OutcomeInProgress       Outcome = "in_progress"
 	OutcomeMismatch         Outcome = "mismatch"
-	OutcomeReleased         Outcome = "released"     // the work or its finish failed; the claim was released
-	OutcomeLeaseLost        Outcome = "lease_lost"   // the finish found the claim taken over
-	OutcomeFailed           Outcome = "failed"       // the work, or the statement that writes the key, failed
-	OutcomeRerun            Outcome = "rerun"        // a row the statement's snapshot missed took the key
+	OutcomeReleased         Outcome = "released"   // the work or its finish failed; the claim was released
+	OutcomeLeaseLost        Outcome = "lease_lost" // the finish found the claim taken over
+	OutcomeFailed           Outcome = "failed"     // the work, or the statement that writes the key, failed
+	OutcomeRerun            Outcome = "rerun"      // a row the statement's snapshot missed took the key
 )
 
 // Work decides an operation at time now, without writing: the Runner commits
