@@ -64,7 +64,7 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 		// (a 4xx the operation decided) is an answer: it is stored and
 		// replayed like a success, so a retry gets the same refusal. Any
 		// other error is transient: nothing is stored, and a retry runs again.
-		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, now time.Time) (idempotency.Answer, error) {
+		res, err := s.run(r.Context(), it.Request, func(ctx context.Context, now time.Time) (idempotency.Answer, error) {
 			if it.Hold != nil {
 				if err := it.Hold(ctx); err != nil {
 					return idempotency.Answer{}, err
