@@ -64,7 +64,9 @@ func requestID(r *http.Request) string { return middleware.GetReqID(r.Context())
 // logRequests logs one line per request, and reports it to the metrics.
 // A response that was never sent (the workshop dropped it, or the client
 // left) is logged as such, not as the 200 net/http would otherwise report.
+// The 503s of an outage are summed up in a few lines of their own (outage).
 func (s *Server) logRequests(next http.Handler) http.Handler {
+	outage := newOutage(s.Logger, outageEvery)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		li := &logInfo{}
@@ -105,7 +107,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		add(traceID != "", slog.String("trace_id", traceID))
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		if li.unavailable != nil {
-			s.outage.answered(r.Context(), public(li.unavailable).Message, li.unavailable)
+			outage.answered(r.Context(), public(li.unavailable).Message, li.unavailable)
 		}
 		if s.Metrics != nil {
 			s.Metrics.Request(route, label, d)

@@ -126,7 +126,7 @@ const (
 type Intent[In any] struct {
 	Request    idempotency.Request
 	In         In
-	Decoration // Deps.Decorate's, its Hold after Deps.InWork
+	Decoration // Deps.Decorate's
 }
 
 // ReadIntent reads r as an attempt at op; its errors are answered, storing nothing.
@@ -160,7 +160,6 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 			return it, err
 		}
 	}
-	it.Hold = s.hold(r, it.Hold)
 	return it, nil
 }
 

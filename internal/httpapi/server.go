@@ -37,8 +37,6 @@ type Deps struct {
 	Workshop         bool             // the workshop's knobs are on
 	Metrics          Metrics          // records outcomes and latencies, and serves /metrics
 	Path             idempotency.Path // makes every operation take this path; tests run every branch on both
-	// InWork runs inside every work, before Decorate's Hold and the decision: a seam for tests.
-	InWork func(ctx context.Context, r *http.Request) error
 }
 
 // DemoRequests decides the creates and cancels of demo requests, and reads
@@ -73,8 +71,7 @@ type Server struct {
 	// run is the Runner's Do (the state machine of one key) inside the
 	// layers NewServer puts around it: a span, the bound on new keys
 	// (idempotency.NewKeys) and Prefer: wait (idempotency.Waits).
-	run    func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error)
-	outage *outage // the 503s' log
+	run func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error)
 }
 
 // NewServer returns the HTTP handler of the whole API, or what d lacks. An
@@ -86,7 +83,7 @@ func NewServer(d Deps) (http.Handler, error) {
 	case len(d.Tokens) == 0 && d.Authenticate == nil:
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
-	s := &Server{Deps: d, outage: newOutage(d.Logger, outageEvery)}
+	s := &Server{Deps: d}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome
