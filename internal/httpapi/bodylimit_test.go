@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/apperr"
-	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
@@ -32,7 +32,7 @@ func TestDeclaredOversizeAnsweredAtOnce(t *testing.T) {
 		{"without a key", "Authorization: Bearer " + testenv.TokenAlice + "\r\n"},
 		{"with a bad token", "Authorization: Bearer not-a-token\r\nIdempotency-Key: key-big\r\n"},
 	} {
-		for _, declared := range []int{httpapi.MaxBodyBytes + 1, 128 << 10, 256<<10 - 1, httpapi.MaxBodyBytes * 16} {
+		for _, declared := range []int{body.MaxBytes + 1, 128 << 10, 256<<10 - 1, body.MaxBytes * 16} {
 			declaredOversize(t, u.Host, "POST /v1/demo-requests", tt.name, tt.headers, declared)
 		}
 	}

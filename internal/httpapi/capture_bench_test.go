@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -64,13 +65,13 @@ func BenchmarkWriteReplay(b *testing.B) {
 
 // BenchmarkDecodeCreate decodes and validates a create body.
 func BenchmarkDecodeCreate(b *testing.B) {
-	body := []byte(`{"topic":"bench-create","note":"a demo request filed by the load generator"}`)
+	sent := []byte(`{"topic":"bench-create","note":"a demo request filed by the load generator"}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		r := httptest.NewRequest(http.MethodPost, "/v1/demo-requests", bytes.NewReader(body))
+		r := httptest.NewRequest(http.MethodPost, "/v1/demo-requests", bytes.NewReader(sent))
 		r.Header.Set("Content-Type", "application/json")
 		var in demo.CreateInput
-		if err := DecodeJSON(httptest.NewRecorder(), r, &in); err != nil {
+		if err := body.DecodeJSON(httptest.NewRecorder(), r, &in); err != nil {
 			b.Fatal(err)
 		}
 		if err := in.Validate(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -42,7 +43,7 @@ func createDemoRequest(svc DemoRequests, writes Writes) Operation[demo.CreateInp
 		Path: idempotency.OnePhase,
 		Decode: func(w http.ResponseWriter, r *http.Request) (demo.CreateInput, error) {
 			var in demo.CreateInput
-			if err := DecodeJSON(w, r, &in); err != nil {
+			if err := body.DecodeJSON(w, r, &in); err != nil {
 				return in, err
 			}
 			return in, in.Validate()

@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/tracing"
 )
@@ -63,7 +64,9 @@ func requestID(r *http.Request) string { return middleware.GetReqID(r.Context())
 // logRequests logs one line per request, and reports it to the metrics.
 // A response that was never sent (the workshop dropped it, or the client
 // left) is logged as such, not as the 200 net/http would otherwise report.
+// The 503s of an outage are summed up in a few lines of their own (outage).
 func (s *Server) logRequests(next http.Handler) http.Handler {
+	outage := newOutage(s.Logger, outageEvery)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		li := &logInfo{}
@@ -104,7 +107,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		add(traceID != "", slog.String("trace_id", traceID))
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		if li.unavailable != nil {
-			s.outage.answered(r.Context(), public(li.unavailable).Message, li.unavailable)
+			outage.answered(r.Context(), public(li.unavailable).Message, li.unavailable)
 		}
 		if s.Metrics != nil {
 			s.Metrics.Request(route, label, d)
@@ -131,13 +134,13 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
-// refuseDeclaredOversize answers 413 a request that declares a body over MaxBodyBytes,
+// refuseDeclaredOversize answers 413 a request that declares a body over body.MaxBytes,
 // before its token and key are read: answered after them (a 400 or 401), it would be
 // sent only once Go's server had read the body it does not need, or timed out waiting.
 func (s *Server) refuseDeclaredOversize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxBodyBytes {
-			_, err := ReadBody(w, r, MaxBodyBytes) // body_too_large, the connection closing
+		if r.ContentLength > body.MaxBytes {
+			_, err := body.Read(w, r, body.MaxBytes) // body_too_large, the connection closing
 			WriteError(s.Logger, w, r, err)
 			return
 		}

@@ -64,7 +64,7 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 		// (a 4xx the operation decided) is an answer: it is stored and
 		// replayed like a success, so a retry gets the same refusal. Any
 		// other error is transient: nothing is stored, and a retry runs again.
-		res, err := s.do(r.Context(), it.Request, func(ctx context.Context, now time.Time) (idempotency.Answer, error) {
+		res, err := s.run(r.Context(), it.Request, func(ctx context.Context, now time.Time) (idempotency.Answer, error) {
 			if it.Hold != nil {
 				if err := it.Hold(ctx); err != nil {
 					return idempotency.Answer{}, err
@@ -126,7 +126,7 @@ const (
 type Intent[In any] struct {
 	Request    idempotency.Request
 	In         In
-	Decoration // Deps.Decorate's, its Hold after Deps.InWork
+	Decoration // Deps.Decorate's
 }
 
 // ReadIntent reads r as an attempt at op; its errors are answered, storing nothing.
@@ -160,7 +160,6 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 			return it, err
 		}
 	}
-	it.Hold = s.hold(r, it.Hold)
 	return it, nil
 }
 

@@ -37,8 +37,6 @@ type Deps struct {
 	Workshop         bool             // the workshop's knobs are on
 	Metrics          Metrics          // records outcomes and latencies, and serves /metrics
 	Path             idempotency.Path // makes every operation take this path; tests run every branch on both
-	// InWork runs inside every work, before Decorate's Hold and the decision: a seam for tests.
-	InWork func(ctx context.Context, r *http.Request) error
 }
 
 // DemoRequests decides the creates and cancels of demo requests, and reads
@@ -70,9 +68,10 @@ type Metrics interface {
 // share its lease, TTL and waiters without meeting.
 type Server struct {
 	Deps
-	idem    *idempotency.Runner
-	newKeys *idempotency.NewKeys // the admission in front of idem; nil: no bound
-	outage  *outage              // the 503s' log
+	// run is the Runner's Do (the state machine of one key) inside the
+	// layers NewServer puts around it: a span, the bound on new keys
+	// (idempotency.NewKeys) and Prefer: wait (idempotency.Waits).
+	run func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error)
 }
 
 // NewServer returns the HTTP handler of the whole API, or what d lacks. An
@@ -84,20 +83,32 @@ func NewServer(d Deps) (http.Handler, error) {
 	case len(d.Tokens) == 0 && d.Authenticate == nil:
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
-	s := &Server{Deps: d, outage: newOutage(d.Logger, outageEvery)}
+	s := &Server{Deps: d}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome
 	}
-	var err error
-	if s.idem, err = idempotency.NewRunner(cfg); err != nil {
+	runner, err := idempotency.NewRunner(cfg)
+	if err != nil {
 		return nil, err
 	}
+	var newKeys *idempotency.NewKeys // nil: no bound
 	if d.NewKeysPerSecond != 0 {
-		if s.newKeys, err = idempotency.BoundNewKeys(d.NewKeysPerSecond, d.NewKeysBurst, d.Keys, cfg.Observe); err != nil {
+		if newKeys, err = idempotency.BoundNewKeys(d.NewKeysPerSecond, d.NewKeysBurst, d.Keys, cfg.Observe); err != nil {
 			return nil, err
 		}
 	}
+	// The layers, outermost first: the span; the admission, which decides
+	// before the key is touched whether this request may store a new key;
+	// the wait for another attempt's answer, which asks the Runner again.
+	waits := idempotency.NewWaits(nil)
+	s.run = traceKeys(func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
+		return newKeys.Admit(ctx, req, func(ctx context.Context) (idempotency.Result, error) {
+			return waits.Do(ctx, req, func(ctx context.Context, req idempotency.Request) (idempotency.Result, error) {
+				return runner.Do(ctx, req, work)
+			})
+		})
+	})
 	ops, err := s.operations()
 	if err != nil {
 		return nil, err

@@ -33,23 +33,21 @@ func traceRequests(next http.Handler) http.Handler {
 		otelhttp.WithTracerProvider(tracing.Provider()), otelhttp.WithPropagators(tracing.Propagator))
 }
 
-// do is the Runner's Do behind the bound on new keys, in a span
-// "idempotency" when tracing is on; a 5xx is an error. The bound is an
-// admission in front of the Runner: it decides before the key is touched
-// whether this request may store a new key, and Do knows nothing of it.
-func (s *Server) do(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
-	ctx, span := tracing.Start(ctx, "idempotency", trace.WithAttributes(attribute.String("idempotency.operation", req.Scope.Operation)))
-	defer span.End()
-	res, err := s.newKeys.Admit(ctx, req, func(ctx context.Context) (idempotency.Result, error) {
-		return s.idem.Do(ctx, req, work)
-	})
-	span.SetAttributes(attribute.String("idempotency.outcome", string(res.Outcome)),
-		attribute.String("idempotency.path", string(res.Path)), attribute.Bool("idempotency.replayed", res.Replayed))
-	if err != nil {
-		span.SetAttributes(attribute.String("idempotency.code", apperr.Code(err)))
-		if Render(err).Status >= 500 {
-			span.SetStatus(codes.Error, apperr.Code(err))
+// traceKeys makes a span "idempotency" of each run of a key when tracing is
+// on, with its outcome and path; a 5xx is an error.
+func traceKeys(run func(context.Context, idempotency.Request, idempotency.Work) (idempotency.Result, error)) func(context.Context, idempotency.Request, idempotency.Work) (idempotency.Result, error) {
+	return func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
+		ctx, span := tracing.Start(ctx, "idempotency", trace.WithAttributes(attribute.String("idempotency.operation", req.Scope.Operation)))
+		defer span.End()
+		res, err := run(ctx, req, work)
+		span.SetAttributes(attribute.String("idempotency.outcome", string(res.Outcome)),
+			attribute.String("idempotency.path", string(res.Path)), attribute.Bool("idempotency.replayed", res.Replayed))
+		if err != nil {
+			span.SetAttributes(attribute.String("idempotency.code", apperr.Code(err)))
+			if Render(err).Status >= 500 {
+				span.SetStatus(codes.Error, apperr.Code(err))
+			}
 		}
+		return res, err
 	}
-	return res, err
 }

@@ -20,19 +20,6 @@ type Decoration struct {
 	DropAnswer bool                        // closes the connection without the answer
 }
 
-// hold is Deps.InWork, then decorated; nil when there is neither.
-func (s *Server) hold(r *http.Request, decorated func(context.Context) error) func(context.Context) error {
-	if s.InWork == nil {
-		return decorated
-	}
-	return func(ctx context.Context) error {
-		if err := s.InWork(ctx, r); err != nil || decorated == nil {
-			return err
-		}
-		return decorated(ctx)
-	}
-}
-
 // dropConnection closes the client's connection without a response: a lost
 // response after the commit, which only a retry with the same key can recover.
 func dropConnection(logger *slog.Logger, w http.ResponseWriter, r *http.Request) {

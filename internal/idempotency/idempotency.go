@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -84,6 +82,7 @@ type Store interface {
 	// one transaction while c's token holds it. Errors: ErrLeaseLost, ErrEffectNotApplied.
 	FinishClaimAtomically(ctx context.Context, c Claim, a Answer) error
 	// Release deletes c's record while it is in progress under c's token.
+	// The Runner's store goes on trying in the background (retriedReleases).
 	Release(ctx context.Context, c Claim) error
 	// Lookup returns the record of a scope, nil if none, and the store's time.
 	Lookup(ctx context.Context, s Scope) (*Record, time.Time, error)
@@ -108,11 +107,10 @@ const (
 	OutcomeReplayed         Outcome = "replayed"
 	OutcomeInProgress       Outcome = "in_progress"
 	OutcomeMismatch         Outcome = "mismatch"
-	OutcomeReleased         Outcome = "released"     // the work or its finish failed; the claim was released
-	OutcomeLeaseLost        Outcome = "lease_lost"   // the finish found the claim taken over
-	OutcomeFailed           Outcome = "failed"       // the work, or the statement that writes the key, failed
-	OutcomeRerun            Outcome = "rerun"        // a row the statement's snapshot missed took the key
-	OutcomeRateLimited      Outcome = "rate_limited" // refused under the bound on new keys (NewKeys)
+	OutcomeReleased         Outcome = "released"   // the work or its finish failed; the claim was released
+	OutcomeLeaseLost        Outcome = "lease_lost" // the finish found the claim taken over
+	OutcomeFailed           Outcome = "failed"     // the work, or the statement that writes the key, failed
+	OutcomeRerun            Outcome = "rerun"      // a row the statement's snapshot missed took the key
 )
 
 // Work decides an operation at time now, without writing: the Runner commits
@@ -126,8 +124,8 @@ type Request struct {
 	Scope       Scope
 	Fingerprint string
 	Path        Path
-	Wait        time.Duration // how long to wait for a first attempt in progress (Prefer: wait), at most maxWait
 	Retry       bool          // X-Client-Attempt ≥ 2: the Runner reads the key first
+	Wait        time.Duration // Prefer: wait, for the layer Waits; Do does not wait
 	TTL         time.Duration // how long this request's answer is replayed (0: Config.TTL)
 }
 
@@ -135,9 +133,10 @@ type Request struct {
 type Result struct {
 	Response Response
 	Replayed bool
-	Waited   bool    // the replay came after a wait for another attempt (Prefer: wait)
 	Outcome  Outcome // set even when Do returns an error
 	Path     Path
+	WorkLeft time.Duration // in progress: until the owner's work must have ended (0: it has, or no one can say)
+	Waited   bool          // the replay came after a wait for another attempt (Waits)
 }
 
 // Config configures a Runner. Store, TTL and Lease are required.
@@ -152,8 +151,7 @@ type Config struct {
 
 // Runner is the state machine of one key around a Work.
 type Runner struct {
-	cfg     Config
-	waiters waiters
+	cfg Config
 }
 
 // NewRunner returns a Runner, or an error naming what cfg lacks.
@@ -169,22 +167,21 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Runner{cfg: cfg, waiters: waiters{m: map[Scope]*waiting{}}}, nil
+	if cfg.Observe == nil {
+		cfg.Observe = func(string, Path, Outcome) {}
+	}
+	cfg.Store = retriedReleases{cfg.Store, cfg.Lease}
+	return &Runner{cfg: cfg}, nil
 }
 
-const (
-	tries          = 3                // bounds the turns of one request, and a work's decisions
-	maxWait        = 10 * time.Second // caps Request.Wait
-	pollInterval   = time.Second      // about how often a waiting request reads its key again
-	releaseTimeout = 5 * time.Second  // bounds one attempt to release a claim
-	releaseWait    = time.Second      // how long a request waits for its release; the release goes on
-)
+// tries bounds the turns of one request, and a work's decisions.
+const tries = 3
 
 // Do runs work at most once for the request's key and fingerprint. Each turn
 // runs one statement (a read of the key, or the path's write) and hands the
 // row it found to Decide; each case of the switch answers, or takes one more
-// turn. Errors: operation_in_progress, key_payload_mismatch; ctx's error
-// when the client left during a wait; the store's or the work's.
+// turn. Errors: operation_in_progress, key_payload_mismatch; the store's or
+// the work's.
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
 	read := req.Retry // a retry's key most likely exists: its first turn only reads it
 	for turn := 1; ; turn++ {
@@ -200,8 +197,8 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 		case d.Kind == Mismatch: // the key is another intent's: nothing runs, nothing changes
 			return r.result(req, OutcomeMismatch), apperr.Errorf(apperr.KeyPayloadMismatch,
 				"this idempotency key was already used with a different request payload")
-		case d.Kind == InProgress: // another attempt holds the key
-			return r.inProgress(ctx, req, work, d)
+		case d.Kind == InProgress: // another attempt holds the key: 409 until its work must have ended
+			return r.inProgress(req, d)
 		case w.Wrote && req.Path == OnePhase: // the answer and the business rows committed together
 			return Result{Path: req.Path, Outcome: r.wrote(req, d.Kind), Response: a.Response}, nil
 		case w.Wrote: // the key is held in progress by this request: run the work
@@ -224,13 +221,10 @@ func (r *Runner) statement(ctx context.Context, req Request, c Claim, work Work,
 	switch {
 	case read:
 		rec, now, err := r.cfg.Store.Lookup(ctx, req.Scope)
-		switch {
-		case apperr.Code(err) == apperr.Unavailable: // the write would wait for the database as long
-			return KeyWrite{}, Answer{}, err
-		case err != nil:
-			rec = nil
+		if err != nil && apperr.Code(err) != apperr.Unavailable { // the write decides
+			rec, err = nil, nil
 		}
-		return KeyWrite{Prev: rec, Now: now}, Answer{}, nil
+		return KeyWrite{Prev: rec, Now: now}, Answer{}, err
 	case req.Path == OnePhase:
 		return r.createResultAndFinishAtomically(ctx, req, c, work)
 	default:
@@ -270,12 +264,11 @@ func (r *Runner) createResultAndFinishAtomically(ctx context.Context, req Reques
 // under a lease, so that a retry meanwhile sees it held, and a retry after
 // the owner died (its lease passed) may take it over.
 func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, error) {
-	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease) // no later than the store's
 	w, err := r.cfg.Store.Claim(ctx, c, req.Fingerprint, r.cfg.Lease, cmp.Or(req.TTL, r.cfg.TTL))
 	if err != nil {
 		// It may have committed with its reply lost: release it by its token,
 		// or the key would answer 409 for a whole lease.
-		_ = r.release(ctx, c, leaseEnd) // the claim's error is the answer
+		_ = r.cfg.Store.Release(ctx, c) // the claim's error is the answer
 		return w, fmt.Errorf("claim key: %w", err)
 	}
 	return w, nil
@@ -287,10 +280,8 @@ func (r *Runner) claim(ctx context.Context, req Request, c Claim) (KeyWrite, err
 // fenced by c's token: an owner whose lease passed finds the key taken
 // (ErrLeaseLost) and commits nothing, so the business row never exists
 // twice. On any other failure the claim is released and a retry runs at
-// once. When it ends, requests waiting here for the key look again.
+// once.
 func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work Work) (Result, error) {
-	defer r.waiters.ended(c.Scope)
-	leaseEnd := r.cfg.Clock().Add(r.cfg.Lease)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.workBudget())
 	defer cancel()
 	a, err := work(wctx, r.cfg.Clock())
@@ -306,116 +297,23 @@ func (r *Runner) run(ctx context.Context, req Request, c Claim, o Outcome, work 
 		return r.result(req, OutcomeInProgress), err // the work keeps its key
 	}
 	res := r.result(req, OutcomeReleased)
-	if rerr := r.release(ctx, c, leaseEnd); rerr != nil {
+	if rerr := r.cfg.Store.Release(ctx, c); rerr != nil {
 		return res, errors.Join(err, fmt.Errorf("release claim (retried in the background): %w", rerr))
 	}
 	return res, err
 }
 
-// release deletes claim c, retrying in the background until it succeeds or
-// its lease ends (then a retry takes the key over anyway); it returns the
-// first attempt's error, waiting at most releaseWait for it.
-func (r *Runner) release(ctx context.Context, c Claim, leaseEnd time.Time) error {
-	first := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), leaseEnd)
-		defer cancel()
-		for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, time.Second) {
-			actx, cancelAttempt := context.WithTimeout(ctx, releaseTimeout)
-			err := r.cfg.Store.Release(actx, c)
-			cancelAttempt()
-			select {
-			case first <- err: // the first attempt's, as the buffer is read once
-			default:
-			}
-			if err == nil {
-				return
-			}
-			time.Sleep(backoff/2 + rand.N(backoff/2))
-		}
-	}()
-	select {
-	case err := <-first:
-		return err
-	case <-time.After(releaseWait):
-		return fmt.Errorf("no answer within %v", releaseWait)
-	}
-}
-
 // inProgress answers a request that met its key held by another attempt:
-// 409 with Retry-After until the owner's work must have ended. With Prefer:
-// wait it waits instead, at most that long, holding no connection, and then
-// takes its turns again: a replay if the owner answered, its own run if the
-// owner let go. Past the owner's deadline the owner is gone and only its
-// lease holds the key, so waiting would not bring an answer.
-func (r *Runner) inProgress(ctx context.Context, req Request, work Work, d Decision) (Result, error) {
-	if d.LeaseLeft > 2*r.cfg.TTL { // held far longer than a key is kept: no time to promise
-		return r.result(req, OutcomeInProgress), InProgressError(0)
+// 409 with Retry-After until the owner's work must have ended (the Waits
+// layer may wait that long instead). A lease that runs far past any key's
+// TTL is a key held for an operator: 409 with no time to promise.
+func (r *Runner) inProgress(req Request, d Decision) (Result, error) {
+	res := r.result(req, OutcomeInProgress)
+	if d.LeaseLeft > 2*r.cfg.TTL {
+		return res, InProgressError(0)
 	}
-	start, wait := r.cfg.Clock(), min(max(req.Wait, 0), maxWait)
-	if min(wait, d.WorkLeft) <= 0 {
-		return r.result(req, OutcomeInProgress), InProgressError(d.RetryAfter())
-	}
-	if err := r.waiters.wait(ctx, req.Scope, min(wait, d.WorkLeft)); err != nil {
-		return r.result(req, OutcomeInProgress), fmt.Errorf("wait for the first attempt: the client left: %w", err)
-	}
-	req.Wait, req.Retry = wait-r.cfg.Clock().Sub(start), true
-	res, err := r.Do(ctx, req, work)
-	res.Waited = res.Replayed
-	return res, err
-}
-
-// waiters tells the requests waiting here for a key (Prefer: wait) that its
-// owner in this process ended, so they look again at once; an owner on
-// another replica is seen by reading the key about every pollInterval.
-type waiters struct {
-	mu sync.Mutex
-	m  map[Scope]*waiting
-}
-
-// waiting is the requests waiting on one key, and the signal of its owner's end.
-type waiting struct {
-	ended chan struct{}
-	n     int
-}
-
-// wait blocks until the owner of s here ends, a jittered pollInterval or d
-// passes, or ctx ends (its error).
-func (w *waiters) wait(ctx context.Context, s Scope, d time.Duration) error {
-	w.mu.Lock()
-	e := w.m[s]
-	if e == nil {
-		e = &waiting{ended: make(chan struct{})}
-		w.m[s] = e
-	}
-	e.n++
-	w.mu.Unlock()
-	defer func() { // the last waiter drops the entry, unless the owner's end did
-		w.mu.Lock()
-		if e.n--; e.n == 0 && w.m[s] == e {
-			delete(w.m, s)
-		}
-		w.mu.Unlock()
-	}()
-	t := time.NewTimer(min(d, pollInterval/2+rand.N(pollInterval)))
-	defer t.Stop()
-	select {
-	case <-e.ended:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
-}
-
-// ended wakes the requests waiting on s here: its owner answered, or let it go.
-func (w *waiters) ended(s Scope) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if e := w.m[s]; e != nil {
-		close(e.ended)
-		delete(w.m, s)
-	}
+	res.WorkLeft = d.WorkLeft
+	return res, InProgressError(d.RetryAfter())
 }
 
 // wrote reports what a turn that wrote the key did, where Decide said kind.
@@ -434,11 +332,7 @@ func (r *Runner) result(req Request, o Outcome) Result {
 	return Result{Path: req.Path, Outcome: o}
 }
 
-func (r *Runner) observe(req Request, o Outcome) {
-	if r.cfg.Observe != nil {
-		r.cfg.Observe(req.Scope.Operation, req.Path, o)
-	}
-}
+func (r *Runner) observe(req Request, o Outcome) { r.cfg.Observe(req.Scope.Operation, req.Path, o) }
 
 // workBudget is half the lease: a work ends well before its key may be taken over.
 func (r *Runner) workBudget() time.Duration { return r.cfg.Lease / 2 }

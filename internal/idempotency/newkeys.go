@@ -47,6 +47,9 @@ func BoundNewKeys(perSecond float64, burst int, keys interface {
 		observe: observe, actors: map[string]*actorKeys{}}, nil
 }
 
+// OutcomeRateLimited: refused under the bound on new keys; nothing was stored.
+const OutcomeRateLimited Outcome = "rate_limited"
+
 // lookupTimeout bounds the read of a refused request's key: a refusal never
 // waits behind a busy pool.
 const lookupTimeout = 250 * time.Millisecond

@@ -60,7 +60,10 @@ func (e *branchEnv) create(topic string) idempotency.Work {
 }
 
 func (e *branchEnv) do(p idempotency.Path, fp string, wait time.Duration, work idempotency.Work) (idempotency.Result, error) {
-	return e.r.Do(context.Background(), idempotency.Request{Scope: e.scope, Fingerprint: fp, Path: p, Wait: wait, Retry: e.retry}, work)
+	req := idempotency.Request{Scope: e.scope, Fingerprint: fp, Path: p, Wait: wait, Retry: e.retry}
+	return idempotency.NewWaits(nil).Do(context.Background(), req, func(ctx context.Context, req idempotency.Request) (idempotency.Result, error) {
+		return e.r.Do(ctx, req, work)
+	})
 }
 
 // claim holds the key in progress, as another attempt's claim would.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
 // database/sql bounds a wait for a connection by the caller's context only: with the database
@@ -102,4 +104,38 @@ func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) err
 		return dbErr(ErrSilent)
 	}
 	return err
+}
+
+// Watched is s's keys as a Runner is handed them, behind the pool's watch:
+// a key's statement that waits for a connection of a pool whose database
+// hears nothing gives up with 503 (await) rather than queue behind it, so
+// that an outage answers at once and a client retries with its key. The
+// watch is the pool's policy around the statements, which are plain
+// database/sql.
+func (s *Store) Watched() idempotency.Store { return watched{s} }
+
+// watched is a Store whose key statements are awaited.
+type watched struct{ s *Store }
+
+func (w watched) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (kw idempotency.KeyWrite, err error) {
+	err = await(ctx, w.s.db, func(ctx context.Context) error { kw, err = w.s.Claim(ctx, c, fp, lease, ttl); return err })
+	return kw, err
+}
+
+func (w watched) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (kw idempotency.KeyWrite, err error) {
+	err = await(ctx, w.s.db, func(ctx context.Context) error { kw, err = w.s.CompleteAtomically(ctx, c, fp, ttl, a); return err })
+	return kw, err
+}
+
+func (w watched) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
+	return await(ctx, w.s.db, func(ctx context.Context) error { return w.s.FinishClaimAtomically(ctx, c, a) })
+}
+
+func (w watched) Release(ctx context.Context, c idempotency.Claim) error {
+	return await(ctx, w.s.db, func(ctx context.Context) error { return w.s.Release(ctx, c) })
+}
+
+func (w watched) Lookup(ctx context.Context, sc idempotency.Scope) (rec *idempotency.Record, now time.Time, err error) {
+	err = await(ctx, w.s.db, func(ctx context.Context) error { rec, now, err = w.s.Lookup(ctx, sc); return err })
+	return rec, now, err
 }

@@ -185,20 +185,18 @@ func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error)
 	if e == nil || !e.conditional {
 		return fn(nil)
 	}
-	return await(ctx, s.db, func(ctx context.Context) error {
-		tx, err := s.db.BeginTxx(ctx, nil)
-		if err != nil {
-			return dbErr(err)
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return dbErr(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		if pe, ok := errors.AsType[*pq.Error](err); ok && pe.Code == "23505" { // unique_violation
+			return idempotency.ErrEffectNotApplied
 		}
-		if err := fn(tx); err != nil {
-			tx.Rollback()
-			if pe, ok := errors.AsType[*pq.Error](err); ok && pe.Code == "23505" { // unique_violation
-				return idempotency.ErrEffectNotApplied
-			}
-			return err
-		}
-		return dbErr(tx.Commit())
-	})
+		return err
+	}
+	return dbErr(tx.Commit())
 }
 
 var (
@@ -212,10 +210,8 @@ var (
 // completed, is not this request's to delete. A released key is free, and the
 // next attempt runs the work afresh, as a transient failure should allow.
 func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
-	return await(ctx, s.db, func(ctx context.Context) error {
-		_, err := s.db.ExecContext(ctx, releaseClaimSQL, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
-		return dbErr(err)
-	})
+	_, err := s.db.ExecContext(ctx, releaseClaimSQL, c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token)
+	return dbErr(err)
 }
 
 // Lookup implements idempotency.Store: one indexed read of a key, with the

@@ -412,32 +412,23 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// queryRow runs query in tx if not nil (else on the pool, awaited) and scans its one row into dest.
-// Awaited: a statement that waits for a connection of a pool whose database
-// hears nothing gives up with 503 (hearing.go) rather than queue behind it,
-// so that an outage answers at once and a client retries with its key.
+// queryRow runs query in tx if not nil, else on the pool, and scans its one row into dest.
 func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
-	run := func(ctx context.Context) error {
-		if s.Unprepared {
-			var on sqlx.QueryerContext = s.db
-			if tx != nil {
-				on = tx
-			}
-			return dbErr(on.QueryRowxContext(ctx, query, args...).Scan(dest...))
-		}
-		st, err := s.prepared(ctx, query)
-		if err != nil {
-			return err
-		}
+	if s.Unprepared {
+		var on sqlx.QueryerContext = s.db
 		if tx != nil {
-			st = tx.StmtxContext(ctx, st)
+			on = tx
 		}
-		return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
+		return dbErr(on.QueryRowxContext(ctx, query, args...).Scan(dest...))
+	}
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return err
 	}
 	if tx != nil {
-		return run(ctx)
+		st = tx.StmtxContext(ctx, st)
 	}
-	return await(ctx, s.db, run)
+	return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
 }
 
 // New returns the Store on one PostgreSQL at db (NewCitus: on a Citus

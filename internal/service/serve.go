@@ -106,7 +106,7 @@ func (a *App) Deps(svc httpapi.DemoRequests, tokens auth.Tokens) httpapi.Deps {
 	cfg := a.Config
 	d := httpapi.Deps{
 		Logger:      a.Logger,
-		Keys:        a.Store,
+		Keys:        a.Store.Watched(), // behind the pool's watch of a silent database
 		Demo:        svc,
 		Writes:      a.Store,
 		Deliveries:  a.Dispatcher,

@@ -84,14 +84,16 @@ func newServer(t *testing.T, p idempotency.Path) *server {
 		Logger: logger, Keys: s.store, Writes: s.store, Tokens: tokens, Ready: s.store.Ping,
 		Demo: &demo.Service{Store: s.store}, TTL: 24 * time.Hour, Lease: 30 * time.Second, Path: p,
 		Deliveries: &delivery.Dispatcher{Store: s.store, Logger: logger},
-		InWork: func(ctx context.Context, _ *http.Request) error {
-			s.mu.Lock()
-			hold := s.hold
-			s.mu.Unlock()
-			if hold != nil {
-				return hold(ctx)
-			}
-			return nil
+		Decorate: func(*http.Request, *idempotency.Request) (httpapi.Decoration, error) {
+			return httpapi.Decoration{Hold: func(ctx context.Context) error {
+				s.mu.Lock()
+				hold := s.hold
+				s.mu.Unlock()
+				if hold != nil {
+					return hold(ctx)
+				}
+				return nil
+			}}, nil
 		},
 	})
 	if err != nil {

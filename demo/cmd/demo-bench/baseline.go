@@ -12,6 +12,7 @@ import (
 
 	"github.com/demo-api/demo-api/demo/internal/profiler"
 	"github.com/demo-api/demo-api/internal/auth"
+	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/metrics"
@@ -31,7 +32,7 @@ const baselineCommand = "baseline-server"
 // baseline request and a create is what that layer costs:
 //
 //   - the same middleware and authentication: the server is the API's;
-//   - the same decoding (httpapi.DecodeJSON, then the input's Validate),
+//   - the same decoding (body.DecodeJSON, then the input's Validate),
 //     decision (demo.Service.Create) and answer (the request as JSON, with
 //     its Location), made of the pieces any route of a service uses;
 //   - the same connection settings (postgres.Open: binary parameters, a pool
@@ -128,7 +129,7 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 func createWithoutKey(logger *slog.Logger, svc *demo.Service, insert func(context.Context, demo.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in demo.CreateInput
-		err := httpapi.DecodeJSON(w, r, &in)
+		err := body.DecodeJSON(w, r, &in)
 		if err == nil {
 			err = in.Validate()
 		}

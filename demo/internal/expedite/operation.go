@@ -208,7 +208,8 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 	if err != nil {
 		return nil, err
 	}
-	var newKeys *idempotency.NewKeys // the bound on new keys, as s's operations have it
+	waits := idempotency.NewWaits(nil) // Prefer: wait, as s's operations have it
+	var newKeys *idempotency.NewKeys   // the bound on new keys, as s's operations have it
 	if s.NewKeysPerSecond != 0 {
 		if newKeys, err = idempotency.BoundNewKeys(s.NewKeysPerSecond, s.NewKeysBurst, runs, cfg.Observe); err != nil {
 			return nil, err
@@ -246,7 +247,9 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 		// for the caller's account.
 		ctx := reviewdesk.WithAccount(r.Context(), it.Request.Scope.Actor)
 		res, err := newKeys.Admit(ctx, it.Request, func(ctx context.Context) (idempotency.Result, error) {
-			return runner.Do(ctx, it.Request, held(op, it.Hold), input, stopAfter)
+			return waits.Do(ctx, it.Request, func(ctx context.Context, req idempotency.Request) (idempotency.Result, error) {
+				return runner.Do(ctx, req, held(op, it.Hold), input, stopAfter)
+			})
 		})
 		if errors.Is(err, steps.ErrStopped) {
 			dropConnection(s.Logger, w, r) // the runner "died" after the step

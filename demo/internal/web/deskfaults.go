@@ -10,6 +10,7 @@ import (
 
 	"github.com/demo-api/demo-api/demo/internal/deskclient"
 	"github.com/demo-api/demo-api/internal/apperr"
+	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
@@ -31,7 +32,7 @@ const maxDeskFaults = 4 << 10
 // these faults, such as a delay that is not a duration), unavailable.
 func DeskFaults(logger *slog.Logger, set func(context.Context, json.RawMessage) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := httpapi.ReadBody(w, r, maxDeskFaults)
+		b, err := body.Read(w, r, maxDeskFaults)
 		var obj map[string]json.RawMessage
 		switch {
 		case err == nil && (json.Unmarshal(b, &obj) != nil || obj == nil):

@@ -101,7 +101,7 @@ func New(t *testing.T, opts ...Option) *Env {
 		Logger:     logger,
 		Metrics:    m,
 		Deliveries: e.Dispatcher,
-		Keys:       e.Store,
+		Keys:       e.Store.Watched(),
 		Demo:       &demo.Service{Store: e.Store, RefusedTopics: map[string]bool{"blocked": true}},
 		Writes:     e.Store,
 		Tokens:     tokens,
@@ -109,17 +109,11 @@ func New(t *testing.T, opts ...Option) *Env {
 		Decorate:   workshop.Off,
 		TTL:        TTL,
 		Lease:      Lease,
-		InWork: func(ctx context.Context, r *http.Request) error {
-			e.Works.Add(1)
-			if hook := e.hook.Load(); hook != nil && *hook != nil {
-				return (*hook)(ctx, r)
-			}
-			return nil
-		},
 	}
 	for _, o := range opts {
 		o(&deps, e.Store)
 	}
+	deps.Decorate = e.inWork(deps.Decorate)
 	e.Path = deps.Path
 	h, err := httpapi.NewServer(deps)
 	if err != nil {
@@ -149,6 +143,32 @@ func New(t *testing.T, opts ...Option) *Env {
 }
 
 // SetHook runs h inside every work after the claim.
+// inWork decorates every attempt so that its work, before decorate's Hold
+// and the decision, counts itself in e.Works and runs the test's hook (SetHook).
+func (e *Env) inWork(decorate httpapi.Decorator) httpapi.Decorator {
+	return func(r *http.Request, req *idempotency.Request) (d httpapi.Decoration, err error) {
+		if decorate != nil {
+			if d, err = decorate(r, req); err != nil {
+				return d, err
+			}
+		}
+		hold := d.Hold
+		d.Hold = func(ctx context.Context) error {
+			e.Works.Add(1)
+			if hook := e.hook.Load(); hook != nil && *hook != nil {
+				if err := (*hook)(ctx, r); err != nil {
+					return err
+				}
+			}
+			if hold == nil {
+				return nil
+			}
+			return hold(ctx)
+		}
+		return d, nil
+	}
+}
+
 func (e *Env) SetHook(h func(ctx context.Context, r *http.Request) error) { e.hook.Store(&h) }
 
 // Reply is a response as read.

@@ -1,4 +1,8 @@
-package httpapi
+// Package body reads a request's body strictly, before anything is decided:
+// one JSON object of known members, each once, within a size bound. The
+// fingerprint of a request is taken from what it decodes, so a body that a
+// lenient parser could read two ways must be refused, not guessed at.
+package body
 
 import (
 	"bytes"
@@ -15,12 +19,12 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 )
 
-// MaxBodyBytes bounds a request body: its fields are stored with the
+// MaxBytes bounds a request body: its fields are stored with the
 // business row, and in the answer a key replays for a whole TTL.
-const MaxBodyBytes = 64 << 10
+const MaxBytes = 64 << 10
 
 // DecodeJSON decodes the body of r into v, a pointer to a struct: one JSON
-// object, at most MaxBodyBytes, whose members are fields of v spelled exactly,
+// object, at most MaxBytes, whose members are fields of v spelled exactly,
 // each once, none null (encoding/json would take another case, duplicates, null).
 // It is strict because the fingerprint is taken from what it decodes: a body
 // that encoding/json reads leniently could mean two things, and two intents
@@ -35,7 +39,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return apperr.Errorf(apperr.UnsupportedMediaType, "send the body in UTF-8 (charset=%q is not)", cs)
 	}
-	body, err := ReadBody(w, r, MaxBodyBytes)
+	body, err := Read(w, r, MaxBytes)
 	if err != nil {
 		return err
 	}
@@ -55,10 +59,10 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// ReadBody reads r's body, at most limit bytes. Errors: body_too_large, malformed_json (unread).
+// Read reads r's body, at most limit bytes. Errors: body_too_large, malformed_json (unread).
 // It reads the body whole before anything is decided: a body cut short by the
 // client is a malformed request, never half an intent.
-func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+func Read(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	tooLarge := apperr.Errorf(apperr.BodyTooLarge, "the body must be at most %d bytes", limit)
 	if r.ContentLength > limit {
 		// Answered before the body is read; the connection closes, or Go would read it first.

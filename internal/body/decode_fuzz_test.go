@@ -1,4 +1,4 @@
-package httpapi
+package body
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 // FuzzDecodeCreate: the body decoder never panics, and a body it accepts
 // is one the service stores faithfully: valid UTF-8, no NUL, and the same
-// input once encoded and decoded again. Seeds are in testdata/fuzz.
+// input once encoded and decoded again. Its seeds are the bodies below.
 func FuzzDecodeCreate(f *testing.F) {
 	for _, s := range []string{`{"topic":"t","note":"n"}`, `{"topic":"a\ud83d\ude00"}`, `{"topic":"\ud800"}`,
 		`{"topic":"x","clientLabel":"retry 2"}`, `{"topic":`, `{"topic":"\u0000"}`, "{\"topic\":\"\xff\"}", `{"topic":"\\ud800"}`} {
