@@ -30,7 +30,9 @@
 // (requestId, request_id, RequestID, request_not_cancellable: ticketId, …),
 // the business package (internal/demo, demo.Request: internal/ticket,
 // ticket.Ticket), and the files whose names say them. It runs only where no
-// nested module builds on the resource (demo/ does: remove it first).
+// nested module builds on the resource (demo/ does: remove it first), and
+// neither rename runs where the service and the resource share a name (the
+// service tickets, the resource ticket): rename both in one call.
 //
 // What checks the template itself leaves with it (templateFiles and
 // templateSections, below): the test that copies it, the tests of the
@@ -117,6 +119,17 @@ func run(args []string) error {
 		if len(on) > 0 {
 			return fmt.Errorf("%s builds on the example resource: rename it in a copy without %s/ (rm -r %s)", on[0].dir, on[0].dir, on[0].dir)
 		}
+		service := serviceName(oldModule)
+		if len(args) == 2 {
+			service = args[1]
+		} else if len(args) == 1 {
+			service = serviceName(args[0])
+		}
+		if to != example {
+			if err := sharesNoWord(example, service); err != nil {
+				return err
+			}
+		}
 	}
 	if len(args) > 0 {
 		if err := renameModule(oldModule, args); err != nil {
@@ -142,6 +155,11 @@ func renameModule(oldModule string, args []string) error {
 	}
 	if !nameRE.MatchString(newName) {
 		return fmt.Errorf("the service name %q is not lowercase letters, digits and '-' after a letter: give one as the second argument", newName)
+	}
+	if oldName != newName {
+		if err := sharesNoWord(example, oldName); err != nil {
+			return err
+		}
 	}
 
 	r := renamer{}

@@ -31,15 +31,17 @@ type resource struct {
 
 // leaves says what a rename of from leaves as it is.
 func leaves(from resource) string {
-	last := strings.Fields(from.Singular)
-	word := last[len(last)-1]
-	return fmt.Sprintf(`left as they are:
-  - the word %q alone, in prose and in names other than the id, state and code
-    words above: an HTTP request and the resource may read the same there;
+	var alone string
+	if words := strings.Fields(from.Singular); len(words) > 1 {
+		alone = fmt.Sprintf(`
+  - the word %q alone, in prose and in names but the id, state and code words
+    above: it may name something else there (an HTTP request, for "request");`, words[len(words)-1])
+	}
+	return `left as they are:` + alone + `
   - the review desk's wire words (internal/reviewdesk/wire.go: its routes, headers,
     topic, note), but for the submission's id, which names the resource;
   - chi's middleware.RequestID;
-  - scripts/rename, whose rules and tests show the template's words`, word)
+  - scripts/rename, whose rules and tests show the template's words`
 }
 
 var (
@@ -77,6 +79,22 @@ func newResource(singular, plural string) (resource, error) {
 		}
 	}
 	return r, nil
+}
+
+// sharesNoWord refuses a rename where the service's name is one of the
+// resource's spellings (the service orders, the resource order): it could
+// not tell the two apart. Renaming both in one call from the template never
+// meets it.
+func sharesNoWord(from resource, service string) error {
+	names := []string{service, ident(service), strings.ToUpper(ident(service))}
+	for _, words := range []string{from.Singular, from.Plural} {
+		for _, s := range spellings(strings.Fields(words), true) {
+			if slices.Contains(names, s) {
+				return fmt.Errorf("the service %s and the resource %s share a name: a rename cannot tell them apart, rename them by hand from here", service, words)
+			}
+		}
+	}
+	return nil
 }
 
 // pluralOf is English's regular plural of a noun.

@@ -205,3 +205,28 @@ func TestRefusesWhereTheDemoBuildsOnIt(t *testing.T) {
 		t.Errorf("the refused rename changed the tree: %v", err)
 	}
 }
+
+// TestRefusesAServiceNamedAsItsResource: in the service tickets, whose
+// resource is ticket, neither rename can tell the two apart, so both refuse
+// and change nothing.
+func TestRefusesAServiceNamedAsItsResource(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/acme/tickets\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	saved := example
+	t.Cleanup(func() { example = saved })
+	example = mustResource(t, "ticket", "")
+	for _, args := range [][]string{{"-resource", "support-ticket"}, {"example.com/acme/helpdesk"}} {
+		if err := run(args); err == nil || !strings.Contains(err.Error(), "share a name") {
+			t.Errorf("rename %v: %v, want a refusal: the service and the resource share a name", args, err)
+		}
+	}
+	if b, _ := os.ReadFile("go.mod"); string(b) != "module example.com/acme/tickets\n" {
+		t.Errorf("a refused rename changed go.mod:\n%s", b)
+	}
+	if err := run([]string{"-resource", "ticket"}); err != nil { // the same name again: nothing to do
+		t.Errorf("rename -resource ticket in the ticket's tree: %v, want nothing done", err)
+	}
+}
