@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"go/format"
 	"go/token"
@@ -23,7 +22,8 @@ var example = resource{Singular: "demo request", Plural: "demo requests", Packag
 
 var exampleRE = regexp.MustCompile(`(?m)^var example = resource\{.*\}$`)
 
-// resource is a resource's name: its words, one or two, lowercase.
+// resource is a resource's name: its words (one or two, lowercase, joined
+// by a space), and its Go package and type.
 type resource struct {
 	Singular, Plural string
 	Package, Type    string
@@ -289,8 +289,8 @@ func renameResource(to resource, dir string) error {
 				changed++
 			}
 		}
-		if to := string(replaceResource([]byte(slash), rules, slash)); to != slash {
-			moves = append(moves, [2]string{slash, to})
+		if moved := string(replaceResource([]byte(slash), rules, slash)); moved != slash {
+			moves = append(moves, [2]string{slash, moved})
 		}
 		return nil
 	})
@@ -307,6 +307,9 @@ func renameResource(to resource, dir string) error {
 	b, err := os.ReadFile(self)
 	if err != nil {
 		return err
+	}
+	if !exampleRE.Match(b) {
+		return fmt.Errorf("%s has no line var example = resource{…}: the next rename would not know the resource", self)
 	}
 	line := fmt.Sprintf("var example = resource{Singular: %q, Plural: %q, Package: %q, Type: %q}", to.Singular, to.Plural, to.Package, to.Type)
 	if err := os.WriteFile(self, exampleRE.ReplaceAll(b, []byte(line)), 0o644); err != nil {
@@ -385,10 +388,8 @@ func moveFile(from, to string) error {
 		return err
 	}
 	for dir := filepath.Dir(from); dir != "."; dir = filepath.Dir(dir) {
-		if err := os.Remove(dir); err != nil {
-			if errors.Is(err, fs.ErrExist) || !errors.Is(err, fs.ErrNotExist) {
-				break // not empty
-			}
+		if os.Remove(dir) != nil {
+			break // not empty
 		}
 	}
 	return nil
