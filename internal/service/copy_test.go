@@ -53,6 +53,7 @@ func TestCopyFollowsItsName(t *testing.T) {
 		t.Fatal("found no nested module (demo/, conformance/): the copy would not show that it stands without them")
 	}
 	tree := t.TempDir()
+	named := 0 // the template's files that name the example resource
 	for f := range strings.SplitSeq(strings.TrimRight(string(ls), "\x00"), "\x00") {
 		if slices.ContainsFunc(nested, func(dir string) bool { return strings.HasPrefix(f, dir) }) {
 			continue
@@ -72,6 +73,12 @@ func TestCopyFollowsItsName(t *testing.T) {
 		if err := os.WriteFile(dst, b, info.Mode().Perm()); err != nil {
 			t.Fatal(err)
 		}
+		if resourceRE.Match(b) {
+			named++
+		}
+	}
+	if named < 50 {
+		t.Errorf("%d of the template's files name the example resource as resourceRE finds it, want at least 50: the check below would find nothing", named)
 	}
 	inCopy := func(name string, args ...string) string {
 		t.Helper()
