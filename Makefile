@@ -41,7 +41,8 @@
 #                   of make test (CI runs it beside)
 #   make rename MODULE=path  give this module (a copy of the template, without
 #                   demo/) its own path, and the names an operator sees its
-#                   last element (scripts/rename)
+#                   last element; RESOURCE=ticket renames the example
+#                   resource, demo requests, in every form (scripts/rename)
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
@@ -145,9 +146,13 @@ cross:
 # (go.mod and every import), and the names an operator sees (the command,
 # binary, image, compose service, metrics, tracing, README title) under its
 # last element, orders; NAME=… names the service otherwise.
+# make rename RESOURCE=order: the example resource, demo request(s), is
+# order(s) in every case form (table, types, routes, JSON fields, key
+# prefix, codes, file names, docs); RESOURCES=… gives an irregular plural.
+# Both in one call do both.
 rename:
-	@if [[ -z "$(MODULE)" ]]; then echo "usage: make rename MODULE=<module path> [NAME=<service name>]" >&2; exit 2; fi
-	$(GO) run ./scripts/rename "$(MODULE)" $(NAME)
+	@if [[ -z "$(MODULE)$(RESOURCE)" ]]; then echo "usage: make rename [MODULE=<module path> [NAME=<service name>]] [RESOURCE=<name> [RESOURCES=<plural>]]" >&2; exit 2; fi
+	$(GO) run ./scripts/rename $(if $(RESOURCE),-resource "$(RESOURCE)") $(if $(RESOURCES),-resources "$(RESOURCES)") $(if $(MODULE),"$(MODULE)" $(NAME))
 
 FUZZTIME ?= 30s
 # Every fuzz target, found where it is written, so a new one cannot be left out.

@@ -59,7 +59,7 @@ func noteKey(r *http.Request, s idempotency.Scope) {
 	info(r).keyHash = hex.EncodeToString(sum[:8])
 }
 
-func requestID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
+func reqID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
 
 // logRequests logs one line per request, and reports it to the metrics.
 // A response that was never sent (the workshop dropped it, or the client
@@ -84,7 +84,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			status, label = 0, "client_gone" // no one to answer
 		}
 		attrs := []slog.Attr{
-			slog.String("request_id", requestID(r)),
+			slog.String("req_id", reqID(r)),
 			slog.String("method", r.Method),
 			slog.String("route", route),
 			slog.Int("status", status),
@@ -125,7 +125,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.Logger.ErrorContext(r.Context(), "panic", "panic", v, "stack", string(debug.Stack()), "request_id", requestID(r))
+				s.Logger.ErrorContext(r.Context(), "panic", "panic", v, "stack", string(debug.Stack()), "req_id", reqID(r))
 				info(r).code = apperr.Internal
 				writeResponse(w, Render(nil), false)
 			}

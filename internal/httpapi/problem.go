@@ -75,7 +75,7 @@ func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err
 	case resp.Status == http.StatusServiceUnavailable && counted:
 		li.unavailable = err // the outage's log counts it (logRequests)
 	case resp.Status >= 500:
-		logger.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r))
+		logger.ErrorContext(r.Context(), "request failed", "err", err, "req_id", reqID(r))
 	}
 	info(r).code = public(err).Code
 	writeResponse(w, resp, false)

@@ -26,7 +26,7 @@ func dropConnection(logger *slog.Logger, w http.ResponseWriter, r *http.Request)
 	info(r).dropped = true
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		logger.ErrorContext(r.Context(), "drop response", "err", err, "request_id", requestID(r))
+		logger.ErrorContext(r.Context(), "drop response", "err", err, "req_id", reqID(r))
 		panic(http.ErrAbortHandler)
 	}
 	conn.Close()

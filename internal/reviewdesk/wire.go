@@ -3,7 +3,8 @@ package reviewdesk
 import "time"
 
 // The review desk's wire words: they belong to the desk, and a rename of the
-// example leaves them as they are.
+// example resource leaves them as they are, but for the submission's
+// requestId, which names the resource.
 
 // The desk's resources, as its routes and its fault knobs name them.
 const (
@@ -29,7 +30,7 @@ const (
 // AccountHeader names, on a call, the account it is made for.
 const AccountHeader = "Desk-Account"
 
-// Submission is what the demo hands the desk.
+// Submission is what the service hands the desk: a demo request.
 type Submission struct {
 	RequestID string `json:"requestId"`
 	Topic     string `json:"topic"`

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -19,11 +20,12 @@ import (
 
 // TestCopyFollowsItsName: the template as a team copies it (the files git
 // knows, without its nested modules, as gonew copies a module) and renames
-// it (make rename MODULE=example.com/acme/tickets) says tickets where an
-// operator looks, nothing of the old name anywhere, links no Markdown page
-// at a file that is not there, and keeps nothing that checks the template
-// itself. As a team keeps it (a git repository with its own README) it
-// builds, vets and passes its fast tier.
+// it (make rename MODULE=example.com/acme/tickets RESOURCE=ticket) says
+// tickets where an operator looks, nothing of the old name anywhere, ticket
+// for the example resource in every form but those scripts/rename says it
+// leaves, links no Markdown page at a file that is not there, and keeps
+// nothing that checks the template itself. As a team keeps it (a git
+// repository with its own README) it builds, vets and passes its fast tier.
 func TestCopyFollowsItsName(t *testing.T) {
 	if testing.Short() {
 		t.Skip("copies the tree, then builds, vets and tests it under another module path: a few minutes")
@@ -51,6 +53,7 @@ func TestCopyFollowsItsName(t *testing.T) {
 		t.Fatal("found no nested module (demo/, conformance/): the copy would not show that it stands without them")
 	}
 	tree := t.TempDir()
+	named := 0 // the template's files that name the example resource
 	for f := range strings.SplitSeq(strings.TrimRight(string(ls), "\x00"), "\x00") {
 		if slices.ContainsFunc(nested, func(dir string) bool { return strings.HasPrefix(f, dir) }) {
 			continue
@@ -70,6 +73,12 @@ func TestCopyFollowsItsName(t *testing.T) {
 		if err := os.WriteFile(dst, b, info.Mode().Perm()); err != nil {
 			t.Fatal(err)
 		}
+		if resourceRE.Match(b) {
+			named++
+		}
+	}
+	if named < 50 {
+		t.Errorf("%d of the template's files name the example resource as resourceRE finds it, want at least 50: the check below would find nothing", named)
 	}
 	inCopy := func(name string, args ...string) string {
 		t.Helper()
@@ -85,6 +94,9 @@ func TestCopyFollowsItsName(t *testing.T) {
 	for range 2 { // the second run changes nothing
 		inCopy("go", "run", "./scripts/rename", "example.com/acme/tickets")
 	}
+	for range 2 {
+		inCopy("go", "run", "./scripts/rename", "-resource", "ticket")
+	}
 	for _, f := range []string{"copy_test.go", "readme_test.go", "readingpath_test.go"} {
 		if _, err := os.Stat(filepath.Join(tree, "internal", "service", f)); err == nil {
 			t.Errorf("the copy keeps internal/service/%s, which checks the template", f)
@@ -96,6 +108,11 @@ func TestCopyFollowsItsName(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(tree, "cmd", oldName)); err == nil {
 		t.Errorf("the copy still has cmd/%s", oldName)
+	}
+	for _, f := range []string{"internal/ticket/ticket.go", "internal/httpapi/tickets.go", "internal/postgres/sql/create_ticket.sql"} {
+		if _, err := os.Stat(filepath.Join(tree, filepath.FromSlash(f))); err != nil {
+			t.Errorf("the copy's example resource has no %s: %v", f, err)
+		}
 	}
 	read := func(f string) string {
 		b, err := os.ReadFile(filepath.Join(tree, f))
@@ -119,22 +136,28 @@ func TestCopyFollowsItsName(t *testing.T) {
 		t.Errorf("the copy's docs/operations.md does not install idemcheck from %s/conformance", oldModule)
 	}
 	for f, want := range map[string]string{
-		"Makefile":           "IMAGE ?= tickets\n",
-		"docker-compose.yml": "\n  tickets:\n",
-		"Dockerfile":         `ENTRYPOINT ["/tickets"]`,
+		"Makefile":                      "IMAGE ?= tickets\n",
+		"docker-compose.yml":            "\n  tickets:\n",
+		"Dockerfile":                    `ENTRYPOINT ["/tickets"]`,
+		"api/openapi.yaml":              "\n  /v1/tickets/{id}/cancel:\n",
+		"api/client/client.go":          "TicketID ",
+		"internal/delivery/delivery.go": `"ticket:" + ticketID`,
 	} {
 		if !strings.Contains(read(f), want) {
 			t.Errorf("the copy's %s does not say %q", f, want)
 		}
 	}
 	// Nothing says the old name, but the LICENSE's authors, a URL of
-	// where the template came from, and the conformance suite's path.
+	// where the template came from, and the conformance suite's path; nor
+	// the example resource's, in a file's name or text, but the tool's own
+	// (its rules and tests show the template's words) and chi's name.
 	var pages []string
 	oldUpper := strings.ToUpper(oldIdent)
 	err = filepath.WalkDir(tree, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
+		rel, _ := filepath.Rel(tree, path)
 		if strings.HasSuffix(path, ".md") {
 			pages = append(pages, path)
 		}
@@ -145,11 +168,17 @@ func TestCopyFollowsItsName(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		if !strings.HasPrefix(filepath.ToSlash(rel), "scripts/rename/") {
+			for _, s := range []string{filepath.ToSlash(rel), strings.ReplaceAll(string(b), "middleware.RequestID", "")} {
+				if loc := resourceRE.FindStringIndex(s); loc != nil {
+					t.Errorf("the copy's %s still names the example resource: …%s…", rel, s[max(0, loc[0]-30):min(len(s), loc[1]+30)])
+				}
+			}
+		}
 		text := strings.ReplaceAll(string(b), "://"+oldModule, "")
 		text = strings.ReplaceAll(text, oldModule+"/conformance/", "")
 		for _, old := range []string{oldName, oldIdent, oldUpper} {
 			if i := strings.Index(text, old); i >= 0 {
-				rel, _ := filepath.Rel(tree, path)
 				t.Errorf("the copy's %s still says %s: …%s…", rel, old, text[max(0, i-30):min(len(text), i+30)])
 			}
 		}
@@ -207,6 +236,13 @@ func TestCopyFollowsItsName(t *testing.T) {
 		t.Errorf("the copy's tracing service name is %q, want tickets", got)
 	}
 }
+
+// resourceRE finds the template's example resource in each form make rename
+// RESOURCE=… renames: demo request(s) in every case form, the business
+// package (internal/demo, package demo, demo.Service), and the id, state and
+// code words spelled with "request" alone.
+var resourceRE = regexp.MustCompile(`(?i:demo[ _.-]?requests?)|internal/demo\b|package demo\b|\bdemo\.[A-Z]|\bdemo(_test)?\.go\b|` +
+	`\brequest_(ids?|state|not_cancellable)\b|(?i:\bREQUEST_IDS?\b)|\brequestI[dD]s?\b|RequestIDs?\b`)
 
 // metricNames are the names of the Prometheus metrics that the Go code
 // under dir (not its tests) declares: each prometheus.…Opts's Namespace,

@@ -2,6 +2,7 @@
 // names an operator sees, which follow the path's last element:
 //
 //	go run ./scripts/rename example.com/acme/tickets   (make rename MODULE=…)
+//	go run ./scripts/rename -resource ticket           (make rename RESOURCE=…)
 //
 // In every text file of the tree (not .git, bin, .data, node_modules, nor the
 // LICENSE, whose authors are the copy's owners to name), the old module path
@@ -18,8 +19,20 @@
 // docs; the same with '-' written '_' (orders_api_ → tickets_): the metrics
 // prefix, the development database; and in capitals (ORDERS_API_CACHE →
 // TICKETS_CACHE): the settings. The command's folder cmd/<old name> moves to
-// cmd/<new name> (git mv in a git work tree). The example resource keeps its
-// name. Run twice with the same path, the second run changes nothing.
+// cmd/<new name> (git mv in a git work tree). Run twice with the same path,
+// the second run changes nothing.
+//
+// With -resource (make rename RESOURCE=ticket), the example resource takes
+// the new name (resource.go): demo request and demo requests in every case
+// form (ticket, tickets, Ticket, TICKETS; create_demo_request becomes
+// create_ticket, DemoRequestChanged TicketChanged, /v1/demo-requests
+// /v1/tickets, demo-request:<id> ticket:<id>), the id, state and code words
+// (requestId, request_id, RequestID, request_not_cancellable: ticketId, …),
+// the business package (internal/demo, demo.Request: internal/ticket,
+// ticket.Ticket), and the files whose names say them. It runs only where no
+// nested module builds on the resource (demo/ does: remove it first), and
+// neither rename runs where the service and the resource share a name (the
+// service tickets, the resource ticket): rename both in one call.
 //
 // What checks the template itself leaves with it (templateFiles and
 // templateSections, below): the test that copies it, the tests of the
@@ -33,6 +46,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -71,11 +85,19 @@ var (
 	moduleRE  = regexp.MustCompile(`(?m)^module\s+"?([^\s"]+)"?\s*$`)
 )
 
+const usage = "usage: go run ./scripts/rename [-resource <name> [-resources <plural>]] [<module path> [service name]]"
+
 func run(args []string) error {
-	if len(args) < 1 || len(args) > 2 {
-		return errors.New("usage: go run ./scripts/rename <module path> [service name]")
+	flags := flag.NewFlagSet("rename", flag.ContinueOnError)
+	singular := flags.String("resource", "", "the example resource's new name: a lowercase word, or two joined by '-' or '_'")
+	plural := flags.String("resources", "", "its plural, where adding s (es, ies) does not make it")
+	if err := flags.Parse(args); err != nil {
+		return err
 	}
-	newModule := args[0]
+	args = flags.Args()
+	if len(args) > 2 || len(args) == 0 && *singular == "" {
+		return errors.New(usage)
+	}
 	gomod, err := os.ReadFile("go.mod")
 	if err != nil {
 		return fmt.Errorf("run it at the module's root: %w", err)
@@ -85,6 +107,47 @@ func run(args []string) error {
 		return errors.New("go.mod names no module")
 	}
 	oldModule := string(m[1])
+	var to resource
+	if *singular != "" {
+		if to, err = newResource(*singular, *plural); err != nil {
+			return err
+		}
+		_, on, err := nestedModules(oldModule)
+		if err != nil {
+			return err
+		}
+		if len(on) > 0 {
+			return fmt.Errorf("%s builds on the example resource: rename it in a copy without %s/ (rm -r %s)", on[0].dir, on[0].dir, on[0].dir)
+		}
+		service := serviceName(oldModule)
+		if len(args) == 2 {
+			service = args[1]
+		} else if len(args) == 1 {
+			service = serviceName(args[0])
+		}
+		if to != example {
+			if err := sharesNoWord(example, service); err != nil {
+				return err
+			}
+		}
+	}
+	if len(args) > 0 {
+		if err := renameModule(oldModule, args); err != nil {
+			return err
+		}
+	}
+	if *singular != "" {
+		return renameResource(to, toolDir)
+	}
+	return nil
+}
+
+// toolDir is this program's folder, which a resource rename leaves as it is
+// but for the example line.
+const toolDir = "scripts/rename"
+
+func renameModule(oldModule string, args []string) error {
+	newModule := args[0]
 	oldName := serviceName(oldModule)
 	newName := serviceName(newModule)
 	if len(args) == 2 {
@@ -93,9 +156,14 @@ func run(args []string) error {
 	if !nameRE.MatchString(newName) {
 		return fmt.Errorf("the service name %q is not lowercase letters, digits and '-' after a letter: give one as the second argument", newName)
 	}
+	if oldName != newName {
+		if err := sharesNoWord(example, oldName); err != nil {
+			return err
+		}
+	}
 
 	r := renamer{}
-	alone, err := modulesAlone(oldModule)
+	alone, _, err := nestedModules(oldModule)
 	if err != nil {
 		return err
 	}
@@ -198,11 +266,10 @@ func leaveTemplate() error {
 // nested is a module in a folder of this one.
 type nested struct{ dir, path string }
 
-// modulesAlone lists the nested modules that do not require module: they
-// are renamed with nothing of it.
-func modulesAlone(module string) ([]nested, error) {
-	var alone []nested
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+// nestedModules lists the nested modules that do not require module (alone:
+// they are renamed with nothing of it) and those that do (on).
+func nestedModules(module string) (alone, on []nested, err error) {
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
 			return err
 		}
@@ -215,12 +282,15 @@ func modulesAlone(module string) ([]nested, error) {
 		}
 		m := moduleRE.FindSubmatch(b)
 		requires := regexp.MustCompile(`(?m)^\s*(require\s+)?` + regexp.QuoteMeta(module) + `\s+v`).Match(b)
-		if m != nil && !requires {
+		switch {
+		case m != nil && !requires:
 			alone = append(alone, nested{dir: filepath.Dir(path), path: string(m[1])})
+		case m != nil:
+			on = append(on, nested{dir: filepath.Dir(path), path: string(m[1])})
 		}
 		return nil
 	})
-	return alone, err
+	return alone, on, err
 }
 
 // serviceName is a module path's last element, or the one before a major
