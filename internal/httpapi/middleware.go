@@ -59,6 +59,8 @@ func noteKey(r *http.Request, s idempotency.Scope) {
 	info(r).keyHash = hex.EncodeToString(sum[:8])
 }
 
+// reqID is chi's id of the HTTP request, req_id in the log: request_id is the
+// resource's id, and make rename RESOURCE= renames it with the resource.
 func reqID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
 
 // logRequests logs one line per request, and reports it to the metrics.
