@@ -74,7 +74,9 @@ run: build
 # binaries, else dockertest; they never skip.
 # The output lists every top-level test that ran and where its PostgreSQL
 # came from; subtest and per-test database lines are left out. go vet -race
-# checks the race build the tests run, so each package compiles once; the
+# checks the race build the tests run, so each package compiles once. A
+# package may take more than go test's default 10 minutes on a busy first
+# run (internal/service builds and tests a renamed copy): 30 minutes. The
 # conformance suite's tests mostly wait on their target, eight at a time.
 test:
 	scripts/setup.sh
@@ -85,7 +87,7 @@ test:
 	$(GO) vet -race ./...
 	$(GO) vet -race -tags citus ./internal/postgres/ ./internal/service/ # make test-citus's tests, built here too
 	$(IN_CONFORMANCE) $(GO) vet -race ./...
-	set -o pipefail; $(GO) test -race -vet=off -count=1 -v ./... 2>&1 \
+	set -o pipefail; $(GO) test -race -vet=off -count=1 -timeout 30m -v ./... 2>&1 \
 	  | grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT)|--- PASS: [^[:space:]]+/|[^[:space:]]+_test\.go:[0-9]+: testdbconf: )|^PASS$$'
 	$(IN_CONFORMANCE) $(GO) test -race -vet=off -count=1 -parallel 8 ./...
 
