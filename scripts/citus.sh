@@ -125,12 +125,15 @@ build() {
   log "building the root in $tmp (mmdebstrap trixie, then Citus)"
   local started=$SECONDS
   # mmdebstrap installs the packages with apt in one go, keeps the
-  # packages' services from starting, and, through its eatmydata hook, lets
-  # dpkg skip the syncs that only a root that must survive a crash needs. It
+  # packages' services from starting, and, through its eatmydata hook (where
+  # the machine's mmdebstrap has it), lets dpkg skip the syncs that only a
+  # root that must survive a crash needs. It
   # mounts /proc and /sys in the target itself; in a private namespace, an
   # interrupted run leaves no mount behind.
+  local hooks=() eatmydata=/usr/share/mmdebstrap/hooks/eatmydata
+  [[ -d "$eatmydata" ]] && hooks=(--hook-dir="$eatmydata")
   unshare --mount --propagation private -- mmdebstrap --variant=minbase --include="$packages" \
-    --hook-dir=/usr/share/mmdebstrap/hooks/eatmydata trixie "$tmp" "$mirror" >&2
+    "${hooks[@]}" trixie "$tmp" "$mirror" >&2
   log "packages installed after $((SECONDS - started))s"
   mkdir -p "$tmp/src"
   tar -xzf "$tarball" -C "$tmp/src"
