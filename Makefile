@@ -28,7 +28,7 @@
 #                   two workers of PostgreSQL 17 with Citus 14, on 127.0.0.1:9700
 #                   (CITUS_PORT) and the two ports after; prints the
 #                   coordinator's URL. Linux and root only; the first run
-#                   builds its root (about 25 minutes), later ones take seconds.
+#                   builds its root (about 5 minutes), later ones take seconds.
 #                   make citus-stop stops it.
 #   make test-citus the tests that hold on that cluster today (started for
 #                   them, stopped after; docs/running.md, Sharding on Citus)

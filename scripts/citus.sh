@@ -19,10 +19,10 @@
 #                             one PostgreSQL 17 of the same root (make
 #                             bench-citus): req/s and CPU per request
 #
-# The root: Debian trixie made by debootstrap, with PostgreSQL 17 and Citus
+# The root: Debian trixie made by mmdebstrap, with PostgreSQL 17 and Citus
 # built from the vendored source release ($CITUS_VENDOR, default
-# ../shared/vendor beside the clone). It is built once (about 25 minutes on
-# two cores) into a per-user cache, $DEMO_API_CACHE (default
+# ../shared/vendor beside the clone). It is built once (about 5 minutes on
+# two cores: docs/running.md, CI) into a per-user cache, $DEMO_API_CACHE (default
 # ${XDG_CACHE_HOME:-~/.cache}/demo-api), under a name made of the source's
 # sha256 and this script's recipe version, and renamed there only when
 # complete: an interrupted build is started again, never used. Every clone
@@ -36,12 +36,12 @@
 # the data exist only inside it, and leave with the server. Nothing is
 # mounted on the machine itself.
 #
-# Needs Linux, root (chroot, mounts) and, to build, debootstrap and the
+# Needs Linux, root (chroot, mounts) and, to build, mmdebstrap and the
 # Debian mirror. Anything else gets one line saying so and exit status 2.
 set -euo pipefail
 shopt -s inherit_errexit # a failure inside $(...) stops the script too
 
-recipe=1 # bump when the build below changes: the cache key changes with it
+recipe=2 # bump when the build below changes: the cache key changes with it
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 vendor="${CITUS_VENDOR:-$repo/../shared/vendor}"
 tarball="$vendor/citus-14.0.1.tar.gz"
@@ -49,7 +49,10 @@ cache="${DEMO_API_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/demo-api}/citus"
 mirror="${CITUS_MIRROR:-}" # else the machine's own Debian mirror (apt_mirror)
 base_port="${CITUS_PORT:-9700}"
 data="$repo/.data/citus"
-packages=postgresql-17,postgresql-server-dev-17,build-essential,autoconf,libcurl4-openssl-dev,liblz4-dev,libzstd-dev,libkrb5-dev,libssl-dev,libicu-dev,libselinux1-dev,libxml2-dev,libxslt1-dev,libpam0g-dev,libreadline-dev,zlib1g-dev,pkg-config,locales
+# What the build of Citus includes: the server's headers (their clang and LLVM
+# come along, unused: the build makes no JIT bitcode), a C compiler, and the
+# headers of the libraries those headers and Citus's configure name.
+packages=postgresql-17,postgresql-server-dev-17,gcc,make,libc6-dev,libpq-dev,libssl-dev,libkrb5-dev,libicu-dev,liblz4-dev,libzstd-dev
 pgbin=/usr/lib/postgresql/17/bin
 nodes=(coordinator worker1 worker2)
 
@@ -61,7 +64,7 @@ unsupported() { log "$*"; exit 2; }
 
 # can_run says why this machine cannot run the root, if it cannot.
 can_run() {
-  [[ "$(uname -s)" == Linux ]] || unsupported "needs Linux (a chroot made by debootstrap); this is $(uname -s). Run the Citus tests on a Linux machine, or point TEST_DATABASE_URL at a Citus coordinator."
+  [[ "$(uname -s)" == Linux ]] || unsupported "needs Linux (a chroot made by mmdebstrap); this is $(uname -s). Run the Citus tests on a Linux machine, or point TEST_DATABASE_URL at a Citus coordinator."
   ((EUID == 0)) || unsupported "needs root (chroot and bind mounts): run it with sudo, or on a machine where you are root."
   command -v unshare >/dev/null && command -v chroot >/dev/null || unsupported "needs unshare and chroot (util-linux, coreutils)."
 }
@@ -108,7 +111,7 @@ build() {
   k="$(key)"
   root="$cache/$k"
   [[ -x "$root/$pgbin/postgres" && -f "$root/.complete" ]] && { log "root cached: $root"; echo "$root"; return; }
-  command -v debootstrap >/dev/null || "$repo/scripts/setup.sh" debootstrap >&2 || unsupported "needs debootstrap to build the root once: 'apt-get install debootstrap' (Debian, Ubuntu)."
+  command -v mmdebstrap >/dev/null || "$repo/scripts/setup.sh" mmdebstrap >&2 || unsupported "needs mmdebstrap to build the root once: 'apt-get install mmdebstrap' (Debian, Ubuntu)."
   [[ -n "$mirror" ]] || mirror="$(apt_mirror)"
   mkdir -p "$cache"
   # One build at a time per cache: a second caller waits for the first.
@@ -120,19 +123,27 @@ build() {
   local tmp
   tmp="$(mktemp -d "$cache/.build-$k.XXXXXX")"
   chmod 755 "$tmp" # the root's /, which its postgres user reads
-  log "building the root in $tmp (debootstrap trixie, then Citus; about 25 minutes on two cores)"
+  log "building the root in $tmp (mmdebstrap trixie, then Citus)"
   local started=$SECONDS
-  # debootstrap mounts /proc and /sys in the target itself; in a private
-  # namespace, an interrupted run leaves no mount behind.
-  unshare --mount --propagation private -- debootstrap --variant=minbase --include="$packages" trixie "$tmp" "$mirror"
-  log "debootstrap done after $((SECONDS - started))s"
-  # A service the packages' scripts may have started in the root.
-  local pid
-  for pid in $(cat "$tmp"/var/run/postgresql/*.pid 2>/dev/null | head -n1); do kill "$pid" 2>/dev/null || true; done
+  # mmdebstrap installs the packages with apt in one go, keeps the
+  # packages' services from starting, and, through its eatmydata hook (where
+  # the machine's mmdebstrap has it), lets dpkg skip the syncs that only a
+  # root that must survive a crash needs. It
+  # mounts /proc and /sys in the target itself; in a private namespace, an
+  # interrupted run leaves no mount behind.
+  local hooks=() eatmydata=/usr/share/mmdebstrap/hooks/eatmydata
+  [[ -d "$eatmydata" ]] && hooks=(--hook-dir="$eatmydata")
+  unshare --mount --propagation private -- mmdebstrap --variant=minbase --include="$packages" \
+    "${hooks[@]}" trixie "$tmp" "$mirror" >&2
+  log "packages installed after $((SECONDS - started))s"
   mkdir -p "$tmp/src"
   tar -xzf "$tarball" -C "$tmp/src"
-  inroot "$tmp" /bin/bash -euc "cd /src/citus-14.0.1 && ./configure --without-libcurl PG_CONFIG=$pgbin/pg_config && make -j2 && make install"
-  rm -rf "$tmp/src" "$tmp"/var/cache/apt/archives/*.deb
+  # with_llvm=no: no JIT bitcode of Citus (clang would compile every file a
+  # second time); PostgreSQL runs Citus's functions without it.
+  inroot "$tmp" /bin/bash -euc "cd /src/citus-14.0.1 && ./configure --without-libcurl PG_CONFIG=$pgbin/pg_config &&
+    make -s -j$(nproc) with_llvm=no && make -s install with_llvm=no" >&2
+  log "Citus built after $((SECONDS - started))s"
+  rm -rf "$tmp/src"
   # The cluster the package made is not used: the clusters live in the clone.
   rm -rf "$tmp"/var/lib/postgresql/17/main "$tmp"/etc/postgresql/17/main
   inroot "$tmp" $pgbin/postgres --version >&2

@@ -29,14 +29,14 @@ needs=(
   "curl|curl||run 'sudo dnf install curl' (Fedora) or 'sudo pacman -S curl' (Arch)"
   "pgbouncer|pgbouncer|pgbouncer|run 'sudo dnf install pgbouncer' (Fedora) or 'sudo pacman -S pgbouncer' (Arch)"
   "docker|docker.io|--cask docker|install a Docker engine (https://docs.docker.com/engine/install/) and start it"
-  "debootstrap|debootstrap||run 'sudo dnf install debootstrap' (Fedora) or 'sudo pacman -S debootstrap' (Arch); the Citus cluster needs Linux"
+  "mmdebstrap|mmdebstrap||run 'sudo dnf install mmdebstrap' (Fedora), or install mmdebstrap from its source (it is one Perl script); the Citus cluster needs Linux"
   "pg_autoctl|postgresql-15-auto-failover postgresql-16-auto-failover postgresql-17-auto-failover||install pg_auto_failover for your PostgreSQL (https://pg-auto-failover.readthedocs.io, 'Installing pg_auto_failover'): Homebrew has no formula of it; on Fedora or RHEL, 'sudo dnf install pg_auto_failover_15' from the PGDG repository"
 )
 
 # on_request: needs that only a named call installs (the full demo's make
 # test names chromium, its make chaos pg_autoctl, make image-check docker),
 # so that make test does not install, or stop for, what no test of it uses.
-on_request=" chromium pg_autoctl docker debootstrap "
+on_request=" chromium pg_autoctl docker mmdebstrap "
 
 # have_chromium: the browser the browser tests drive, found where
 # internal/tools/browsertest looks for it.
@@ -56,9 +56,9 @@ have_chromium() {
   return 1
 }
 
-# have_debootstrap: debootstrap, which scripts/citus.sh builds the Citus
+# have_mmdebstrap: mmdebstrap, which scripts/citus.sh builds the Citus
 # cluster's root with, once per machine.
-have_debootstrap() { command -v debootstrap; }
+have_mmdebstrap() { command -v mmdebstrap; }
 
 # have_curl: curl, which the README walkthrough test runs.
 have_curl() { command -v curl; }
