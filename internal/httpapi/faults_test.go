@@ -128,7 +128,7 @@ func newFaultEnvWired(t *testing.T, path idempotency.Path, wire func(t *testing.
 	m := metrics.New(store, logger)
 	m.Outbox(store, logger) // as serve registers it: another collector that reads the database
 	deps := httpapi.Deps{Logger: logger, Metrics: m,
-		Keys: store, Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens,
+		Keys: store.Watched(), Writes: store, Demo: &demo.Service{Store: store}, Tokens: tokens, // as serve composes it
 		Ready: store.Ping, TTL: testenv.TTL, Lease: testenv.Lease, Path: path}
 	if adjust != nil {
 		adjust(&deps)

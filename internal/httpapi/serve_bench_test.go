@@ -164,7 +164,7 @@ func startBenchServer(tb testing.TB, path idempotency.Path) (*httptest.Server, s
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	deps := httpapi.Deps{
 		Logger:  logger,
-		Keys:    store,
+		Keys:    store.Watched(), // as serve composes it
 		Demo:    &demo.Service{Store: store, RefusedTopics: map[string]bool{"blocked": true}},
 		Writes:  store,
 		Tokens:  benchTokens(tb),

@@ -37,7 +37,7 @@ func TestUnreachableDatabaseIs503(t *testing.T) {
 	defer db.Close()
 	store := postgres.New(db)
 	tokens, _ := auth.Parse("alice:" + auth.Hash(testenv.TokenAlice))
-	h, err := httpapi.NewServer(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Keys: store, Writes: store,
+	h, err := httpapi.NewServer(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Keys: store.Watched(), Writes: store,
 		Demo: &demo.Service{Store: store}, Tokens: tokens, Ready: store.Ping, TTL: time.Hour, Lease: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
