@@ -72,9 +72,8 @@ BEGIN
             WHERE r.id IN (SELECT request_id FROM given WHERE state = 'withdrawn') AND r.state = 'cancelled'
             FOR SHARE OF r
         ), m AS (
-            SELECT g.request_id, g.kind, g.seq, g.reference, g.error, g.lease_token,
-                CASE WHEN g.state = 'withdrawn' AND g.request_id NOT IN (SELECT id FROM cancelled) THEN 'pending' ELSE g.state END AS state,
-                CASE WHEN g.state = 'withdrawn' THEN 0 ELSE g.retry_us END AS retry_us
+            SELECT g.request_id, g.kind, g.seq, g.reference, g.error, g.retry_us, g.lease_token,
+                CASE WHEN g.state = 'withdrawn' AND g.request_id NOT IN (SELECT id FROM cancelled) THEN 'pending' ELSE g.state END AS state
             FROM given g
         )
         UPDATE %1$s o SET state = m.state, provider_reference = nullif(m.reference, ''),

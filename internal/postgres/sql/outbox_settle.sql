@@ -8,7 +8,8 @@
 -- reopen since the take (a service's reverse transition) finds it pending,
 -- puts nothing back and queues its event after the cancel, so here the
 -- submission stays pending, due now, and the desk gets the request before
--- its cancel and reopen. cancelled locks the requests of the withdrawals
+-- its cancel and reopen (a withdrawn mark carries no retry: it is due at
+-- once). cancelled locks the requests of the withdrawals
 -- (FOR SHARE), so that a reopen either commits first and is seen, or waits
 -- for this mark and then finds the submission withdrawn.
 --
@@ -27,9 +28,8 @@ WITH clock AS (
     WHERE r.id IN (SELECT request_id FROM given WHERE state = 'withdrawn') AND r.state = 'cancelled'
     FOR SHARE OF r
 ), mark AS (
-    SELECT g.request_id, g.kind, g.seq, g.reference, g.error, g.lease_token,
-        CASE WHEN g.state = 'withdrawn' AND g.request_id NOT IN (SELECT id FROM cancelled) THEN 'pending' ELSE g.state END AS state,
-        CASE WHEN g.state = 'withdrawn' THEN 0 ELSE g.retry_us END AS retry_us
+    SELECT g.request_id, g.kind, g.seq, g.reference, g.error, g.retry_us, g.lease_token,
+        CASE WHEN g.state = 'withdrawn' AND g.request_id NOT IN (SELECT id FROM cancelled) THEN 'pending' ELSE g.state END AS state
     FROM given g
 )
 UPDATE outbox o SET state = mark.state, provider_reference = nullif(mark.reference, ''),
