@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -163,26 +162,13 @@ func NewFor(ctx context.Context, db *sqlx.DB) (*Store, error) {
 // for one shard, given an actor whose rows the shard holds, then the
 // arguments of the statement of one PostgreSQL.
 var (
-	shardIDsSQL     = citusStatement("shard_ids.sql")
-	shardsSQL       = citusStatement("shards.sql")
-	takeDueOnShard  = citusStatement("outbox_take_due_on_shard.sql")
-	settleOnShard   = citusStatement("outbox_settle_on_shard.sql")
-	purgeOnShard    = citusStatement("purge_expired_keys_on_shard.sql")
-	shardOfActorSQL = citusStatement("shard_of_actor.sql")
+	shardIDsSQL     = statement("citus/shard_ids.sql")
+	shardsSQL       = statement("citus/shards.sql")
+	takeDueOnShard  = statement("citus/outbox_take_due_on_shard.sql")
+	settleOnShard   = statement("citus/outbox_settle_on_shard.sql")
+	purgeOnShard    = statement("citus/purge_expired_keys_on_shard.sql")
+	shardOfActorSQL = statement("citus/shard_of_actor.sql")
 )
-
-// citusFiles holds the statements only the store on Citus runs.
-//
-//go:embed citus/*.sql
-var citusFiles embed.FS
-
-func citusStatement(name string) string {
-	b, err := citusFiles.ReadFile("citus/" + name)
-	if err != nil {
-		panic("postgres: " + err.Error())
-	}
-	return string(b)
-}
 
 // citusScans runs each scan once per shard of the key table (and of the
 // tables co-located with it). It reads the shards at each scan, so a shard

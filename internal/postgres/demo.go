@@ -17,11 +17,11 @@ import (
 // and then replays. The finish is the two-phase path's end: the same writes, fenced by
 // the claim's token, so an owner whose lease was taken over changes nothing.
 var (
-	createSQL = statement("create_demo_request.sql")
-	cancelSQL = statement("cancel_demo_request.sql")
+	createSQL = statement("sql/create_demo_request.sql")
+	cancelSQL = statement("sql/cancel_demo_request.sql")
 )
 
-var getDemoRequestSQL = statement("get_demo_request.sql")
+var getDemoRequestSQL = statement("sql/get_demo_request.sql")
 
 // CreateDemoRequest is the create's write of r, committed with the key: the business
 // row exists exactly when the key holds the 201 that names it.

@@ -7,7 +7,7 @@ import "github.com/demo-api/demo-api/internal/idempotency"
 var SQLFiles = sqlFiles
 
 // CitusFiles is the embedded folder of the statements of the store on Citus (citus/*.sql).
-var CitusFiles = citusFiles
+var CitusFiles = sqlFiles
 
 // The columns the store scans by position, in its order: of the statements
 // that write a key row, and of lookup_key.sql.

@@ -19,8 +19,8 @@ import (
 // (migrations/000002_write_key.up.sql), as every key write does;
 // answer_only.sql completes a key with no business change (a refusal).
 var (
-	claimSQL      = statement("claim.sql")
-	answerOnlySQL = statement("answer_only.sql")
+	claimSQL      = statement("sql/claim.sql")
+	answerOnlySQL = statement("sql/answer_only.sql")
 )
 
 // effect is the store's idempotency.Effect: its statement, the call of an
@@ -200,9 +200,9 @@ func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error)
 }
 
 var (
-	releaseClaimSQL          = statement("release_claim.sql")
-	lookupKeySQL             = statement("lookup_key.sql")
-	countInProgressClaimsSQL = statement("count_in_progress_claims.sql")
+	releaseClaimSQL          = statement("sql/release_claim.sql")
+	lookupKeySQL             = statement("sql/lookup_key.sql")
+	countInProgressClaimsSQL = statement("sql/count_in_progress_claims.sql")
 )
 
 // Release implements idempotency.Store. It deletes the key only while c's

@@ -21,12 +21,12 @@ import (
 //
 // The outbox statements (package delivery), off a request's path, so unprepared.
 var (
-	takeDueSQL  = statement("outbox_take_due.sql")
-	settleSQL   = statement("outbox_settle.sql")
-	deliverySQL = statement("outbox_delivery.sql")
-	backlogSQL  = statement("outbox_backlog.sql")
-	acceptedSQL = statement("outbox_accepted.sql") // reconcile: the desk accepted it
-	requeuedSQL = statement("outbox_requeued.sql") // reconcile: the desk never did
+	takeDueSQL  = statement("sql/outbox_take_due.sql")
+	settleSQL   = statement("sql/outbox_settle.sql")
+	deliverySQL = statement("sql/outbox_delivery.sql")
+	backlogSQL  = statement("sql/outbox_backlog.sql")
+	acceptedSQL = statement("sql/outbox_accepted.sql") // reconcile: the desk accepted it
+	requeuedSQL = statement("sql/outbox_requeued.sql") // reconcile: the desk never did
 )
 
 // TakeDue implements delivery.Store: it takes up to n due rows, marking each taken

@@ -356,14 +356,14 @@ func schemaCurrent(db *sqlx.DB, src source.Driver, table string, steps int) erro
 		version, map[bool]string{true: " (dirty)"}[dirty], want, ErrMigrateNeedsDirectURL)
 }
 
-// sqlFiles holds every statement the store runs, one a file, its parameters listed at its top.
+// sqlFiles holds every statement the store runs (citus/: on Citus alone), one a file, its parameters at its top.
 //
-//go:embed sql/*.sql
+//go:embed sql/*.sql citus/*.sql
 var sqlFiles embed.FS
 
-// statement returns the text of sql/name; it panics if the file is missing.
-func statement(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
+// statement returns the text of the file at path in sqlFiles; it panics if the file is missing.
+func statement(path string) string {
+	b, err := sqlFiles.ReadFile(path)
 	if err != nil {
 		panic("postgres: " + err.Error())
 	}

@@ -48,7 +48,7 @@ func (r Replication) WritesHeld() string {
 	return ""
 }
 
-var commitReplicationSQL = statement("commit_replication.sql")
+var commitReplicationSQL = statement("sql/commit_replication.sql")
 
 // Replication reads how the server replicates this pool's commits.
 func (s *Store) Replication(ctx context.Context) (r Replication, err error) {

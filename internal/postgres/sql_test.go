@@ -101,8 +101,8 @@ func TestEveryStatementPrepares(t *testing.T) {
 				next = i + 1
 			}
 		}
-		if !strings.Contains(code.String(), `statement("`+name+`")`) {
-			t.Errorf("%s: no Go code runs it (statement(%q))", name, name)
+		if !strings.Contains(code.String(), `statement("sql/`+name+`")`) {
+			t.Errorf("%s: no Go code runs it (statement(%q))", name, "sql/"+name)
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-var purgeExpiredKeysSQL = statement("purge_expired_keys.sql")
+var purgeExpiredKeysSQL = statement("sql/purge_expired_keys.sql")
 
 // SweepMark is where a sweep has got to: the last key it picked; zero is the start.
 type SweepMark struct {
