@@ -22,7 +22,7 @@ import (
 // nor the cancel arrives, so the statement's reads end cancelLimit after its
 // deadline, and its connection is not used again.
 
-// boundConnector opens bounded lib/pq connections; it is the pool's driver too, for Pooled and await.
+// boundConnector opens bounded lib/pq connections; it is the pool's driver too, for Pooled and the watch.
 type boundConnector struct {
 	pq     driver.Connector
 	bound  time.Duration
@@ -58,7 +58,7 @@ type pqStmt interface {
 	driver.StmtQueryContext
 }
 
-// Connect opens a connection, which ends with ctx: a waiter that gives up (await) stops it.
+// Connect opens a connection, which ends with ctx: a waiter that gives up (watch) stops it.
 func (c *boundConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	end := c.hear.begin(context.Background()) // a connect: its waiter waits on
 	ctx, d := connecting(ctx)

@@ -41,7 +41,8 @@ func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
 // actor's id is not found either, so ids tell nothing of other actors).
 func (s *Store) DemoRequest(ctx context.Context, actor, id string) (demo.Request, error) {
 	var r demo.Request
-	err := await(ctx, s.db, func(ctx context.Context) error { return s.db.GetContext(ctx, &r, getDemoRequestSQL, id, actor) })
+	ctx, end := watch(ctx, s.db)
+	err := end(s.db.GetContext(ctx, &r, getDemoRequestSQL, id, actor))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, apperr.Errorf(apperr.NotFound, "no demo request %q", id)
 	}

@@ -1,6 +1,12 @@
 package postgres
 
-import "github.com/demo-api/demo-api/internal/idempotency"
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/demo-api/demo-api/internal/idempotency"
+)
 
 // SQLFiles is the embedded folder of statements (sql/*.sql), for the tests
 // that prepare and run the files themselves.
@@ -25,5 +31,9 @@ func KeyWriteEffect(what, statement string, conditional bool, args ...any) idemp
 	return &effect{what: what, stmt: statement, args: args, conditional: conditional}
 }
 
-// Await is await, for the tests of a pool's waiters.
-var Await = await
+// Await runs fn on db's pool under the watch its key statements run under
+// (watch), for the tests of a pool's waiters.
+func Await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) error {
+	ctx, end := watch(ctx, db)
+	return end(fn(ctx))
+}

@@ -33,8 +33,8 @@ type hearing struct {
 	underway map[*time.Time]struct{} // the exchanges under way, by their start
 }
 
-// begin notes an exchange on ctx starting, and returns its end; meanwhile the waiter of
-// await that ctx carries, if any, is not waiting.
+// begin notes an exchange on ctx starting, and returns its end; meanwhile the statement
+// whose watch ctx carries, if any, is not waiting.
 func (h *hearing) begin(ctx context.Context) func(error) {
 	w, _ := ctx.Value(waiterKey{}).(*atomic.Bool)
 	if w != nil {
@@ -76,18 +76,19 @@ func (h *hearing) silent() bool {
 
 type waiterKey struct{}
 
-// await runs fn on a context that ends, ErrSilent, once db's pool is silent while fn waits for a connection.
-// While one of fn's statements runs, its own bound applies instead: a running
-// statement is not cut short because the pool is quiet, only a wait for a turn is.
-func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) error {
+// watch returns ctx as a statement on db's pool runs on it: it ends, ErrSilent, once
+// the pool is silent while the statement waits for a connection. While the statement
+// runs, its own bound applies instead: a running statement is not cut short because the
+// pool is quiet, only a wait for a turn is. Its end stops the watch and returns the
+// statement's error, as 503 where the watch ended it.
+func watch(ctx context.Context, db *sqlx.DB) (context.Context, func(error) error) {
 	c, ok := db.Driver().(*boundConnector)
 	if !ok {
-		return fn(ctx)
+		return ctx, func(err error) error { return err }
 	}
-	running := new(atomic.Bool) // while a statement of fn is under way (hearing.begin)
+	running := new(atomic.Bool) // while the statement is under way (hearing.begin)
 	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, waiterKey{}, running))
-	defer cancel(nil)
-	var check func() // after silence, then every silence/4 until fn ends
+	var check func() // after silence, then every silence/4 until the end
 	check = func() {
 		switch {
 		case ctx.Err() != nil:
@@ -98,44 +99,52 @@ func await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) err
 		}
 	}
 	timer := time.AfterFunc(silence, check)
-	defer timer.Stop()
-	err := fn(ctx)
-	if err != nil && errors.Is(context.Cause(ctx), ErrSilent) {
-		return dbErr(ErrSilent)
+	return ctx, func(err error) error {
+		timer.Stop()
+		silenced := errors.Is(context.Cause(ctx), ErrSilent)
+		cancel(nil)
+		if err != nil && silenced {
+			return dbErr(ErrSilent)
+		}
+		return err
 	}
-	return err
 }
 
 // Watched is s's keys as a Runner is handed them, behind the pool's watch:
 // a key's statement that waits for a connection of a pool whose database
-// hears nothing gives up with 503 (await) rather than queue behind it, so
+// hears nothing gives up with 503 (watch) rather than queue behind it, so
 // that an outage answers at once and a client retries with its key. The
 // watch is the pool's policy around the statements, which are plain
 // database/sql.
 func (s *Store) Watched() idempotency.Store { return watched{s} }
 
-// watched is a Store whose key statements are awaited.
+// watched is a Store whose key statements run under the watch.
 type watched struct{ s *Store }
 
-func (w watched) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (kw idempotency.KeyWrite, err error) {
-	err = await(ctx, w.s.db, func(ctx context.Context) error { kw, err = w.s.Claim(ctx, c, fp, lease, ttl); return err })
-	return kw, err
+func (w watched) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
+	ctx, end := watch(ctx, w.s.db)
+	kw, err := w.s.Claim(ctx, c, fp, lease, ttl)
+	return kw, end(err)
 }
 
-func (w watched) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (kw idempotency.KeyWrite, err error) {
-	err = await(ctx, w.s.db, func(ctx context.Context) error { kw, err = w.s.CompleteAtomically(ctx, c, fp, ttl, a); return err })
-	return kw, err
+func (w watched) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
+	ctx, end := watch(ctx, w.s.db)
+	kw, err := w.s.CompleteAtomically(ctx, c, fp, ttl, a)
+	return kw, end(err)
 }
 
 func (w watched) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, a idempotency.Answer) error {
-	return await(ctx, w.s.db, func(ctx context.Context) error { return w.s.FinishClaimAtomically(ctx, c, a) })
+	ctx, end := watch(ctx, w.s.db)
+	return end(w.s.FinishClaimAtomically(ctx, c, a))
 }
 
 func (w watched) Release(ctx context.Context, c idempotency.Claim) error {
-	return await(ctx, w.s.db, func(ctx context.Context) error { return w.s.Release(ctx, c) })
+	ctx, end := watch(ctx, w.s.db)
+	return end(w.s.Release(ctx, c))
 }
 
-func (w watched) Lookup(ctx context.Context, sc idempotency.Scope) (rec *idempotency.Record, now time.Time, err error) {
-	err = await(ctx, w.s.db, func(ctx context.Context) error { rec, now, err = w.s.Lookup(ctx, sc); return err })
-	return rec, now, err
+func (w watched) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.Record, time.Time, error) {
+	ctx, end := watch(ctx, w.s.db)
+	rec, now, err := w.s.Lookup(ctx, sc)
+	return rec, now, end(err)
 }
