@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,11 +61,33 @@ VALUES ($1::uuid, $2, $3, $4, $5, $6)`
 )
 INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at)
 SELECT id, actor_id, created_at, created_at, created_at FROM request`
+
+	// baselineKeySQL is what a create must write, with nothing around it:
+	// the key row completed with its answer (a plain INSERT, no function),
+	// then the business effect where it wrote, in one statement
+	// (BASELINE_KEY=true). A create costs this much at least; what it costs
+	// beyond is the layer's machinery: the key's parse and fingerprint, the
+	// Runner, write_key's function, the answer kept for a replay.
+	baselineKeySQL = `WITH k AS (
+    INSERT INTO idempotency_keys (actor_id, operation, idem_key, fingerprint, state, claim_token,
+        status_code, response_body, response_headers, result_id, created_at, completed_at, expires_at)
+    VALUES ($2, 'create_demo_request', $1, $7, 'completed', $1::text::uuid,
+        201, $8, $9, $1, $6::timestamptz, $6::timestamptz, $6::timestamptz + interval '1 day')
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), request AS (
+    INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at)
+    SELECT $1::text::uuid, $2, $3, $4, $5, $6::timestamptz FROM k
+    RETURNING id, actor_id, created_at
+)
+INSERT INTO outbox (request_id, actor_id, next_attempt_at, created_at, updated_at)
+SELECT id, actor_id, created_at, created_at, created_at FROM request`
 )
 
 // serveBaseline runs the baseline server until ctx ends. It reads
 // DATABASE_URL, LISTEN_ADDR, API_TOKENS, BASELINE_OUTBOX (true: each
-// request also writes its outbox row) and PPROF_ADDR (as serve's), logs to stderr and prints
+// request also writes its outbox row), BASELINE_KEY (true: and, first, its
+// key row with the answer) and PPROF_ADDR (as serve's), logs to stderr and prints
 // "baseline listening on http://ADDR" to stdout once it listens.
 func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
@@ -75,8 +100,11 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 		return err
 	}
 	defer db.Close()
-	query := baselineInsertSQL
-	if getenv("BASELINE_OUTBOX") == "true" {
+	query, keyed := baselineInsertSQL, getenv("BASELINE_KEY") == "true"
+	switch {
+	case keyed:
+		query = baselineKeySQL
+	case getenv("BASELINE_OUTBOX") == "true":
 		query = baselineEffectSQL
 	}
 	stmt, err := db.PreparexContext(ctx, query)
@@ -85,7 +113,23 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 	}
 	defer stmt.Close()
 	insert := func(ctx context.Context, dr demo.Request) error {
-		_, err := stmt.ExecContext(ctx, dr.ID, dr.Actor, dr.State, dr.Topic, dr.Note, dr.CreatedAt)
+		args := []any{dr.ID, dr.Actor, dr.State, dr.Topic, dr.Note, dr.CreatedAt}
+		if keyed {
+			// The key row holds what a create's does: a fingerprint, the
+			// answer's bytes and its headers (the request's id stands for
+			// the key, a fresh one every time).
+			answer, err := json.Marshal(dr)
+			if err != nil {
+				return err
+			}
+			headers, err := json.Marshal(http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/demo-requests/" + dr.ID}})
+			if err != nil {
+				return err
+			}
+			fp := sha256.Sum256(answer)
+			args = append(args, hex.EncodeToString(fp[:]), answer, string(headers))
+		}
+		_, err := stmt.ExecContext(ctx, args...)
 		return err
 	}
 	store := postgres.New(db)

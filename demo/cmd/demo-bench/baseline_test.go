@@ -28,14 +28,16 @@ func TestMain(m *testing.M) { demotest.Main(m) }
 // authenticates, decodes and validates as the API does (with its code), answers a create with a 201 that
 // has the API's headers and body members, inserts one row, logs one line
 // per request, and stops when its context ends. With BASELINE_OUTBOX=true
-// each request also writes its outbox row.
+// each request also writes its outbox row; with BASELINE_KEY=true, and
+// first its key row, completed with the answer it sent.
 func TestBaselineServer(t *testing.T) {
-	for _, outbox := range []bool{false, true} {
-		t.Run(fmt.Sprintf("outbox=%v", outbox), func(t *testing.T) { testBaselineServer(t, outbox) })
+	for _, mode := range []string{"plain", "outbox", "key"} {
+		t.Run(mode, func(t *testing.T) { testBaselineServer(t, mode) })
 	}
 }
 
-func testBaselineServer(t *testing.T, outbox bool) {
+func testBaselineServer(t *testing.T, mode string) {
+	outbox, keyed := mode != "plain", mode == "key"
 	dbURL := pgtest.NewURL(t)
 	const token = "tok-baseline"
 	env := map[string]string{
@@ -43,6 +45,7 @@ func testBaselineServer(t *testing.T, outbox bool) {
 		"LISTEN_ADDR":     "127.0.0.1:0",
 		"API_TOKENS":      "bench:" + auth.Hash(token),
 		"BASELINE_OUTBOX": fmt.Sprint(outbox),
+		"BASELINE_KEY":    fmt.Sprint(keyed),
 	}
 	logPath := filepath.Join(t.TempDir(), "baseline.log")
 	logFile, err := os.Create(logPath)
@@ -141,9 +144,25 @@ func testBaselineServer(t *testing.T, outbox bool) {
 	if want := map[bool]int{false: 0, true: 1}[outbox]; outboxRows != want {
 		t.Errorf("%d outbox rows for request %s, want %d", outboxRows, id, want)
 	}
-	var keys int
-	if err := db.Get(&keys, `SELECT count(*) FROM idempotency_keys`); err != nil || keys != 0 {
-		t.Errorf("idempotency records: %d (%v), want none", keys, err)
+	var keys []struct {
+		Key    string `db:"idem_key"`
+		State  string `db:"state"`
+		Status int    `db:"status_code"`
+		Body   []byte `db:"response_body"`
+	}
+	if err := db.Select(&keys, `SELECT idem_key, state, status_code, response_body FROM idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case !keyed && len(keys) != 0:
+		t.Errorf("key rows %+v, want none", keys)
+	case keyed && len(keys) != 1:
+		t.Errorf("%d key rows, want the request's one", len(keys))
+	case keyed:
+		var answer map[string]any
+		if k := keys[0]; k.Key != id || k.State != "completed" || k.Status != http.StatusCreated || json.Unmarshal(k.Body, &answer) != nil || answer["requestId"] != id {
+			t.Errorf("key row %s %s %d %q, want request %s completed with its 201", k.Key, k.State, k.Status, k.Body, id)
+		}
 	}
 
 	cancel()

@@ -92,7 +92,7 @@ func (b *bench) expedite(ctx context.Context, db, deskDB *sqlx.DB, dbid, deskDBI
 	if err != nil {
 		return err
 	}
-	cl := newClient(srv, nil, nil, nil, token, 16)
+	cl := newClient(srv, nil, nil, nil, nil, token, 16)
 	var next, answered atomic.Int64
 	req := func(ctx context.Context, w, i int) (reply, bool) {
 		n := int(next.Add(1)) - 1

@@ -21,6 +21,7 @@ import (
 const (
 	scBaseline = "baseline"
 	scOutbox   = "baseline+outbox" // the baseline that also writes the outbox row: the create's business effect
+	scKeyRow   = "baseline+key"    // and, first, the key row with its answer, plainly: what a create must write
 	scCreate   = "create"          // the one-phase path, as the service runs a create
 	scCreate2P = "create-2p"       // the same create on the two-phase path (IDEMPOTENCY_PATH=two_phase)
 	scReplay   = "replay"          // the same request again with a completed key, no X-Client-Attempt
@@ -29,7 +30,7 @@ const (
 )
 
 // scenarios are every scenario, in the order the report lists them.
-var scenarios = []string{scBaseline, scOutbox, scCreate, scCreate2P, scReplay, scReplayA2, scRead}
+var scenarios = []string{scBaseline, scOutbox, scKeyRow, scCreate, scCreate2P, scReplay, scReplayA2, scRead}
 
 // The bodies: the same size for the create and the baseline; the topic tells
 // their rows apart.
@@ -37,6 +38,7 @@ var (
 	createBody   = []byte(`{"topic":"bench-create","note":"a demo request filed by the load generator"}`)
 	baselineBody = []byte(`{"topic":"bench-insert","note":"a demo request filed by the load generator"}`)
 	outboxBody   = []byte(`{"topic":"bench-outbox","note":"a demo request filed by the load generator"}`)
+	keyRowBody   = []byte(`{"topic":"bench-keyrow","note":"a demo request filed by the load generator"}`)
 )
 
 // client sends the benchmark's requests: creates, replays and storms to
@@ -44,11 +46,12 @@ var (
 type client struct {
 	api, baseline *serverProc
 	outbox        *serverProc // the baseline server with BASELINE_OUTBOX=true
+	keyRow        *serverProc // the baseline server with BASELINE_KEY=true
 	twoPhase      *serverProc // demo-api with IDEMPOTENCY_PATH=two_phase
 	token         string
 	hc            *http.Client
 
-	created, inserted, effected atomic.Int64 // 201s of creates (first ones) and of the baselines
+	created, inserted, effected, keyed atomic.Int64 // 201s of creates (first ones) and of the baselines
 
 	mu   sync.Mutex
 	pool []created // completed creates, replayed and read by the replay and read scenarios
@@ -57,7 +60,7 @@ type client struct {
 // created is a completed create: its key, and the URL of its request.
 type created struct{ key, location string }
 
-func newClient(api, twoPhase, baseline, outbox *serverProc, token string, maxConns int) *client {
+func newClient(api, twoPhase, baseline, outbox, keyRow *serverProc, token string, maxConns int) *client {
 	tr := &http.Transport{
 		MaxIdleConns:        maxConns,
 		MaxIdleConnsPerHost: maxConns,
@@ -65,7 +68,7 @@ func newClient(api, twoPhase, baseline, outbox *serverProc, token string, maxCon
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &client{api: api, twoPhase: twoPhase, baseline: baseline, outbox: outbox, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	return &client{api: api, twoPhase: twoPhase, baseline: baseline, outbox: outbox, keyRow: keyRow, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
 // reply is what the benchmark keeps of a response.
@@ -132,10 +135,13 @@ type request func(ctx context.Context, w, i int) (reply, bool)
 // call once the phase is over (it publishes created keys to the pool).
 func (c *client) scenario(name string, workers int) (request, func()) {
 	switch name {
-	case scBaseline, scOutbox:
+	case scBaseline, scOutbox, scKeyRow:
 		srv, body, sent := c.baseline, baselineBody, &c.inserted
-		if name == scOutbox {
+		switch name {
+		case scOutbox:
 			srv, body, sent = c.outbox, outboxBody, &c.effected
+		case scKeyRow:
+			srv, body, sent = c.keyRow, keyRowBody, &c.keyed
 		}
 		return func(ctx context.Context, w, i int) (reply, bool) {
 			r := c.post(ctx, srv, "", 0, body)

@@ -7,6 +7,8 @@
 //     insert through the same HTTP pieces without the idempotency layer;
 //   - baseline+outbox: the same on a second baseline server that also writes
 //     the request's outbox row, the create's whole business effect;
+//   - baseline+key: the same on a third that writes first the key row with
+//     its answer, plainly: what a create must write, with nothing around it;
 //   - create: POST /v1/demo-requests with a fresh Idempotency-Key, on the
 //     one-phase path; create-2p: the same on a server on the two-phase path;
 //   - replay: the same request again with a completed key; replay-a2: the
@@ -236,12 +238,17 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		return 1, err
 	}
 	defer baseOutbox.stop()
+	baseKey, err := startBaseline(ctx, "baseline-key", tmp, dbURL, token, "BASELINE_KEY=true")
+	if err != nil {
+		return 1, err
+	}
+	defer baseKey.stop()
 	srv2p, err := startServer(ctx, "server-2p", []string{bin, "serve"}, tmp, append(serverEnv(dbURL, token), "IDEMPOTENCY_PATH=two_phase"))
 	if err != nil {
 		return 1, err
 	}
 	defer srv2p.stop()
-	b.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, srv2p.cmd.Process.Pid, base.cmd.Process.Pid, baseOutbox.cmd.Process.Pid}}
+	b.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, srv2p.cmd.Process.Pid, base.cmd.Process.Pid, baseOutbox.cmd.Process.Pid, baseKey.cmd.Process.Pid}}
 	if !cpuMeasured {
 		b.logf("CPU and memory: %s", notMeasured)
 	} else if b.cpu.postmasterPid, err = postmasterPid(ctx, b.stats); err != nil {
@@ -256,7 +263,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 
 	round, storms, floor, counts, drain := b.plan()
 	b.eta = eta{start: time.Now(), planned: time.Duration(len(scenarios))*time.Second + time.Duration(o.rounds)*(round+storms) + floor + counts + drain}
-	cl := newClient(srv, srv2p, base, baseOutbox, token, o.stormSize+64)
+	cl := newClient(srv, srv2p, base, baseOutbox, baseKey, token, o.stormSize+64)
 	if err := b.mainRounds(ctx, cl); err != nil {
 		return 1, err
 	}
@@ -368,7 +375,7 @@ func (b *bench) round(ctx context.Context, cl *client, round int) error {
 
 // checkRows compares the business rows with the 201s the server sent.
 func (b *bench) checkRows(ctx context.Context, cl *client) error {
-	var creates, inserts, effects int
+	var creates, inserts, effects, keyed int
 	if err := b.benchDB.GetContext(ctx, &creates, `SELECT count(*) FROM demo_requests WHERE topic = 'bench-create'`); err != nil {
 		return err
 	}
@@ -379,8 +386,13 @@ func (b *bench) checkRows(ctx context.Context, cl *client) error {
 	if err := b.benchDB.GetContext(ctx, &effects, `SELECT count(*) FROM demo_requests r JOIN outbox o ON o.request_id = r.id WHERE r.topic = 'bench-outbox'`); err != nil {
 		return err
 	}
-	b.rep.rowsCreate, b.rep.rowsBaseline, b.rep.rowsOutbox = creates, inserts, effects
-	b.rep.sentCreate, b.rep.sentBaseline, b.rep.sentOutbox = int(cl.created.Load()), int(cl.inserted.Load()), int(cl.effected.Load())
+	// One of the key baseline counts once it has its outbox row and its key row.
+	if err := b.benchDB.GetContext(ctx, &keyed, `SELECT count(*) FROM demo_requests r JOIN outbox o ON o.request_id = r.id
+JOIN idempotency_keys k ON k.actor_id = r.actor_id AND k.operation = 'create_demo_request' AND k.idem_key = r.id::text WHERE r.topic = 'bench-keyrow'`); err != nil {
+		return err
+	}
+	b.rep.rowsCreate, b.rep.rowsBaseline, b.rep.rowsOutbox, b.rep.rowsKeyRow = creates, inserts, effects, keyed
+	b.rep.sentCreate, b.rep.sentBaseline, b.rep.sentOutbox, b.rep.sentKeyRow = int(cl.created.Load()), int(cl.inserted.Load()), int(cl.effected.Load()), int(cl.keyed.Load())
 	return nil
 }
 
@@ -464,12 +476,17 @@ func (b *bench) countRoundTrips(ctx context.Context, bin, tmp, host, port, dbURL
 		return err
 	}
 	defer baseOutbox.stop()
+	baseKey, err := startBaseline(ctx, "baseline-key-counted", tmp, url, token, "BASELINE_KEY=true")
+	if err != nil {
+		return err
+	}
+	defer baseKey.stop()
 	srv2p, err := startServer(ctx, "server-2p-counted", []string{bin, "serve"}, tmp, append(serverEnv(url, token), "IDEMPOTENCY_PATH=two_phase"))
 	if err != nil {
 		return err
 	}
 	defer srv2p.stop()
-	cl := newClient(srv, srv2p, base, baseOutbox, token, 16)
+	cl := newClient(srv, srv2p, base, baseOutbox, baseKey, token, 16)
 	req, after := cl.scenario(scCreate, 1)
 	closedLoop(ctx, 1, 0, 50, req) // keys to replay, and warm connections
 	after()

@@ -35,6 +35,8 @@ func (cl *client) serverOf(sc string) *serverProc {
 		return cl.baseline
 	case scOutbox:
 		return cl.outbox
+	case scKeyRow:
+		return cl.keyRow
 	case scCreate2P:
 		return cl.twoPhase
 	}

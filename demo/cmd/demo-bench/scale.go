@@ -246,7 +246,7 @@ func (s *scaleRun) levels(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server
 	}
 	defer emptyDB.Close()
 	emptyDB.SetMaxOpenConns(1)
-	s.beside = &besideTable{cl: newClient(emptySrv, nil, nil, nil, token, 64), db: emptyDB, stats: &statsDB{admin: admin, dbid: emptyID, pgss: true}}
+	s.beside = &besideTable{cl: newClient(emptySrv, nil, nil, nil, nil, token, 64), db: emptyDB, stats: &statsDB{admin: admin, dbid: emptyID, pgss: true}}
 	s.cpu = &cpuMeter{serverPids: []int{srv.cmd.Process.Pid, emptySrv.cmd.Process.Pid}}
 	if cpuMeasured {
 		if s.cpu.postmasterPid, err = postmasterPid(ctx, s.stats); err != nil {
@@ -269,7 +269,7 @@ func (s *scaleRun) levels(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server
 	} else {
 		s.rep.pgstattuple = true
 	}
-	cl := newClient(srv, nil, nil, nil, token, 64)
+	cl := newClient(srv, nil, nil, nil, nil, token, 64)
 	tpl, err := templateKey(ctx, cl, srv)
 	if err != nil {
 		return err

@@ -138,7 +138,7 @@ func (s *scaleRun) churn(ctx context.Context, admin *sqlx.DB, pg *pgtest.Server,
 		return nil
 	}
 
-	cl := newClient(srv, nil, nil, nil, token, 64)
+	cl := newClient(srv, nil, nil, nil, nil, token, 64)
 	tpl, err := templateKey(ctx, cl, srv)
 	if err != nil {
 		return err
