@@ -93,15 +93,12 @@ type Metrics interface {
 	Answered(operation string, n int) // an intent's definite answer at the client's attempt n
 }
 
-// Every is how often an outage's 503s are summed up in the log.
-const Every = 10 * time.Second
-
 // Requests logs one line per request, and reports it to m. A response that
 // was never sent (the workshop dropped it, or the client left) is logged as
 // such, not as the 200 net/http would otherwise report. The 503s of an
-// outage are summed up every interval in a few lines of their own (outage).
-func Requests(logger *slog.Logger, m Metrics, every time.Duration) func(http.Handler) http.Handler {
-	outage := newOutage(logger, every)
+// outage are summed up in a few lines of their own (outage).
+func Requests(logger *slog.Logger, m Metrics) func(http.Handler) http.Handler {
+	outage := newOutage(logger, outageEvery)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()

@@ -25,7 +25,7 @@ func (s *api) routes(ops []Route) http.Handler {
 		middleware.SetHeader("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
 		middleware.SetHeader("Referrer-Policy", "no-referrer"),
 		middleware.SetHeader("Cache-Control", "no-store"),
-		middleware.RequestID, traceRequests, accesslog.Requests(s.Logger, s.Metrics, accesslog.Every), s.recoverPanics)
+		middleware.RequestID, traceRequests, accesslog.Requests(s.Logger, s.Metrics), s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, rq *http.Request) {
 		problem.Write(s.Logger, w, rq, apperr.Errorf(apperr.NotFound, "no such route"))
 	})
