@@ -73,14 +73,14 @@ func Write(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err erro
 		note.ClientGone = true
 		return
 	}
-	resp := Render(err)
+	resp, e := Render(err), Public(err)
 	switch {
 	case resp.Status == http.StatusServiceUnavailable && accesslog.Logged(r):
-		note.Unavailable, note.Cause = err, Public(err).Message
+		note.Unavailable, note.Cause = err, e.Message
 	case resp.Status >= 500:
 		logger.ErrorContext(r.Context(), "request failed", "err", err, "req_id", accesslog.ReqID(r))
 	}
-	note.Code = Public(err).Code
+	note.Code = e.Code
 	for k, v := range resp.Header {
 		w.Header().Set(k, v)
 	}
