@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/demo-api/demo-api/internal/accesslog"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/problem"
 )
 
 // Benchmarks of the response capture and of the other pure steps of a
@@ -46,7 +48,7 @@ func BenchmarkCaptureRefusal(b *testing.B) {
 	err := apperr.Errorf(apperr.TopicRefused, "requests on topic %q are not taken here", "blocked")
 	b.ReportAllocs()
 	for b.Loop() {
-		sinkResponse = Render(err)
+		sinkResponse = problem.Render(err)
 	}
 }
 
@@ -86,6 +88,6 @@ func BenchmarkNoteKey(b *testing.B) {
 	s := idempotency.Scope{Actor: "bench", Operation: "demo-requests.create", Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"}
 	b.ReportAllocs()
 	for b.Loop() {
-		noteKey(r, s)
+		accesslog.NoteKey(r, s)
 	}
 }

@@ -16,18 +16,19 @@ import (
 	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/problem"
 )
 
 // operations are the routes of the operations: the demo requests', then the
 // service's own (Deps.Routes). A new one is a constructor and a line here.
-func (s *Server) operations() ([]Route, error) {
+func (s *api) operations() ([]Route, error) {
 	var routes []Route
 	var errs []error
 	add := func(r Route, err error) { routes, errs = append(routes, r), append(errs, err) }
-	add(Idempotent(s, createDemoRequest(s.Demo, s.Writes)))
-	add(Idempotent(s, cancelDemoRequest(s.Demo, s.Writes)))
+	add(Idempotent(s.ops, createDemoRequest(s.Demo, s.Writes)))
+	add(Idempotent(s.ops, cancelDemoRequest(s.Demo, s.Writes)))
 	if s.Routes != nil {
-		more, err := s.Routes(s)
+		more, err := s.Routes(s.ops)
 		routes, errs = append(routes, more...), append(errs, err)
 	}
 	return routes, errors.Join(errs...)
@@ -107,7 +108,7 @@ func handleRead[T any](logger *slog.Logger, read func(r *http.Request) (T, error
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, err := read(r)
 		if err != nil {
-			WriteError(logger, w, r, err)
+			problem.Write(logger, w, r, err)
 			return
 		}
 		WriteJSON(w, http.StatusOK, v)

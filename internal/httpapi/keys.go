@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/demo-api/demo-api/internal/accesslog"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -58,7 +59,7 @@ func handleKeyOutcome(logger *slog.Logger, keys idempotency.Store, ttl time.Dura
 			return keyOutcome{}, err
 		}
 		scope := idempotency.Scope{Actor: ActorOf(r), Operation: op, Key: key}
-		noteKey(r, scope)
+		accesslog.NoteKey(r, scope)
 		rec, now, err := keys.Lookup(r.Context(), scope)
 		if err != nil {
 			return keyOutcome{}, err

@@ -11,8 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/demo-api/demo-api/internal/accesslog"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/problem"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // Operation is what the transport needs to make one operation safe to
@@ -57,7 +60,7 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		it, err := ReadIntent(s, w, r, op)
 		if err != nil {
-			WriteError(s.Logger, w, r, err)
+			problem.Write(s.Logger, w, r, err)
 			return
 		}
 		// The work is what the Runner runs at most once per key. A refusal
@@ -71,8 +74,8 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 				}
 			}
 			out, err := op.Decide(ctx, it.Request.Scope.Actor, it.In, now)
-			if refusal, ok := errors.AsType[*apperr.Error](err); ok && Render(refusal).Status < 500 {
-				return idempotency.Answer{Response: Render(refusal)}, nil
+			if refusal, ok := errors.AsType[*apperr.Error](err); ok && problem.Render(refusal).Status < 500 {
+				return idempotency.Answer{Response: problem.Render(refusal)}, nil
 			} else if err != nil {
 				return idempotency.Answer{}, err
 			}
@@ -124,9 +127,9 @@ const (
 // operation that runs its own way uses ReadIntent and Respond). It is the
 // boundary between HTTP and the Runner: what lies past it is plain Go.
 type Intent[In any] struct {
-	Request    idempotency.Request
-	In         In
-	Decoration // Deps.Decorate's
+	Request             idempotency.Request
+	In                  In
+	workshop.Decoration // Deps.Decorate's
 }
 
 // ReadIntent reads r as an attempt at op; its errors are answered, storing nothing.
@@ -140,7 +143,7 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 		return it, err
 	}
 	scope := idempotency.Scope{Actor: ActorOf(r), Operation: op.Name, Key: key}
-	noteKey(r, scope)
+	accesslog.NoteKey(r, scope)
 	if err = clientAttempt(r); err != nil {
 		return it, err
 	}
@@ -153,10 +156,10 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return it, err
 	}
-	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: cmp.Or(s.Path, op.Path), // Deps.Path first
-		Wait: preferWait(r), Retry: info(r).attempt >= 2}
-	if s.Decorate != nil {
-		if it.Decoration, err = s.Decorate(r, &it.Request); err != nil {
+	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: cmp.Or(s.path, op.Path), // Deps.Path first
+		Wait: preferWait(r), Retry: accesslog.Of(r).Attempt >= 2}
+	if s.decorate != nil {
+		if it.Decoration, err = s.decorate(r, &it.Request); err != nil {
 			return it, err
 		}
 	}
@@ -166,23 +169,19 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 // Respond writes the Runner's result res for it, or its error. A 409 links
 // to the outcome route (rel="monitor"), where a client whose retries ran
 // out can ask what became of its key without sending the request again.
-// The client's attempt number is counted only for a definite answer (a
-// result or a mismatch): it tells how many attempts an intent needed.
+// A result or a mismatch is a definite answer: the access log counts the
+// client's attempt number for it.
 func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Intent[In], res idempotency.Result, err error) {
-	li := info(r)
-	li.outcome, li.path = res.Outcome, res.Path
-	if definite := err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch; definite && li.attempt > 0 && s.Metrics != nil {
-		s.Metrics.Answered(it.Request.Scope.Operation, li.attempt)
-	}
+	accesslog.Answer(r, res.Outcome, res.Path, err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch)
 	switch {
 	case err != nil:
 		if apperr.Code(err) == apperr.OperationInProgress {
 			w.Header().Set("Link", "<"+outcomeURL(it.Request.Scope)+`>; rel="monitor"`)
 		}
-		WriteError(s.Logger, w, r, err)
+		problem.Write(s.Logger, w, r, err)
 		return
 	case it.DropAnswer:
-		dropConnection(s.Logger, w, r)
+		workshop.Drop(s.Logger, w, r)
 		return
 	}
 	if res.Waited {
@@ -197,7 +196,7 @@ func outcomeURL(s idempotency.Scope) string {
 	return "/v1/idempotency-keys/" + url.PathEscape(s.Key) + "?operation=" + url.QueryEscape(s.Operation)
 }
 
-// clientAttempt reads X-Client-Attempt into r's logInfo (0 when absent). Errors: invalid_header.
+// clientAttempt reads X-Client-Attempt into r's access-log note (0 when absent). Errors: invalid_header.
 // A second attempt or later (≥ 2) tells the Runner the key most likely
 // exists, so it reads the key before it writes.
 func clientAttempt(r *http.Request) error {
@@ -209,7 +208,7 @@ func clientAttempt(r *http.Request) error {
 	if len(v) > 1 || err != nil || n < 1 || n > maxClientAttempt {
 		return apperr.Errorf(apperr.InvalidHeader, "%s must be sent once, as a whole number from 1 to %d", HeaderClientAttempt, maxClientAttempt)
 	}
-	info(r).attempt = n
+	accesslog.Of(r).Attempt = n
 	return nil
 }
 
@@ -227,4 +226,20 @@ func preferWait(r *http.Request) time.Duration {
 		}
 	}
 	return 0
+}
+
+// writeResponse writes a stored or fresh response; a replay says so. The
+// body is written as stored, byte for byte: a replay is the same answer, not
+// a new rendering of it.
+func writeResponse(w http.ResponseWriter, resp idempotency.Response, replayed bool) {
+	for k, v := range resp.Header {
+		w.Header().Set(k, v)
+	}
+	// Only a replay carries the header: a client, a log or a test tells a
+	// repeated answer from a first one without comparing bodies.
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(resp.Status)
+	w.Write(resp.Body)
 }

@@ -1,5 +1,7 @@
-// Package httpapi is the HTTP transport: routes, authentication, decoding, problems
-// and the idempotency headers; a service adds its operations through Deps.Routes.
+// Package httpapi is the HTTP transport: routes, authentication, decoding and
+// the idempotency headers; a service adds its operations through Deps.Routes.
+// Around it, composed here: the access log (package accesslog), errors as
+// problems (package problem) and the workshop's knobs (package workshop).
 package httpapi
 
 import (
@@ -13,6 +15,7 @@ import (
 	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // Deps is what the server needs; NewServer names what it lacks.
@@ -33,10 +36,10 @@ type Deps struct {
 	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys (idempotency.NewKeys); 0: none.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
-	Decorate         Decorator        // changes each attempt before it runs (package workshop's knobs)
-	Workshop         bool             // the workshop's knobs are on
-	Metrics          Metrics          // records outcomes and latencies, and serves /metrics
-	Path             idempotency.Path // makes every operation take this path; tests run every branch on both
+	Decorate         workshop.Decorator // changes each attempt before it runs (package workshop's knobs)
+	Workshop         bool               // the workshop's knobs are on
+	Metrics          Metrics            // records outcomes and latencies, and serves /metrics
+	Path             idempotency.Path   // makes every operation take this path; tests run every branch on both
 }
 
 // DemoRequests decides the creates and cancels of demo requests, and reads
@@ -55,7 +58,8 @@ type Writes interface {
 	CancelDemoRequest(demo.Request) idempotency.Effect
 }
 
-// Metrics is what the server reports to.
+// Metrics is what the server reports to: the Runner's outcomes, and the
+// access log's requests and attempts (accesslog.Metrics).
 type Metrics interface {
 	Outcome(operation string, p idempotency.Path, o idempotency.Outcome)
 	Request(route, status string, d time.Duration)
@@ -63,15 +67,25 @@ type Metrics interface {
 	Handler() http.Handler
 }
 
-// Server is the API's handler as it is made; Deps.Routes makes routes with it.
-// One Runner serves every operation: keys are scoped by operation, so they
-// share its lease, TTL and waiters without meeting.
+// Server is what the operations are made with (Idempotent, Deps.Routes):
+// the logger of their errors and the Runner inside its layers. One Runner
+// serves every operation: keys are scoped by operation, so they share its
+// lease, TTL and waiters without meeting.
 type Server struct {
-	Deps
+	Logger *slog.Logger
 	// run is the Runner's Do (the state machine of one key) inside the
 	// layers NewServer puts around it: a span, the bound on new keys
 	// (idempotency.NewKeys) and Prefer: wait (idempotency.Waits).
-	run func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error)
+	run      func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error)
+	path     idempotency.Path   // Deps.Path
+	decorate workshop.Decorator // Deps.Decorate
+}
+
+// api is the whole API as NewServer composes it: Deps, and the Server its
+// operations are made with.
+type api struct {
+	Deps
+	ops *Server
 }
 
 // NewServer returns the HTTP handler of the whole API, or what d lacks. An
@@ -83,7 +97,7 @@ func NewServer(d Deps) (http.Handler, error) {
 	case len(d.Tokens) == 0 && d.Authenticate == nil:
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
-	s := &Server{Deps: d}
+	s := &Server{Logger: d.Logger, path: d.Path, decorate: d.Decorate}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome
@@ -109,9 +123,10 @@ func NewServer(d Deps) (http.Handler, error) {
 			})
 		})
 	})
-	ops, err := s.operations()
+	a := &api{Deps: d, ops: s}
+	ops, err := a.operations()
 	if err != nil {
 		return nil, err
 	}
-	return s.routes(ops), nil
+	return a.routes(ops), nil
 }

@@ -9,8 +9,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/demo-api/demo-api/internal/accesslog"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/problem"
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
@@ -24,7 +26,7 @@ func traceRequests(next http.Handler) http.Handler {
 	}
 	named := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r)
-		route := routeOf(r)
+		route := accesslog.Route(r)
 		span := trace.SpanFromContext(r.Context())
 		span.SetName(r.Method + " " + route)
 		span.SetAttributes(attribute.String("http.route", route))
@@ -44,7 +46,7 @@ func traceKeys(run func(context.Context, idempotency.Request, idempotency.Work) 
 			attribute.String("idempotency.path", string(res.Path)), attribute.Bool("idempotency.replayed", res.Replayed))
 		if err != nil {
 			span.SetAttributes(attribute.String("idempotency.code", apperr.Code(err)))
-			if Render(err).Status >= 500 {
+			if problem.Render(err).Status >= 500 {
 				span.SetStatus(codes.Error, apperr.Code(err))
 			}
 		}

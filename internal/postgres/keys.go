@@ -15,13 +15,9 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// claimSQL and answerOnlySQL write a key row through write_key
-// (migrations/000002_write_key.up.sql), as every key write does;
-// answer_only.sql completes a key with no business change (a refusal).
-var (
-	claimSQL      = statement("sql/claim.sql")
-	answerOnlySQL = statement("sql/answer_only.sql")
-)
+// answerOnlySQL completes a key with no business change (a refusal), through
+// write_key (migrations/000002_write_key.up.sql), as every key write does.
+var answerOnlySQL = statement("sql/answer_only.sql")
 
 // effect is the store's idempotency.Effect: its statement, the call of an
 // operation's function that returns key_write (its key's arguments, then
@@ -145,6 +141,9 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any
 	return w, changed, err
 }
 
+// claimSQL writes a key in progress through write_key, as every key write does.
+var claimSQL = statement("sql/claim.sql")
+
 // Claim implements idempotency.Store (sql/claim.sql). The claim commits on its
 // own, before the work runs, so that a retry meanwhile finds the key in
 // progress rather than running the work a second time. Its token is new on
@@ -160,11 +159,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease
 // statement: a duplicate sent meanwhile waits on the key's unique index for
 // this commit and then replays, and a crash before the commit leaves nothing.
 func (s *Store) CompleteAtomically(ctx context.Context, c idempotency.Claim, fp string, ttl time.Duration, a idempotency.Answer) (idempotency.KeyWrite, error) {
-	w, err := s.answer(ctx, c, false, fp, ttl.Microseconds(), a)
-	if err != nil {
-		return idempotency.KeyWrite{}, err
-	}
-	return w, nil
+	return s.answer(ctx, c, false, fp, ttl.Microseconds(), a)
 }
 
 // FinishClaimAtomically implements idempotency.Store (the same statement, as the claim's finish).

@@ -20,7 +20,7 @@ const module = "github.com/demo-api/demo-api/"
 
 // The most lines a reader follows: the whole path, and the Runner's part.
 const (
-	maxPath   = 1180
+	maxPath   = 1049
 	maxRunner = 350
 )
 
@@ -90,13 +90,14 @@ func TestReadingPathIsShort(t *testing.T) {
 }
 
 // TestReadingPathCounter: the counter follows callees, the types and consts
-// they use, and another package's doc comment, each once; a method call is
-// followed to the methods of that name on the types read, not on every type.
+// they use, and another package's doc comment, each once, a method's called
+// on a value of that package's type too; a method call is followed to the
+// methods of that name on the types read, not on every type.
 func TestReadingPathCounter(t *testing.T) {
 	dir := t.TempDir()
 	for name, src := range map[string]string{
-		"a/a.go": "package a\n\nimport \"" + module + "b\"\n\n// A calls f.\nfunc A() { f().m(); f() }\n\nfunc f() T { return T{n: b.B} }\n\n// T is used.\ntype T struct {\n\tn int\n}\n\nfunc (T) m() {}\n\n// U is not read: its m is not T's.\ntype U struct{}\n\nfunc (U) m() {}\n\nfunc unused() {}\n",
-		"b/b.go": "package b\n\n// B is\n// two lines.\nconst B = 1\n",
+		"a/a.go": "package a\n\nimport \"" + module + "b\"\n\n// A calls f.\nfunc A() { f().m(); f(); b.V.Call() }\n\nfunc f() T { return T{n: b.B} }\n\n// T is used.\ntype T struct {\n\tn int\n}\n\nfunc (T) m() {}\n\n// U is not read: its m is not T's.\ntype U struct{}\n\nfunc (U) m() {}\n\nfunc unused() {}\n",
+		"b/b.go": "package b\n\n// B is\n// two lines.\nconst B = 1\n\n// V is a W.\nvar V W\n\ntype W struct{}\n\n// Call is\n// two lines too.\nfunc (W) Call() {}\n",
 	} {
 		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
@@ -106,7 +107,7 @@ func TestReadingPathCounter(t *testing.T) {
 	r := newReader(t)
 	r.root = dir
 	r.follow(filepath.Join(dir, "a/a.go"), "A")
-	if want := 2 + 1 + 4 + 1 + 2; r.lines != want || len(r.files) != 1 {
+	if want := 2 + 1 + 4 + 1 + 2 + 1 + 2; r.lines != want || len(r.files) != 1 {
 		t.Fatalf("%d lines in %d files, want %d in 1", r.lines, len(r.files), want)
 	}
 }
@@ -122,6 +123,7 @@ type decl struct {
 	methods []string            // the methods it calls, by name
 	types   []string            // the types it declares
 	imports map[string][]string // the declarations of other packages it uses, by import path
+	modules []string            // the packages of this module its file imports, by import path
 }
 
 type reader struct {
@@ -206,14 +208,25 @@ func (r *reader) take(dir string, d decl) {
 		}
 	}
 	for path, names := range d.imports {
-		other := r.pkg(filepath.Join(r.root, strings.TrimPrefix(path, module)))
-		for _, n := range names {
-			for _, used := range other[n] {
-				if !r.read[used.id] && !strings.Contains(used.name, ".") {
-					r.read[used.id] = true
-					r.lines += used.doc
-					r.t.Logf("  %s.%s: %d lines of doc comment", filepath.Base(path), used.name, used.doc)
-				}
+		r.docs(path, names, false)
+	}
+	for _, path := range d.modules { // a method called on a value of another package's type (x.m): its doc comment
+		r.docs(path, d.methods, true)
+	}
+}
+
+// docs counts the doc comments of the declarations names of the package at
+// path, each once: its functions, types, consts and vars, or its methods.
+// A method is found by its name alone, on every type of that package: at
+// least what a reader opens.
+func (r *reader) docs(path string, names []string, methods bool) {
+	other := r.pkg(filepath.Join(r.root, strings.TrimPrefix(path, module)))
+	for _, n := range names {
+		for _, used := range other[n] {
+			if !r.read[used.id] && strings.Contains(used.name, ".") == methods {
+				r.read[used.id] = true
+				r.lines += used.doc
+				r.t.Logf("  %s.%s: %d lines of doc comment", filepath.Base(path), used.name, used.doc)
 			}
 		}
 	}
@@ -240,8 +253,12 @@ func (r *reader) pkg(dir string) map[string][]decl {
 			r.t.Fatal(err)
 		}
 		imports := map[string]string{} // by the name the file uses
+		var modules []string
 		for _, im := range f.Imports {
 			ip, _ := strconv.Unquote(im.Path.Value)
+			if strings.HasPrefix(ip, module) {
+				modules = append(modules, ip)
+			}
 			n := filepath.Base(ip)
 			if im.Name != nil {
 				n = im.Name.Name
@@ -249,7 +266,7 @@ func (r *reader) pkg(dir string) map[string][]decl {
 			imports[n] = ip
 		}
 		for _, gd := range f.Decls {
-			d := decl{file: path}
+			d := decl{file: path, modules: modules}
 			var doc *ast.CommentGroup
 			var names []string
 			switch gd := gd.(type) {

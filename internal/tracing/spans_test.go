@@ -32,6 +32,7 @@ import (
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
 	"github.com/demo-api/demo-api/internal/tools/testenv"
 	"github.com/demo-api/demo-api/internal/tracing"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // The tests of this file share the package's tracing (tracing.Use), so
@@ -84,8 +85,8 @@ func newServer(t *testing.T, p idempotency.Path) *server {
 		Logger: logger, Keys: s.store, Writes: s.store, Tokens: tokens, Ready: s.store.Ping,
 		Demo: &demo.Service{Store: s.store}, TTL: 24 * time.Hour, Lease: 30 * time.Second, Path: p,
 		Deliveries: &delivery.Dispatcher{Store: s.store, Logger: logger},
-		Decorate: func(*http.Request, *idempotency.Request) (httpapi.Decoration, error) {
-			return httpapi.Decoration{Hold: func(ctx context.Context) error {
+		Decorate: func(*http.Request, *idempotency.Request) (workshop.Decoration, error) {
+			return workshop.Decoration{Hold: func(ctx context.Context) error {
 				s.mu.Lock()
 				hold := s.hold
 				s.mu.Unlock()

@@ -1,17 +1,43 @@
 // Package workshop is the knobs: request headers that reproduce each branch
-// of the contract on any idempotent operation (an httpapi.Decorator).
+// of the contract on any idempotent operation (a Decorator), and what they do
+// to an attempt (a Decoration).
 package workshop
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/demo-api/demo-api/internal/accesslog"
 	"github.com/demo-api/demo-api/internal/apperr"
-	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
+
+// Decorator changes an attempt before it runs (the knobs): it may refuse it,
+// nothing stored, or change its request (its path, its TTL). The knobs
+// decorate an operation from outside: the operation and the Runner stay as
+// in production, and a request without knobs is not touched.
+type Decorator func(r *http.Request, req *idempotency.Request) (Decoration, error)
+
+// Decoration is what a Decorator does to one attempt.
+type Decoration struct {
+	Hold       func(context.Context) error // runs inside the work before it decides
+	DropAnswer bool                        // closes the connection without the answer
+}
+
+// Drop closes the client's connection without a response: a lost response
+// after the commit, which only a retry with the same key can recover.
+func Drop(logger *slog.Logger, w http.ResponseWriter, r *http.Request) {
+	accesslog.Of(r).Dropped = true
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		logger.ErrorContext(r.Context(), "drop response", "err", err, "req_id", accesslog.ReqID(r))
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
 
 // The knobs. A request that carries one takes the two-phase path, so that
 // it has a claim to hold, fail or answer late.
@@ -29,11 +55,11 @@ const (
 
 // Knobs is the decorator of the knobs; maxDelay bounds Workshop-Delay (half
 // the lease, the work's budget). Errors: invalid_header.
-func Knobs(maxDelay time.Duration) httpapi.Decorator {
-	return func(r *http.Request, req *idempotency.Request) (httpapi.Decoration, error) {
+func Knobs(maxDelay time.Duration) Decorator {
+	return func(r *http.Request, req *idempotency.Request) (Decoration, error) {
 		k, err := read(r, maxDelay)
 		if err != nil || k == (knobs{}) {
-			return httpapi.Decoration{}, err
+			return Decoration{}, err
 		}
 		if req.Path == idempotency.OnePhase {
 			req.Path = idempotency.TwoPhase
@@ -41,7 +67,7 @@ func Knobs(maxDelay time.Duration) httpapi.Decorator {
 		if k.ttl > 0 {
 			req.TTL = k.ttl
 		}
-		d := httpapi.Decoration{DropAnswer: k.drop}
+		d := Decoration{DropAnswer: k.drop}
 		if k.delay > 0 || k.fail {
 			d.Hold = k.hold
 		}
@@ -51,13 +77,13 @@ func Knobs(maxDelay time.Duration) httpapi.Decorator {
 
 // Off is the decorator of a server without the knobs: it refuses them.
 // Errors: workshop_disabled.
-func Off(r *http.Request, _ *idempotency.Request) (httpapi.Decoration, error) {
+func Off(r *http.Request, _ *idempotency.Request) (Decoration, error) {
 	for _, h := range []string{HeaderDelay, HeaderFail, HeaderDropResponse, HeaderTTL} {
 		if r.Header.Get(h) != "" {
-			return httpapi.Decoration{}, apperr.Errorf(apperr.WorkshopDisabled, "start the server with WORKSHOP=true to use the Workshop-* headers")
+			return Decoration{}, apperr.Errorf(apperr.WorkshopDisabled, "start the server with WORKSHOP=true to use the Workshop-* headers")
 		}
 	}
-	return httpapi.Decoration{}, nil
+	return Decoration{}, nil
 }
 
 // knobs are one request's settings.

@@ -162,7 +162,7 @@ func serve(ctx context.Context, cfg service.Config, more settings, stdout, stder
 	deskFaults := cfg.Workshop && desk != nil
 	if desk != nil {
 		deps.Routes = func(srv *httpapi.Server) ([]httpapi.Route, error) {
-			routes, err := expedite.Routes(srv, svc, store, desk, store)
+			routes, err := expedite.Routes(srv, deps, svc, store, desk, store)
 			if deskFaults {
 				routes = append(routes, httpapi.Route{Method: http.MethodPut, Pattern: "/workshop/desk-faults",
 					Handler: web.DeskFaults(app.Logger, web.SetDeskFaults(desk))})

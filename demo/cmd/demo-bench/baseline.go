@@ -20,6 +20,7 @@ import (
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/metrics"
 	"github.com/demo-api/demo-api/internal/postgres"
+	"github.com/demo-api/demo-api/internal/problem"
 	"github.com/demo-api/demo-api/internal/serving"
 )
 
@@ -185,7 +186,7 @@ func createWithoutKey(logger *slog.Logger, svc *demo.Service, insert func(contex
 			err = insert(r.Context(), dr)
 		}
 		if err != nil {
-			httpapi.WriteError(logger, w, r, err)
+			problem.Write(logger, w, r, err)
 			return
 		}
 		w.Header().Set("Location", "/v1/demo-requests/"+url.PathEscape(dr.ID))

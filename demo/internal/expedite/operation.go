@@ -19,7 +19,9 @@ import (
 	"github.com/demo-api/demo-api/internal/demo"
 	"github.com/demo-api/demo-api/internal/httpapi"
 	"github.com/demo-api/demo-api/internal/idempotency"
+	"github.com/demo-api/demo-api/internal/problem"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // HeaderStopAfter, a workshop knob, the name of a step of the expedite
@@ -161,7 +163,7 @@ func Steps(svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk) *steps.S
 // transient.
 func refusalOf(err error) error {
 	if e, ok := errors.AsType[*apperr.Error](err); ok {
-		if resp := httpapi.Render(e); resp.Status < 500 {
+		if resp := problem.Render(e); resp.Status < 500 {
 			return &steps.Refusal{Response: resp, Reason: e.Code}
 		}
 	}
@@ -191,18 +193,18 @@ func (in expediteInput) significant() map[string]any {
 }
 
 // Routes are the expedite's routes, POST /v1/demo-requests/{id}/expedite
-// and its GET, made with the server s: the POST reads its attempt as every
-// idempotent route does (httpapi.ReadIntent), runs it on a steps Runner of
-// its own, configured as s's keys' Runner is, and answers as every route
-// does (httpapi.Respond).
-func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk, runs steps.RunStore) ([]httpapi.Route, error) {
+// and its GET, made with the server s of d: the POST reads its attempt as
+// every idempotent route does (httpapi.ReadIntent), runs it on a steps
+// Runner of its own, configured as d's keys' Runner is, and answers as
+// every route does (httpapi.Respond).
+func Routes(s *httpapi.Server, d httpapi.Deps, svc *demo.Service, writes ExpediteWrites, desk ExpediteDesk, runs steps.RunStore) ([]httpapi.Route, error) {
 	op := Steps(svc, writes, desk)
 	if err := op.Check(); err != nil {
 		return nil, err
 	}
-	cfg := idempotency.Config{TTL: s.TTL, Lease: s.Lease}
-	if s.Metrics != nil {
-		cfg.Observe = s.Metrics.Outcome
+	cfg := idempotency.Config{TTL: d.TTL, Lease: d.Lease}
+	if d.Metrics != nil {
+		cfg.Observe = d.Metrics.Outcome
 	}
 	runner, err := steps.NewRunner(cfg, runs)
 	if err != nil {
@@ -210,8 +212,8 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 	}
 	waits := idempotency.NewWaits(nil) // Prefer: wait, as s's operations have it
 	var newKeys *idempotency.NewKeys   // the bound on new keys, as s's operations have it
-	if s.NewKeysPerSecond != 0 {
-		if newKeys, err = idempotency.BoundNewKeys(s.NewKeysPerSecond, s.NewKeysBurst, runs, cfg.Observe); err != nil {
+	if d.NewKeysPerSecond != 0 {
+		if newKeys, err = idempotency.BoundNewKeys(d.NewKeysPerSecond, d.NewKeysBurst, runs, cfg.Observe); err != nil {
 			return nil, err
 		}
 	}
@@ -229,18 +231,18 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 		stopAfter := r.Header.Get(HeaderStopAfter)
 		switch {
 		case err != nil:
-		case stopAfter != "" && !s.Workshop:
+		case stopAfter != "" && !d.Workshop:
 			err = apperr.Errorf(apperr.WorkshopDisabled, "start the server with WORKSHOP=true to use the Workshop-* headers")
 		case stopAfter != "" && !op.HasStep(stopAfter):
 			err = apperr.Errorf(apperr.InvalidHeader, "%s must name a step of %s", HeaderStopAfter, op.Operation)
 		}
 		if err != nil {
-			httpapi.WriteError(s.Logger, w, r, err)
+			problem.Write(s.Logger, w, r, err)
 			return
 		}
 		input, err := json.Marshal(it.In)
 		if err != nil {
-			httpapi.WriteError(s.Logger, w, r, fmt.Errorf("encode input: %w", err))
+			problem.Write(s.Logger, w, r, fmt.Errorf("encode input: %w", err))
 			return
 		}
 		// The desk's calls of the run, its status lookups too, are made
@@ -252,7 +254,7 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 			})
 		})
 		if errors.Is(err, steps.ErrStopped) {
-			dropConnection(s.Logger, w, r) // the runner "died" after the step
+			workshop.Drop(s.Logger, w, r) // the runner "died" after the step: no answer
 			return
 		}
 		httpapi.Respond(s, w, r, it, res, operatorsPart(it.Request.Scope, err))
@@ -270,17 +272,6 @@ func Routes(s *httpapi.Server, svc *demo.Service, writes ExpediteWrites, desk Ex
 		{Method: route.Method, Pattern: route.Pattern, Operation: op.Operation, Handler: post, Outcome: outcome},
 		get,
 	}, nil
-}
-
-// dropConnection ends the request with no answer, as if its server died:
-// the connection closes.
-func dropConnection(logger *slog.Logger, w http.ResponseWriter, r *http.Request) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		logger.ErrorContext(r.Context(), "drop response", "err", err)
-		panic(http.ErrAbortHandler)
-	}
-	conn.Close()
 }
 
 // runOutcome is what the outcome route shows of an expedite's run.
@@ -341,12 +332,12 @@ func handleGetExpedite(logger *slog.Logger, svc *demo.Service, expedites Expedit
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := chi.URLParam(r, "id")
 		if _, err := svc.Get(r.Context(), httpapi.ActorOf(r), id); err != nil {
-			httpapi.WriteError(logger, w, r, err)
+			problem.Write(logger, w, r, err)
 			return
 		}
 		e, err := expedites.Expedite(r.Context(), httpapi.ActorOf(r), id)
 		if err != nil {
-			httpapi.WriteError(logger, w, r, err)
+			problem.Write(logger, w, r, err)
 			return
 		}
 		httpapi.WriteJSON(w, http.StatusOK, e)

@@ -40,7 +40,7 @@ func withExpediteWrites(desk *desktest.Desk, wrap func(expedite.ExpediteWrites) 
 		svc := &demo.Service{Store: store, RefusedTopics: d.Demo.(*demo.Service).RefusedTopics}
 		d.Demo = expedite.Service{Service: svc, Expedites: store}
 		d.Routes = func(srv *httpapi.Server) ([]httpapi.Route, error) {
-			return expedite.Routes(srv, svc, writes, desk.Client, store)
+			return expedite.Routes(srv, *d, svc, writes, desk.Client, store)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/body"
 	"github.com/demo-api/demo-api/internal/httpapi"
+	"github.com/demo-api/demo-api/internal/problem"
 	"github.com/demo-api/demo-api/internal/reviewdesk"
 )
 
@@ -43,7 +44,7 @@ func DeskFaults(logger *slog.Logger, set func(context.Context, json.RawMessage) 
 			}
 		}
 		if err != nil {
-			httpapi.WriteError(logger, w, r, err)
+			problem.Write(logger, w, r, err)
 			return
 		}
 		httpapi.WriteJSON(w, http.StatusOK, json.RawMessage(b))

@@ -145,8 +145,8 @@ func New(t *testing.T, opts ...Option) *Env {
 // SetHook runs h inside every work after the claim.
 // inWork decorates every attempt so that its work, before decorate's Hold
 // and the decision, counts itself in e.Works and runs the test's hook (SetHook).
-func (e *Env) inWork(decorate httpapi.Decorator) httpapi.Decorator {
-	return func(r *http.Request, req *idempotency.Request) (d httpapi.Decoration, err error) {
+func (e *Env) inWork(decorate workshop.Decorator) workshop.Decorator {
+	return func(r *http.Request, req *idempotency.Request) (d workshop.Decoration, err error) {
 		if decorate != nil {
 			if d, err = decorate(r, req); err != nil {
 				return d, err

@@ -1,4 +1,4 @@
-package httpapi
+package accesslog
 
 import (
 	"bytes"

@@ -1,4 +1,7 @@
-package httpapi
+// Package problem answers errors as RFC 9457 problems (application/problem+json)
+// with the machine code beside them: the one place an error becomes a status.
+// The codes, their statuses and titles are declared in package apperr.
+package problem
 
 import (
 	"context"
@@ -10,10 +13,10 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/demo-api/demo-api/internal/accesslog"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
@@ -30,10 +33,10 @@ type problem struct {
 	Code   string `json:"code"`
 }
 
-// public is what a client may see of err: its *apperr.Error, else internal.
+// Public is what a client may see of err: its *apperr.Error, else internal.
 // An error the code did not declare for clients (a driver's, a bug) becomes
 // a generic 500: its text may hold SQL, hosts or data, and is logged instead.
-func public(err error) *apperr.Error {
+func Public(err error) *apperr.Error {
 	e, ok := errors.AsType[*apperr.Error](err)
 	if _, known := apperr.ProblemOf(apperr.Code(err)); !ok || !known || e.Code == apperr.Internal {
 		return &apperr.Error{Code: apperr.Internal, Message: "something went wrong on our side"}
@@ -41,14 +44,13 @@ func public(err error) *apperr.Error {
 	return e
 }
 
-// Render is err as a problem to store and send: the one place an error
-// becomes a status (declared with its code in package apperr). A refusal is
-// rendered before it is stored, so its replay is the same bytes; Retry-After
-// rides on the problems that say when to come back (409, 429, 503).
+// Render is err as a problem to store and send. A refusal is rendered
+// before it is stored, so its replay is the same bytes; Retry-After rides on
+// the problems that say when to come back (409, 429, 503).
 func Render(err error) idempotency.Response {
-	e := public(err)
+	e := Public(err)
 	p, _ := apperr.ProblemOf(e.Code)
-	typ := "/problems/" + e.Code // the RFC 9457 type: the page, served here, that explains the code
+	typ := "/problems/" + e.Code // the RFC 9457 type: the page, served here (Page), that explains the code
 	body, _ := json.Marshal(problem{Type: typ, Title: p.Title, Status: p.Status, Detail: e.Message, Code: e.Code})
 	h := map[string]string{"Content-Type": "application/problem+json"}
 	if e.RetryAfter > 0 {
@@ -60,66 +62,41 @@ func Render(err error) idempotency.Response {
 	return idempotency.Response{Status: p.Status, Header: h, Body: body}
 }
 
-// WriteError writes err as a problem, logging it once when it is ours (5xx).
+// Write answers err as a problem, logging it once when it is ours (5xx).
 // A 4xx is the client's and is not logged as an error: a flood of bad
-// requests must not drown the server's own faults.
-func WriteError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+// requests must not drown the server's own faults. A 503 of a request the
+// access log follows is left to the outage's lines (package accesslog).
+func Write(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	note := accesslog.Of(r)
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		// The client left: no server error, and no one to answer.
-		info(r).clientGone = true
+		note.ClientGone = true
 		return
 	}
-	resp := Render(err)
-	li, counted := r.Context().Value(logInfoKey).(*logInfo)
+	resp, e := Render(err), Public(err)
 	switch {
-	case resp.Status == http.StatusServiceUnavailable && counted:
-		li.unavailable = err // the outage's log counts it (logRequests)
+	case resp.Status == http.StatusServiceUnavailable && accesslog.Logged(r):
+		note.Unavailable, note.Cause = err, e.Message
 	case resp.Status >= 500:
-		logger.ErrorContext(r.Context(), "request failed", "err", err, "req_id", reqID(r))
+		logger.ErrorContext(r.Context(), "request failed", "err", err, "req_id", accesslog.ReqID(r))
 	}
-	info(r).code = public(err).Code
-	writeResponse(w, resp, false)
-}
-
-// writeResponse writes a stored or fresh response; a replay says so. The
-// body is written as stored, byte for byte: a replay is the same answer, not
-// a new rendering of it.
-func writeResponse(w http.ResponseWriter, resp idempotency.Response, replayed bool) {
+	note.Code = e.Code
 	for k, v := range resp.Header {
 		w.Header().Set(k, v)
-	}
-	// Only a replay carries the header: a client, a log or a test tells a
-	// repeated answer from a first one without comparing bodies.
-	if replayed {
-		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body)
 }
 
-// handleMethodNotAllowed answers 405 with the Allow header chi would send.
-func handleMethodNotAllowed(logger *slog.Logger, routes chi.Routes) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var allow []string
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-			if routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
-				allow = append(allow, m)
-			}
-		}
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		WriteError(logger, w, r, apperr.Errorf(apperr.MethodNotAllowed, "method not allowed on this route"))
-	}
-}
-
-// handleProblemPage is GET /problems/{code}: the page a problem's type names.
+// Page is GET /problems/{code}: the page a problem's type names.
 // RFC 9457 makes a problem's type a URI that should explain it; serving the
 // page here keeps that true offline, in a workshop room without internet.
-func handleProblemPage(logger *slog.Logger) http.Handler {
+func Page(logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code := chi.URLParam(r, "code")
 		p, ok := apperr.ProblemOf(code)
 		if !ok {
-			WriteError(logger, w, r, apperr.Errorf(apperr.NotFound, "no problem %q", code))
+			Write(logger, w, r, apperr.Errorf(apperr.NotFound, "no problem %q", code))
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
