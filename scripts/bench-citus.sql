@@ -3,8 +3,10 @@
 -- never by them: the create's business effect alone. bench_effect is
 -- create_demo_request (migrations/000003) without its key: the same
 -- arguments, the same result type, the same two rows (the request and its
--- outbox row), and no write_key. On Citus the bench delegates it as the
--- store delegates the key writes, so the two differ by the key row alone.
+-- outbox row), and no write_key. On Citus migrate up delegates it as it
+-- delegates the store's key writes (postgres.Distribute: any function that
+-- returns key_write), with their settings, so the two differ by the key row
+-- alone.
 CREATE OR REPLACE FUNCTION bench_effect(at timestamptz, actor text, op text, scope_key text, token uuid, finish boolean,
     fp text, ttl_us bigint, status integer, body bytea, headers jsonb, result text,
     request_id uuid, request_state text, topic text, note text, created timestamptz)

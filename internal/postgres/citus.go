@@ -96,28 +96,41 @@ func runCitusScript(ctx context.Context, tx *sqlx.Tx, name string) error {
 // statement of the function is a router statement on the local shard: one
 // round trip from the coordinator. Citus routes no statement that inserts
 // in a CTE to one shard, so the operations are functions, not statements.
-// A worker's session has its own search_path, so each function is first
-// pinned to the schema it was made in (the migrations' functions carry
+//
+// Each function is first given two settings (one that has them not yet,
+// and was delegated before, gets them too). The schema it was made in: a
+// worker's session has its own search_path (the migrations' functions carry
 // none: on one PostgreSQL they run in the caller's, which saves a setting
-// and its undo on every call).
+// and its undo on every call). And custom plans: on a worker Citus 14 plans
+// a generic plan's statement for the local shard at every execution, and
+// keeps each of those plans with the generic one until the session ends (its
+// cache lookup never finds them), so a worker's session grows with every
+// call; a custom plan knows its shard when it is made, and Citus plans it
+// on the local shard directly.
 func delegateKeyWrites(ctx context.Context, tx *sqlx.Tx) error {
 	var schema string
-	var fns []string
+	var fns []struct {
+		Fn        string `db:"fn"`
+		Delegated bool   `db:"delegated"`
+	}
 	err := tx.GetContext(ctx, &schema, `SELECT quote_ident(current_schema())`)
 	if err == nil {
-		err = tx.SelectContext(ctx, &fns, `SELECT p.oid::regprocedure::text FROM pg_proc p
-		WHERE p.prorettype = to_regtype('key_write') AND p.pronamespace = current_schema()::regnamespace
-		  AND NOT EXISTS (SELECT FROM pg_dist_object d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
-		                  AND d.distribution_argument_index IS NOT NULL)
-		ORDER BY p.proname <> 'write_key', 1`)
+		err = tx.SelectContext(ctx, &fns, `SELECT fn, delegated FROM (
+		    SELECT p.oid::regprocedure::text AS fn, p.proname, coalesce(p.proconfig, '{}') AS config,
+		        EXISTS (SELECT FROM pg_dist_object d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+		                AND d.distribution_argument_index IS NOT NULL) AS delegated
+		    FROM pg_proc p
+		    WHERE p.prorettype = to_regtype('key_write') AND p.pronamespace = current_schema()::regnamespace) f
+		WHERE NOT delegated OR NOT config @> '{plan_cache_mode=force_custom_plan}'
+		ORDER BY proname <> 'write_key', fn`)
 	}
-	for _, fn := range fns {
+	for _, f := range fns {
 		if err != nil {
 			break
 		}
-		_, err = tx.ExecContext(ctx, `ALTER FUNCTION `+fn+` SET search_path TO `+schema)
-		if err == nil {
-			_, err = tx.ExecContext(ctx, `SELECT create_distributed_function($1, '$2', colocate_with => 'idempotency_keys', force_delegation => true)`, fn)
+		_, err = tx.ExecContext(ctx, `ALTER FUNCTION `+f.Fn+` SET search_path TO `+schema+` SET plan_cache_mode = force_custom_plan`)
+		if err == nil && !f.Delegated {
+			_, err = tx.ExecContext(ctx, `SELECT create_distributed_function($1, '$2', colocate_with => 'idempotency_keys', force_delegation => true)`, f.Fn)
 		}
 	}
 	return dbErr(err)

@@ -149,3 +149,63 @@ func TestCitusScansAfterASplit(t *testing.T) {
 	takeSettleAndSweep(t, s, db, 40)
 	t.Logf("%d shards, then %d after a split: every row taken, marked and swept once", before, after)
 }
+
+// TestCitusKeyWritesKeepAWorkerSessionsMemory (make test-citus): a session
+// that replays a key again and again keeps the memory of its backend on the
+// worker. The coordinator keeps its connection to the worker, so every call
+// of one session runs in the same worker backend; a probe delegated with
+// the key writes reads that backend's memory before and after 500 replays.
+// With generic plans Citus 14 keeps a local plan per execution of each
+// statement of a delegated function (tens of kB a call) until the session
+// ends; Distribute gives the key writes custom plans.
+func TestCitusKeyWritesKeepAWorkerSessionsMemory(t *testing.T) {
+	if !pgtest.Citus() {
+		t.Fatal("needs TEST_DATABASE_URL to name a Citus coordinator (make test-citus)")
+	}
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	for _, q := range []string{
+		`CREATE FUNCTION worker_memory(actor text, OUT pid integer, OUT bytes bigint) LANGUAGE sql AS $$
+		    SELECT pg_backend_pid(), sum(total_bytes)::bigint FROM pg_backend_memory_contexts $$`,
+		`SELECT create_distributed_function('worker_memory(text)', '$1', colocate_with => 'idempotency_keys')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := db.Connx(ctx) // one session
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	create := readSQL(t, "create_demo_request.sql")
+	id := uuid.NewString()
+	args := []any{nil, "alice", "demo-requests.create", "k-memory", uuid.NewString(), false, "fp", int64(86400e6),
+		201, []byte(`{}`), `{}`, id, id, "accepted", "topic", "note", time.Now().UTC()}
+	replay := func(n int) {
+		for range n {
+			if _, err := conn.ExecContext(ctx, create, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type probe struct {
+		PID   int   `db:"pid"`
+		Bytes int64 `db:"bytes"`
+	}
+	var before, after probe
+	replay(50) // the first a create, then replays; the session's plans made
+	if err := conn.GetContext(ctx, &before, `SELECT * FROM worker_memory('alice')`); err != nil {
+		t.Fatal(err)
+	}
+	replay(500)
+	if err := conn.GetContext(ctx, &after, `SELECT * FROM worker_memory('alice')`); err != nil {
+		t.Fatal(err)
+	}
+	if before.PID != after.PID {
+		t.Fatalf("the probes ran in worker backends %d and %d: the session's calls do not share one", before.PID, after.PID)
+	}
+	if grew := after.Bytes - before.Bytes; grew > 2<<20 {
+		t.Errorf("the worker backend of one session grew by %d kB in 500 replays (%d B a replay)", grew>>10, grew/500)
+	}
+}

@@ -60,12 +60,9 @@ func (s *Store) Settle(ctx context.Context, marks []delivery.Mark) (int, error) 
 }
 
 func (onePostgres) settle(ctx context.Context, s *Store, marks []delivery.Mark) (int, error) {
-	res, err := s.db.ExecContext(ctx, settleSQL, s.settleArgs(marks)...)
-	if err != nil {
-		return 0, dbErr(err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	var n int
+	err := s.db.GetContext(ctx, &n, settleSQL, s.settleArgs(marks)...)
+	return n, dbErr(err)
 }
 
 // settleArgs are the arguments of the settle of marks, in its statement's order.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/tools/pgtest"
@@ -55,7 +56,7 @@ func TestATakeReadsAboutWhatItTakes(t *testing.T) {
 			tx := db.MustBeginTx(ctx, nil)
 			defer tx.Rollback()
 			var out []byte
-			if err := tx.GetContext(ctx, &out, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+readSQL(t, "outbox_take_due.sql"),
+			if err := tx.GetContext(ctx, &out, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+scanStatement(t, db, "outbox_take_due", "outbox", "demo_requests"),
 				clk.Now(), pq.Array([]string{}), batch, uuid.NewString(), time.Minute.Microseconds()); err != nil {
 				t.Fatal(err)
 			}
@@ -79,6 +80,18 @@ func TestATakeReadsAboutWhatItTakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scanStatement is the statement the scan fn (migrations/000005_scans.up.sql)
+// runs on tables: the text between its $q$ marks, as its format() names them.
+func scanStatement(t *testing.T, db *sqlx.DB, fn string, tables ...string) string {
+	t.Helper()
+	var q string
+	if err := db.Get(&q, `SELECT format(split_part(prosrc, '$q$', 2), VARIADIC $2::text[]) FROM pg_proc WHERE oid = $1::regproc`,
+		fn, pq.Array(tables)); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
 // planNode is a node of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON).

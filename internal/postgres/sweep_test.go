@@ -30,11 +30,8 @@ func TestSweeperIndexHoldsCompletedKeysOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	purge, err := postgres.SQLFiles.ReadFile("sql/purge_expired_keys.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`SET enable_seqscan = off`, `PREPARE purge(timestamptz, timestamptz, text, text, text, integer) AS ` + string(purge)} {
+	purge := scanStatement(t, db, "purge_expired_keys", "idempotency_keys")
+	for _, q := range []string{`SET enable_seqscan = off`, `PREPARE purge(timestamptz, timestamptz, text, text, text, integer) AS ` + purge} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -67,11 +64,8 @@ func TestSweeperBoundsItsScanByTheClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	purge, err := postgres.SQLFiles.ReadFile("sql/purge_expired_keys.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, `PREPARE purge(timestamptz, timestamptz, text, text, text, integer) AS `+string(purge)); err != nil {
+	purge := scanStatement(t, db, "purge_expired_keys", "idempotency_keys")
+	if _, err := conn.ExecContext(ctx, `PREPARE purge(timestamptz, timestamptz, text, text, text, integer) AS `+purge); err != nil {
 		t.Fatal(err)
 	}
 	for _, params := range []string{"NULL, NULL, '', '', '', 500", "now(), NULL, '', '', '', 500", "now(), now() - interval '1 day', 'a', 'op', 'k', 500"} {

@@ -14,7 +14,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -598,7 +597,7 @@ func (s *scaleRun) sweepLevel(ctx context.Context, admin *sqlx.DB, url string, d
 		// The run goes on: a sweeper that fails at this size is what the
 		// report must say, with the plan PostgreSQL chose for it.
 		sw.err = err.Error()
-		sw.plan = explainPurge(ctx, db, s.root, clock, sw.batch)
+		sw.plan = explainPurge(ctx, db, clock, sw.batch)
 		s.logf("level %d keys: the sweeper failed after %d keys in %d statements: %v\n%s", f.rows, sw.rows, sw.statements, err, sw.plan)
 	} else if sw.rows != int64(n) {
 		return sw, fmt.Errorf("the sweeper deleted %d keys expired by %s, want the %d oldest", sw.rows, clock, n)
@@ -651,14 +650,17 @@ func hashIndexSize(ctx context.Context, db *sqlx.DB) (int64, error) {
 }
 
 // explainPurge is the plan PostgreSQL chooses for the sweeper's statement
-// with this clock and batch, or why there is none.
-func explainPurge(ctx context.Context, db *sqlx.DB, root string, clock time.Time, batch int) string {
-	q, err := os.ReadFile(filepath.Join(root, "internal", "postgres", "sql", "purge_expired_keys.sql"))
-	if err != nil {
+// with this clock and batch, or why there is none: the statement the
+// function purge_expired_keys runs on idempotency_keys (the text between
+// its $q$ marks, as its format() names the table).
+func explainPurge(ctx context.Context, db *sqlx.DB, clock time.Time, batch int) string {
+	var q string
+	if err := db.GetContext(ctx, &q, `SELECT format(split_part(prosrc, '$q$', 2), 'idempotency_keys')
+		FROM pg_proc WHERE oid = 'purge_expired_keys'::regproc`); err != nil {
 		return "(" + err.Error() + ")"
 	}
 	var lines []string
-	if err := db.SelectContext(ctx, &lines, "EXPLAIN "+string(q), clock, nil, "", "", "", batch); err != nil { // a sweep's first batch
+	if err := db.SelectContext(ctx, &lines, "EXPLAIN "+q, clock, nil, "", "", "", batch); err != nil { // a sweep's first batch
 		return "(EXPLAIN: " + err.Error() + ")"
 	}
 	return strings.Join(lines, "\n")
