@@ -105,46 +105,51 @@ func Requests(logger *slog.Logger, m Metrics) func(http.Handler) http.Handler {
 			n := &Note{metrics: m}
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), noteKey{}, n)))
-
-			d := time.Since(start)
-			route := Route(r)
-			status := cmp.Or(ww.Status(), http.StatusOK) // nothing written: net/http sends 200
-			label := strconv.Itoa(status)
-			switch {
-			case n.Dropped:
-				status, label = 0, "dropped" // no answer was sent
-			case n.ClientGone:
-				status, label = 0, "client_gone" // no one to answer
-			}
-			attrs := []slog.Attr{
-				slog.String("req_id", ReqID(r)),
-				slog.String("method", r.Method),
-				slog.String("route", route),
-				slog.Int("status", status),
-				slog.Duration("duration", d),
-			}
-			add := func(set bool, a slog.Attr) {
-				if set {
-					attrs = append(attrs, a)
-				}
-			}
-			add(n.Dropped, slog.Bool("response_dropped", true))
-			add(n.ClientGone, slog.Bool("client_gone", true))
-			add(n.Actor != "", slog.String("actor", n.Actor))
-			add(n.KeyHash != "", slog.String("key_hash", n.KeyHash))
-			add(n.Outcome != "", slog.String("outcome", string(n.Outcome)))
-			add(n.Outcome != "", slog.String("path", string(n.Path)))
-			add(n.Attempt > 0, slog.Int("client_attempt", n.Attempt))
-			add(n.Code != "", slog.String("code", n.Code))
-			traceID := tracing.TraceID(r.Context())
-			add(traceID != "", slog.String("trace_id", traceID))
-			if m != nil { // before the line: whoever reads the line finds it counted
-				m.Request(route, label, d)
-			}
-			logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+			n.end(logger, r, time.Since(start), ww.Status())
 			if n.Unavailable != nil {
 				outage.answered(r.Context(), n.Cause, n.Unavailable)
 			}
 		})
 	}
+}
+
+// end counts r's answer, written with status after d, and logs its line,
+// with what the handler noted. It is a function of its own so that what it
+// holds takes no room on the stack while the handler runs.
+func (n *Note) end(logger *slog.Logger, r *http.Request, d time.Duration, status int) {
+	route := Route(r)
+	status = cmp.Or(status, http.StatusOK) // nothing written: net/http sends 200
+	label := strconv.Itoa(status)
+	switch {
+	case n.Dropped:
+		status, label = 0, "dropped" // no answer was sent
+	case n.ClientGone:
+		status, label = 0, "client_gone" // no one to answer
+	}
+	attrs := []slog.Attr{
+		slog.String("req_id", ReqID(r)),
+		slog.String("method", r.Method),
+		slog.String("route", route),
+		slog.Int("status", status),
+		slog.Duration("duration", d),
+	}
+	add := func(set bool, a slog.Attr) {
+		if set {
+			attrs = append(attrs, a)
+		}
+	}
+	add(n.Dropped, slog.Bool("response_dropped", true))
+	add(n.ClientGone, slog.Bool("client_gone", true))
+	add(n.Actor != "", slog.String("actor", n.Actor))
+	add(n.KeyHash != "", slog.String("key_hash", n.KeyHash))
+	add(n.Outcome != "", slog.String("outcome", string(n.Outcome)))
+	add(n.Outcome != "", slog.String("path", string(n.Path)))
+	add(n.Attempt > 0, slog.Int("client_attempt", n.Attempt))
+	add(n.Code != "", slog.String("code", n.Code))
+	traceID := tracing.TraceID(r.Context())
+	add(traceID != "", slog.String("trace_id", traceID))
+	if n.metrics != nil { // before the line: whoever reads the line finds it counted
+		n.metrics.Request(route, label, d)
+	}
+	logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }
