@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/demo-api/demo-api/internal/accesslog"
 	"github.com/demo-api/demo-api/internal/auth"
 	"github.com/demo-api/demo-api/internal/delivery"
 	"github.com/demo-api/demo-api/internal/demo"
@@ -58,12 +59,11 @@ type Writes interface {
 	CancelDemoRequest(demo.Request) idempotency.Effect
 }
 
-// Metrics is what the server reports to: the Runner's outcomes, and the
-// access log's requests and attempts (accesslog.Metrics).
+// Metrics is what the server reports to: the access log's requests and
+// attempts, the Runner's outcomes, and the page that serves them.
 type Metrics interface {
+	accesslog.Metrics
 	Outcome(operation string, p idempotency.Path, o idempotency.Outcome)
-	Request(route, status string, d time.Duration)
-	Answered(operation string, n int) // an intent's definite answer at the client's attempt n
 	Handler() http.Handler
 }
 
