@@ -113,17 +113,13 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 		return fmt.Errorf("prepare the baseline insert: %w", err)
 	}
 	defer stmt.Close()
-	insert := func(ctx context.Context, dr demo.Request) error {
+	insert := func(ctx context.Context, dr demo.Request, answer []byte, header http.Header) error {
 		args := []any{dr.ID, dr.Actor, dr.State, dr.Topic, dr.Note, dr.CreatedAt}
 		if keyed {
 			// The key row holds what a create's does: a fingerprint, the
 			// answer's bytes and its headers (the request's id stands for
 			// the key, a fresh one every time).
-			answer, err := json.Marshal(dr)
-			if err != nil {
-				return err
-			}
-			headers, err := json.Marshal(http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/demo-requests/" + dr.ID}})
+			headers, err := json.Marshal(header)
 			if err != nil {
 				return err
 			}
@@ -170,8 +166,8 @@ func serveBaseline(ctx context.Context, getenv func(string) string, stdout, stde
 }
 
 // createWithoutKey is POST /v1/demo-requests without the idempotency
-// layer: decode, decide now, insert, answer.
-func createWithoutKey(logger *slog.Logger, svc *demo.Service, insert func(context.Context, demo.Request) error) http.Handler {
+// layer: decode, decide now, render the answer once, insert, send it.
+func createWithoutKey(logger *slog.Logger, svc *demo.Service, insert func(context.Context, demo.Request, []byte, http.Header) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in demo.CreateInput
 		err := body.DecodeJSON(w, r, &in)
@@ -182,15 +178,23 @@ func createWithoutKey(logger *slog.Logger, svc *demo.Service, insert func(contex
 		if err == nil {
 			dr, err = svc.Create(httpapi.ActorOf(r), in, time.Now())
 		}
+		var answer []byte
 		if err == nil {
-			err = insert(r.Context(), dr)
+			answer, err = json.Marshal(dr)
+		}
+		header := http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/demo-requests/" + url.PathEscape(dr.ID)}}
+		if err == nil {
+			err = insert(r.Context(), dr, answer, header)
 		}
 		if err != nil {
 			problem.Write(logger, w, r, err)
 			return
 		}
-		w.Header().Set("Location", "/v1/demo-requests/"+url.PathEscape(dr.ID))
-		httpapi.WriteJSON(w, http.StatusCreated, dr)
+		for k, v := range header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(http.StatusCreated)
+		w.Write(answer)
 	})
 }
 
