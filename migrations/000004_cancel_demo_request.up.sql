@@ -1,7 +1,8 @@
 -- cancel_demo_request: the cancel, in one phase or as a claim's finish
 -- (sql/cancel_demo_request.sql calls it): the key written with its answer
 -- (write_key) and, only where it was, the request cancelled while accepted
--- and its delivery stopped. effect is how many requests it cancelled.
+-- and its delivery stopped. A request no longer as the work read it
+-- (accepted) aborts the whole statement, the key's write with it.
 CREATE FUNCTION cancel_demo_request(at timestamptz, actor text, op text, scope_key text, token uuid, finish boolean,
     fp text, ttl_us bigint, status integer, body bytea, headers jsonb, result text,
     request_state text, cancelled timestamptz, request_id uuid)
@@ -19,8 +20,8 @@ BEGIN
     END IF;
     UPDATE demo_requests r SET state = request_state, cancelled_at = cancelled
     WHERE r.id = request_id AND r.actor_id = actor AND r.state = 'accepted';
-    IF NOT FOUND THEN
-        RETURN k;
+    IF NOT FOUND THEN -- changed since the work read it: nothing commits, the work decides again
+        RAISE EXCEPTION 'the demo request changed since it was read' USING ERRCODE = 'serialization_failure';
     END IF;
     k.effect := 1;
     -- A delivery never tried cannot be at the desk: it is withdrawn. One tried

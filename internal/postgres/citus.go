@@ -92,7 +92,7 @@ func runCitusScript(ctx context.Context, tx *sqlx.Tx, name string) error {
 // key_write (write_key, and every operation's) and is not yet: by the actor,
 // its second argument, and co-located with the keys. Citus then delegates
 // its call to the worker that holds the actor's shard, also inside a
-// transaction (force_delegation: a conditional effect's), and there each
+// transaction a service's own store opens (force_delegation), and there each
 // statement of the function is a router statement on the local shard: one
 // round trip from the coordinator. Citus routes no statement that inserts
 // in a CTE to one shard, so the operations are functions, not statements.

@@ -30,11 +30,11 @@ func (s *Store) CreateDemoRequest(r demo.Request) idempotency.Effect {
 }
 
 // CancelDemoRequest is the cancel's write of r, committed with the key
-// (sql/cancel_demo_request.sql); conditional: it was decided on a read, and the
-// statement checks that the row is still as read (else ErrEffectNotApplied, and
-// the Runner decides again on a fresh read).
+// (sql/cancel_demo_request.sql). It was decided on a read, and the statement
+// checks that the row is still as read (else ErrEffectNotApplied, and the
+// Runner decides again on a fresh read).
 func (s *Store) CancelDemoRequest(r demo.Request) idempotency.Effect {
-	return &effect{what: "cancel demo request", stmt: cancelSQL, args: []any{r.State, r.CancelledAt, r.ID}, conditional: true}
+	return &effect{what: "cancel demo request", stmt: cancelSQL, args: []any{r.State, r.CancelledAt, r.ID}}
 }
 
 // DemoRequest implements demo.Store: the actor's own request, or not_found (another

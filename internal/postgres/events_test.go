@@ -371,7 +371,7 @@ func newReopenEnv(t *testing.T) *reopenEnv {
 	withReopen(t, e.db)
 	reopen := readSQL("reopen_demo_request.sql")
 	e.reopen = func(r demo.Request) idempotency.Effect {
-		return postgres.KeyWriteEffect("reopen demo request", reopen, true, r.ID)
+		return postgres.KeyWriteEffect("reopen demo request", reopen, r.ID)
 	}
 	reopenDesk := testenv.ServeUntilTheEnd(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e.mu.Lock()

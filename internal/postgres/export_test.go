@@ -27,8 +27,8 @@ var DBErr = dbErr
 
 // KeyWriteEffect is the effect of an operation's statement that a test
 // brings, made as demo.go makes the store's own.
-func KeyWriteEffect(what, statement string, conditional bool, args ...any) idempotency.Effect {
-	return &effect{what: what, stmt: statement, args: args, conditional: conditional}
+func KeyWriteEffect(what, statement string, args ...any) idempotency.Effect {
+	return &effect{what: what, stmt: statement, args: args}
 }
 
 // Await runs fn on db's pool under the watch its key statements run under
@@ -37,3 +37,6 @@ func Await(ctx context.Context, db *sqlx.DB, fn func(context.Context) error) err
 	ctx, end := watch(ctx, db)
 	return end(fn(ctx))
 }
+
+// Unprepare makes s send its statements unprepared, as through a Pooled db.
+func Unprepare(s *Store) { s.rows = plain{s.db} }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/demo-api/demo-api/internal/idempotency"
@@ -21,20 +20,18 @@ var answerOnlySQL = statement("sql/answer_only.sql")
 
 // effect is the store's idempotency.Effect: its statement, the call of an
 // operation's function that returns key_write (its key's arguments, then
-// args, its business arguments), and whether its row may have changed since
-// the work read it.
+// args, its business arguments).
 type effect struct {
-	what        string
-	stmt        string
-	args        []any
-	conditional bool
+	what string
+	stmt string
+	args []any
 }
 
 func (e *effect) Describe() string { return e.what }
 
-// answer runs a's statement, in one phase or as the finish of c (finish), in a
-// transaction when its effect is conditional. The key's arguments come first
-// (fp and ttl, which a finish does not use), then a's answer, then the effect's.
+// answer runs a's statement, in one phase or as the finish of c (finish).
+// The key's arguments come first (fp and ttl, which a finish does not use),
+// then a's answer, then the effect's.
 //
 // One statement serves both paths because the key and the business rows must
 // commit together either way: in one phase the key is written completed with
@@ -43,6 +40,12 @@ func (e *effect) Describe() string { return e.what }
 // the key was, so no crash or race can leave a request without its key, or a
 // key completed without its request. The body is stored as bytes, not jsonb,
 // so that a replay sends the very bytes of the first answer.
+//
+// A change decided on a read (a cancel) finds its row changed since the work
+// read it, or places an event another transition placed meanwhile: its
+// function aborts, serialization_failure or unique_violation, and nothing of
+// the statement commits, not the key either (ErrEffectNotApplied): the work
+// decides again on a fresh read.
 func (s *Store) answer(ctx context.Context, c idempotency.Claim, finish bool, fp any, ttl any, a idempotency.Answer) (w idempotency.KeyWrite, err error) {
 	e, ok := a.Effect.(*effect)
 	if !ok && a.Effect != nil {
@@ -59,17 +62,13 @@ func (s *Store) answer(ctx context.Context, c idempotency.Claim, finish bool, fp
 	args := slices.Concat([]any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, finish, fp, ttl,
 		a.Response.Status, a.Response.Body, string(headers),
 		sql.NullString{String: a.Response.ResultID, Valid: a.Response.ResultID != ""}}, business)
-	err = s.inTx(ctx, e, func(tx *sqlx.Tx) error {
-		var changed int
-		w, changed, err = s.write(ctx, tx, q, args)
-		switch {
-		case err != nil || e == nil || !w.Wrote || changed > 0:
-			return err
-		case e.conditional: // its row changed since the work read it
-			return idempotency.ErrEffectNotApplied
-		}
-		return fmt.Errorf("finish: the business write %q changed nothing", e.what)
-	})
+	w, changed, err := s.write(ctx, q, args)
+	if pe, ok := errors.AsType[*pq.Error](err); ok && (pe.Code == "40001" || pe.Code == "23505") {
+		return idempotency.KeyWrite{}, idempotency.ErrEffectNotApplied
+	}
+	if err == nil && e != nil && w.Wrote && changed == 0 {
+		err = fmt.Errorf("postgres: the business write %q changed nothing", e.what)
+	}
 	return w, err
 }
 
@@ -131,10 +130,10 @@ var (
 	lookupColumns = append([]string{"now"}, recordColumns...)
 )
 
-// write runs a key write in tx if not nil: what it found, and how many rows its effect changed.
-func (s *Store) write(ctx context.Context, tx *sqlx.Tx, query string, args []any) (w idempotency.KeyWrite, changed int, err error) {
+// write runs a key write: what it found, and how many rows its effect changed.
+func (s *Store) write(ctx context.Context, query string, args []any) (w idempotency.KeyWrite, changed int, err error) {
 	var row recordRow
-	if err = s.queryRow(ctx, tx, query, args, append(row.dest(&w.Now, &w.Wrote), &changed)...); err != nil {
+	if err = s.rows.queryRow(ctx, query, args, append(row.dest(&w.Now, &w.Wrote), &changed)...); err != nil {
 		return idempotency.KeyWrite{}, 0, err
 	}
 	w.Prev, err = row.record()
@@ -150,7 +149,7 @@ var claimSQL = statement("sql/claim.sql")
 // every claim: the finish completes the key only while the token still holds
 // it, which fences out an owner whose lease passed and whose key was taken.
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration) (idempotency.KeyWrite, error) {
-	w, _, err := s.write(ctx, nil, claimSQL, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, fp, lease.Microseconds(), ttl.Microseconds()})
+	w, _, err := s.write(ctx, claimSQL, []any{s.now(), c.Scope.Actor, c.Scope.Operation, c.Scope.Key, c.Token, fp, lease.Microseconds(), ttl.Microseconds()})
 	return w, err
 }
 
@@ -174,26 +173,6 @@ func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, 
 	return err
 }
 
-// inTx runs fn in a transaction when e is conditional, else with a nil tx.
-// A unique violation there was decided on an old read: ErrEffectNotApplied.
-func (s *Store) inTx(ctx context.Context, e *effect, fn func(tx *sqlx.Tx) error) error {
-	if e == nil || !e.conditional {
-		return fn(nil)
-	}
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return dbErr(err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		if pe, ok := errors.AsType[*pq.Error](err); ok && pe.Code == "23505" { // unique_violation
-			return idempotency.ErrEffectNotApplied
-		}
-		return err
-	}
-	return dbErr(tx.Commit())
-}
-
 var (
 	releaseClaimSQL          = statement("sql/release_claim.sql")
 	lookupKeySQL             = statement("sql/lookup_key.sql")
@@ -215,7 +194,7 @@ func (s *Store) Release(ctx context.Context, c idempotency.Claim) error {
 func (s *Store) Lookup(ctx context.Context, sc idempotency.Scope) (*idempotency.Record, time.Time, error) {
 	var now time.Time // lookupColumns
 	var row recordRow
-	if err := s.queryRow(ctx, nil, lookupKeySQL, []any{s.now(), sc.Actor, sc.Operation, sc.Key}, row.dest(&now)...); err != nil {
+	if err := s.rows.queryRow(ctx, lookupKeySQL, []any{s.now(), sc.Actor, sc.Operation, sc.Key}, row.dest(&now)...); err != nil {
 		return nil, time.Time{}, err
 	}
 	rec, err := row.record()

@@ -375,11 +375,10 @@ func statement(path string) string {
 // database's clock and under its unique index, so that any number of
 // replicas share one Store's rules through the database alone.
 type Store struct {
-	db         *sqlx.DB
-	Clock      func() time.Time // if set, replaces the database clock (tests move time with it)
-	Unprepared bool             // runs every statement unprepared, as a Pooled db needs
-	stmts      sync.Map         // query text → *sqlx.Stmt
-	scans      scanner          // New's or NewCitus's
+	db    *sqlx.DB
+	Clock func() time.Time // if set, replaces the database clock (tests move time with it)
+	rows  rowQuerier       // runs the statements that return a row
+	scans scanner          // New's or NewCitus's
 }
 
 // scanner runs the scans (the dispatcher's take and marks, the sweeper's purge), all that differs
@@ -393,47 +392,69 @@ type scanner interface {
 // onePostgres is the scanner of one PostgreSQL (outbox.go, sweep.go).
 type onePostgres struct{}
 
-// prepared returns query prepared once per Store (and per connection):
-// the key statements cost several times more to plan than to run. database/sql
-// prepares it again on each connection that first runs it, and forgets it with
-// a connection the pool closes.
-func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
-	if st, ok := s.stmts.Load(query); ok {
+// rowQuerier runs query and scans its one row into dest; an error worth
+// trying again is apperr unavailable (dbErr). New picks prepared
+// statements, or unprepared ones through a pooler.
+type rowQuerier interface {
+	queryRow(ctx context.Context, query string, args []any, dest ...any) error
+}
+
+// prepared prepares each statement once per Store (and per connection): the
+// key statements cost several times more to plan than to run. database/sql
+// prepares it again on each connection that first runs it, and forgets it
+// with a connection the pool closes.
+type prepared struct {
+	db    *sqlx.DB
+	stmts sync.Map // query text → *sqlx.Stmt
+}
+
+func (p *prepared) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	st, err := p.prepare(ctx, query)
+	if err != nil {
+		return err
+	}
+	return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
+}
+
+func (p *prepared) prepare(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	if st, ok := p.stmts.Load(query); ok {
 		return st.(*sqlx.Stmt), nil
 	}
-	st, err := s.db.PreparexContext(ctx, query)
+	st, err := p.db.PreparexContext(ctx, query)
 	if err != nil {
 		return nil, dbErr(err)
 	}
-	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
+	if prev, loaded := p.stmts.LoadOrStore(query, st); loaded {
 		st.Close()
 		return prev.(*sqlx.Stmt), nil
 	}
 	return st, nil
 }
 
-// queryRow runs query in tx if not nil, else on the pool, and scans its one row into dest.
-func (s *Store) queryRow(ctx context.Context, tx *sqlx.Tx, query string, args []any, dest ...any) error {
-	if s.Unprepared {
-		var on sqlx.QueryerContext = s.db
-		if tx != nil {
-			on = tx
-		}
-		return dbErr(on.QueryRowxContext(ctx, query, args...).Scan(dest...))
-	}
-	st, err := s.prepared(ctx, query)
-	if err != nil {
-		return err
-	}
-	if tx != nil {
-		st = tx.StmtxContext(ctx, st)
-	}
-	return dbErr(st.QueryRowContext(ctx, args...).Scan(dest...))
+// plain sends each statement with its parameters, as a pooler in
+// transaction mode needs: a prepared statement lives on one server
+// connection, which the pooler does not keep for the client.
+type plain struct{ db *sqlx.DB }
+
+func (u plain) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return dbErr(u.db.QueryRowxContext(ctx, query, args...).Scan(dest...))
 }
 
 // New returns the Store on one PostgreSQL at db (NewCitus: on a Citus
 // coordinator); it prepares nothing when db is Pooled.
-func New(db *sqlx.DB) *Store { return &Store{db: db, Unprepared: Pooled(db), scans: onePostgres{}} }
+func New(db *sqlx.DB) *Store {
+	s := &Store{db: db, rows: &prepared{db: db}, scans: onePostgres{}}
+	if Pooled(db) {
+		s.rows = plain{db}
+	}
+	return s
+}
+
+// Prepared reports whether the store prepares its statements (not through a Pooled db).
+func (s *Store) Prepared() bool {
+	_, ok := s.rows.(*prepared)
+	return ok
+}
 
 // DB is the store's pool, for a store of a service's own beside the keys.
 func (s *Store) DB() *sqlx.DB { return s.db }

@@ -376,16 +376,17 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 	}
 	claim := append(append([]any{}, key...), token, "fp", int64(1), int64(1))
 	cases := []struct {
-		file string
-		args []any
-		want []string
+		file  string
+		state string // of the request id, made first ("": none), as a transition's work read it
+		args  []any
+		want  []string
 	}{
-		{"claim.sql", claim, postgres.WriteColumns},
-		{"create_demo_request.sql", answer(id, "accepted", "t", "n", now), postgres.WriteColumns},
-		{"cancel_demo_request.sql", answer("cancelled", now, id), postgres.WriteColumns},
-		{"answer_only.sql", answer(), postgres.WriteColumns},
-		{"testdata/reopen_demo_request.sql", answer(id), postgres.WriteColumns},
-		{"lookup_key.sql", key, postgres.LookupColumns},
+		{"claim.sql", "", claim, postgres.WriteColumns},
+		{"create_demo_request.sql", "", answer(id, "accepted", "t", "n", now), postgres.WriteColumns},
+		{"cancel_demo_request.sql", "accepted", answer("cancelled", now, id), postgres.WriteColumns},
+		{"answer_only.sql", "", answer(), postgres.WriteColumns},
+		{"testdata/reopen_demo_request.sql", "cancelled", answer(id), postgres.WriteColumns},
+		{"lookup_key.sql", "", key, postgres.LookupColumns},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -394,6 +395,12 @@ func TestStatementsReturnTheColumnsTheStoreScans(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback()
+			if c.state != "" {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO demo_requests (id, actor_id, state, topic, note, created_at, cancelled_at)
+					VALUES ($1, 'alice', $2, 't', 'n', now(), CASE WHEN $2 = 'cancelled' THEN now() END)`, id, c.state); err != nil {
+					t.Fatal(err)
+				}
+			}
 			rows, err := tx.QueryContext(ctx, readStatement(t, c.file), c.args...)
 			if err != nil {
 				t.Fatal(err)

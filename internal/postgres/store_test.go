@@ -299,7 +299,11 @@ func onePhase(t *testing.T, s *postgres.Store, sc idempotency.Scope, fp string, 
 func TestOnePhase(t *testing.T) {
 	for _, unprepared := range []bool{false, true} {
 		t.Run(map[bool]string{false: "prepared", true: "unprepared"}[unprepared], func(t *testing.T) {
-			testOnePhase(t, func(s *postgres.Store) { s.Unprepared = unprepared })
+			testOnePhase(t, func(s *postgres.Store) {
+				if unprepared {
+					postgres.Unprepare(s)
+				}
+			})
 		})
 	}
 }

@@ -20,8 +20,8 @@ BEGIN
     END IF;
     UPDATE demo_requests r SET state = 'accepted', cancelled_at = NULL
     WHERE r.id = request_id AND r.actor_id = actor AND r.state = 'cancelled';
-    IF NOT FOUND THEN
-        RETURN k;
+    IF NOT FOUND THEN -- changed since the work read it: nothing commits, the work decides again
+        RAISE EXCEPTION 'the demo request changed since it was read' USING ERRCODE = 'serialization_failure';
     END IF;
     k.effect := 1;
     -- The rule between a reverse transition and a withdrawn submission: the
