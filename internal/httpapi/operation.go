@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
+	"reflect"
 	"strings"
 	"time"
 
@@ -90,38 +90,21 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 	return Route{Method: op.Method, Pattern: op.Pattern, Operation: op.Name, Handler: h}, nil
 }
 
-// check reports an operation that lacks a part, by its name: a zero part
-// would panic on the first request instead of at start-up.
+// check reports the parts op lacks, by name: every part is needed, and a
+// zero one would panic on the first request instead of at start-up.
 func (op Operation[In, Out]) check() error {
-	if op.Name == "" {
-		return errors.New("httpapi: an operation without a name")
-	}
+	v := reflect.ValueOf(op)
 	var missing []string
-	lacks := func(absent bool, part string) {
-		if absent {
-			missing = append(missing, part)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			missing = append(missing, v.Type().Field(i).Name)
 		}
 	}
-	lacks(op.Method == "" || op.Pattern == "", "a method and pattern")
-	lacks(op.Path == "", "a path")
-	lacks(op.Decode == nil, "Decode")
-	lacks(op.Significant == nil, "Significant")
-	lacks(op.Decide == nil, "Decide")
-	lacks(op.Render == nil, "Render")
-	lacks(op.Effect == nil, "Effect")
 	if len(missing) > 0 {
-		return fmt.Errorf("httpapi: operation %s lacks %s", op.Name, strings.Join(missing, ", "))
+		return fmt.Errorf("httpapi: operation %q lacks %s", op.Name, strings.Join(missing, ", "))
 	}
 	return nil
 }
-
-// HeaderClientAttempt is the client's attempt at an intent: logged, and counted when answered.
-// It is advice, not identity: the key says which intent, the attempt only
-// how far the client's retries have come, bounded so a bad client cannot skew the count.
-const (
-	HeaderClientAttempt = "X-Client-Attempt"
-	maxClientAttempt    = 1000
-)
 
 // Intent is an attempt as the transport read it, before anything runs (an
 // operation that runs its own way uses ReadIntent and Respond). It is the
@@ -144,9 +127,6 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	}
 	scope := idempotency.Scope{Actor: ActorOf(r), Operation: op.Name, Key: key}
 	accesslog.NoteKey(r, scope)
-	if err = clientAttempt(r); err != nil {
-		return it, err
-	}
 	if it.In, err = op.Decode(w, r); err != nil {
 		return it, err
 	}
@@ -157,7 +137,7 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 		return it, err
 	}
 	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: cmp.Or(s.path, op.Path), // Deps.Path first
-		Wait: preferWait(r), Retry: accesslog.Of(r).Attempt >= 2}
+		Wait: preferredWait(r), Retry: accesslog.Of(r).Attempt >= 2} // readHints'
 	if s.decorate != nil {
 		if it.Decoration, err = s.decorate(r, &it.Request); err != nil {
 			return it, err
@@ -194,38 +174,6 @@ func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Inten
 // escaped, since any visible ASCII character may be in it.
 func outcomeURL(s idempotency.Scope) string {
 	return "/v1/idempotency-keys/" + url.PathEscape(s.Key) + "?operation=" + url.QueryEscape(s.Operation)
-}
-
-// clientAttempt reads X-Client-Attempt into r's access-log note (0 when absent). Errors: invalid_header.
-// A second attempt or later (≥ 2) tells the Runner the key most likely
-// exists, so it reads the key before it writes.
-func clientAttempt(r *http.Request) error {
-	v := r.Header.Values(HeaderClientAttempt)
-	if len(v) == 0 {
-		return nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v[0]))
-	if len(v) > 1 || err != nil || n < 1 || n > maxClientAttempt {
-		return apperr.Errorf(apperr.InvalidHeader, "%s must be sent once, as a whole number from 1 to %d", HeaderClientAttempt, maxClientAttempt)
-	}
-	accesslog.Of(r).Attempt = n
-	return nil
-}
-
-// preferWait reads Prefer: wait=N (RFC 7240); other preferences are ignored.
-// A preference is a hint: the Runner caps the wait, and a request that did
-// wait for a replay says so with Preference-Applied.
-func preferWait(r *http.Request) time.Duration {
-	for _, h := range r.Header.Values("Prefer") {
-		for pref := range strings.SplitSeq(h, ",") {
-			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
-			n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(value), `"`))
-			if strings.EqualFold(strings.TrimSpace(name), "wait") && err == nil && n > 0 {
-				return time.Duration(n) * time.Second
-			}
-		}
-	}
-	return 0
 }
 
 // writeResponse writes a stored or fresh response; a replay says so. The

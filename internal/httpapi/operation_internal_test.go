@@ -38,15 +38,15 @@ func TestOperationCheck(t *testing.T) {
 		spoil func(*Operation[string, string])
 		want  string
 	}{
-		{"no name", func(o *Operation[string, string]) { o.Name = "" }, "without a name"},
-		{"no path", func(o *Operation[string, string]) { o.Path = "" }, "things.create lacks a path"},
-		{"no decode", func(o *Operation[string, string]) { o.Decode = nil }, "things.create lacks Decode"},
+		{"no name", func(o *Operation[string, string]) { o.Name = "" }, "lacks Name"},
+		{"no path", func(o *Operation[string, string]) { o.Path = "" }, `"things.create" lacks Path`},
+		{"no decode", func(o *Operation[string, string]) { o.Decode = nil }, `"things.create" lacks Decode`},
 		{"no significant", func(o *Operation[string, string]) { o.Significant = nil }, "lacks Significant"},
 		{"no decide", func(o *Operation[string, string]) { o.Decide = nil }, "lacks Decide"},
 		{"no render", func(o *Operation[string, string]) { o.Render = nil }, "lacks Render"},
 		{"no effect", func(o *Operation[string, string]) { o.Effect = nil }, "lacks Effect"},
-		{"no route", func(o *Operation[string, string]) { o.Pattern = "" }, "lacks a method and pattern"},
-		{"no decode, no route", func(o *Operation[string, string]) { o.Decode, o.Method = nil, "" }, "lacks a method and pattern, Decode"},
+		{"no route", func(o *Operation[string, string]) { o.Pattern = "" }, "lacks Pattern"},
+		{"no decode, no route", func(o *Operation[string, string]) { o.Decode, o.Method = nil, "" }, "lacks Method, Decode"},
 	}
 	for _, tc := range tests {
 		op := whole()

@@ -41,6 +41,9 @@ func (s *api) routes(ops []Route) http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(s.refuseDeclaredOversize, s.authenticate)
 		for _, op := range ops {
+			if op.Operation != "" {
+				op.Handler = s.readHints(op.Handler)
+			}
 			r.Method(op.Method, op.Pattern, op.Handler)
 		}
 		r.Method(http.MethodGet, "/v1/demo-requests/{id}", handleGetDemoRequest(s.Logger, s.Demo))
