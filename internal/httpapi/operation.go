@@ -15,7 +15,6 @@ import (
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/problem"
-	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // Operation is what the transport needs to make one operation safe to
@@ -68,11 +67,6 @@ func Idempotent[In, Out any](s *Server, op Operation[In, Out]) (Route, error) {
 		// replayed like a success, so a retry gets the same refusal. Any
 		// other error is transient: nothing is stored, and a retry runs again.
 		res, err := s.run(r.Context(), it.Request, func(ctx context.Context, now time.Time) (idempotency.Answer, error) {
-			if it.Hold != nil {
-				if err := it.Hold(ctx); err != nil {
-					return idempotency.Answer{}, err
-				}
-			}
 			out, err := op.Decide(ctx, it.Request.Scope.Actor, it.In, now)
 			if refusal, ok := errors.AsType[*apperr.Error](err); ok && problem.Render(refusal).Status < 500 {
 				return idempotency.Answer{Response: problem.Render(refusal)}, nil
@@ -110,9 +104,8 @@ func (op Operation[In, Out]) check() error {
 // operation that runs its own way uses ReadIntent and Respond). It is the
 // boundary between HTTP and the Runner: what lies past it is plain Go.
 type Intent[In any] struct {
-	Request             idempotency.Request
-	In                  In
-	workshop.Decoration // Deps.Decorate's
+	Request idempotency.Request
+	In      In
 }
 
 // ReadIntent reads r as an attempt at op; its errors are answered, storing nothing.
@@ -138,11 +131,6 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 	}
 	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: cmp.Or(s.path, op.Path), // Deps.Path first
 		Wait: preferredWait(r), Retry: accesslog.Of(r).Attempt >= 2} // readHints'
-	if s.decorate != nil {
-		if it.Decoration, err = s.decorate(r, &it.Request); err != nil {
-			return it, err
-		}
-	}
 	return it, nil
 }
 
@@ -153,15 +141,11 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 // client's attempt number for it.
 func Respond[In any](s *Server, w http.ResponseWriter, r *http.Request, it Intent[In], res idempotency.Result, err error) {
 	accesslog.Answer(r, res.Outcome, res.Path, err == nil || apperr.Code(err) == apperr.KeyPayloadMismatch)
-	switch {
-	case err != nil:
+	if err != nil {
 		if apperr.Code(err) == apperr.OperationInProgress {
 			w.Header().Set("Link", "<"+outcomeURL(it.Request.Scope)+`>; rel="monitor"`)
 		}
 		problem.Write(s.Logger, w, r, err)
-		return
-	case it.DropAnswer:
-		workshop.Drop(s.Logger, w, r)
 		return
 	}
 	if res.Waited {

@@ -11,6 +11,7 @@ import (
 	"github.com/demo-api/demo-api/internal/accesslog"
 	"github.com/demo-api/demo-api/internal/apperr"
 	"github.com/demo-api/demo-api/internal/problem"
+	"github.com/demo-api/demo-api/internal/workshop"
 )
 
 // routes is the whole API surface; ops are the operations' (demo_requests.go).
@@ -41,8 +42,8 @@ func (s *api) routes(ops []Route) http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(s.refuseDeclaredOversize, s.authenticate)
 		for _, op := range ops {
-			if op.Operation != "" {
-				op.Handler = s.readHints(op.Handler)
+			if op.Operation != "" { // the layers of an idempotent route: the client's hints, the workshop's knobs
+				op.Handler = s.readHints(workshop.Layer(s.Logger, s.Decorate)(op.Handler))
 			}
 			r.Method(op.Method, op.Pattern, op.Handler)
 		}

@@ -37,7 +37,7 @@ type Deps struct {
 	// NewKeysPerSecond and NewKeysBurst bound each actor's new keys (idempotency.NewKeys); 0: none.
 	NewKeysPerSecond float64
 	NewKeysBurst     int
-	Decorate         workshop.Decorator // changes each attempt before it runs (package workshop's knobs)
+	Decorate         workshop.Decorator // reads each attempt's knobs before it runs (package workshop's layer)
 	Workshop         bool               // the workshop's knobs are on
 	Metrics          Metrics            // records outcomes and latencies, and serves /metrics
 	Path             idempotency.Path   // makes every operation take this path; tests run every branch on both
@@ -74,11 +74,10 @@ type Metrics interface {
 type Server struct {
 	Logger *slog.Logger
 	// run is the Runner's Do (the state machine of one key) inside the
-	// layers NewServer puts around it: a span, the bound on new keys
-	// (idempotency.NewKeys) and Prefer: wait (idempotency.Waits).
-	run      func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error)
-	path     idempotency.Path   // Deps.Path
-	decorate workshop.Decorator // Deps.Decorate
+	// layers NewServer puts around it: a span, the workshop's knobs, the
+	// bound on new keys (idempotency.NewKeys) and Prefer: wait (idempotency.Waits).
+	run  workshop.Run
+	path idempotency.Path // Deps.Path
 }
 
 // api is the whole API as NewServer composes it: Deps, and the Server its
@@ -97,7 +96,7 @@ func NewServer(d Deps) (http.Handler, error) {
 	case len(d.Tokens) == 0 && d.Authenticate == nil:
 		return nil, errors.New("httpapi: Deps needs at least one token (or an Authenticate of its own)")
 	}
-	s := &Server{Logger: d.Logger, path: d.Path, decorate: d.Decorate}
+	s := &Server{Logger: d.Logger, path: d.Path}
 	cfg := idempotency.Config{Store: d.Keys, TTL: d.TTL, Lease: d.Lease}
 	if d.Metrics != nil {
 		cfg.Observe = d.Metrics.Outcome
@@ -112,17 +111,18 @@ func NewServer(d Deps) (http.Handler, error) {
 			return nil, err
 		}
 	}
-	// The layers, outermost first: the span; the admission, which decides
+	// The layers, outermost first: the span; the workshop's knobs, which
+	// change the request and hold the work; the admission, which decides
 	// before the key is touched whether this request may store a new key;
 	// the wait for another attempt's answer, which asks the Runner again.
 	waits := idempotency.NewWaits(nil)
-	s.run = traceKeys(func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
+	s.run = traceKeys(workshop.Around(func(ctx context.Context, req idempotency.Request, work idempotency.Work) (idempotency.Result, error) {
 		return newKeys.Admit(ctx, req, func(ctx context.Context) (idempotency.Result, error) {
 			return waits.Do(ctx, req, func(ctx context.Context, req idempotency.Request) (idempotency.Result, error) {
 				return runner.Do(ctx, req, work)
 			})
 		})
-	})
+	}))
 	a := &api{Deps: d, ops: s}
 	ops, err := a.operations()
 	if err != nil {

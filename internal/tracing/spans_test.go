@@ -85,7 +85,7 @@ func newServer(t *testing.T, p idempotency.Path) *server {
 		Logger: logger, Keys: s.store, Writes: s.store, Tokens: tokens, Ready: s.store.Ping,
 		Demo: &demo.Service{Store: s.store}, TTL: 24 * time.Hour, Lease: 30 * time.Second, Path: p,
 		Deliveries: &delivery.Dispatcher{Store: s.store, Logger: logger},
-		Decorate: func(*http.Request, *idempotency.Request) (workshop.Decoration, error) {
+		Decorate: func(*http.Request) (workshop.Decoration, error) {
 			return workshop.Decoration{Hold: func(ctx context.Context) error {
 				s.mu.Lock()
 				hold := s.hold

@@ -146,9 +146,9 @@ func New(t *testing.T, opts ...Option) *Env {
 // inWork decorates every attempt so that its work, before decorate's Hold
 // and the decision, counts itself in e.Works and runs the test's hook (SetHook).
 func (e *Env) inWork(decorate workshop.Decorator) workshop.Decorator {
-	return func(r *http.Request, req *idempotency.Request) (d workshop.Decoration, err error) {
+	return func(r *http.Request) (d workshop.Decoration, err error) {
 		if decorate != nil {
-			if d, err = decorate(r, req); err != nil {
+			if d, err = decorate(r); err != nil {
 				return d, err
 			}
 		}
