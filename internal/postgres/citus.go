@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -175,12 +176,18 @@ func NewFor(ctx context.Context, db *sqlx.DB) (*Store, error) {
 // for one shard, given an actor whose rows the shard holds, then the
 // arguments of the statement of one PostgreSQL.
 var (
-	shardIDsSQL     = statement("citus/shard_ids.sql")
-	shardsSQL       = statement("citus/shards.sql")
-	takeDueOnShard  = statement("citus/outbox_take_due_on_shard.sql")
-	settleOnShard   = statement("citus/outbox_settle_on_shard.sql")
-	purgeOnShard    = statement("citus/purge_expired_keys_on_shard.sql")
-	shardOfActorSQL = statement("citus/shard_of_actor.sql")
+	//go:embed citus/shard_ids.sql
+	shardIDsSQL string
+	//go:embed citus/shards.sql
+	shardsSQL string
+	//go:embed citus/outbox_take_due_on_shard.sql
+	takeDueOnShard string
+	//go:embed citus/outbox_settle_on_shard.sql
+	settleOnShard string
+	//go:embed citus/purge_expired_keys_on_shard.sql
+	purgeOnShard string
+	//go:embed citus/shard_of_actor.sql
+	shardOfActorSQL string
 )
 
 // citusScans runs each scan once per shard of the key table (and of the

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 
 	"github.com/demo-api/demo-api/internal/apperr"
@@ -17,11 +18,14 @@ import (
 // and then replays. The finish is the two-phase path's end: the same writes, fenced by
 // the claim's token, so an owner whose lease was taken over changes nothing.
 var (
-	createSQL = statement("sql/create_demo_request.sql")
-	cancelSQL = statement("sql/cancel_demo_request.sql")
+	//go:embed sql/create_demo_request.sql
+	createSQL string
+	//go:embed sql/cancel_demo_request.sql
+	cancelSQL string
 )
 
-var getDemoRequestSQL = statement("sql/get_demo_request.sql")
+//go:embed sql/get_demo_request.sql
+var getDemoRequestSQL string
 
 // CreateDemoRequest is the create's write of r, committed with the key: the business
 // row exists exactly when the key holds the 201 that names it.

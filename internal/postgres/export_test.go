@@ -2,18 +2,23 @@ package postgres
 
 import (
 	"context"
+	"embed"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-// SQLFiles is the embedded folder of statements (sql/*.sql), for the tests
-// that prepare and run the files themselves.
-var SQLFiles = sqlFiles
+// SQLFiles is the folder of statements (sql/*.sql), for the tests that
+// prepare and run the files themselves.
+//
+//go:embed sql/*.sql
+var SQLFiles embed.FS
 
-// CitusFiles is the embedded folder of the statements of the store on Citus (citus/*.sql).
-var CitusFiles = sqlFiles
+// CitusFiles is the folder of the statements of the store on Citus (citus/*.sql).
+//
+//go:embed citus/*.sql
+var CitusFiles embed.FS
 
 // The columns the store scans by position, in its order: of the statements
 // that write a key row, and of lookup_key.sql.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,9 @@ import (
 
 // answerOnlySQL completes a key with no business change (a refusal), through
 // write_key (migrations/000002_write_key.up.sql), as every key write does.
-var answerOnlySQL = statement("sql/answer_only.sql")
+//
+//go:embed sql/answer_only.sql
+var answerOnlySQL string
 
 // effect is the store's idempotency.Effect: its statement, the call of an
 // operation's function that returns key_write (its key's arguments, then
@@ -141,7 +144,9 @@ func (s *Store) write(ctx context.Context, query string, args []any) (w idempote
 }
 
 // claimSQL writes a key in progress through write_key, as every key write does.
-var claimSQL = statement("sql/claim.sql")
+//
+//go:embed sql/claim.sql
+var claimSQL string
 
 // Claim implements idempotency.Store (sql/claim.sql). The claim commits on its
 // own, before the work runs, so that a retry meanwhile finds the key in
@@ -174,9 +179,12 @@ func (s *Store) FinishClaimAtomically(ctx context.Context, c idempotency.Claim, 
 }
 
 var (
-	releaseClaimSQL          = statement("sql/release_claim.sql")
-	lookupKeySQL             = statement("sql/lookup_key.sql")
-	countInProgressClaimsSQL = statement("sql/count_in_progress_claims.sql")
+	//go:embed sql/release_claim.sql
+	releaseClaimSQL string
+	//go:embed sql/lookup_key.sql
+	lookupKeySQL string
+	//go:embed sql/count_in_progress_claims.sql
+	countInProgressClaimsSQL string
 )
 
 // Release implements idempotency.Store. It deletes the key only while c's

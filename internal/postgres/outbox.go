@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	_ "embed"
 	"time"
 
 	"github.com/lib/pq"
@@ -21,12 +22,18 @@ import (
 //
 // The outbox statements (package delivery), off a request's path, so unprepared.
 var (
-	takeDueSQL  = statement("sql/outbox_take_due.sql")
-	settleSQL   = statement("sql/outbox_settle.sql")
-	deliverySQL = statement("sql/outbox_delivery.sql")
-	backlogSQL  = statement("sql/outbox_backlog.sql")
-	acceptedSQL = statement("sql/outbox_accepted.sql") // reconcile: the desk accepted it
-	requeuedSQL = statement("sql/outbox_requeued.sql") // reconcile: the desk never did
+	//go:embed sql/outbox_take_due.sql
+	takeDueSQL string
+	//go:embed sql/outbox_settle.sql
+	settleSQL string
+	//go:embed sql/outbox_delivery.sql
+	deliverySQL string
+	//go:embed sql/outbox_backlog.sql
+	backlogSQL string
+	//go:embed sql/outbox_accepted.sql
+	acceptedSQL string // reconcile: the desk accepted it
+	//go:embed sql/outbox_requeued.sql
+	requeuedSQL string // reconcile: the desk never did
 )
 
 // TakeDue implements delivery.Store: it takes up to n due rows, marking each taken

@@ -8,7 +8,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -354,20 +353,6 @@ func schemaCurrent(db *sqlx.DB, src source.Driver, table string, steps int) erro
 	}
 	return fmt.Errorf("migrate: the schema is at version %d%s, this build needs %d: %w",
 		version, map[bool]string{true: " (dirty)"}[dirty], want, ErrMigrateNeedsDirectURL)
-}
-
-// sqlFiles holds every statement the store runs (citus/: on Citus alone), one a file, its parameters at its top.
-//
-//go:embed sql/*.sql citus/*.sql
-var sqlFiles embed.FS
-
-// statement returns the text of the file at path in sqlFiles; it panics if the file is missing.
-func statement(path string) string {
-	b, err := sqlFiles.ReadFile(path)
-	if err != nil {
-		panic("postgres: " + err.Error())
-	}
-	return string(b)
 }
 
 // Store implements the idempotency store and the business store. It keeps no

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"slices"
 )
@@ -48,7 +49,8 @@ func (r Replication) WritesHeld() string {
 	return ""
 }
 
-var commitReplicationSQL = statement("sql/commit_replication.sql")
+//go:embed sql/commit_replication.sql
+var commitReplicationSQL string
 
 // Replication reads how the server replicates this pool's commits.
 func (s *Store) Replication(ctx context.Context) (r Replication, err error) {

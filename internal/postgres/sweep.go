@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 )
 
-var purgeExpiredKeysSQL = statement("sql/purge_expired_keys.sql")
+//go:embed sql/purge_expired_keys.sql
+var purgeExpiredKeysSQL string
 
 // SweepMark is where a sweep has got to: the last key it picked; zero is the start.
 type SweepMark struct {

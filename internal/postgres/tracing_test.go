@@ -12,12 +12,12 @@ import (
 func TestStatementNames(t *testing.T) {
 	// The statements that run: the files of sql/.
 	texts := map[string]string{}
-	files, err := fs.Glob(sqlFiles, "sql/*.sql")
+	files, err := fs.Glob(SQLFiles, "sql/*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		b, err := fs.ReadFile(sqlFiles, f)
+		b, err := fs.ReadFile(SQLFiles, f)
 		if err != nil {
 			t.Fatal(err)
 		}
