@@ -130,7 +130,7 @@ func ReadIntent[In, Out any](s *Server, w http.ResponseWriter, r *http.Request, 
 		return it, err
 	}
 	it.Request = idempotency.Request{Scope: scope, Fingerprint: fp, Path: cmp.Or(s.path, op.Path), // Deps.Path first
-		Wait: preferredWait(r), Retry: accesslog.Of(r).Attempt >= 2} // readHints'
+		Wait: preferredWait(r), Retry: accesslog.Of(r).Attempt >= 2} // as readHints left them
 	return it, nil
 }
 
