@@ -145,7 +145,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, handler http.Handler) 
 		a.Go(a.Dispatcher.Run)
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "workshop", cfg.Workshop,
-		"ttl", cfg.TTL, "lease", cfg.Lease, "path", cfg.path, "prepared", a.Store.Prepared(),
+		"ttl", cfg.TTL, "lease", cfg.Lease, "path", cfg.path, "unprepared", !a.Store.Prepared(),
 		"new_keys_per_second", cfg.newKeysPerSecond, "new_keys_burst", cfg.newKeysBurst,
 		"provider", cfg.ProviderURL, "dispatch", dispatching)
 	if cfg.Workshop && !loopback(ln.Addr()) {
