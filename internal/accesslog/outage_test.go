@@ -1,27 +1,28 @@
-package accesslog
+package accesslog_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/demo-api/demo-api/internal/accesslog"
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 )
 
 // TestAnOutageIsAFewLines: 200 503s of one cause are three lines at WARN:
 // the first at once, then how many in the interval after it, then the
 // total once an interval passes without one; another cause has lines of its own.
 func TestAnOutageIsAFewLines(t *testing.T) {
-	var buf syncBuffer
-	o := newOutage(slog.New(slog.NewTextHandler(&buf, nil)), 200*time.Millisecond)
+	var buf testenv.Buffer
+	answered := accesslog.NewOutage(slog.New(slog.NewTextHandler(&buf, nil)), 200*time.Millisecond)
 	down := errors.New("dial tcp: connection refused")
 	for range 200 {
-		o.answered(context.Background(), "the database is unavailable", down)
+		answered(context.Background(), "the database is unavailable", down)
 	}
-	o.answered(context.Background(), "the desk is unavailable", down)
+	answered(context.Background(), "the desk is unavailable", down)
 	time.Sleep(700 * time.Millisecond)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	t.Logf("the log:\n%s", buf.String())
@@ -44,22 +45,4 @@ func TestAnOutageIsAFewLines(t *testing.T) {
 			t.Errorf("no line says %s", w)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer that several goroutines may write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/demo-api/demo-api/internal/tools/testenv"
 	"github.com/demo-api/demo-api/internal/tracing"
 )
 
@@ -115,7 +116,7 @@ func TestExportErrorsGoThroughTheLogger(t *testing.T) {
 		http.Error(w, "refused by the collector under test", http.StatusBadRequest) // not retried
 	}))
 	defer collector.Close()
-	var log syncBuffer
+	var log testenv.Buffer
 	shutdown, err := tracing.Setup(context.Background(), tracing.FromEnv(env{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL}.get),
 		slog.New(slog.NewJSONHandler(&log, nil)))
 	if err != nil {
@@ -136,23 +137,6 @@ func TestExportErrorsGoThroughTheLogger(t *testing.T) {
 	if !found {
 		t.Fatalf("the refused export is not in the service's log:\n%s", log.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type env map[string]string
