@@ -35,7 +35,7 @@ func (s *api) readHints(next http.Handler) http.Handler {
 			problem.Write(s.Logger, w, r, err)
 			return
 		}
-		if d := preferWait(r); d > 0 {
+		if d := parsePreferWait(r); d > 0 {
 			r = r.WithContext(context.WithValue(r.Context(), waitKey{}, d))
 		}
 		next.ServeHTTP(w, r)
@@ -62,10 +62,10 @@ func clientAttempt(r *http.Request) error {
 	return nil
 }
 
-// preferWait reads Prefer: wait=N (RFC 7240); other preferences are ignored.
+// parsePreferWait reads Prefer: wait=N (RFC 7240); other preferences are ignored.
 // A preference is a hint: the Runner caps the wait, and a request that did
 // wait for a replay says so with Preference-Applied.
-func preferWait(r *http.Request) time.Duration {
+func parsePreferWait(r *http.Request) time.Duration {
 	for _, h := range r.Header.Values("Prefer") {
 		for pref := range strings.SplitSeq(h, ",") {
 			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")

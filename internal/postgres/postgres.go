@@ -421,8 +421,8 @@ func (p *prepared) prepare(ctx context.Context, query string) (*sqlx.Stmt, error
 // connection, which the pooler does not keep for the client.
 type plain struct{ db *sqlx.DB }
 
-func (u plain) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
-	return dbErr(u.db.QueryRowxContext(ctx, query, args...).Scan(dest...))
+func (p plain) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return dbErr(p.db.QueryRowxContext(ctx, query, args...).Scan(dest...))
 }
 
 // New returns the Store on one PostgreSQL at db (NewCitus: on a Citus
