@@ -106,8 +106,8 @@ func runCitusScript(ctx context.Context, tx *sqlx.Tx, name string) error {
 // a generic plan's statement for the local shard at every execution, and
 // keeps each of those plans with the generic one until the session ends (its
 // cache lookup never finds them), so a worker's session grows with every
-// call; a custom plan knows its shard when it is made, and Citus plans it
-// on the local shard directly.
+// call; a custom plan runs once, and Citus keeps no local plan of a plan
+// that has not run before.
 func delegateKeyWrites(ctx context.Context, tx *sqlx.Tx) error {
 	var schema string
 	var fns []struct {
