@@ -3,7 +3,7 @@ package expedite
 import (
 	"context"
 	"database/sql"
-	"embed"
+	_ "embed"
 	"errors"
 	"time"
 
@@ -12,22 +12,6 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 )
-
-// The business writes of an expedite, an operation of several steps: each
-// commits with a recovery point (SaveRun) or with the run's answer
-// (FinishRun), and says what it expects to find.
-//
-//go:embed sql/*.sql
-var sqlFiles embed.FS
-
-// statement is the text of sql/name; it panics if the file is missing.
-func statement(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
-	if err != nil {
-		panic("expedite: " + err.Error())
-	}
-	return string(b)
-}
 
 // Store keeps the expedites, and the runs of their steps, beside the
 // template's store.
@@ -38,11 +22,18 @@ type Store struct {
 // NewStore returns the Store on keys' database.
 func NewStore(keys *postgres.Store) *Store { return &Store{Store: runs.New(keys)} }
 
+// The business writes of an expedite, an operation of several steps: each
+// commits with a recovery point (SaveRun) or with the run's answer
+// (FinishRun), and says what it expects to find.
 var (
-	insertExpediteSQL  = statement("insert_expedite.sql")
-	confirmExpediteSQL = statement("confirm_expedite.sql")
-	refuseExpediteSQL  = statement("refuse_expedite.sql")
-	getExpediteSQL     = statement("get_expedite.sql")
+	//go:embed sql/insert_expedite.sql
+	insertExpediteSQL string
+	//go:embed sql/confirm_expedite.sql
+	confirmExpediteSQL string
+	//go:embed sql/refuse_expedite.sql
+	refuseExpediteSQL string
+	//go:embed sql/get_expedite.sql
+	getExpediteSQL string
 )
 
 // OrderExpedite returns the write of the expedite's first step: the order

@@ -7,7 +7,7 @@ package runs
 import (
 	"context"
 	"database/sql"
-	"embed"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,18 +22,6 @@ import (
 	"github.com/demo-api/demo-api/internal/idempotency"
 	"github.com/demo-api/demo-api/internal/postgres"
 )
-
-//go:embed sql/*.sql
-var sqlFiles embed.FS
-
-// statement is the text of sql/name; it panics if the file is missing.
-func statement(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
-	if err != nil {
-		panic("runs: " + err.Error())
-	}
-	return string(b)
-}
 
 // Store keeps the runs beside the keys of the template's store, on its
 // database, and on its clock (postgres.Store.Clock). Its own statements
@@ -76,18 +64,27 @@ func Err(err error) error {
 }
 
 var (
-	loadRunSQL                   = statement("load_run.sql")
-	saveRunSQL                   = statement("save_run.sql")
-	finishRunSQL                 = statement("finish_run.sql")
-	takeAbandonedRunsSQL         = statement("take_abandoned_runs.sql")
-	resumeRunSQL                 = statement("resume_run.sql")
-	countRunsNeedingAttentionSQL = statement("count_runs_needing_attention.sql")
-	releaseRunSQL                = statement("release_run.sql")
+	//go:embed sql/load_run.sql
+	loadRunSQL string
+	//go:embed sql/save_run.sql
+	saveRunSQL string
+	//go:embed sql/finish_run.sql
+	finishRunSQL string
+	//go:embed sql/take_abandoned_runs.sql
+	takeAbandonedRunsSQL string
+	//go:embed sql/resume_run.sql
+	resumeRunSQL string
+	//go:embed sql/count_runs_needing_attention.sql
+	countRunsNeedingAttentionSQL string
+	//go:embed sql/release_run.sql
+	releaseRunSQL string
 )
 
 // claimRunSQL is the claim of a step-wise key, which writes its run in the
 // same statement: a claim never exists without its run.
-var claimRunSQL = statement("claim_run.sql")
+//
+//go:embed sql/claim_run.sql
+var claimRunSQL string
 
 // ClaimRun implements steps.RunStore (sql/claim_run.sql).
 func (s *Store) ClaimRun(ctx context.Context, c idempotency.Claim, fp string, lease, ttl time.Duration, input json.RawMessage) (idempotency.KeyWrite, error) {
