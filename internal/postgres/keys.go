@@ -66,7 +66,7 @@ func (s *Store) answer(ctx context.Context, c idempotency.Claim, finish bool, fp
 		a.Response.Status, a.Response.Body, string(headers),
 		sql.NullString{String: a.Response.ResultID, Valid: a.Response.ResultID != ""}}, business)
 	w, changed, err := s.write(ctx, q, args)
-	if pe, ok := errors.AsType[*pq.Error](err); ok && (pe.Code == "40001" || pe.Code == "23505") {
+	if pe, ok := errors.AsType[*pq.Error](err); ok && (pe.Code.Name() == "serialization_failure" || pe.Code.Name() == "unique_violation") {
 		return idempotency.KeyWrite{}, idempotency.ErrEffectNotApplied
 	}
 	if err == nil && e != nil && w.Wrote && changed == 0 {
